@@ -1,0 +1,34 @@
+# nccl-doctor: the whole set-up on a fresh machine is `make demo` and `make test`.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+STAMP := $(VENV)/.installed
+
+.PHONY: help install demo test lint bench clean
+
+help: ## list the targets
+	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
+
+$(STAMP): pyproject.toml
+	test -x $(PY) || python3 -m venv $(VENV)
+	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
+	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[test]"
+	touch $(STAMP)
+
+install: $(STAMP) ## create .venv and install the project with its test extras
+
+demo: install ## preflight, then a small CPU job with an injected hang, triaged
+	$(PY) -m doctor.demo
+
+test: install ## the full suite (ruff, then pytest)
+	$(VENV)/bin/ruff check doctor checks playbooks tests benchmarks
+	$(VENV)/bin/pytest -q
+
+lint: install ## ruff only
+	$(VENV)/bin/ruff check doctor checks playbooks tests benchmarks
+
+bench: install ## every benchmark under benchmarks/
+	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+
+clean: ## remove the virtual environment
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""Preflight checks: pure functions over ``Facts`` that return findings."""

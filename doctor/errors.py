@@ -1,0 +1,50 @@
+"""Errors that the CLI turns into exit codes.
+
+Library code raises; only ``doctor.cli`` turns a ``DoctorError`` into an exit
+code and one printed sentence, so no user ever sees a traceback for bad input.
+
+    DoctorError                 exit 2 unless a subclass says otherwise
+    ├── UsageError              a bad flag or combination of flags
+    ├── ConfigError             unreadable or malformed config (names key and line)
+    ├── InputError              unreadable evidence, a path that does not exist
+    ├── NoSuchJobError          --job names no running job on this host
+    └── NotYetImplementedError  a command whose behaviour another issue owns
+
+Exit codes (a contract: launch scripts gate on them):
+
+    0  nothing at fail (warnings allowed unless --strict)
+    1  something at fail (preflight) or a hang was found (triage/analyze)
+    2  usage or input error
+"""
+
+from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_FOUND = 1
+EXIT_USAGE = 2
+
+
+class DoctorError(Exception):
+    """Base of every error the CLI reports as one sentence."""
+
+    exit_code: int = EXIT_USAGE
+
+
+class UsageError(DoctorError):
+    """A bad flag value or an impossible combination of flags."""
+
+
+class ConfigError(DoctorError):
+    """The config file is unreadable, malformed, or has an unknown key or wrong type."""
+
+
+class InputError(DoctorError):
+    """Evidence or a path given on the command line cannot be used."""
+
+
+class NoSuchJobError(DoctorError):
+    """No rank of the named job runs on this host."""
+
+
+class NotYetImplementedError(DoctorError):
+    """A command whose behaviour is owned by an issue that has not landed."""

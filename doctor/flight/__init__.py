@@ -1,0 +1,1 @@
+"""Flight Recorder: a safe reader and a cross-rank aligner."""

@@ -1,0 +1,45 @@
+"""Every child process nccl-doctor starts goes through here: always a timeout, never a hang."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Completed:
+    """What a bounded child run produced."""
+
+    argv: tuple[str, ...]
+    returncode: int | None
+    """None when it was killed at the deadline or could not start."""
+    stdout: str
+    stderr: str
+    timed_out: bool = False
+    error: str = ""
+    """Why it could not start (missing binary, permission)."""
+
+    @property
+    def ok(self) -> bool:
+        return self.returncode == 0
+
+
+def run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
+        input_text: str | None = None) -> Completed:
+    """Run ``argv`` to completion or kill it after ``timeout`` seconds; never raises."""
+    try:
+        proc = subprocess.Popen(
+            list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
+            env=dict(env) if env is not None else None, text=True, start_new_session=True,
+        )
+    except OSError as exc:
+        return Completed(tuple(argv), None, "", "", error=str(exc))
+    try:
+        out, err = proc.communicate(input_text, timeout=timeout)
+        return Completed(tuple(argv), proc.returncode, out, err)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        return Completed(tuple(argv), None, out or "", err or "", timed_out=True)

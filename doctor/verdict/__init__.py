@@ -1,0 +1,1 @@
+"""From evidence to one verdict: rules propose candidates, ``classify`` picks one."""

@@ -1,0 +1,34 @@
+"""Shared fixtures: the real CLI in a subprocess, with a controlled environment."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+
+
+def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
+    """A minimal environment with no NCCL/torch variables from the developer's shell."""
+    keep = ("PATH", "HOME", "LANG", "TMPDIR", "USER", "SYSTEMROOT")
+    env = {k: os.environ[k] for k in keep if k in os.environ}
+    env.update(extra or {})
+    return env
+
+
+def run_cli(*args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None,
+            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+    """``nccl-doctor ARGS`` in a fresh interpreter, as a user runs it."""
+    return subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True,
+                          text=True, env=dict(env) if env is not None else clean_env(),
+                          cwd=cwd, timeout=timeout)
+
+
+@pytest.fixture
+def cli():
+    return run_cli
