@@ -1,0 +1,1 @@
+"""Live triage: discover a job's ranks, collect evidence in parallel, classify, render."""
