@@ -10,9 +10,11 @@ help: ## list the targets
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	$(PY) -m pip install -q --disable-pip-version-check --upgrade pip
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[test]"
+	command -v tmux >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq >/dev/null && apt-get install -y -qq tmux >/dev/null; } || \
+	  echo "note: tmux is not installed; the real-terminal TUI test will skip"
 	touch $(STAMP)
 
 install: $(STAMP) ## create .venv and install the project with its test extras
@@ -27,7 +29,8 @@ test: install ## the full suite (ruff, then pytest)
 lint: install ## ruff only
 	$(VENV)/bin/ruff check doctor checks playbooks tests benchmarks
 
-bench: install ## every benchmark under benchmarks/
+bench: install ## every benchmark under benchmarks/ (installs NVIDIA's wrapper to compare)
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[test,compare]"
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean: ## remove the virtual environment
