@@ -76,6 +76,9 @@ class RankProcess:
     num_threads: int | None = None
     rss_bytes: int | None = None
     exit_code: int | None = None
+    io_calls_delta: int | None = None
+    """Read and write system calls during the collection window (``/proc/PID/io``):
+    a gloo/socket rank that makes progress makes them, a hung one does not."""
     error: str = ""
     """What the launcher's error file says about a rank that exited."""
 
@@ -118,6 +121,8 @@ class ProgressSample:
     last_enqueued_seq: int | None = None
     last_completed_seq: int | None = None
     stack_signature: str = ""
+    state: str = ""
+    """The rank's state at that moment (``doctor.verdict.stacks.RankState``), '' if unknown."""
 
 
 @dataclass(frozen=True)

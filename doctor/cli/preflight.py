@@ -1,14 +1,67 @@
-"""`nccl-doctor preflight`: not built yet; issue 2 owns it."""
+"""`nccl-doctor preflight`: is this environment going to hang, crash at bootstrap, or be
+unrecoverable? Builds the facts, runs the registry, hands the report to a renderer.
+Only light modules are imported (no torch, no NVML unless a GPU check needs it).
+"""
 
 from __future__ import annotations
 
+import os
+import sys
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
 import typer
 
-from doctor.errors import NotYetImplementedError
+from doctor.errors import EXIT_FOUND, EXIT_OK
+from doctor.model import Report, Severity
+
+
+class Lane(StrEnum):
+    AUTO = "auto"
+    SINGLE = "single-node"
+    MULTI = "multi-node"
+
+
+def exit_code(report: Report, strict: bool) -> int:
+    """1 when anything fails (or, with ``--strict``, warns); else 0."""
+    bad = report.count(Severity.FAIL) + (report.count(Severity.WARN) if strict else 0)
+    return EXIT_FOUND if bad else EXIT_OK
 
 
 def register(app: typer.Typer) -> None:
     @app.command("preflight")
-    def preflight() -> None:
-        """Not built yet."""
-        raise NotYetImplementedError("'preflight' is not built yet (issue 2)")
+    def preflight(
+        lane: Annotated[Lane | None, typer.Option(
+            help="auto detects SLURM/torchrun node counts; default: [lane] kind, then auto"),
+        ] = None,
+        config: Annotated[Path | None, typer.Option(
+            help="nccl-doctor.toml to read (default: ./nccl-doctor.toml or pyproject.toml)"),
+        ] = None,
+        bench: Annotated[bool, typer.Option(help="also run the AllReduce benchmark")] = False,
+        json_out: Annotated[bool, typer.Option("--json", help="print JSON for machines")] = False,
+        emit_env: Annotated[bool, typer.Option(
+            "--emit-env", help="print export/unset lines that make the environment pass")] = False,
+        strict: Annotated[bool, typer.Option(help="exit 1 on warnings too")] = False,
+    ) -> None:
+        """Check this host and environment before launch (exit 1 if anything fails)."""
+        from checks import fixes, render
+        from checks.gather import gather
+        from checks.registry import run_checks
+        from doctor.config import load_config
+
+        env = dict(os.environ)
+        cfg = load_config(config, env, Path.cwd())
+        facts = gather(env, cfg, lane.value if lane else None, bench, Path.cwd())
+        report = run_checks(facts)
+        if emit_env:
+            snippet, unfixed = fixes.emit_env(report.findings)
+            print(snippet)
+            raise typer.Exit(EXIT_FOUND if unfixed else EXIT_OK)
+        if json_out:
+            print(render.to_json(report))
+        else:
+            from rich.console import Console
+
+            render.print_report(report, Console(file=sys.stdout))
+        raise typer.Exit(exit_code(report, strict))

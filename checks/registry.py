@@ -1,0 +1,46 @@
+"""The ordered registry of check families, and the one function preflight calls.
+
+Order is the report's order: what breaks bootstrap first (env, lane, net),
+then what breaks recovery (nvls, plugin, timeout), then diagnosability,
+hardware and versions. ``gpu`` and ``bench`` belong to the bandwidth issue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from checks import bench, diag, env, gpu, lane, net, nvls, plugin, stack, timeouts
+from checks.facts import Facts
+from doctor.model import Finding, Report
+
+Check = Callable[[Facts], list[Finding]]
+
+FAMILIES: tuple[tuple[str, Check], ...] = (
+    ("env", env.run),
+    ("lane", lane.run),
+    ("net", net.run),
+    ("nvls", nvls.run),
+    ("plugin", plugin.run),
+    ("timeout", timeouts.run),
+    ("diag", diag.run),
+    ("gpu", gpu.run),
+    ("bench", bench.run),
+    ("stack", stack.run),
+)
+
+
+def family(check_id: str) -> str:
+    """``env.unknown`` -> ``env``; ``nvlink.*`` findings group with ``gpu``."""
+    head = check_id.split(".", 1)[0]
+    return "gpu" if head == "nvlink" else head
+
+
+def run_checks(facts: Facts) -> Report:
+    """Every family in order; the report carries the resolved timeout chain and the lane source."""
+    findings = [finding for _, check in FAMILIES for finding in check(facts)]
+    chain = timeouts.resolve_timeouts(facts.config, facts.env)
+    return Report(facts.lane, tuple(findings), extras={
+        "timeouts": chain.to_json(),
+        "lane_source": facts.lane_source,
+        "conf_files": list(facts.conf_files),
+    })

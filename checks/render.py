@@ -1,0 +1,101 @@
+"""Renderers of a preflight ``Report``: rich renderables for people, JSON for machines.
+
+Two phases: the report (and its ``extras["timeouts"]`` chain, already plain
+data) is built first; these functions only lay it out, so the CLI prints them
+and a TUI could show them in a ``Static``.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from rich.console import Console, Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from checks.registry import family
+from doctor.config import format_duration
+from doctor.model import Report, Severity
+
+MARKS = {
+    Severity.FAIL: ("✗ fail", "bold red"),
+    Severity.WARN: ("! warn", "yellow"),
+    Severity.INFO: ("i info", "blue"),
+    Severity.PASS: ("✓ pass", "green"),
+    Severity.SKIP: ("- skip", "dim"),
+}
+
+
+def findings_table(report: Report) -> Table:
+    """One row per finding, a section per check family, the fix under its message."""
+    table = Table(title=f"nccl-doctor preflight · lane {report.lane}", title_justify="left",
+                  show_lines=False, expand=True)
+    table.add_column("", no_wrap=True, width=6)
+    table.add_column("check", no_wrap=True)
+    table.add_column("finding", ratio=1, overflow="fold")
+    current = None
+    for finding in report.findings:
+        group = family(finding.check)
+        if current is not None and group != current:
+            table.add_section()
+        current = group
+        mark, style = MARKS[finding.severity]
+        body = Text()
+        if finding.subject not in finding.message:
+            body.append(f"{finding.subject}: ", style="bold")
+        body.append(finding.message)
+        if finding.fix and finding.severity in (Severity.FAIL, Severity.WARN):
+            body.append("\nfix: " + finding.fix.replace("\n", "\n     "), style="cyan")
+        table.add_row(Text(mark, style=style), finding.check, body)
+    return table
+
+
+def _duration(seconds: float | None, off: str = "off") -> str:
+    return off if seconds is None else format_duration(seconds)
+
+
+def timeout_table(chain: dict[str, Any]) -> Table:
+    """The resolved timeout chain with the worst-case time to detect a hang and to recover."""
+    table = Table(title="timeout chain", title_justify="left", expand=True)
+    table.add_column("layer", no_wrap=True)
+    table.add_column("value", no_wrap=True, justify="right")
+    table.add_column("set by", ratio=1, overflow="fold")
+    for layer in chain["layers"].values():
+        table.add_row(layer["title"], _duration(layer["seconds"]), layer["source"])
+    table.add_section()
+    table.add_row(Text("time to detect a hang", style="bold"),
+                  _duration(chain["detect_seconds"], "never"), "worst case")
+    table.add_row(Text("time to recover", style="bold"),
+                  _duration(chain["recover_seconds"], "never"), chain["recover_how"])
+    return table
+
+
+def summary_line(report: Report) -> Text:
+    counts = {s: report.count(s) for s in Severity}
+    verdict = ("FAIL" if counts[Severity.FAIL] else "WARN" if counts[Severity.WARN] else "OK")
+    style = {"FAIL": "bold red", "WARN": "bold yellow", "OK": "bold green"}[verdict]
+    line = Text(f"preflight {verdict}", style=style)
+    parts = " · ".join(f"{counts[s]} {s.value}" for s in Severity if counts[s] or s is not
+                       Severity.INFO)
+    line.append(f": {parts} · lane {report.lane} ({report.extras.get('lane_source', '?')})")
+    files = report.extras.get("conf_files")
+    if files:
+        line.append(f" · NCCL config files read: {', '.join(files)}")
+    return line
+
+
+def report_renderable(report: Report) -> RenderableType:
+    parts: list[RenderableType] = [findings_table(report)]
+    if "timeouts" in report.extras:
+        parts.append(timeout_table(report.extras["timeouts"]))
+    parts.append(summary_line(report))
+    return Group(*parts)
+
+
+def print_report(report: Report, console: Console) -> None:
+    console.print(report_renderable(report))
+
+
+def to_json(report: Report) -> str:
+    return json.dumps(report.to_json(), indent=2)

@@ -1,0 +1,125 @@
+"""Find Flight Recorder dumps anywhere a user keeps them and read them one at a time.
+
+``read_flight(paths)`` is the one entry point: folders (searched recursively),
+tar/tar.gz bundles, zip files and explicit files, with any naming that ends in
+the rank number (``rank_3``, ``_dump_3``, ``nccl_trace_rank_3``,
+``host-a_rank3.json``). It never raises on a bad dump: an unreadable,
+truncated, hostile or unsupported dump becomes a ``Skipped`` with the reason,
+and the rest are read. Dumps are streamed: each is decoded, reduced
+(``doctor.flight.dump``) and its raw bytes dropped before the next is opened.
+"""
+
+from __future__ import annotations
+
+import re
+import tarfile
+import zipfile
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path, PurePosixPath
+
+from doctor.flight.dump import DumpError, RankDump, parse_dump
+from doctor.model import Skipped
+
+MAX_DUMP_BYTES = 512 * 1024 * 1024
+PROBE = "flight-recorder"
+_RANK = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
+_TRAILING = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json|bin))?$", re.IGNORECASE)
+_NOT_DUMPS = {"evidence.json", "verdict.json"}
+_NOT_DUMP_DIRS = {"stacks", "logs"}
+
+
+@dataclass(frozen=True)
+class FlightRead:
+    """What reading produced: the reduced dumps and the ranks that could not be read."""
+
+    dumps: tuple[RankDump, ...]
+    skipped: tuple[Skipped, ...]
+
+
+def rank_of(name: str) -> int | None:
+    """The rank a dump file name ends in, or None when the name does not say."""
+    base = PurePosixPath(name).name
+    if base in _NOT_DUMPS or base.startswith(".") or set(PurePosixPath(name).parts) & _NOT_DUMP_DIRS:
+        return None
+    found = _RANK.findall(base)
+    if found:
+        return int(found[-1])
+    m = _TRAILING.search(base)
+    return int(m.group(1)) if m else None
+
+
+Opener = Callable[[], bytes]
+
+
+def _folder(root: Path) -> Iterator[tuple[str, Opener]]:
+    for p in sorted(root.rglob("*")):
+        if p.is_file() and not p.is_symlink():
+            yield str(p.relative_to(root)), _file_opener(p)
+
+
+def _file_opener(p: Path) -> Opener:
+    def read() -> bytes:
+        if p.stat().st_size > MAX_DUMP_BYTES:
+            raise DumpError("larger than 512 MiB")
+        return p.read_bytes()
+    return read
+
+
+def _tar(path: Path) -> Iterator[tuple[str, Opener]]:
+    with tarfile.open(path) as tar:
+        for member in tar:
+            if member.isfile() and member.size <= MAX_DUMP_BYTES:
+                data = tar.extractfile(member)
+                if data is not None and rank_of(member.name) is not None:
+                    yield member.name, (lambda d=data: d.read())
+
+
+def _zip(path: Path) -> Iterator[tuple[str, Opener]]:
+    with zipfile.ZipFile(path) as zf:
+        for info in zf.infolist():
+            if not info.is_dir() and info.file_size <= MAX_DUMP_BYTES:
+                yield info.filename, (lambda i=info: zf.read(i))
+
+
+def candidates(path: Path) -> Iterator[tuple[str, Opener]]:
+    """Every (name, opener) under ``path``; the caller keeps those named by a rank."""
+    if path.is_dir():
+        yield from _folder(path)
+    elif tarfile.is_tarfile(path):
+        yield from _tar(path)
+    elif zipfile.is_zipfile(path):
+        yield from _zip(path)
+    else:
+        yield path.name, _file_opener(path)
+
+
+def iter_dumps(paths: Iterable[Path], skipped: list[Skipped]) -> Iterator[RankDump]:
+    """Yield reduced dumps one by one; append a ``Skipped`` for each unreadable one."""
+    seen: set[int] = set()
+    for path in paths:
+        explicit = not path.is_dir() and not tarfile.is_tarfile(path) \
+            and not zipfile.is_zipfile(path)
+        for name, opener in candidates(path):
+            rank = rank_of(name)
+            if rank is None:
+                if explicit:
+                    skipped.append(Skipped(None, PROBE, f"{name}: no rank number in its name"))
+                continue
+            if rank in seen:
+                skipped.append(Skipped(rank, PROBE, f"{name}: a second dump for rank {rank}"))
+                continue
+            try:
+                dump = parse_dump(rank, name, opener())
+            except (DumpError, OSError, tarfile.TarError, zipfile.BadZipFile) as exc:
+                skipped.append(Skipped(rank, PROBE, f"{name}: {exc}"))
+                continue
+            seen.add(rank)
+            yield dump
+
+
+def read_flight(paths: Iterable[Path]) -> FlightRead:
+    """Read every dump under ``paths`` (see the module docstring); never raises on bad dumps."""
+    skipped: list[Skipped] = []
+    dumps = tuple(iter_dumps(paths, skipped))
+    return FlightRead(dumps, tuple(skipped))

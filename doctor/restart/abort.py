@@ -1,0 +1,122 @@
+"""Unblocking the main thread: close the iteration's connections, abort, raise asynchronously.
+
+Measured on torch 2.13 CPU: ``ProcessGroupGloo.abort()`` and ``shutdown()``
+return at once but do not release a peer blocked in a collective, so
+``destroy_process_group`` alone leaves the other ranks waiting for the whole
+gloo timeout. Shutting down the rank's own gloo TCP connections does: the
+local collective fails with "Connection closed by peer" and so does every peer
+connected to it (about 5 ms on 4 ranks when every rank does it). The
+connections are told apart as the connected TCP sockets opened since the
+iteration began; listening sockets are left alone (shutting gloo's listener
+down makes its accept thread terminate the process). NCCL communicators are
+aborted with ``ProcessGroup.abort()``. Backends that are neither can only be
+left by their own timeout, which ``timeouts.py`` checks.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import signal
+import socket
+
+INTERRUPTIBLE_BACKENDS = frozenset({"gloo", "nccl"})
+WAKE_SIGNAL = signal.SIGRTMIN + 2
+"""Sent to the main thread after the asynchronous exception: it interrupts ``time.sleep``,
+``select`` and other Python-level system calls so the exception lands at once."""
+
+
+def socket_fds() -> set[int]:
+    """File descriptors of this process that are sockets."""
+    out = set()
+    for name in os.listdir("/proc/self/fd"):
+        try:
+            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
+                out.add(int(name))
+        except OSError:
+            continue
+    return out
+
+
+def close_connections(baseline: set[int]) -> int:
+    """Shut down connected TCP sockets opened since ``baseline``."""
+    return shutdown_sockets(socket_fds() - baseline)
+
+
+def shutdown_sockets(fds: set[int]) -> int:
+    """``shutdown()`` the connected TCP sockets among ``fds``; the fds stay open (gloo owns them)."""
+    count = 0
+    for fd in fds:
+        try:
+            sock = socket.socket(fileno=fd)
+        except OSError:
+            continue
+        try:
+            if (sock.family in (socket.AF_INET, socket.AF_INET6)
+                    and sock.type == socket.SOCK_STREAM
+                    and not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)):
+                sock.shutdown(socket.SHUT_RDWR)
+                count += 1
+        except OSError:
+            pass
+        finally:
+            sock.detach()
+    return count
+
+
+def abort_process_groups() -> list[str]:
+    """``abort()`` every process group (what releases NCCL); the backend names seen."""
+    import torch.distributed as dist
+
+    if not (dist.is_available() and dist.is_initialized()):
+        return []
+    names = []
+    for group in list(dist.distributed_c10d._world.pg_map):
+        names.append(str(dist.get_backend(group)))
+        try:
+            group.abort()
+        except Exception:  # an already broken group: nothing more to release
+            continue
+    return names
+
+
+def destroy_process_groups() -> None:
+    """Forget every process group (main thread, after the exception has unwound the function)."""
+    import torch.distributed as dist
+
+    if dist.is_available() and dist.is_initialized():
+        try:
+            dist.destroy_process_group()
+        except Exception:  # aborted groups may refuse a clean destroy; they are gone either way
+            pass
+
+
+def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> int:
+    setter = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    setter.argtypes = (ctypes.c_ulong, ctypes.py_object)
+    setter.restype = ctypes.c_int
+    return int(setter(thread_id, exc))
+
+
+def raise_in_thread(thread_id: int, exc: type[BaseException], wake: bool) -> None:
+    """Make ``exc`` raise in ``thread_id`` at its next bytecode; ``wake`` interrupts a sleep."""
+    _set_async_exc(thread_id, exc)
+    if wake:
+        signal.pthread_kill(thread_id, WAKE_SIGNAL)
+
+
+def clear_pending(thread_id: int) -> None:
+    """Drop an asynchronous exception set but not yet raised."""
+    setter = ctypes.pythonapi.PyThreadState_SetAsyncExc
+    setter.argtypes = (ctypes.c_ulong, ctypes.c_void_p)
+    setter.restype = ctypes.c_int
+    setter(thread_id, None)
+
+
+def install_wake_handler() -> bool:
+    """A no-op Python handler: running it is what lets a pending exception escape a sleep."""
+    try:
+        signal.signal(WAKE_SIGNAL, lambda signum, frame: None)
+        return True
+    except ValueError:  # not the main thread: no wake, the exception lands when the sleep ends
+        return False

@@ -1,0 +1,185 @@
+"""The monitor process: one per rank, forked before any thread of ours, outliving its rank.
+
+It watches the rank from outside the GIL, on its own clock:
+
+* **death** — it holds the read end of a pipe whose only writer is the rank, so
+  EOF arrives the instant the rank dies (SIGKILL, SIGTERM, a crash); it marks the
+  rank terminated and records a fault so the others restart without it;
+* **soft timeout** — progress older than ``soft_timeout`` while the function
+  runs: it asks faulthandler for the rank's stacks (SIGUSR2, answered even when
+  the GIL is held) and records a fault carrying them;
+* **hard timeout** — progress older than ``hard_timeout`` (``barrier_timeout``
+  while restarting): SIGCONT, SIGTERM, then SIGKILL after
+  ``termination_grace_time``;
+* **heartbeat** — a timestamp in the store, so a lost host is noticed;
+* **the store** — on initial rank 0 without a launcher store, it hosts the
+  TCPStore, so losing rank 0's process does not lose the job's rendezvous. It
+  then serves until every rank has exited or is dead.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from doctor.restart.options import RestartOptions
+from doctor.restart.store import RestartStore
+from doctor.restart.watchdog import Phase, SharedProgress
+
+
+@dataclass(frozen=True)
+class MonitorSpec:
+    """What the forked monitor needs; plain data, fixed before the fork."""
+
+    initial_rank: int
+    options: RestartOptions
+    stack_file: Path | None
+    """Where the rank's faulthandler writes on SIGUSR2; None = no stacks."""
+
+
+class MonitorProcess:
+    """Forks the monitor; the rank keeps the pipe's write end (closing it = exiting)."""
+
+    def __init__(self, spec: MonitorSpec, progress: SharedProgress,
+                 connect: Callable[[], RestartStore]) -> None:
+        read_fd, self._write_fd = os.pipe()
+        target = os.getpid()
+        self.pid = os.fork()
+        if self.pid == 0:  # the monitor: never returns into the rank's code
+            code = 0
+            try:
+                os.close(self._write_fd)
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
+                _Monitor(spec, progress, target, read_fd, connect).run()
+            except BaseException:  # noqa: BLE001 - the child must always reach os._exit
+                traceback.print_exc()
+                code = 1
+            finally:
+                os._exit(code)
+        os.close(read_fd)
+
+    def close(self, wait: float) -> None:
+        """The rank is exiting normally: close the pipe and reap the monitor if it ends in time."""
+        try:
+            os.close(self._write_fd)
+        except OSError:
+            return
+        deadline = time.monotonic() + wait
+        while time.monotonic() < deadline:
+            if os.waitpid(self.pid, os.WNOHANG) != (0, 0):
+                return
+            time.sleep(0.01)
+
+
+class _Monitor:
+    def __init__(self, spec: MonitorSpec, progress: SharedProgress, target: int, pipe: int,
+                 connect: Callable[[], RestartStore]) -> None:
+        self.spec = spec
+        self.opt = spec.options
+        self.progress = progress
+        self.target = target
+        self.pipe = pipe
+        self.store = connect()
+        self.soft_fired = -1
+        self.last_beat = 0.0
+
+    def _say(self, text: str) -> None:
+        os.write(2, f"nccl-doctor monitor[{self.spec.initial_rank}]: {text}\n".encode())
+
+    def run(self) -> None:
+        killed = False
+        while not killed:
+            ready, _, _ = select.select([self.pipe], [], [], self.opt.monitor_process_interval)
+            if ready and not os.read(self.pipe, 64):
+                break  # EOF: the rank is gone
+            now = time.monotonic()
+            if now - self.last_beat >= self.opt.heartbeat_interval:
+                self.store.heartbeat(self.spec.initial_rank)
+                self.last_beat = now
+            killed = self._check_timeouts(now)
+        _, _, _, iteration, phase = self.progress.read()
+        if not killed and phase != Phase.EXITING:
+            self._record_death(iteration, "terminated", "the rank's process exited")
+        self._serve_until_all_exited()
+
+    def _check_timeouts(self, now: float) -> bool:
+        """Record a soft timeout, enforce a hard one; True once the rank was terminated."""
+        auto, manual, _, iteration, phase = self.progress.read()
+        if phase in (Phase.STARTING, Phase.EXITING):
+            return False
+        stale = now - min(auto, manual) if manual else now - auto
+        if phase == Phase.RUNNING and stale > self.opt.soft_timeout and self.soft_fired != iteration:
+            self.soft_fired = iteration
+            self._say(f"soft timeout: no progress for {stale:.1f}s")
+            self.store.record_fault(iteration, {
+                "cause": "soft_timeout", "rank": self.spec.initial_rank, "time": time.time(),
+                "exception": f"no progress for {stale:.1f}s", "stack": self._stack()})
+        hard = self.opt.hard_timeout if phase == Phase.RUNNING else self.opt.barrier_timeout
+        if stale > hard:
+            self._say(f"hard timeout: no progress for {stale:.1f}s; terminating pid {self.target}")
+            self._record_death(iteration, "hard_timeout", f"no progress for {stale:.1f}s")
+            self._terminate()
+            return True
+        return False
+
+    def _stack(self) -> str | None:
+        path = self.spec.stack_file
+        if path is None:
+            return None
+        start = path.stat().st_size if path.exists() else 0
+        try:
+            os.kill(self.target, signal.SIGUSR2)
+        except OSError:
+            return None
+        deadline = time.monotonic() + 0.5
+        while time.monotonic() < deadline:
+            time.sleep(0.02)
+            if path.exists() and path.stat().st_size > start:
+                time.sleep(0.02)
+                with path.open() as f:
+                    f.seek(start)
+                    return f.read()
+        return None
+
+    def _record_death(self, iteration: int, cause: str, detail: str) -> None:
+        rank = self.spec.initial_rank
+        self.store.mark_terminated(rank)
+        record = {"cause": cause, "rank": rank, "time": time.time(), "exception": detail}
+        for it in (iteration, iteration + 1):
+            if rank in self.store.participants(it):
+                self.store.record_fault(it, record)
+            self.store.try_close(it)
+
+    def _terminate(self) -> None:
+        """SIGCONT + SIGTERM, then SIGKILL once the grace time is over; returns when it is dead."""
+        for sig in (signal.SIGCONT, signal.SIGTERM):
+            self._signal(sig)
+        ready, _, _ = select.select([self.pipe], [], [], self.opt.termination_grace_time)
+        while not (ready and not os.read(self.pipe, 64)):
+            self._signal(signal.SIGKILL)
+            ready, _, _ = select.select([self.pipe], [], [], 1.0)
+
+    def _signal(self, sig: signal.Signals) -> None:
+        try:
+            os.kill(self.target, sig)
+        except ProcessLookupError:
+            pass
+
+    def _serve_until_all_exited(self) -> None:
+        """Only the store host waits: the others' store clients still need it."""
+        if not getattr(self.store, "hosting", False):
+            return
+        everyone = set(range(self.store.initial_world_size))
+        deadline = time.monotonic() + self.opt.completion_timeout + self.opt.barrier_timeout
+        while time.monotonic() < deadline:
+            if everyone <= self.store.exited() | self.store.terminated():
+                return
+            time.sleep(self.opt.monitor_process_interval)
+        print("nccl-doctor monitor: store host gave up waiting for ranks to exit", file=sys.stderr)

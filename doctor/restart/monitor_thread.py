@@ -1,0 +1,136 @@
+"""The monitor thread: one per iteration, it turns a fault anywhere into a restart here.
+
+It blocks in a store wait on the iteration's fault key (a fault on any rank
+wakes it at once; no polling, so no cost while healthy), and on a fault: takes the atomic
+lock (so an ``atomic()`` section is never interrupted), dumps Flight Recorder
+when asked, closes the iteration's connections and aborts the process groups,
+then raises ``RestartRequested`` into the main thread until the main thread
+says it has caught it (re-raising covers an exception swallowed by user code or
+lost in a callback).
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from doctor.agent import dump_flight_recorder
+from doctor.restart.abort import (
+    abort_process_groups,
+    close_connections,
+    raise_in_thread,
+    shutdown_sockets,
+)
+from doctor.restart.exceptions import RestartRequested
+from doctor.restart.options import RestartOptions
+from doctor.restart.store import RestartStore
+
+RERAISE_INTERVAL = 0.05
+
+
+@dataclass
+class Interruptible:
+    """What the main thread and its monitor thread share about delivering the exception."""
+
+    main_thread: int
+    wake: bool
+    lock: threading.RLock = field(default_factory=threading.RLock)
+    """Held by ``atomic()`` sections and by the monitor while it aborts and raises."""
+    armed: bool = False
+    """True while the main thread may be interrupted (in the function, or waiting on peers)."""
+    delivered: threading.Event = field(default_factory=threading.Event)
+
+
+@dataclass
+class IterationContext:
+    iteration: int
+    initial_rank: int
+    participants: set[int]
+    socket_baseline: set[int]
+    fr_file: Path | None
+    phases: dict[str, float] = field(default_factory=dict)
+    fault: dict[str, Any] | None = None
+
+
+class MonitorThread(threading.Thread):
+    """Blocks on the fault key over its own connection ``watch``; ``close()`` shuts it."""
+
+    def __init__(self, ctx: IterationContext, watch: RestartStore, watch_fds: set[int],
+                 shared: Interruptible) -> None:
+        super().__init__(name=f"nccl-doctor-monitor-{ctx.initial_rank}", daemon=True)
+        self.ctx = ctx
+        self.watch = watch
+        self.watch_fds = watch_fds
+        self.shared = shared
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        ctx = self.ctx
+        try:
+            self.watch.wait_fault(ctx.iteration)
+            fault = self.watch.fault(ctx.iteration)
+        except Exception:  # the connection was shut: the iteration ended without a fault
+            return
+        if fault is None or self.stop.is_set():
+            return
+        if fault.get("rank") is not None and fault["rank"] not in ctx.participants:
+            return  # a rank that already left; the entry barrier accounted for it
+        ctx.fault = fault
+        self._restart()
+
+    def close(self) -> None:
+        self.stop.set()
+        shutdown_sockets(self.watch_fds)
+        self.join(timeout=5)
+
+    def _restart(self) -> None:
+        ctx, shared = self.ctx, self.shared
+        ctx.phases["detect"] = time.time()
+        with shared.lock:
+            if ctx.fr_file is not None:
+                dump_flight_recorder(ctx.fr_file)
+            close_connections(ctx.socket_baseline)
+            abort_process_groups()
+            ctx.phases["abort"] = time.time()
+            while shared.armed and not shared.delivered.is_set() and not self.stop.is_set():
+                raise_in_thread(shared.main_thread, RestartRequested, shared.wake)
+                shared.delivered.wait(RERAISE_INTERVAL)
+
+
+class Ticker(threading.Thread):
+    """Every ``interval``: declare ranks with a stale heartbeat dead, publish state."""
+
+    def __init__(self, store: RestartStore, options: RestartOptions,
+                 context: Callable[[], IterationContext | None], publish: Callable[[], None]) -> None:
+        super().__init__(name="nccl-doctor-ticker", daemon=True)
+        self.store, self.opt = store, options
+        self.context, self.publish = context, publish
+        self.stop = threading.Event()
+
+    def run(self) -> None:
+        while not self.stop.wait(self.opt.heartbeat_interval):
+            ctx = self.context()
+            try:
+                if ctx is not None and ctx.fault is None:
+                    self._check_siblings(ctx)
+                self.publish()
+            except Exception as exc:  # the store went away: the job is ending
+                print(f"nccl-doctor wrapper: state update failed: {exc}", file=sys.stderr)
+                return
+
+    def _check_siblings(self, ctx: IterationContext) -> None:
+        others = ctx.participants - {ctx.initial_rank} - self.store.terminated()
+        for rank in sorted(self.store.stale(others, self.opt.heartbeat_timeout)):
+            self.store.mark_terminated(rank)
+            self.store.record_fault(ctx.iteration, {
+                "cause": "heartbeat", "rank": rank, "time": time.time(),
+                "exception": f"no heartbeat for {self.opt.heartbeat_timeout:g}s"})
+
+    def close(self) -> None:
+        self.stop.set()
+        self.join(timeout=self.opt.heartbeat_interval + 5)

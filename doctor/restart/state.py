@@ -1,0 +1,59 @@
+"""What a rank publishes for triage: the wrapper's state in the job registry, and its checks."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from doctor.registry import write_state
+from doctor.restart.timeouts import judge, probe_default_group
+
+if TYPE_CHECKING:
+    from doctor.restart.monitor_thread import IterationContext
+    from doctor.restart.wrapper import CallWrapper
+
+
+@dataclass(frozen=True)
+class RankState:
+    """Read-only view handed to the ``initialize``, ``finalize`` and ``health_check`` hooks."""
+
+    iteration: int
+    rank: int
+    """-1 for a spare that waits this iteration out."""
+    world_size: int
+    initial_rank: int
+    initial_world_size: int
+    active: bool
+    last_fault: dict[str, Any] | None
+
+
+def publish(call: CallWrapper, ctx: IterationContext | None) -> None:
+    """Write ``state-<rank>.json`` (called from the monitor thread every heartbeat interval)."""
+    auto, _, step, iteration, phase = call.progress.read()
+    if ctx is not None and not call.pg_findings_checked == iteration:
+        _check_group(call, iteration)
+    session = call.session
+    write_state(call.directory, call.initial_rank, {
+        "job": call.job, "pid": os.getpid(), "initial_rank": call.initial_rank,
+        "rank": call.rank, "world_size": call.world_size, "iteration": iteration,
+        "phase": phase.name.lower(), "active": call.active,
+        "heartbeat": time.time() - (time.monotonic() - auto),
+        "step_time": step or None, "last_fault": call.last_fault,
+        "store": f"{session.host}:{session.port}", "store_prefix": session.prefix,
+        "timeout_findings": call.pg_findings, "updated_at": time.time(),
+    })
+
+
+def _check_group(call: CallWrapper, iteration: int) -> None:
+    probe = probe_default_group()
+    if probe is None:
+        return
+    call.pg_findings_checked = iteration
+    backend, seconds = probe
+    call.pg_findings = [f"{f.severity.value} {f.check}: {f.message}"
+                        for f in judge(backend, seconds, call.opt)]
+    for line in call.pg_findings:
+        print(f"nccl-doctor wrapper[{call.initial_rank}]: {line}", file=sys.stderr, flush=True)

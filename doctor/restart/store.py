@@ -1,0 +1,144 @@
+"""The wrapper's rendezvous over one ``torch.distributed.TCPStore``, reused by every iteration.
+
+Keys live under ``doctor/<attempt>/`` so a torchrun restart of the whole group
+starts clean. Iteration ``n`` owns ``it<n>/``; the process group of the user's
+function gets its own ``it<n>/pg/`` prefix, so re-running
+``init_process_group`` never meets the keys of an earlier iteration.
+
+The entry barrier of iteration ``n`` closes as soon as every participant has
+either arrived or been declared terminated (by its monitor process, or by a
+stale heartbeat); whoever sees that first freezes the arrived set with
+``compare_set``, so every rank reads the same membership without sleeping a
+fixed ``last_call_wait``.
+
+A store ``wait`` that times out makes c10d log two warnings, so nothing here
+waits with a timeout: short waits poll ``check``, and the one long wait (the
+monitor thread's, on its own connection) is ended by shutting that connection.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from datetime import timedelta
+from typing import Any
+
+import torch.distributed as dist
+
+
+def _ids(raw: bytes) -> set[int]:
+    return {int(p) for p in raw.decode().split(",") if p.strip()}
+
+
+class RestartStore:
+    """Typed access to the wrapper's keys; every method is one or two store round trips."""
+
+    def __init__(self, base: dist.Store, prefix: str, initial_world_size: int,
+                 hosting: bool = False) -> None:
+        self.base = base
+        self.hosting = hosting
+        self.prefix = prefix
+        self.initial_world_size = initial_world_size
+
+    def key(self, name: str, iteration: int | None = None) -> str:
+        scope = f"it{iteration}/" if iteration is not None else ""
+        return f"{self.prefix}{scope}{name}"
+
+    def pg_store(self, iteration: int, connection: dist.Store | None = None) -> dist.Store:
+        """The store handed to the user's ``init_process_group`` in this iteration."""
+        return dist.PrefixStore(self.key("pg/", iteration), connection or self.base)
+
+    def _read_set(self, key: str) -> set[int]:
+        self.base.append(key, "")
+        return _ids(self.base.get(key))
+
+    # faults --------------------------------------------------------------------------
+    def record_fault(self, iteration: int, record: dict[str, Any]) -> bool:
+        """Store a fault of ``iteration``; True when it is the first (the one that restarts)."""
+        text = json.dumps(record, sort_keys=True)
+        self.base.append(self.key("faults", iteration), text + "\n")
+        won = self.base.compare_set(self.key("fault", iteration), "", text)
+        return won.decode() == text
+
+    def fault(self, iteration: int) -> dict[str, Any] | None:
+        key = self.key("fault", iteration)
+        if not self.base.check([key]):
+            return None
+        return json.loads(self.base.get(key))
+
+    def all_faults(self, iteration: int) -> list[dict[str, Any]]:
+        key = self.key("faults", iteration)
+        self.base.append(key, "")
+        return [json.loads(line) for line in self.base.get(key).decode().splitlines() if line]
+
+    def wait_fault(self, iteration: int) -> None:
+        """Block until a fault of ``iteration`` is recorded; raises once the connection is shut."""
+        self.base.wait([self.key("fault", iteration)], timedelta(days=1))
+
+    # liveness ------------------------------------------------------------------------
+    def mark_terminated(self, initial_rank: int) -> None:
+        self.base.append(self.key("terminated"), f"{initial_rank},")
+
+    def terminated(self) -> set[int]:
+        return self._read_set(self.key("terminated"))
+
+    def heartbeat(self, initial_rank: int) -> None:
+        self.base.set(self.key(f"hb/{initial_rank}"), str(time.time()))
+
+    def stale(self, ranks: set[int], timeout: float) -> set[int]:
+        """Ranks whose monitor process has not beaten for ``timeout`` (a lost host)."""
+        now = time.time()
+        out = set()
+        for rank in ranks:
+            key = self.key(f"hb/{rank}")
+            if self.base.check([key]) and now - float(self.base.get(key)) > timeout:
+                out.add(rank)
+        return out
+
+    def mark_exited(self, initial_rank: int) -> None:
+        self.base.append(self.key("exited"), f"{initial_rank},")
+
+    def exited(self) -> set[int]:
+        return self._read_set(self.key("exited"))
+
+    # the entry barrier of an iteration -------------------------------------------------
+    def participants(self, iteration: int) -> set[int]:
+        if iteration == 0:
+            return set(range(self.initial_world_size))
+        result = self.entry_result(iteration - 1)
+        return set(result) if result is not None else set()
+
+    def entry_result(self, iteration: int) -> list[int] | None:
+        key = self.key("entry/result", iteration)
+        return json.loads(self.base.get(key)) if self.base.check([key]) else None
+
+    def arrive(self, iteration: int, initial_rank: int) -> None:
+        self.base.append(self.key("entry/arrived", iteration), f"{initial_rank},")
+        self.try_close(iteration)
+
+    def try_close(self, iteration: int) -> list[int] | None:
+        """Freeze the membership once every participant arrived or is known dead."""
+        participants = self.participants(iteration)
+        arrived = self._read_set(self.key("entry/arrived", iteration)) & participants
+        if not participants <= arrived | self.terminated():
+            return self.entry_result(iteration)
+        text = json.dumps(sorted(arrived))
+        return json.loads(self.base.compare_set(self.key("entry/result", iteration), "", text))
+
+    # completion ------------------------------------------------------------------------
+    def mark_done(self, iteration: int, rank: int, active: int) -> None:
+        key = self.key("done", iteration)
+        self.base.append(key, f"{rank},")
+        if len(self._read_set(key)) >= active:
+            self.base.set(self.key("complete", iteration), "1")
+
+    def complete(self, iteration: int) -> bool:
+        return self.base.check([self.key("complete", iteration)])
+
+    # observability ---------------------------------------------------------------------
+    def put_json(self, name: str, iteration: int, data: Any) -> None:
+        self.base.set(self.key(name, iteration), json.dumps(data, sort_keys=True))
+
+    def get_json(self, name: str, iteration: int) -> Any:
+        key = self.key(name, iteration)
+        return json.loads(self.base.get(key)) if self.base.check([key]) else None

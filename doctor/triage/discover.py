@@ -1,0 +1,236 @@
+"""Find a job's ranks on this host: the process table first, the launch registry beside it.
+
+``--job ID`` matches ``TORCHELASTIC_RUN_ID``, ``SLURM_JOB_ID`` or
+``NCCL_DOCTOR_JOB`` in ``/proc/PID/environ`` (no prologue needed), plus the
+records ``nccl-doctor launch`` wrote. A rank's children (data loader
+workers, compile workers) and wrappers (``timeout``, shells) inherit its
+``RANK``, so each rank is the topmost Python process carrying it. Ranks
+expected from ``WORLD_SIZE`` but not alive are kept as ``LostRank`` with
+what the launcher's error file says, because a missing rank is the answer
+to many hangs.
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from doctor.errors import NoSuchJobError, UsageError
+from doctor.registry import RankRecord, job_dir, read_ranks, valid_job_id
+from doctor.triage.target import ENV_KEYS, Launcher, LostRank, RankTarget, Target
+
+JOB_KEYS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "NCCL_DOCTOR_JOB")
+PROC = Path("/proc")
+
+
+@dataclass(frozen=True)
+class ProcInfo:
+    """The little of ``/proc/PID`` discovery needs."""
+
+    pid: int
+    ppid: int
+    state: str
+    """The one-letter kernel state: R, S, D, Z, T..."""
+    name: str
+    env: Mapping[str, str]
+
+    @property
+    def is_python(self) -> bool:
+        return self.name.startswith("python") or self.name == "pt_main_thread"
+
+
+def read_proc(pid: int, proc: Path = PROC) -> ProcInfo | None:
+    """``/proc/PID`` stat, name and the ``ENV_KEYS`` of its environment; None if gone."""
+    base = proc / str(pid)
+    try:
+        stat = (base / "stat").read_text()
+    except OSError:
+        return None
+    name = stat[stat.find("(") + 1: stat.rfind(")")]
+    state, ppid = stat[stat.rfind(")") + 2:].split()[:2]
+    try:
+        raw = (base / "environ").read_bytes()
+    except OSError:
+        raw = b""
+    env = {}
+    for item in raw.split(b"\0"):
+        key, sep, value = item.partition(b"=")
+        if sep and key.decode(errors="replace") in ENV_KEYS:
+            env[key.decode()] = value.decode(errors="replace")
+    return ProcInfo(pid, int(ppid), state, name, env)
+
+
+def _all_pids(proc: Path) -> list[int]:
+    return [int(p.name) for p in proc.iterdir() if p.name.isdigit()]
+
+
+def _int(env: Mapping[str, str], key: str) -> int | None:
+    try:
+        return int(env[key])
+    except (KeyError, ValueError):
+        return None
+
+
+def pick_rank_processes(procs: Iterable[ProcInfo]) -> dict[int, ProcInfo]:
+    """One process per ``RANK``: the topmost Python process, else the topmost process."""
+    by_rank: dict[int, list[ProcInfo]] = {}
+    for info in procs:
+        rank = _int(info.env, "RANK")
+        if rank is not None and info.state != "Z":
+            by_rank.setdefault(rank, []).append(info)
+    chosen = {}
+    for rank, group in by_rank.items():
+        python = [p for p in group if p.is_python] or group
+        pids = {p.pid for p in python}
+        top = [p for p in python if p.ppid not in pids] or python
+        chosen[rank] = min(top, key=lambda p: p.pid)
+    return chosen
+
+
+def _launcher(ranks: Sequence[ProcInfo], proc: Path) -> Launcher | None:
+    parents = Counter(p.ppid for p in ranks if p.ppid > 1)
+    if not parents:
+        return None
+    pid = parents.most_common(1)[0][0]
+    try:
+        cmd = (proc / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ").strip()
+    except OSError:
+        return None
+    return Launcher(pid, cmd.decode(errors="replace"))
+
+
+def _error_file_message(path: Path) -> str:
+    """The first line of a torchrun error file (``{"message": {"message": ...}}``)."""
+    try:
+        data = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return ""
+    message = data.get("message", "")
+    if isinstance(message, dict):
+        message = message.get("message", "")
+    return str(message).strip().splitlines()[0] if str(message).strip() else ""
+
+
+def _lost_rank(rank: int, live: Sequence[RankTarget], zombie: int | None) -> LostRank:
+    """What is known about a rank that is not alive: its zombie and its error file."""
+    error = ""
+    for peer in live:
+        err_file = peer.env.get("TORCHELASTIC_ERROR_FILE")
+        if err_file and peer.local_rank is not None:
+            local = rank - (peer.rank - peer.local_rank)
+            error = _error_file_message(Path(err_file).parent.parent / str(local) / "error.json")
+            break
+    status = "zombie" if zombie is not None else ("dead" if error else "missing")
+    return LostRank(rank, pid=zombie, status=status, error=error)
+
+
+def _zombie_children(launcher: Launcher | None, proc: Path) -> list[int]:
+    if launcher is None:
+        return []
+    zombies = []
+    for pid in _all_pids(proc):
+        info = read_proc(pid, proc)
+        if info and info.ppid == launcher.pid and info.state == "Z":
+            zombies.append(pid)
+    return sorted(zombies)
+
+
+def _assemble(job: str, chosen: Mapping[int, ProcInfo], records: Sequence[RankRecord],
+              proc: Path, job_path: Path | None, host: str,
+              only: Sequence[int] | None = None) -> Target:
+    """Live, lost and remote ranks from the chosen processes and the registry.
+
+    ``only`` (``--pids``) fixes the expected ranks; otherwise they come from
+    ``WORLD_SIZE`` and the registry.
+    """
+    by_rank = {r.rank: r for r in records}
+    exited = {rank: info.pid for rank, info in chosen.items() if info.state == "Z"}
+    chosen = {rank: info for rank, info in chosen.items() if info.state != "Z"}
+    live = tuple(
+        RankTarget(rank, info.pid, host, _int(info.env, "LOCAL_RANK"),
+                   _int(info.env, "WORLD_SIZE"), dict(info.env), by_rank.get(rank),
+                   job_path if rank in by_rank else None)
+        for rank, info in sorted(chosen.items()))
+    sizes = [r.world_size for r in live if r.world_size] + [r.world_size for r in records]
+    world = len(only) if only is not None else (max(sizes) if sizes else None)
+    remote = {r.rank for r in records if r.host != host and r.rank not in chosen}
+    local_size = next((_int(r.env, "LOCAL_WORLD_SIZE") for r in live
+                       if _int(r.env, "LOCAL_WORLD_SIZE")), None)
+    if world and local_size and local_size < world and live and live[0].local_rank is not None:
+        base = live[0].rank - live[0].local_rank
+        remote |= {r for r in range(world) if not base <= r < base + local_size}
+    launcher = _launcher(list(chosen.values()), proc)
+    zombies = _zombie_children(launcher, proc)
+    expected = set(only) if only is not None else set(range(world or 0)) | set(by_rank)
+    lost_ranks = sorted(expected - set(chosen) - remote)
+    lost = []
+    for rank in lost_ranks:
+        record_pid = by_rank[rank].pid if rank in by_rank else None
+        zombie = exited.get(rank, record_pid if record_pid in zombies else None)
+        if zombie is None and record_pid is None and len(zombies) == len(lost_ranks):
+            zombie = zombies[lost_ranks.index(rank)]
+        lost.append(_lost_rank(rank, live, zombie))
+    return Target(job, host, live, world, tuple(lost), tuple(sorted(remote)), launcher, job_path)
+
+
+def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
+    """The ranks of ``job`` on this host; ``NoSuchJobError`` when nothing knows the job."""
+    if not valid_job_id(job):
+        raise UsageError(f"job id {job!r} may only hold letters, digits and . _ : -")
+    host = socket.gethostname()
+    needle = job.encode()
+    matches = []
+    for pid in _all_pids(proc):
+        try:
+            raw = (proc / str(pid) / "environ").read_bytes()
+        except OSError:
+            continue
+        if needle not in raw or b"RANK=" not in raw:
+            continue
+        info = read_proc(pid, proc)
+        if info and any(info.env.get(k) == job for k in JOB_KEYS):
+            matches.append(info)
+    directory = job_dir(job, env)
+    records = read_ranks(directory) if directory.is_dir() else []
+    chosen = pick_rank_processes(matches)
+    for record in records:
+        info = read_proc(record.pid, proc) if record.host == host else None
+        if info and _int(info.env, "RANK") in (record.rank, None):
+            chosen.setdefault(record.rank, ProcInfo(info.pid, info.ppid, info.state, info.name,
+                                                    {**info.env, "RANK": str(record.rank)}))
+    if not chosen and not records:
+        raise NoSuchJobError(f"no rank of job {job!r} runs on this host (looked for "
+                             "TORCHELASTIC_RUN_ID, SLURM_JOB_ID and the launch registry)")
+    return _assemble(job, chosen, records, proc, directory if records else None, host)
+
+
+def discover_pids(pids: Sequence[int], proc: Path = PROC) -> Target:
+    """Explicit processes; ranks come from their ``RANK``, else from their order."""
+    host = socket.gethostname()
+    infos = []
+    for pid in pids:
+        info = read_proc(pid, proc)
+        if info is None:
+            raise NoSuchJobError(f"no process with pid {pid} on this host")
+        infos.append(info)
+    ranked = all(_int(i.env, "RANK") is not None for i in infos)
+    if not ranked or len({i.env["RANK"] for i in infos}) != len(infos):
+        infos = [ProcInfo(i.pid, i.ppid, i.state, i.name, {**i.env, "RANK": str(n)})
+                 for n, i in enumerate(infos)]
+    chosen = {int(i.env["RANK"]): i for i in infos}
+    job = next((i.env[k] for i in infos for k in JOB_KEYS if i.env.get(k)), "pids")
+    return _assemble(job, chosen, [], proc, None, host, only=sorted(chosen))
+
+
+def parse_pids(text: str) -> list[int]:
+    """``"12,13, 14"`` -> ``[12, 13, 14]``; a ``UsageError`` names the bad item."""
+    pids = []
+    for item in text.split(","):
+        if not item.strip().isdigit():
+            raise UsageError(f"--pids wants process ids separated by commas, not {item.strip()!r}")
+        pids.append(int(item))
+    return pids

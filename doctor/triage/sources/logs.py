@@ -1,0 +1,173 @@
+"""NCCL debug logs and the ranks' own output, read for the lines that decide a verdict.
+
+Where the lines are: each rank's ``NCCL_DEBUG_FILE`` (``%h`` is the host,
+``%p`` the pid), the launch registry's per-rank log, torchrun's per-rank
+``stderr.log`` beside its error file, and any stdout/stderr of a rank or of
+its launcher that is redirected to a regular file (``/proc/PID/fd/1,2``).
+Only the tail of each file is read. The parser is a pure function over text
+so tests feed it recorded NCCL and PyTorch lines.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+
+from doctor.evidence import LogEvent
+from doctor.triage.sources.interface import Collected, Source
+from doctor.triage.target import Target
+
+TAIL_BYTES = 1 << 20
+MAX_EVENTS_PER_KIND = 4
+
+
+@dataclass(frozen=True)
+class _Rule:
+    kind: str
+    pattern: re.Pattern[str]
+
+
+RULES = (
+    _Rule("watchdog_timeout", re.compile(
+        r"Watchdog caught collective operation timeout|detected by watchdog at work: \d+|"
+        r"Timed out waiting \d+ms for \w+ operation")),
+    _Rule("unsupported_op", re.compile(r"does not support (\w+)")),
+    _Rule("bootstrap", re.compile(
+        r"ncclRemoteError|socketPollConnect|Connection refused|"
+        r"Failed to initialize any NET plugin|Bootstrap : no socket interface found|"
+        r"bootstrap\.cc:\d+ NCCL WARN")),
+    _Rule("network", re.compile(
+        r"NET/IB ?: .*(?:error|status)|Got completion from peer|"
+        r"Connection closed by (?:remote )?peer|Connection reset by peer|"
+        r"socketProgress|Socket recv failed|ncclSystemError|"
+        r"Read error \[|Write error \[|NCCL WARN (?:NET|Net)")),
+)
+_SEQ = re.compile(r"SeqNum=(\d+)|detected by watchdog at work: (\d+)")
+_OP = re.compile(r"OpType=(\w+)")
+_PG = re.compile(r"\[PG (?:ID )?(\d+)")
+_RANK = re.compile(r"^\[rank(\d+)\]:|\[Rank (\d+)\]")
+_NCCL_PREFIX = re.compile(r"^(?:\S+: )?[\w.-]+:(\d+):\d+ \[\d+\]")
+"""``host:pid:tid [dev]`` at the start of an NCCL debug line (maybe behind an srun label)."""
+
+
+def parse_log(text: str, rank: int | None, pid_ranks: Mapping[int, int]) -> list[LogEvent]:
+    """The meaningful lines of one log; ``rank`` is the file's rank, if it belongs to one.
+
+    A line's own ``[rankN]:``/``[Rank N]`` label or NCCL ``host:pid`` prefix wins
+    over the file's rank, because launcher logs mix every rank's lines.
+    """
+    events: list[LogEvent] = []
+    seen: set[tuple[int | None, str, str]] = set()
+    counts: dict[tuple[int | None, str], int] = {}
+    for line in text.splitlines():
+        rule = next((r for r in RULES if r.pattern.search(line)), None)
+        if rule is None:
+            continue
+        who = _line_rank(line, pid_ranks)
+        who = rank if who is None else who
+        body = line.strip()[:300]
+        key = (who, rule.kind, re.sub(r"\d", "", body))
+        if key in seen or counts.get((who, rule.kind), 0) >= MAX_EVENTS_PER_KIND:
+            continue
+        seen.add(key)
+        counts[(who, rule.kind)] = counts.get((who, rule.kind), 0) + 1
+        seq = _SEQ.search(line)
+        op = _OP.search(line)
+        pg = _PG.search(line)
+        unsupported = rule.pattern.search(line) if rule.kind == "unsupported_op" else None
+        events.append(LogEvent(
+            rank=who, kind=rule.kind, text=body,
+            seq=int(next(g for g in seq.groups() if g)) if seq else None,
+            op=op.group(1) if op else (unsupported.group(1) if unsupported else None),
+            process_group=pg.group(1) if pg else None))
+    return events
+
+
+def _line_rank(line: str, pid_ranks: Mapping[int, int]) -> int | None:
+    if match := _RANK.search(line):
+        return int(next(g for g in match.groups() if g))
+    if (match := _NCCL_PREFIX.match(line)) and int(match.group(1)) in pid_ranks:
+        return pid_ranks[int(match.group(1))]
+    return None
+
+
+def resolve_debug_file(template: str, host: str, pid: int) -> Path:
+    """``NCCL_DEBUG_FILE`` with NCCL's ``%h`` (host) and ``%p`` (pid) filled in."""
+    return Path(template.replace("%h", host).replace("%p", str(pid)))
+
+
+def read_tail(path: Path, size: int = TAIL_BYTES) -> str:
+    """The last ``size`` bytes of a regular file ('' for pipes, terminals and missing files)."""
+    try:
+        with path.open("rb") as f:
+            if not os.path.isfile(path):
+                return ""
+            f.seek(0, os.SEEK_END)
+            f.seek(max(0, f.tell() - size))
+            return f.read().decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def _redirected(pid: int) -> list[Path]:
+    """stdout/stderr of ``pid`` when they are regular files."""
+    paths = []
+    for fd in (1, 2):
+        try:
+            target = Path(os.readlink(f"/proc/{pid}/fd/{fd}"))
+        except OSError:
+            continue
+        if target.is_absolute() and target.is_file() and target not in paths:
+            paths.append(target)
+    return paths
+
+
+def log_files(target: Target) -> list[tuple[int | None, Path]]:
+    """Every log worth reading, with the rank it belongs to (None: a launcher's mixed log)."""
+    files: list[tuple[int | None, Path]] = []
+    for rank in target.ranks:
+        if rank.env.get("NCCL_DEBUG_FILE"):
+            files.append((rank.rank, resolve_debug_file(rank.env["NCCL_DEBUG_FILE"],
+                                                         rank.host, rank.pid)))
+        if rank.record and rank.record.files.get("nccl_debug_file"):
+            files.append((rank.rank, Path(rank.record.files["nccl_debug_file"])))
+        if rank.env.get("TORCHELASTIC_ERROR_FILE"):
+            files.append((rank.rank, Path(rank.env["TORCHELASTIC_ERROR_FILE"]).with_name(
+                "stderr.log")))
+        files.extend((rank.rank, path) for path in _redirected(rank.pid))
+    if target.launcher:
+        files.extend((None, path) for path in _redirected(target.launcher.pid))
+    unique: dict[Path, int | None] = {}
+    for rank_of, path in files:
+        if path in unique and unique[path] != rank_of:
+            unique[path] = None  # one file shared by several ranks: trust each line's label
+        else:
+            unique.setdefault(path, rank_of)
+    return [(rank_of, path) for path, rank_of in unique.items() if path.is_file()]
+
+
+class LogSource(Source):
+    name = "nccl-log"
+
+    def collect(self, target: Target, deadline: float) -> Collected:
+        pid_ranks = {r.pid: r.rank for r in target.ranks}
+        events: list[LogEvent] = []
+        files = log_files(target)
+        for rank, path in files:
+            if time.monotonic() >= deadline:
+                break
+            events.extend(parse_log(read_tail(path), rank, pid_ranks))
+        return Collected(logs=tuple(_unique(events)), files=tuple(p for _, p in files))
+
+
+def _unique(events: Iterable[LogEvent]) -> list[LogEvent]:
+    seen, out = set(), []
+    for event in events:
+        if (event.rank, event.kind, event.text) not in seen:
+            seen.add((event.rank, event.kind, event.text))
+            out.append(event)
+    return out

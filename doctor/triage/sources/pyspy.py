@@ -1,0 +1,191 @@
+"""Stacks of every rank, sampled a few times over the window with ``py-spy dump --json``.
+
+py-spy reads the target's memory through ptrace and pauses it for the few
+milliseconds of a dump; it never stops it for longer (we never send
+SIGSTOP). Each rank is sampled on its own thread, so one slow rank does not
+delay the others' samples. Where ptrace is denied, a rank started by
+``nccl-doctor launch`` is asked through its in-rank agent (faulthandler on
+SIGUSR2); any other rank becomes a ``Skipped`` that says what to change.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from doctor.evidence import Frame, ProgressSample, RankStack, ThreadStack
+from doctor.model import Skipped
+from doctor.subproc import run
+from doctor.triage.fanout import Done, fanout
+from doctor.triage.sources.interface import Collected, Source, SourceError
+from doctor.triage.target import RankTarget, Target
+from doctor.verdict.stacks import rank_state, signature
+
+PYSPY_ENV = "NCCL_DOCTOR_PYSPY"
+"""Path of the py-spy binary to use (else ``py-spy`` on PATH, else next to Python)."""
+
+_DENIED = re.compile(r"(?i)permission denied|operation not permitted|ptrace")
+_GONE = re.compile(r"(?i)no such process|check that the process is running|process .* not found")
+
+
+def pyspy_binary(env: Mapping[str, str]) -> str | None:
+    if env.get(PYSPY_ENV):
+        return env[PYSPY_ENV]
+    beside = Path(sys.executable).parent / "py-spy"
+    found = shutil.which("py-spy", path=env.get("PATH"))
+    return found or (str(beside) if beside.exists() else None)
+
+
+def parse_dump(text: str, rank: int) -> RankStack:
+    """A ``py-spy dump --json`` answer as a ``RankStack`` (innermost frame first)."""
+    threads = []
+    for item in json.loads(text):
+        frames = tuple(Frame(f.get("name", "?"), f.get("short_filename") or f.get("filename", "?"),
+                             int(f.get("line") or 0)) for f in item.get("frames", []))
+        threads.append(ThreadStack(
+            thread_id=int(item.get("os_thread_id") or item.get("thread_id") or 0),
+            name=item.get("thread_name") or "", frames=frames,
+            holds_gil=bool(item.get("owns_gil")), active=bool(item.get("active")),
+            is_main=item.get("os_thread_id") == item.get("pid")
+            or item.get("thread_name") == "MainThread"))
+    return RankStack(rank, tuple(threads), "py-spy")
+
+
+_FH_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+)")
+_FH_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.+)$')
+
+
+def parse_faulthandler(text: str, rank: int) -> RankStack:
+    """faulthandler's all-threads text (the agent's answer) as a ``RankStack``.
+
+    faulthandler names no threads; the main thread is the one whose outermost
+    frame is ``<module>`` (the script), else the thread that took the signal.
+    """
+    threads: list[ThreadStack] = []
+    current: list[Frame] = []
+    header: tuple[int, bool] | None = None
+
+    def close() -> None:
+        if header is not None:
+            threads.append(ThreadStack(header[0], "", tuple(current), is_main=header[1]))
+
+    for line in text.splitlines():
+        if match := _FH_THREAD.match(line):
+            close()
+            header, current = (int(match.group(2), 16), match.group(1) == "Current thread"), []
+        elif (match := _FH_FRAME.match(line)) and header is not None:
+            current.append(Frame(match.group(3), match.group(1), int(match.group(2))))
+    close()
+    main = next((t for t in threads if t.frames and t.frames[-1].name == "<module>"), None)
+    if main is not None:
+        threads = [ThreadStack(t.thread_id, t.name, t.frames, is_main=t is main) for t in threads]
+    return RankStack(rank, tuple(threads), "agent")
+
+
+def ptrace_hint() -> str:
+    try:
+        scope = Path("/proc/sys/kernel/yama/ptrace_scope").read_text().strip()
+    except OSError:
+        scope = ""
+    where = f"kernel.yama.ptrace_scope={scope}; " if scope and scope != "0" else ""
+    return (f"ptrace denied ({where}run triage as the job's user with CAP_SYS_PTRACE, "
+            "or start the ranks with `nccl-doctor launch` for the in-rank agent)")
+
+
+class PySpySource(Source):
+    """Main-thread (and all other) stacks, ``samples`` times per rank before the deadline."""
+
+    name = "py-spy"
+
+    def __init__(self, env: Mapping[str, str], samples: int = 3, probe_timeout: float = 1.0,
+                 native: bool = False) -> None:
+        self.env = env
+        self.samples = max(samples, 1)
+        self.probe_timeout = probe_timeout
+        self.native = native
+
+    def collect(self, target: Target, deadline: float) -> Collected:
+        binary = pyspy_binary(self.env)
+        if binary is None:
+            raise SourceError("py-spy is not installed (pip install py-spy)")
+        start = time.monotonic()
+        last = max(deadline - self.probe_timeout, start)
+        step = (last - start) / (self.samples - 1) if self.samples > 1 else 0.0
+        times = [start + i * step for i in range(self.samples)]
+        calls = {r.rank: (lambda r=r: self._sample_rank(binary, r, times, start, deadline))
+                 for r in target.ranks}
+        outcomes = fanout(calls, deadline)
+        stacks, progress, skipped = [], [], []
+        for rank in target.ranks:
+            outcome = outcomes.get(rank.rank)
+            if not isinstance(outcome, Done):
+                reason = f"failed: {outcome.error}" if outcome else "did not finish in time"
+                skipped.append(Skipped(rank.rank, self.name, f"py-spy {reason}"))
+                continue
+            stack, samples, problem = outcome.value
+            progress.extend(samples)
+            if stack is not None:
+                stacks.append(stack)
+            if problem:
+                skipped.append(Skipped(rank.rank, self.name, problem))
+        return Collected(stacks=tuple(stacks), progress=tuple(progress), skipped=tuple(skipped))
+
+    def _sample_rank(self, binary: str, rank: RankTarget, times: list[float], start: float,
+                     deadline: float) -> tuple[RankStack | None, list[ProgressSample], str]:
+        """Sample one rank at ``times``; its newest stack, every sample, and what went wrong."""
+        newest: RankStack | None = None
+        samples: list[ProgressSample] = []
+        problem = ""
+        for when in times:
+            time.sleep(max(0.0, when - time.monotonic()))
+            budget = min(self.probe_timeout, deadline - time.monotonic())
+            if budget <= 0.05:
+                problem = problem or "py-spy: no time left for a sample"
+                break
+            stack, problem = self._dump(binary, rank, budget)
+            if stack is None:
+                if "exited" in problem:
+                    break
+                continue
+            newest = stack
+            samples.append(ProgressSample(rank.rank, round(time.monotonic() - start, 3),
+                                          stack_signature=signature(stack),
+                                          state=rank_state(stack).value))
+        if newest is not None and problem and samples:
+            problem = f"{problem} (in {len(times) - len(samples)} of {len(times)} samples)"
+        return newest, samples, problem
+
+    def _dump(self, binary: str, rank: RankTarget, timeout: float) -> tuple[RankStack | None, str]:
+        argv = [binary, "dump", "--json", "--pid", str(rank.pid)]
+        done = run(argv + (["--native"] if self.native else []), timeout, env=self.env)
+        if done.ok:
+            try:
+                return parse_dump(done.stdout, rank.rank), ""
+            except (ValueError, TypeError, AttributeError) as exc:
+                return None, f"py-spy printed something that is not a stack dump ({exc})"
+        if done.timed_out:
+            return None, f"py-spy did not answer within {timeout:.1f}s"
+        message = done.error or done.stderr
+        if not os.path.exists(f"/proc/{rank.pid}") or _GONE.search(message):
+            return None, f"the process (pid {rank.pid}) exited during collection"
+        if _DENIED.search(message):
+            return self._from_agent(rank, timeout)
+        first = next((line for line in message.splitlines() if line.strip()), "no output")
+        return None, f"py-spy failed: {first.strip()}"
+
+    def _from_agent(self, rank: RankTarget, timeout: float) -> tuple[RankStack | None, str]:
+        """The ptrace-free fallback: the launch prologue's in-rank agent, where it runs."""
+        if not rank.has_agent or rank.job_dir is None:
+            return None, ptrace_hint()
+        from doctor.agent import request_stack
+
+        text = request_stack(rank.job_dir, rank.rank, rank.pid, timeout)
+        if not text:
+            return None, f"{ptrace_hint()}; the in-rank agent did not answer either"
+        return parse_faulthandler(text, rank.rank), ""

@@ -1,0 +1,1 @@
+"""One module per widget of the triage TUI; each draws rows computed by ``tui.view``."""

@@ -1,0 +1,23 @@
+"""Colours shared by the widgets, so a state or an op reads the same everywhere on screen."""
+
+from __future__ import annotations
+
+from doctor.verdict.stacks import RankState
+
+STATE_STYLES = {
+    RankState.IN_COLLECTIVE: "cyan",
+    RankState.COMPILE: "magenta",
+    RankState.DATA_LOADING: "yellow",
+    RankState.GIL_LOOP: "yellow",
+    RankState.USER_CODE: "yellow",
+    RankState.IDLE: "dim",
+    RankState.UNKNOWN: "dim",
+}
+"""Liveness states (dead, exited, zombie, stopped, missing) are red."""
+
+CULPRIT = "bold red"
+ODD = "bold yellow"
+
+
+def state_style(state: str) -> str:
+    return STATE_STYLES.get(state, "red")

@@ -1,0 +1,57 @@
+"""Ranks grouped by main-thread stack: 32 ranks in one collective are one line, odd ones pop."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.reactive import reactive
+from textual.widget import Widget
+
+from doctor.triage.snapshot import TriageSnapshot
+from doctor.triage.tui.view import StackGroup, frame_text, rank_ranges, stack_groups
+from doctor.triage.tui.widgets.palette import CULPRIT, ODD, state_style
+
+FRAMES_SHOWN = 3
+"""Innermost frames per group; the stack pane shows the selected rank's whole stack."""
+
+
+def render_groups(groups: list[StackGroup], selected_rank: int | None) -> Text:
+    text = Text()
+    for group in groups:
+        mark = CULPRIT if group.culprit else ODD if group.odd else "bold"
+        count = len(group.ranks)
+        pointer = "▶ " if selected_rank in group.ranks else "  "
+        text.append(pointer)
+        text.append(f"{count} rank{'s' * (count != 1)} {rank_ranges(group.ranks)}", style=mark)
+        text.append("  ")
+        text.append(group.state, style=state_style(group.state))
+        if group.odd:
+            text.append("  odd one out", style=ODD)
+        text.append("\n")
+        for frame in group.frames[:FRAMES_SHOWN]:
+            text.append(f"    {frame_text(frame)}\n", style="" if group.odd else "dim")
+        if len(group.frames) > FRAMES_SHOWN:
+            text.append(f"    … {len(group.frames) - FRAMES_SHOWN} more frames\n", style="dim")
+        if group.note:
+            text.append(f"    {group.note}\n", style="dim")
+    return text
+
+
+class StackGroups(Widget):
+    """The equivalence classes of the ranks' main-thread stacks, largest first."""
+
+    DEFAULT_CSS = "StackGroups { height: auto; }"
+
+    snapshot: reactive[TriageSnapshot | None] = reactive(None, layout=True)
+    selected_rank: reactive[int | None] = reactive(None)
+
+    def __init__(self, *, id: str | None = None) -> None:
+        super().__init__(id=id)
+        self.groups: list[StackGroup] = []
+
+    def watch_snapshot(self, snapshot: TriageSnapshot | None) -> None:
+        self.groups = stack_groups(snapshot) if snapshot else []
+
+    def render(self) -> Text:
+        if not self.groups:
+            return Text("waiting for the first collection…", style="dim")
+        return render_groups(self.groups, self.selected_rank)

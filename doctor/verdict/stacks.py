@@ -1,0 +1,190 @@
+"""What a rank is doing, read from its main thread's stack; ranks grouped as STAT does.
+
+Pure functions over ``RankStack``. A rank's *state* comes from the frames of
+its main thread, innermost first, by the first rule that matches:
+
+1. ``in_collective`` - a ``torch.distributed`` collective (or, with native
+   frames, c10d/gloo/NCCL wait code) is on the stack;
+2. ``compile`` - torch.compile is tracing or inductor is compiling (running an
+   already compiled graph is not compiling);
+3. ``data_loading`` - a ``torch.utils.data`` loader, ``__getitem__`` or a
+   function named like a loader;
+4. ``gil_loop`` - the thread runs and holds the GIL in other code;
+5. ``user_code`` - any other Python code (sleeping, I/O, a checkpoint);
+6. ``idle`` - no Python frames, or the interpreter waiting to shut down.
+
+A rank's *signature* is the call path that got it there: the top frame's
+function (no line, so a loop sampled at two lines is one signature) and
+every caller with its line (so the same collective called from an ``except``
+clause differs). Frames inside a collective are dropped: where in c10d the
+sampler caught a rank does not matter, which collective it is in does.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from enum import StrEnum
+
+from doctor.evidence import Frame, RankStack, ThreadStack
+
+
+class RankState(StrEnum):
+    IN_COLLECTIVE = "in_collective"
+    COMPILE = "compile"
+    DATA_LOADING = "data_loading"
+    GIL_LOOP = "gil_loop"
+    USER_CODE = "user_code"
+    IDLE = "idle"
+    UNKNOWN = "unknown"
+    """No stack could be read."""
+    DEAD = "dead"
+    """The process is gone (set from liveness, never from a stack)."""
+
+
+WAITING = frozenset({RankState.IN_COLLECTIVE})
+ELSEWHERE = frozenset({RankState.COMPILE, RankState.DATA_LOADING, RankState.GIL_LOOP,
+                       RankState.USER_CODE, RankState.IDLE})
+"""States of a live rank that is not in a collective: the ones that keep peers waiting."""
+
+COLLECTIVES = frozenset({
+    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor",
+    "all_gather_coalesced", "all_gather_object", "_all_gather_base", "reduce_scatter",
+    "reduce_scatter_tensor", "_reduce_scatter_base", "all_to_all", "all_to_all_single",
+    "broadcast", "broadcast_object_list", "reduce", "gather", "gather_object", "scatter",
+    "scatter_object_list", "barrier", "monitored_barrier", "send", "recv", "isend", "irecv",
+    "batch_isend_irecv", "send_object_list", "recv_object_list", "wait_tensor",
+    "init_process_group", "new_group", "new_subgroups", "_store_based_barrier",
+})
+BOOTSTRAP_OPS = frozenset({"init_process_group", "new_group", "new_subgroups",
+                           "_store_based_barrier"})
+_NATIVE_WAIT = re.compile(r"^(c10d::|gloo::|nccl|ncclComm|ProcessGroupNCCL)")
+_COMPILE_FILES = re.compile(
+    r"torch/_dynamo/(?!eval_frame|external_utils)|"
+    r"torch/_inductor/(?!output_code|runtime/)|"
+    r"torch/_functorch/(?!_aot_autograd/runtime_wrappers)|torch/fx/")
+_DATA_NAMES = re.compile(r"(?i)(^__getitem__$|^__next__$|data_?loader|load_batch|next_batch|"
+                         r"^fetch|prefetch|collate)")
+
+
+def _is_collective(frame: Frame) -> bool:
+    short = frame.name.rsplit(".", 1)[-1]
+    return ("torch/distributed/" in frame.filename and short in COLLECTIVES) or bool(
+        _NATIVE_WAIT.match(frame.name))
+
+
+def collective_index(thread: ThreadStack) -> int | None:
+    """Index of the outermost collective frame (the call the user made), if any."""
+    hits = [i for i, f in enumerate(thread.frames) if _is_collective(f)]
+    python = [i for i in hits if "torch/distributed/" in thread.frames[i].filename]
+    chosen = python or hits
+    return chosen[-1] if chosen else None
+
+
+def collective_op(stack: RankStack | None) -> str | None:
+    """The collective a rank waits in (``all_reduce``), or None."""
+    main = stack.main if stack else None
+    index = collective_index(main) if main else None
+    return main.frames[index].name.rsplit(".", 1)[-1] if main and index is not None else None
+
+
+def rank_state(stack: RankStack | None) -> RankState:
+    """The state of a rank's main thread; rules and their order in the module docstring."""
+    main = stack.main if stack else None
+    if main is None:
+        return RankState.UNKNOWN
+    frames = main.frames
+    if not frames or (frames[-1].name == "_shutdown" and "threading" in frames[-1].filename):
+        return RankState.IDLE
+    if collective_index(main) is not None:
+        return RankState.IN_COLLECTIVE
+    if any(_COMPILE_FILES.search(f.filename) for f in frames):
+        return RankState.COMPILE
+    if any("torch/utils/data/" in f.filename or _DATA_NAMES.search(f.name) for f in frames):
+        return RankState.DATA_LOADING
+    if main.holds_gil and main.active:
+        return RankState.GIL_LOOP
+    return RankState.USER_CODE
+
+
+def _short(frame: Frame) -> str:
+    return frame.filename.rsplit("/", 1)[-1]
+
+
+def signature(stack: RankStack | None) -> str:
+    """The call path of a rank's main thread (see the module docstring); '' with no stack."""
+    main = stack.main if stack else None
+    if main is None or not main.frames:
+        return ""
+    frames = main.frames
+    index = collective_index(main)
+    top = frames[index] if index is not None else frames[0]
+    callers = frames[(index if index is not None else 0) + 1:]
+    parts = [top.name.rsplit(".", 1)[-1] if index is not None else top.name]
+    parts += [f"{f.name}@{_short(f)}:{f.line}" for f in callers
+              if not f.name.endswith("wrapper") or "torch/distributed" not in f.filename]
+    return " < ".join(parts)
+
+
+def top_frame(stack: RankStack | None) -> str:
+    """The frame a person should read first: the collective call, else the innermost frame."""
+    main = stack.main if stack else None
+    if main is None or not main.frames:
+        return ""
+    index = collective_index(main)
+    return str(main.frames[index if index is not None else 0])
+
+
+@dataclass(frozen=True)
+class SignatureGroup:
+    """Ranks whose main threads share one call path (an equivalence class, as in STAT)."""
+
+    signature: str
+    state: RankState
+    ranks: tuple[int, ...]
+    top_frame: str
+
+
+def group_by_signature(stacks: Iterable[RankStack]) -> list[SignatureGroup]:
+    """Equivalence classes of ranks by signature, largest first, ties by lowest rank."""
+    classes: dict[str, list[RankStack]] = {}
+    for stack in stacks:
+        classes.setdefault(signature(stack), []).append(stack)
+    groups = [SignatureGroup(sig, rank_state(members[0]),
+                             tuple(sorted(s.rank for s in members)), top_frame(members[0]))
+              for sig, members in classes.items()]
+    return sorted(groups, key=lambda g: (-len(g.ranks), g.ranks))
+
+
+@dataclass(frozen=True)
+class Outliers:
+    """The ranks outside the majority class, or a tie when no class is a majority."""
+
+    ranks: tuple[int, ...]
+    majority: SignatureGroup | None
+    tie: bool = False
+
+
+def odd_ones_out(groups: Sequence[SignatureGroup]) -> Outliers:
+    """Ranks outside the largest class when it holds more than half of the ranks.
+
+    With no strict majority (2 against 2) nothing separates culprit from
+    victim by stacks alone: that is a tie, reported as such, never guessed.
+    """
+    total = sum(len(g.ranks) for g in groups)
+    if not groups or len(groups) == 1:
+        return Outliers((), groups[0] if groups else None)
+    biggest = groups[0]
+    others = tuple(sorted(r for g in groups[1:] for r in g.ranks))
+    if 2 * len(biggest.ranks) > total:
+        return Outliers(others, biggest)
+    return Outliers(tuple(sorted(r for g in groups for r in g.ranks)), None, tie=True)
+
+
+def odd_ones_out_by_group(stacks: Sequence[RankStack],
+                          members: Mapping[str, Sequence[int]]) -> dict[str, Outliers]:
+    """``odd_ones_out`` within each process group (group name -> its global ranks)."""
+    by_rank = {s.rank: s for s in stacks}
+    return {name: odd_ones_out(group_by_signature(by_rank[r] for r in ranks if r in by_rank))
+            for name, ranks in members.items()}

@@ -1,0 +1,99 @@
+"""One rank of the fault-injection job: a tiny gloo training loop inside the Wrapper.
+
+``FAULT=kind:rank:step`` injects ``kind`` on initial rank ``rank`` at ``step``
+of iteration 0 (every iteration for ``repeat``). Prints ``RESULT {json}``.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import signal
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+import torch
+import torch.distributed as dist
+
+from doctor.restart import CallWrapper, RankAssignment, RankState, Wrapper
+
+STEPS = int(os.environ.get("STEPS", "8"))
+KIND, FAULT_RANK, FAULT_STEP = (os.environ.get("FAULT", "none:-1:-1").split(":") + ["", ""])[:3]
+INITIAL = int(os.environ["RANK"])
+OUT = Path(os.environ["OUT_DIR"])
+
+
+def expected(world_size: int, steps: int) -> float:
+    """Each step adds one on every rank and all-reduces: t <- (t + 1) * W."""
+    value = 0.0
+    for _ in range(steps):
+        value = (value + 1) * world_size
+    return value
+
+
+def inject(call: CallWrapper, step: int) -> None:
+    due = INITIAL == int(FAULT_RANK) and step == int(FAULT_STEP)
+    if not due or (call.iteration > 0 and KIND != "repeat"):
+        return
+    if KIND in ("raise", "repeat"):
+        raise RuntimeError(f"injected fault at step {step}")
+    if KIND == "exit":
+        sys.exit(3)
+    if KIND in ("sigkill", "sigterm"):
+        os.kill(os.getpid(), signal.SIGKILL if KIND == "sigkill" else signal.SIGTERM)
+    if KIND == "hang_gil_released":
+        time.sleep(3600)
+    if KIND == "hang_gil_held":
+        ctypes.PyDLL(None).sleep(3600)
+    if KIND == "busy_loop":
+        while True:
+            pass
+    if KIND == "atomic":
+        with call.atomic():
+            (OUT / "atomic-begin").write_text(str(time.time()))
+            time.sleep(1.0)
+            (OUT / "atomic-end").write_text(str(time.time()))
+
+
+def train(call_wrapper: CallWrapper) -> dict[str, object]:
+    call = call_wrapper
+    dist.init_process_group("gloo", store=call.store, rank=call.rank, world_size=call.world_size,
+                            timeout=timedelta(seconds=float(os.environ.get("PG_TIMEOUT", "60"))))
+    value = torch.zeros(1)
+    for step in range(STEPS):
+        call.ping()
+        if KIND == "atomic" and INITIAL == 1 and step == int(FAULT_STEP) and call.iteration == 0:
+            time.sleep(0.3)  # rank 2 is inside its atomic section now
+            raise RuntimeError("injected fault while rank 2 is in atomic()")
+        inject(call, step)
+        value += 1
+        dist.all_reduce(value)
+        time.sleep(float(os.environ.get("STEP_SLEEP", "0.02")))
+    dist.destroy_process_group()
+    return {"value": value.item(), "expected": expected(call.world_size, STEPS),
+            "world_size": call.world_size, "rank": call.rank, "iteration": call.iteration}
+
+
+def finalize(state: RankState) -> None:
+    if KIND == "during_restart" and INITIAL == 3:
+        os.kill(os.getpid(), signal.SIGKILL)
+
+
+def main() -> None:
+    wrapper = Wrapper(
+        soft_timeout=float(os.environ.get("SOFT", "1.5")),
+        hard_timeout=float(os.environ.get("HARD", "3")),
+        heartbeat_timeout=5, barrier_timeout=20, completion_timeout=20, last_call_wait=0.5,
+        termination_grace_time=0.5, max_iterations=int(os.environ.get("MAX_ITER", "5")),
+        finalize=finalize, rank_assignment=RankAssignment(spares=int(os.environ.get("SPARES", "0"))))
+    if KIND == "during_restart" and INITIAL == 1:
+        os.environ["FAULT"] = "raise:1:2"
+    result = wrapper(train)()
+    print("RESULT " + json.dumps({"initial_rank": INITIAL, "result": result}), flush=True)
+
+
+if __name__ == "__main__":
+    main()

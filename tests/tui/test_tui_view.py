@@ -1,0 +1,169 @@
+"""The pure functions that decide what each TUI pane shows."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from tui_fakes import IN_LOADER, WAITING, cpu_stuck_snapshot, rank_lost_snapshot
+
+from doctor.triage.tui.app import bundle_name
+from doctor.triage.tui.grid import GridEntry, grid_groups, op_label
+from doctor.triage.tui.view import (
+    frame_text,
+    playbook_section,
+    rank_detail,
+    rank_ranges,
+    rank_rows,
+    short_path,
+    stack_groups,
+)
+
+
+@pytest.mark.parametrize(("ranks", "expected"), [
+    ([], ""),
+    ([3], "3"),
+    ([0, 1, 2, 4, 5, 6, 7], "0-2,4-7"),
+    ([7, 1, 0, 1], "0-1,7"),
+    (list(range(32)), "0-31"),
+])
+def test_rank_ranges_compacts_consecutive_ranks(ranks, expected):
+    assert rank_ranges(ranks) == expected
+
+
+@pytest.mark.parametrize(("path", "expected"), [
+    ("/opt/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py",
+     "torch/distributed/distributed_c10d.py"),
+    ("/usr/lib/python3/dist-packages/numpy/core.py", "numpy/core.py"),
+    ("/home/ml/llm/train.py", "llm/train.py"),
+    ("train.py", "train.py"),
+])
+def test_short_path_keeps_the_recognisable_part(path, expected):
+    assert short_path(path) == expected
+
+
+def test_frame_text_brief_keeps_only_the_file_name():
+    frame = WAITING[0]
+    assert frame_text(frame) == "all_reduce (torch/distributed/distributed_c10d.py:2811)"
+    assert frame_text(frame, brief=True) == "all_reduce (distributed_c10d.py:2811)"
+
+
+def test_rank_rows_mark_the_culprit_and_the_odd_stack():
+    # GIVEN 8 ranks, rank 3 in its data loader, culprit of a cpu_stuck verdict
+    rows = rank_rows(cpu_stuck_snapshot(ranks=8, culprit=3))
+    # THEN one row per rank, rank 3 alone flagged, with its own state and position
+    assert [r.rank for r in rows] == list(range(8))
+    assert [r.rank for r in rows if r.culprit] == [3]
+    assert [r.rank for r in rows if r.odd] == [3]
+    assert rows[3].state == "data_loading"
+    assert rows[3].top_frame == "read_shard (shards.py:44)"
+    assert rows[3].fr_position == "1841/1841"
+    assert rows[0].fr_position == "1842/1841"
+    assert rows[3].gpu == "0% 88W"
+    assert (rows[0].host, rows[0].pid, rows[0].state) == ("gpu-node-07", "41230", "in_collective")
+
+
+def test_rank_rows_include_ranks_expected_but_never_seen():
+    # GIVEN a job of 4 ranks where rank 3 left no process and no stack at all
+    snap = cpu_stuck_snapshot(ranks=4, culprit=-1)
+    evidence = replace(snap.evidence,
+                       processes=snap.evidence.processes[:3], stacks=snap.evidence.stacks[:3])
+    rows = rank_rows(replace(snap, evidence=evidence))
+    # THEN it still has a row, that says so
+    assert [(r.rank, r.state, r.pid, r.top_frame) for r in rows][3] == (3, "missing", "–", "–")
+
+
+def test_rank_rows_say_how_a_dead_rank_ended():
+    rows = rank_rows(rank_lost_snapshot(ranks=4, lost=2))
+    assert rows[2].state == "exited (-9)"
+    assert rows[2].culprit and rows[2].odd
+
+
+def test_stack_groups_collapse_identical_stacks_largest_first():
+    # GIVEN 32 ranks, one of them (17) elsewhere
+    groups = stack_groups(cpu_stuck_snapshot(ranks=32, culprit=17))
+    # THEN two groups: the 31 waiting ranks, then the odd one out
+    assert [(len(g.ranks), g.state, g.odd, g.culprit) for g in groups] == [
+        (31, "in_collective", False, False), (1, "data_loading", True, True)]
+    assert groups[1].ranks == (17,)
+    assert groups[0].frames == WAITING
+
+
+def test_stack_groups_keep_a_rank_without_stack_apart_with_the_reason():
+    groups = stack_groups(rank_lost_snapshot(ranks=4, lost=2))
+    assert [(g.ranks, g.state, g.note) for g in groups] == [
+        ((0, 1, 3), "in_collective", ""), ((2,), "exited (-9)", "py-spy: process is gone")]
+
+
+def test_stack_groups_of_a_tie_mark_no_group_odd():
+    # GIVEN two ranks that disagree 1:1
+    groups = stack_groups(cpu_stuck_snapshot(ranks=2, culprit=1))
+    # THEN neither is the odd one out: that is the classifier's call, not the display's
+    assert [g.odd for g in groups] == [False, False]
+
+
+def test_rank_detail_lists_the_main_thread_first_and_what_is_missing():
+    detail = rank_detail(cpu_stuck_snapshot(), 3)
+    assert detail.summary == ("rank 3 · data_loading · pid 41233 on gpu-node-07 · "
+                              "cpu 0.93 s during collection · stack from py-spy")
+    assert [t.name for t in detail.threads] == ["MainThread", "Thread-1 (_pin_memory_loop)"]
+    assert detail.threads[0].frames == IN_LOADER
+    lost = rank_detail(rank_lost_snapshot(lost=2), 2)
+    assert (lost.threads, lost.missing) == ((), ("py-spy: process is gone",))
+
+
+def _entries(pg: str, ops_by_rank: dict[int, list[str]], state: str = "completed"):
+    return [GridEntry(pg, rank, seq, op, state)
+            for rank, ops in ops_by_rank.items() for seq, op in enumerate(ops, start=1)]
+
+
+def test_grid_marks_the_rank_whose_op_differs():
+    # GIVEN rank 2 issued all_gather where ranks 0, 1, 3 issued all_reduce at position 3
+    ops = {r: ["nccl:all_reduce", "nccl:broadcast", "nccl:all_reduce"] for r in range(4)}
+    ops[2][2] = "nccl:all_gather"
+    (group,) = grid_groups(_entries("0", ops))
+    # THEN position 3 is a mismatch and only rank 2's cell there is odd
+    assert group.mismatch_seqs == (3,)
+    odd = [(row.rank, seq) for row in group.rows
+           for seq, cell in zip(group.seqs, row.cells, strict=True) if cell and cell.odd]
+    assert odd == [(2, 3)]
+
+
+def test_grid_shows_a_lagging_rank_as_gaps_not_as_a_mismatch():
+    ops = {0: ["all_reduce"] * 5, 1: ["all_reduce"] * 3}
+    (group,) = grid_groups(_entries("0", ops))
+    assert group.mismatch_seqs == ()
+    assert [c is None for c in group.rows[1].cells] == [False] * 3 + [True] * 2
+
+
+def test_grid_window_keeps_the_first_mismatch_in_view():
+    # GIVEN 40 positions with a mismatch at 5
+    ops = {r: ["all_reduce"] * 40 for r in range(2)}
+    ops[1][4] = "broadcast"
+    (group,) = grid_groups(_entries("0", ops), width=16)
+    # THEN the window starts just before it instead of showing only the last 16
+    assert group.seqs == tuple(range(3, 19))
+
+
+def test_grid_has_one_group_per_process_group_in_name_order():
+    entries = _entries("10", {0: ["all_reduce"]}) + _entries("2", {0: ["barrier"]})
+    assert [g.process_group for g in grid_groups(entries)] == ["2", "10"]
+
+
+@pytest.mark.parametrize(("op", "label"), [
+    ("nccl:all_reduce", "AR"), ("gloo:all_gather", "AG"),
+    ("allgather_into_tensor_coalesced", "AGc"), ("nccl:all_to_all", "A2A"), ("custom_op", "cus"),
+])
+def test_op_label_fits_a_grid_cell(op, label):
+    assert op_label(op) == label
+
+
+def test_bundle_name_is_safe_and_names_the_snapshot_time():
+    assert bundle_name("job/a b", 1_795_000_000.0) == "nccl-doctor-job_a_b-20261118-110640.tar.gz"
+
+
+def test_playbook_section_takes_one_heading_body():
+    markdown = ("# cpu_stuck\n\n## Why it matters\nx\n\n"
+                "## What to do\n1. look\n2. fix\n\n## References\n")
+    assert playbook_section(markdown) == "1. look\n2. fix"
+    assert playbook_section("# no sections\n") == ""
