@@ -28,6 +28,10 @@ def check_ptrace(facts: Facts) -> list[Finding]:
         return [Finding("diag.ptrace", Severity.SKIP, "ptrace", "ptrace was not probed.")]
     scope = "no Yama LSM" if p.scope is None else f"ptrace_scope={p.scope}"
     cap = "with" if p.cap_sys_ptrace else "without"
+    if p.probe_error is not None:
+        return [Finding("diag.ptrace", Severity.SKIP, "ptrace",
+                        f"ptrace could not be tried here ({p.probe_error}; {scope}, {cap} "
+                        "CAP_SYS_PTRACE).")]
     if p.attach_error is not None:
         return [Finding(
             "diag.ptrace", Severity.WARN, "ptrace",
@@ -53,8 +57,8 @@ def check_flight_recorder(facts: Facts) -> list[Finding]:
     problems: list[tuple[str, str]] = []
     if trace == 0 or entries == 0:
         problems.append(("Flight Recorder is off (buffer size 0): no record of which collective "
-                         "each rank was in.", f"unset {subject}\nexport "
-                         f"TORCH_NCCL_TRACE_BUFFER_SIZE={FR_DEFAULT}"))
+                         "each rank was in.", fixes.unset(facts, subject) + "\n" +
+                         fixes.export("TORCH_NCCL_TRACE_BUFFER_SIZE", str(FR_DEFAULT))))
     elif entries < MIN_FR_ENTRIES:
         problems.append((f"Flight Recorder keeps only {entries} entries: too few to reach back "
                          "to where ranks diverged.", fixes.export(subject, str(FR_DEFAULT))))

@@ -75,7 +75,9 @@ def check_deprecated(facts: Facts) -> list[Finding]:
                       else "; it is only read while the current name is unset")
             fix = fixes.unset(facts, name)
             if not facts.env.get(current):
-                fix = fixes.export(current, value) + "\n" + fix
+                same_meaning = current in specs and check_value(specs[current], value) is None
+                fix = (fixes.export(current, value) if same_meaning else fixes.config_change(
+                    f"set {current} to the equivalent of {name}={value}")) + "\n" + fix
             found.append(Finding("env.deprecated", Severity.WARN, name,
                                  f"{name} is a deprecated alias of {current}{shadow}."
                                  + _where(facts, name), fix))

@@ -25,6 +25,8 @@ class PtraceFacts:
     """Result of attaching to a non-child process we started: None = it worked."""
     pyspy: str | None
     """Path of the py-spy binary; None when not installed."""
+    probe_error: str | None = None
+    """Why the attach could not even be tried (then ``attach_error`` is None)."""
 
 
 @dataclass(frozen=True)

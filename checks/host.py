@@ -14,13 +14,13 @@ import platform
 import re
 import shutil
 import signal
+import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 from checks.facts import PtraceFacts
-from doctor import subproc
 
 LD_CACHE = "/etc/ld.so.cache"
 DEFAULT_LIB_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
@@ -104,17 +104,29 @@ def _ptrace_scope() -> int | None:
         return None
 
 
-def _attach_to_orphan(timeout: float) -> str | None:
-    """Seize a process that is not our descendant (as a rank is not triage's); None = it worked.
+class _ProbeUnavailable(Exception):
+    """The probe itself could not run (no ``sh``, an overloaded host): a skip, not a warning."""
 
-    ``sh`` starts ``sleep`` in the background and exits, so ``sleep`` is re-parented
-    away from us and Yama's descendant rule applies as it would to a real rank.
-    """
-    started = subproc.run(["sh", "-c", "sleep 30 </dev/null >/dev/null 2>&1 & echo $!"],
-                          timeout=timeout)
-    if not started.ok:
-        return f"could not start a probe process: {started.error or started.stderr.strip()}"
-    pid = int(started.stdout.strip())
+
+def _start_orphan(timeout: float) -> int:
+    """Start ``sleep`` through a shell that exits at once, so ``sleep`` is not our descendant
+    (as a rank is not the descendant of the shell running triage)."""
+    proc = subprocess.Popen(["sh", "-c", "sleep 10 </dev/null >/dev/null 2>&1 & echo $!"],
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)  # sh and its sleep share the new process group
+        proc.communicate()
+        raise _ProbeUnavailable(f"the probe process did not start within {timeout:g}s") from None
+    if proc.returncode != 0 or not out.strip().isdigit():
+        raise _ProbeUnavailable("sh could not start the probe process")
+    return int(out.strip())
+
+
+def _attach(pid: int, timeout: float) -> str | None:
+    """``PTRACE_SEIZE`` the process, then kill (and, as its tracer, reap) it; None = it worked."""
     traced = False
     try:
         libc = ctypes.CDLL(None, use_errno=True)
@@ -140,13 +152,14 @@ def _reap_tracee(pid: int, timeout: float) -> None:
         time.sleep(0.002)
 
 
-def probe_ptrace(timeout: float = 1.0) -> PtraceFacts:
-    try:
-        error = _attach_to_orphan(timeout)
-    except (OSError, ValueError) as exc:
-        error = f"probe failed: {exc}"
+def probe_ptrace(timeout: float = 2.0) -> PtraceFacts:
+    """Try ptrace for real on a process that is not our child; bounded by ``timeout``."""
     pyspy = shutil.which("py-spy") or shutil.which("py-spy", path=str(Path(sys.executable).parent))
-    return PtraceFacts(_ptrace_scope(), _cap_sys_ptrace(), error, pyspy)
+    scope, cap = _ptrace_scope(), _cap_sys_ptrace()
+    try:
+        return PtraceFacts(scope, cap, _attach(_start_orphan(timeout), timeout), pyspy)
+    except (_ProbeUnavailable, OSError) as exc:
+        return PtraceFacts(scope, cap, None, pyspy, probe_error=str(exc))
 
 
 def _version(*names: str) -> str | None:
@@ -158,6 +171,18 @@ def _version(*names: str) -> str | None:
     return None
 
 
+def driver_version(text: str) -> str:
+    """``550.54.15`` from ``/proc/driver/nvidia/version`` (proprietary or open kernel module)."""
+    match = re.search(r"Kernel Module\s+(?:for \S+\s+)?([\d.]+)", text)
+    return match.group(1) if match else (text.splitlines() or ["unknown"])[0]
+
+
+def cuda_version(local: str) -> str | None:
+    """``12.8`` from a torch local version ``cu128``; None when it names no CUDA."""
+    digits = local[2:] if local.startswith("cu") else ""
+    return f"{digits[:-1]}.{digits[-1]}" if len(digits) >= 2 and digits.isdigit() else None
+
+
 def versions() -> dict[str, str]:
     """torch, NCCL (CUDA builds only), CUDA, driver and Python, without importing torch."""
     found = {"python": platform.python_version()}
@@ -167,18 +192,14 @@ def versions() -> dict[str, str]:
     cuda_build = local.startswith("cu") or (torch is not None and not local and any(
         "nvidia-nccl" in r for r in (metadata.distribution("torch").requires or [])))
     if cuda_build:
-        digits = local[2:]
-        found["cuda"] = (f"{digits[:-1]}.{digits[-1]}" if digits.isdigit() else
-                         _version("nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12")
-                         or "unknown")
+        found["cuda"] = (cuda_version(local) or _version("nvidia-cuda-runtime-cu13",
+                                                         "nvidia-cuda-runtime-cu12") or "unknown")
         found["nccl"] = _version("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11",
                                  "nvidia-nccl") or "bundled in torch (version unknown)"
     else:
         found["cuda"] = found["nccl"] = f"none ({local or 'no CUDA'} torch build)"
     try:
-        text = Path("/proc/driver/nvidia/version").read_text()
-        match = re.search(r"Kernel Module\s+(?:for \S+\s+)?([\d.]+)", text)
-        found["driver"] = match.group(1) if match else text.splitlines()[0]
+        found["driver"] = driver_version(Path("/proc/driver/nvidia/version").read_text())
     except OSError:
         found["driver"] = "none (no NVIDIA driver loaded)"
     return found

@@ -81,6 +81,7 @@ def external_net_plugin(facts: Facts) -> str | None:
 
 
 def check_missing(facts: Facts) -> list[Finding]:
+    """``plugin.missing``: a named plugin no candidate file of which the loader would find."""
     found = []
     for request in requests(facts.env):
         if resolved(facts, request):

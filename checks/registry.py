@@ -11,7 +11,7 @@ from collections.abc import Callable
 
 from checks import bench, diag, env, gpu, lane, net, nvls, plugin, stack, timeouts
 from checks.facts import Facts
-from doctor.model import Finding, Report
+from doctor.model import Finding, Report, Severity
 
 Check = Callable[[Facts], list[Finding]]
 
@@ -35,9 +35,19 @@ def family(check_id: str) -> str:
     return "gpu" if head == "nvlink" else head
 
 
+def run_family(name: str, check: Check, facts: Facts) -> list[Finding]:
+    """One family's findings; a bug in one family costs its findings, never the whole report."""
+    try:
+        return check(facts)
+    except Exception as exc:  # a preflight that dies tells the user nothing
+        return [Finding(f"{name}.internal-error", Severity.FAIL, name,
+                        f"the {name} checks crashed ({type(exc).__name__}: {exc}); "
+                        "the other families ran. Please report this as a bug.")]
+
+
 def run_checks(facts: Facts) -> Report:
     """Every family in order; the report carries the resolved timeout chain and the lane source."""
-    findings = [finding for _, check in FAMILIES for finding in check(facts)]
+    findings = [finding for name, check in FAMILIES for finding in run_family(name, check, facts)]
     chain = timeouts.resolve_timeouts(facts.config, facts.env)
     return Report(facts.lane, tuple(findings), extras={
         "timeouts": chain.to_json(),

@@ -8,6 +8,7 @@ and a TUI could show them in a ``Static``.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterable
 from typing import Any
 
 from rich.console import Console, Group, RenderableType
@@ -16,7 +17,7 @@ from rich.text import Text
 
 from checks.registry import family
 from doctor.config import format_duration
-from doctor.model import Report, Severity
+from doctor.model import Finding, Report, Severity
 
 MARKS = {
     Severity.FAIL: ("✗ fail", "bold red"),
@@ -35,7 +36,7 @@ def findings_table(report: Report) -> Table:
     table.add_column("check", no_wrap=True)
     table.add_column("finding", ratio=1, overflow="fold")
     current = None
-    for finding in report.findings:
+    for check, finding in _collapse_skips(report.findings):
         group = family(finding.check)
         if current is not None and group != current:
             table.add_section()
@@ -47,8 +48,26 @@ def findings_table(report: Report) -> Table:
         body.append(finding.message)
         if finding.fix and finding.severity in (Severity.FAIL, Severity.WARN):
             body.append("\nfix: " + finding.fix.replace("\n", "\n     "), style="cyan")
-        table.add_row(Text(mark, style=style), finding.check, body)
+        table.add_row(Text(mark, style=style), Text(check), body)
     return table
+
+
+def _collapse_skips(findings: Iterable[Finding]) -> list[tuple[str, Finding]]:
+    """Consecutive skips with one reason (every GPU check on a GPU-less host) become one row."""
+    rows: list[tuple[list[str], Finding]] = []
+    for finding in findings:
+        last = rows[-1] if rows else None
+        if (last and finding.severity is Severity.SKIP and last[1].severity is Severity.SKIP
+                and last[1].message == finding.message):
+            last[0].append(finding.check)
+        else:
+            rows.append(([finding.check], finding))
+    return [(ids[0] if len(ids) == 1 else _id_summary(ids), f) for ids, f in rows]
+
+
+def _id_summary(ids: list[str]) -> str:
+    heads = dict.fromkeys(i.split(".", 1)[0] for i in ids)
+    return ", ".join(f"{h}.*" for h in heads) + f" ({len(ids)})"
 
 
 def _duration(seconds: float | None, off: str = "off") -> str:
@@ -62,12 +81,13 @@ def timeout_table(chain: dict[str, Any]) -> Table:
     table.add_column("value", no_wrap=True, justify="right")
     table.add_column("set by", ratio=1, overflow="fold")
     for layer in chain["layers"].values():
-        table.add_row(layer["title"], _duration(layer["seconds"]), layer["source"])
+        table.add_row(Text(layer["title"]), Text(_duration(layer["seconds"])),
+                      Text(layer["source"]))
     table.add_section()
     table.add_row(Text("time to detect a hang", style="bold"),
-                  _duration(chain["detect_seconds"], "never"), "worst case")
+                  Text(_duration(chain["detect_seconds"], "never")), Text("worst case"))
     table.add_row(Text("time to recover", style="bold"),
-                  _duration(chain["recover_seconds"], "never"), chain["recover_how"])
+                  Text(_duration(chain["recover_seconds"], "never")), Text(chain["recover_how"]))
     return table
 
 

@@ -105,18 +105,21 @@ def resolve_timeouts(config: Config, env: Mapping[str, str], backend: str = "ncc
     heartbeat, dump = _env_layers(env)
     r = config.restart
     on = r.enabled
-    where = f"[restart] in {config.source}" if config.source else "[restart] default"
 
-    def restart_layer(key: str, title: str, value: float) -> Layer:
-        return Layer(key, title, value if on else None, where if on else "restart wrapper off")
+    def restart_layer(key: str, title: str, field: str) -> Layer:
+        if not on:
+            return Layer(key, title, None, "restart wrapper off")
+        source = (f"[restart] {field} in {config.source}"
+                  if f"restart.{field}" in config.explicit else "[restart] default")
+        return Layer(key, title, getattr(r, field), source)
 
     warmup = config.compile.warmup
     layers = (
         watchdog, heartbeat, dump,
-        restart_layer("soft", "wrapper soft timeout", r.soft_timeout),
-        restart_layer("hard", "wrapper hard timeout", r.hard_timeout),
-        restart_layer("grace", "wrapper termination grace", r.termination_grace_time),
-        restart_layer("barrier", "wrapper restart barrier", r.barrier_timeout),
+        restart_layer("soft", "wrapper soft timeout", "soft_timeout"),
+        restart_layer("hard", "wrapper hard timeout", "hard_timeout"),
+        restart_layer("grace", "wrapper termination grace", "termination_grace_time"),
+        restart_layer("barrier", "wrapper restart barrier", "barrier_timeout"),
         Layer("warmup", "compile warmup", warmup,
               f"[compile] warmup in {config.source}" if warmup is not None else "no compile"),
     )

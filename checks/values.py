@@ -13,6 +13,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
+from functools import cache
 
 from checks.catalogue import VarSpec
 from doctor.config import parse_duration
@@ -106,6 +107,7 @@ class _Rule:
         return (self.low is None or value >= self.low) and (self.high is None or value <= self.high)
 
 
+@cache
 def _rule(spec: VarSpec) -> _Rule | None:
     """Parse ``1-128``, ``>=1 (-2 auto)``, ``0|1|2``, ``LOC|PIX (or legacy 0-5)``; None = free."""
     text = spec.allowed

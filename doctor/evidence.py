@@ -141,6 +141,12 @@ class Evidence:
     """Cross-rank Flight Recorder alignment; rebuilt from raw dumps, never serialised."""
     seconds: float = 0.0
     """How long the collection took."""
+    launcher: str = ""
+    """``pid: command line`` of the process that started the ranks (torchrun, srun), if found."""
+    fr_files: tuple[str, ...] = ()
+    """Flight Recorder dumps triage read (a bundle copies them: ``flight`` is rebuilt from them)."""
+    log_files: tuple[str, ...] = ()
+    """NCCL and launcher logs triage read (a bundle copies their tails)."""
 
     def to_json(self) -> dict[str, Any]:
         return {f.name: _dump(getattr(self, f.name)) for f in dataclasses.fields(self)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -40,6 +42,12 @@ def run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = Non
         out, err = proc.communicate(input_text, timeout=timeout)
         return Completed(tuple(argv), proc.returncode, out, err)
     except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
+        try:  # the whole session: a grandchild holding our pipes would block communicate()
+            os.killpg(proc.pid, signal.SIGKILL)
+        except OSError:
+            proc.kill()
+        try:
+            out, err = proc.communicate(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            out, err = "", ""
         return Completed(tuple(argv), None, out or "", err or "", timed_out=True)

@@ -41,7 +41,7 @@ def load(playbook_id: str) -> str:
 
 
 def title(playbook_id: str) -> str:
-    """The first heading of a playbook without its ``id:`` prefix, for the list."""
+    """The first heading of a playbook without an ``id:`` prefix, for the list."""
     for line in load(playbook_id).splitlines():
         if line.startswith("# "):
             return line[2:].strip().removeprefix(f"{playbook_id}: ")

@@ -8,6 +8,8 @@ which sizes fall short of the model.
 
 from __future__ import annotations
 
+import math
+
 from doctor.bench.model import busbw_factor
 from doctor.bench.result import BenchResult
 from doctor.bench.sizes import human
@@ -17,12 +19,12 @@ SHORT_OF_MODEL = 0.75
 
 
 def latency_bound_below(result: BenchResult) -> int:
-    """The size below which the model's latency term outweighs its bandwidth term."""
+    """The size (to a power of two) below which the model's latency term outweighs its bandwidth."""
     p = result.params
     n = p.nranks
     per_byte_us = busbw_factor(n) / (p.link_gbps * 1e3)
     latency_us = p.base_us + 2 * (n - 1) * p.alpha_us
-    return int(latency_us / per_byte_us)
+    return 1 << max(round(math.log2(max(latency_us / per_byte_us, 1.0))), 0)
 
 
 def explain(result: BenchResult) -> list[str]:
@@ -42,7 +44,7 @@ def explain(result: BenchResult) -> list[str]:
     cutoff = latency_bound_below(result)
     small = [r for r in result.rows if r.bytes < cutoff]
     if small:
-        notes.append(f"Sizes below about {human(max(cutoff, 1))}B are latency-bound "
+        notes.append(f"Sizes below about {human(cutoff)}B are latency-bound "
                      f"({small[0].time_us:.0f} us at {human(small[0].bytes)}B): their busbw "
                      "measures step latency, not the links.")
     algorithms = []

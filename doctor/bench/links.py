@@ -49,6 +49,8 @@ NVLS_EFFICIENCY = 0.69
 """Fraction of the NVLink line rate NVLS moves (see the module docstring)."""
 BASE_LATENCY_US = 8.0
 """Fixed cost of one NCCL collective launch (order of NCCL's ``baseLat``)."""
+NVLS_LATENCY_US = 10.0
+"""Extra fixed cost of NVLS, so tree/ring keep the small sizes as NCCL's tuner does."""
 
 
 @dataclass(frozen=True)
@@ -146,6 +148,8 @@ def params_from_topology(topo: Topology, base_us: float | None = None) -> ModelP
     switch = ", NVSwitch" if topo.nvswitch else ""
     return ModelParams(
         nranks=topo.nranks, alpha_us=latency, link_gbps=effective,
-        base_us=base_us if base_us is not None else BASE_LATENCY_US, nvls_gbps=nvls, tree=True, line_gbps=line,
+        base_us=base_us if base_us is not None else BASE_LATENCY_US, nvls_gbps=nvls, tree=True,
+        nvls_latency_us=NVLS_LATENCY_US if nvls else 0.0,
+        line_gbps=line,
         source=f"topology: {topo.nranks}x {topo.gpu}, {what}{switch}"
                + (f", {topo.nodes} nodes" if topo.nodes > 1 else ""))

@@ -5,6 +5,12 @@ Ring (reduce-scatter then all-gather) takes ``2(n-1)`` steps and moves
 
     T_ring = base + 2(n-1)·alpha + 2(n-1)/n · S/B [+ (n-1)/n · S/R]
 
+On CPUs the terms are measured per size instead: ``alpha + (S/n)/B`` is one
+exchange step of ``S/n`` bytes and ``(S/n)/R`` one sum, both timed by the
+probe beside the AllReduce of that size (see ``doctor.bench.probe``):
+
+    T_ring = base + 2(n-1)·T_exchange(S/n) + (n-1)·T_sum(S/n)
+
 where ``R`` is the reduction throughput when the reduction runs on the CPU
 between transfers (gloo); on GPUs it overlaps the transfer and is left out.
 Tree (NCCL's double binary tree) needs only ``2·ceil(log2 n)`` steps, so it
@@ -14,7 +20,7 @@ two formulas. NVLS lets the NVSwitch reduce and multicast: each GPU moves
 ``(1+1/n)·S`` through its NVLinks (NCCL maintainers' accounting), at the NVLS
 effective bandwidth:
 
-    T_nvls = base + 2·alpha + (1+1/n) · S/B_nvls
+    T_nvls = base + lat_nvls + 2·alpha + (1+1/n) · S/B_nvls
 
 Bus bandwidth is nccl-tests' definition for AllReduce, ``algbw · 2(n-1)/n``,
 whatever the algorithm: that is why NVLS shows a busbw above the line rate.
@@ -55,15 +61,29 @@ class ModelParams:
     """Reduction throughput when the reduction runs on the CPU (gloo); None on GPUs."""
     nvls_gbps: float | None = None
     """Effective NVLink bandwidth under NVLS; None where there is no NVSwitch SHARP."""
+    nvls_latency_us: float = 0.0
+    """Extra fixed cost of an NVLS collective (multicast setup and switch round trip)."""
     tree: bool = False
     """Whether the backend has a tree algorithm (NCCL: yes; gloo: no)."""
     line_gbps: float | None = None
     """Line rate of the bottleneck link per direction, to explain a busbw above it."""
     source: str = ""
     """Where the parameters come from, in words."""
+    measured_steps: bool = False
+    """Predict the ring from the step measured beside each size (CPU) instead of alpha/B."""
 
     def to_json(self) -> dict[str, Any]:
         return asdict(self)
+
+
+@dataclass(frozen=True)
+class RingStep:
+    """One ring step of a given size, measured beside the AllReduce of that size."""
+
+    exchange_us: float
+    """Send ``S/n`` bytes to the next rank while receiving ``S/n`` from the previous one."""
+    reduce_us: float
+    """Sum one received ``S/n`` chunk into the local one."""
 
 
 @dataclass(frozen=True)
@@ -95,6 +115,12 @@ def ring_time_us(p: ModelParams, nbytes: int) -> float:
             + _transfer_us(busbw_factor(n) * nbytes, p.link_gbps) + _reduce_us(p, nbytes))
 
 
+def ring_time_from_step(p: ModelParams, step: RingStep) -> float:
+    """The ring is ``2(n-1)`` exchanges of ``S/n`` and ``n-1`` sums of ``S/n``."""
+    n = p.nranks
+    return p.base_us + 2 * (n - 1) * step.exchange_us + (n - 1) * step.reduce_us
+
+
 def tree_time_us(p: ModelParams, nbytes: int) -> float:
     n = p.nranks
     steps = 2 * math.ceil(math.log2(n))
@@ -105,12 +131,16 @@ def tree_time_us(p: ModelParams, nbytes: int) -> float:
 
 def nvls_time_us(p: ModelParams, nbytes: int) -> float:
     assert p.nvls_gbps is not None
-    return p.base_us + 2 * p.alpha_us + _transfer_us((1 + 1 / p.nranks) * nbytes, p.nvls_gbps)
+    return (p.base_us + p.nvls_latency_us + 2 * p.alpha_us
+            + _transfer_us((1 + 1 / p.nranks) * nbytes, p.nvls_gbps))
 
 
-def candidates(p: ModelParams, nbytes: int) -> dict[Algorithm, float]:
+def candidates(p: ModelParams, nbytes: int,
+               step: RingStep | None = None) -> dict[Algorithm, float]:
     """Predicted time of every algorithm the backend and topology offer."""
-    times = {Algorithm.RING: ring_time_us(p, nbytes)}
+    ring = (ring_time_from_step(p, step) if step is not None and p.measured_steps
+            else ring_time_us(p, nbytes))
+    times = {Algorithm.RING: ring}
     if p.tree and p.nranks > 2:
         times[Algorithm.TREE] = tree_time_us(p, nbytes)
     if p.nvls_gbps is not None:
@@ -118,11 +148,11 @@ def candidates(p: ModelParams, nbytes: int) -> dict[Algorithm, float]:
     return times
 
 
-def predict(p: ModelParams, nbytes: int) -> Prediction:
+def predict(p: ModelParams, nbytes: int, step: RingStep | None = None) -> Prediction:
     """The fastest algorithm for ``nbytes`` and the bandwidths it would show in nccl-tests."""
     if p.nranks < 2:
         raise ValueError("an AllReduce model needs at least 2 ranks")
-    times = candidates(p, nbytes)
+    times = candidates(p, nbytes, step)
     algorithm = min(times, key=times.__getitem__)
     time_us = times[algorithm]
     algbw = nbytes / (time_us * 1e3)
@@ -135,9 +165,14 @@ def peak(p: ModelParams) -> Prediction:
 
 
 def params_from_probe(probe: ProbeResult, nranks: int, tree: bool = False) -> ModelParams:
-    """CPU (gloo) parameters: all three measured by the probe, none assumed."""
+    """CPU (gloo) parameters: all measured by the probe, none assumed.
+
+    The summary figures describe the host; each size is predicted from the ring
+    step measured beside it (``measured_steps``).
+    """
     return ModelParams(
         nranks=nranks, alpha_us=probe.alpha_us, link_gbps=probe.link_gbps,
-        reduce_gbps=probe.reduce_gbps, tree=tree,
-        source=(f"p2p probe: step {probe.alpha_us:.1f} us, link {probe.link_gbps:.2f} GB/s, "
+        reduce_gbps=probe.reduce_gbps, tree=tree, measured_steps=True,
+        source=(f"ring of 2(n-1) p2p steps measured beside each size; host probe: step "
+                f"{probe.alpha_us:.1f} us, link {probe.link_gbps:.2f} GB/s, "
                 f"reduce {probe.reduce_gbps:.2f} GB/s"))

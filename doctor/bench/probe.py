@@ -1,32 +1,40 @@
-"""The point-to-point probe, run inside every rank before the sweep.
+"""The point-to-point probe, run inside the ranks.
 
-It measures the three numbers the CPU model needs, in the traffic pattern the
-ring will use: every rank sends to ``rank+1`` and receives from ``rank-1`` at
-the same time (nccl-tests' ``sendrecv`` pattern), so the figures include what
-the ring will suffer from (all links busy at once, shared cores):
+It measures what the CPU model needs in the traffic pattern the ring uses:
+every rank sends to ``rank+1`` while it receives from ``rank-1`` (nccl-tests'
+``sendrecv`` pattern), so the figures include what the ring suffers from (all
+links busy at once, shared cores).
 
-* ``alpha_us``: one 4-byte step around the ring;
-* ``link_gbps``: large exchanges (4 and 16 MiB);
-* ``reduce_gbps``: summing two buffers of the same size on every rank at once
-  (gloo reduces on the CPU between transfers; on GPUs the reduction overlaps
-  the transfer and is not used).
+* Before the sweep, a summary: the step latency (a 4-byte step, the fastest
+  repetition), the link bandwidth (4 and 16 MiB exchanges) and the reduction
+  throughput. These describe the host and explain the table.
+* Beside every size of the sweep, one ring step of that size, interleaved
+  repetition by repetition with the AllReduce being timed: an exchange of
+  ``S/n`` bytes and the sum of one received ``S/n`` chunk. A ring AllReduce
+  *is* ``2(n-1)`` such exchanges and ``n-1`` such sums, so the model predicts
+  it from them. Interleaving matters on a shared host, where the bandwidth
+  drifts by a factor of two within seconds; the AllReduce times themselves
+  never enter the prediction.
 
-Each figure is the median repetition on each rank, averaged over ranks. The
-sweep times AllReduce the same way (see :func:`median_seconds`), so the probe
-and the sweep see the same kind of number on a shared host.
+Each time is the median repetition on each rank, averaged over ranks
+(nccl-tests reports the mean; one slow repetition caused by other work on the
+host would move a mean by more than the effect measured).
 """
 
 from __future__ import annotations
 
 import statistics
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from typing import Any
 
+Step = Callable[[], Any]
+Sync = Callable[[], None]
+
 LATENCY_REPS = 30
 BANDWIDTH_SIZES: tuple[tuple[int, int], ...] = ((4 << 20, 6), (16 << 20, 4))
-"""(message bytes, repetitions) of the exchanges the link bandwidth comes from."""
+"""(message bytes, repetitions) of the exchanges the summary link bandwidth comes from."""
 REDUCE_BYTES = 4 << 20
 
 
@@ -36,7 +44,7 @@ class ProbeResult:
     link_gbps: float
     reduce_gbps: float
     exchanges_us: tuple[tuple[int, float], ...] = ()
-    """The measured exchange time per message size, the points behind alpha and link_gbps."""
+    """The measured exchange time per message size, the points behind ``link_gbps``."""
 
     def to_json(self) -> dict[str, Any]:
         data = asdict(self)
@@ -50,48 +58,44 @@ class ProbeResult:
 
 
 def link_bandwidth(points: tuple[tuple[int, float], ...]) -> float:
-    """GB/s over the large exchanges: all their bytes over all their time.
-
-    Big messages only, so the step latency is a small share of each time and a
-    slow repetition of one size does not tilt a fitted slope.
-    """
+    """GB/s over the large exchanges: all their bytes over all their time."""
     return sum(b for b, _ in points) / sum(t for _, t in points) / 1e3
 
 
-def _mean_over_ranks(dist: Any, torch: Any, values: list[float], device: Any) -> list[float]:
-    cells = torch.tensor(values, dtype=torch.float64, device=device)
-    dist.all_reduce(cells)
-    return [float(v) / dist.get_world_size() for v in cells.tolist()]
-
-
-def sample_seconds(dist: Any, step: Callable[[], None], warmup: int, reps: int,
-                   sync: Callable[[], None]) -> list[float]:
-    """``reps`` timed calls of ``step`` after ``warmup`` untimed ones, started together."""
+def timed_medians(dist: Any, steps: Mapping[str, Step], warmup: int, reps: int,
+                  sync: Sync) -> dict[str, float]:
+    """Median seconds of each step, the steps interleaved repetition by repetition."""
     for _ in range(warmup):
-        step()
+        for step in steps.values():
+            step()
     dist.barrier()
-    samples = []
+    samples: dict[str, list[float]] = {name: [] for name in steps}
     for _ in range(reps):
-        sync()
-        start = time.perf_counter()
-        step()
-        sync()
-        samples.append(time.perf_counter() - start)
-    return samples
+        for name, step in steps.items():
+            sync()
+            start = time.perf_counter()
+            step()
+            sync()
+            samples[name].append(time.perf_counter() - start)
+    return {name: statistics.median(values) for name, values in samples.items()}
 
 
-def median_seconds(dist: Any, step: Callable[[], None], warmup: int, reps: int,
-                   sync: Callable[[], None]) -> float:
-    """The median repetition.
+def mean_over_ranks(dist: Any, torch: Any, values: dict[str, float],
+                    device: Any) -> dict[str, float]:
+    cells = torch.tensor(list(values.values()), dtype=torch.float64, device=device)
+    dist.all_reduce(cells)
+    return {name: float(v) / dist.get_world_size() for name, v in zip(values, cells.tolist(),
+                                                                        strict=True)}
 
-    nccl-tests reports the mean; on a host shared with other work one slow
-    repetition would move the mean by more than the effect we measure.
+
+def exchange_step(dist: Any, send: Any, recv: Any) -> Step:
+    """One ring exchange: send to the next rank while receiving from the previous one.
+
+    One message each way. gloo's ring moves a chunk in segments of at most
+    1 MiB, two in flight; cutting the probe's message the same way costs more
+    here than it gains, because every ``isend``/``irecv`` from Python passes
+    through the process group's worker threads, which gloo's own loop does not.
     """
-    return statistics.median(sample_seconds(dist, step, warmup, reps, sync))
-
-
-def _exchange(dist: Any, send: Any, recv: Any, reps: int, sync: Callable[[], None]) -> float:
-    """Seconds per ring exchange step: every rank sends to next and receives from previous."""
     rank, world = dist.get_rank(), dist.get_world_size()
     nxt, prev = (rank + 1) % world, (rank - 1) % world
 
@@ -100,16 +104,14 @@ def _exchange(dist: Any, send: Any, recv: Any, reps: int, sync: Callable[[], Non
         sending.wait()
         receiving.wait()
 
-    return median_seconds(dist, step, 1, reps, sync)
+    return step
 
 
-def _ping(dist: Any, send: Any, recv: Any, reps: int, sync: Callable[[], None]) -> float:
-    """Seconds of one tiny step around the ring, in blocking send/recv order (even ranks first).
+def _ping_step(dist: Any, send: Any, recv: Any) -> Step:
+    """A tiny step around the ring in blocking send/recv order (even ranks send first).
 
     Blocking calls, not isend/irecv: with tiny messages the asynchronous path
     costs more hand-offs between threads than a step inside a collective does.
-    The fastest repetition, not the median: when ranks outnumber cores, the
-    median tiny step measures the scheduler's time slice, not the link.
     """
     rank, world = dist.get_rank(), dist.get_world_size()
     nxt, prev = (rank + 1) % world, (rank - 1) % world
@@ -122,21 +124,29 @@ def _ping(dist: Any, send: Any, recv: Any, reps: int, sync: Callable[[], None]) 
             dist.recv(recv, prev)
             dist.send(send, nxt)
 
-    return min(sample_seconds(dist, step, 2, reps, sync))
+    return step
 
 
-def run_probe(dist: Any, torch: Any, device: Any, sync: Callable[[], None]) -> ProbeResult:
-    """Measure latency, link bandwidth and reduction throughput between the ranks."""
+def run_probe(dist: Any, torch: Any, device: Any, sync: Sync) -> ProbeResult:
+    """The summary probe: step latency, link bandwidth and reduction throughput."""
     tiny = torch.ones(1, dtype=torch.float32, device=device)
-    seconds = [_ping(dist, tiny, torch.empty_like(tiny), LATENCY_REPS, sync)]
+    ping = _ping_step(dist, tiny, torch.empty_like(tiny))
+    ping()
+    dist.barrier()
+    fastest = []
+    for _ in range(LATENCY_REPS):  # the fastest, not the median: when ranks outnumber
+        start = time.perf_counter()  # cores, a median tiny step measures the time slice
+        ping()
+        fastest.append(time.perf_counter() - start)
+    seconds = {"alpha": min(fastest)}
     for nbytes, reps in BANDWIDTH_SIZES:
         send = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
-        seconds.append(_exchange(dist, send, torch.empty_like(send), reps, sync))
+        step = exchange_step(dist, send, torch.empty_like(send))
+        seconds[str(nbytes)] = timed_medians(dist, {"x": step}, 1, reps, sync)["x"]
     acc = torch.ones(REDUCE_BYTES // 4, dtype=torch.float32, device=device)
     other = torch.ones_like(acc)
-    seconds.append(median_seconds(dist, lambda: acc.add_(other), 1, 8, sync))
-    alpha_s, *exchange_s, reduce_s = _mean_over_ranks(dist, torch, seconds, device)
-    points = tuple((nbytes, s * 1e6) for (nbytes, _), s in zip(BANDWIDTH_SIZES, exchange_s,
-                                                               strict=True))
-    return ProbeResult(alpha_s * 1e6, link_bandwidth(points), REDUCE_BYTES / reduce_s / 1e9,
-                       points)
+    seconds["reduce"] = timed_medians(dist, {"r": lambda: acc.add_(other)}, 1, 8, sync)["r"]
+    mean = mean_over_ranks(dist, torch, seconds, device)
+    points = tuple((nbytes, mean[str(nbytes)] * 1e6) for nbytes, _ in BANDWIDTH_SIZES)
+    return ProbeResult(mean["alpha"] * 1e6, link_bandwidth(points),
+                       REDUCE_BYTES / mean["reduce"] / 1e9, points)

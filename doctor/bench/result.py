@@ -6,7 +6,7 @@ import statistics
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.bench.model import ModelParams, busbw_factor, predict
+from doctor.bench.model import ModelParams, RingStep, busbw_factor, predict
 from doctor.bench.probe import ProbeResult
 
 SCHEMA = "nccl-doctor/bench/v1"
@@ -15,23 +15,39 @@ TYPE_SIZE = 4
 
 
 @dataclass(frozen=True)
+class Timing:
+    """One size: the AllReduce time and the ring step measured beside it."""
+
+    bytes: int
+    time_us: float
+    step: RingStep | None = None
+
+
+@dataclass(frozen=True)
 class Measured:
-    """Raw numbers from the ranks: the probe and the mean time per size (averaged over ranks)."""
+    """Raw numbers from the ranks: the probe and one timing per size (averaged over ranks)."""
 
     backend: str
     nranks: int
     probe: ProbeResult
-    times_us: tuple[tuple[int, float], ...]
+    timings: tuple[Timing, ...]
     device: str = "cpu"
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Measured:
+        timings = tuple(Timing(int(t["bytes"]), float(t["time_us"]),
+                               RingStep(float(t["exchange_us"]), float(t["reduce_us"])))
+                        for t in data["timings"])
         return cls(data["backend"], int(data["nranks"]), ProbeResult.from_json(data["probe"]),
-                   tuple((int(b), float(t)) for b, t in data["times_us"]), data.get("device", "cpu"))
+                   timings, data.get("device", "cpu"))
 
     def to_json(self) -> dict[str, Any]:
         return {"backend": self.backend, "nranks": self.nranks, "probe": self.probe.to_json(),
-                "times_us": [list(pair) for pair in self.times_us], "device": self.device}
+                "device": self.device,
+                "timings": [{"bytes": t.bytes, "time_us": t.time_us,
+                             "exchange_us": t.step.exchange_us if t.step else 0.0,
+                             "reduce_us": t.step.reduce_us if t.step else 0.0}
+                            for t in self.timings]}
 
 
 @dataclass(frozen=True)
@@ -62,10 +78,11 @@ class Row:
                 "efficiency": round(self.efficiency, 4), "algorithm": self.algorithm}
 
 
-def make_row(params: ModelParams, nbytes: int, time_us: float) -> Row:
+def make_row(params: ModelParams, nbytes: int, time_us: float,
+             step: RingStep | None = None) -> Row:
     """nccl-tests' arithmetic: algbw = bytes/time, busbw = algbw * 2(n-1)/n."""
     algbw = nbytes / (time_us * 1e3)
-    expected = predict(params, nbytes)
+    expected = predict(params, nbytes, step)
     return Row(nbytes, time_us, algbw, algbw * busbw_factor(params.nranks), expected.busbw_gbps,
                expected.algorithm.value)
 
@@ -99,5 +116,5 @@ class BenchResult:
 
 
 def build_result(measured: Measured, params: ModelParams) -> BenchResult:
-    rows = tuple(make_row(params, nbytes, t) for nbytes, t in measured.times_us)
+    rows = tuple(make_row(params, t.bytes, t.time_us, t.step) for t in measured.timings)
     return BenchResult(measured.backend, params, rows, measured.probe, measured.device)

@@ -1,4 +1,4 @@
-"""One bench run from request to result: the library call behind ``bench`` and ``preflight --bench``."""
+"""One bench run from request to result: the call behind ``bench`` and ``preflight --bench``."""
 
 from __future__ import annotations
 
@@ -26,7 +26,7 @@ class BenchRequest:
 
 
 def model_params(measured: Measured, env: Mapping[str, str]) -> ModelParams:
-    """CPU: everything from the probe. GPU: links from the NVML topology, launch cost from the probe."""
+    """CPU: all from the probe. GPU: links from the NVML topology, launch cost from the probe."""
     if measured.backend != "nccl":
         return params_from_probe(measured.probe, measured.nranks)
     fleet = read_fleet(env)
@@ -42,7 +42,7 @@ def run_bench(request: BenchRequest, env: Mapping[str, str], emit: Emit) -> Benc
     spec = WorkerSpec(request.backend, request.sizes, timeout_s=request.timeout_s)
     if job_env(env) is not None:
         if request.nproc is not None:
-            raise UsageError("--nproc cannot be used inside a torchrun/srun job: its ranks are used")
+            raise UsageError("--nproc cannot be used inside a torchrun or srun job")
         measured = run_in_job(spec, env, emit)
     else:
         nproc = request.nproc if request.nproc is not None else 2

@@ -16,8 +16,9 @@ from dataclasses import dataclass
 from datetime import timedelta
 from typing import Any
 
-from doctor.bench.probe import median_seconds, run_probe
-from doctor.bench.result import TYPE_SIZE, Measured
+from doctor.bench.model import RingStep
+from doctor.bench.probe import Sync, exchange_step, mean_over_ranks, run_probe, timed_medians
+from doctor.bench.result import TYPE_SIZE, Measured, Timing
 
 Emit = Callable[[dict[str, Any]], None]
 
@@ -47,7 +48,8 @@ def iterations(nbytes: int) -> tuple[int, int]:
 def run_rank(spec: WorkerSpec, env: Mapping[str, str], emit: Emit) -> Measured | None:
     """Probe and sweep on this rank; rank 0 returns the measurements, the others ``None``.
 
-    The time of a size is the median iteration on each rank, averaged over ranks.
+    The time of a size is the median iteration on each rank, averaged over ranks;
+    the ring step beside it is timed the same way, repetition by repetition.
     """
     import torch
     import torch.distributed as dist
@@ -56,7 +58,7 @@ def run_rank(spec: WorkerSpec, env: Mapping[str, str], emit: Emit) -> Measured |
     if spec.backend == "nccl":
         device = torch.device("cuda", int(env.get("LOCAL_RANK", rank)))
         torch.cuda.set_device(device)
-        sync: Callable[[], None] = torch.cuda.synchronize
+        sync: Sync = torch.cuda.synchronize
         name = torch.cuda.get_device_name(device)
     else:
         device, name = torch.device("cpu"), "cpu"
@@ -71,25 +73,37 @@ def run_rank(spec: WorkerSpec, env: Mapping[str, str], emit: Emit) -> Measured |
         probe = run_probe(dist, torch, device, sync)
         if rank == 0:
             emit({"event": "probe", **probe.to_json()})
-        times: list[tuple[int, float]] = []
+        timings: list[Timing] = []
         for done, nbytes in enumerate(spec.sizes, start=1):
-            buf = torch.ones(nbytes // TYPE_SIZE, dtype=torch.float32, device=device)
-            warm, timed = iterations(nbytes)
-            seconds = median_seconds(dist, lambda b=buf: dist.all_reduce(b), warm, timed, sync)
-            cell = torch.tensor([seconds], dtype=torch.float64, device=device)
-            dist.all_reduce(cell)
-            mean_us = float(cell.item()) / world * 1e6
-            times.append((nbytes, mean_us))
+            timing = _time_size(dist, torch, device, sync, nbytes)
+            timings.append(timing)
             if rank == 0:
                 emit({"event": "size", "done": done, "total": len(spec.sizes), "bytes": nbytes,
-                      "time_us": mean_us})
+                      "time_us": timing.time_us})
         dist.barrier()
     finally:
         if owned:
             dist.destroy_process_group()
     if rank != 0:
         return None
-    return Measured(spec.backend, world, probe, tuple(times), name)
+    return Measured(spec.backend, world, probe, tuple(timings), name)
+
+
+def _time_size(dist: Any, torch: Any, device: Any, sync: Sync, nbytes: int) -> Timing:
+    """AllReduce of ``nbytes``, interleaved with one ring step of ``nbytes/n``: the model input."""
+    buf = torch.ones(nbytes // TYPE_SIZE, dtype=torch.float32, device=device)
+    chunk = torch.ones(max(nbytes // TYPE_SIZE // dist.get_world_size(), 1), dtype=torch.float32,
+                       device=device)
+    received = torch.empty_like(chunk)
+    warm, timed = iterations(nbytes)
+    seconds = timed_medians(dist, {
+        "allreduce": lambda: dist.all_reduce(buf),
+        "exchange": exchange_step(dist, chunk, received),
+        "reduce": lambda: chunk.add_(received),
+    }, warm, timed, sync)
+    mean = mean_over_ranks(dist, torch, seconds, device)
+    return Timing(nbytes, mean["allreduce"] * 1e6,
+                  RingStep(mean["exchange"] * 1e6, mean["reduce"] * 1e6))
 
 
 def _print_line(event: dict[str, Any]) -> None:

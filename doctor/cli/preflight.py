@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from doctor.errors import EXIT_FOUND, EXIT_OK
+from doctor.errors import EXIT_FOUND, EXIT_OK, UsageError
 from doctor.model import Report, Severity
 
 
@@ -38,11 +38,12 @@ def register(app: typer.Typer) -> None:
         config: Annotated[Path | None, typer.Option(
             help="nccl-doctor.toml to read (default: ./nccl-doctor.toml or pyproject.toml)"),
         ] = None,
-        bench: Annotated[bool, typer.Option(help="also run the AllReduce benchmark")] = False,
+        bench: Annotated[bool, typer.Option("--bench", help="also run the AllReduce benchmark")
+                         ] = False,
         json_out: Annotated[bool, typer.Option("--json", help="print JSON for machines")] = False,
         emit_env: Annotated[bool, typer.Option(
             "--emit-env", help="print export/unset lines that make the environment pass")] = False,
-        strict: Annotated[bool, typer.Option(help="exit 1 on warnings too")] = False,
+        strict: Annotated[bool, typer.Option("--strict", help="exit 1 on warnings too")] = False,
     ) -> None:
         """Check this host and environment before launch (exit 1 if anything fails)."""
         from checks import fixes, render
@@ -50,6 +51,8 @@ def register(app: typer.Typer) -> None:
         from checks.registry import run_checks
         from doctor.config import load_config
 
+        if json_out and emit_env:
+            raise UsageError("--json and --emit-env print different things; choose one")
         env = dict(os.environ)
         cfg = load_config(config, env, Path.cwd())
         facts = gather(env, cfg, lane.value if lane else None, bench, Path.cwd())

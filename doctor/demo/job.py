@@ -50,8 +50,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-FAULTS = ("none", "wrong-collective", "except-clause", "skip-metric", "subgroup-mismatch",
-          "straggler", "dataloader", "gil", "compile", "kill")
+FAULTS = (
+    "none",
+    "wrong-collective",
+    "except-clause",
+    "skip-metric",
+    "subgroup-mismatch",
+    "straggler",
+    "dataloader",
+    "gil",
+    "compile",
+    "kill",
+)
 GRAD_SIZE = 1024
 FR_BUFFER_ENTRIES = "2000"
 
@@ -73,24 +83,43 @@ class Options:
 
 
 def parse(argv: list[str] | None = None) -> Options:
-    p = argparse.ArgumentParser(prog="python -m doctor.demo.job", description=__doc__.split("\n")[0])
+    p = argparse.ArgumentParser(
+        prog="python -m doctor.demo.job", description=__doc__.split("\n")[0]
+    )
     p.add_argument("--fault", choices=FAULTS, default="none")
     p.add_argument("--rank", type=int, default=1, help="the rank that misbehaves")
     p.add_argument("--step", type=int, default=2, help="the step at which it does")
     p.add_argument("--steps", type=int, default=20)
-    p.add_argument("--timeout", type=float, default=300.0,
-                   help="process group (collective) timeout, seconds")
+    p.add_argument(
+        "--timeout", type=float, default=300.0, help="process group (collective) timeout, seconds"
+    )
     p.add_argument("--step-time", type=float, default=0.05, help="compute time per step, s")
     p.add_argument("--straggle", type=float, default=0.2, help="straggler delay per step, s")
-    p.add_argument("--hang-limit", type=float, default=120.0,
-                   help="how long dataloader/gil/compile hold the rank, s")
+    p.add_argument(
+        "--hang-limit",
+        type=float,
+        default=120.0,
+        help="how long dataloader/gil/compile hold the rank, s",
+    )
     p.add_argument("--linger", type=float, default=0.0, help="stay alive after an error, s")
     p.add_argument("--fr-dump-dir", type=Path)
     p.add_argument("--fr-dump-format", choices=("pickle", "json"), default="pickle")
     p.add_argument("--ready-file", type=Path)
     a = p.parse_args(argv)
-    return Options(a.fault, a.rank, a.step, a.steps, a.timeout, a.step_time, a.straggle,
-                   a.hang_limit, a.linger, a.fr_dump_dir, a.fr_dump_format, a.ready_file)
+    return Options(
+        a.fault,
+        a.rank,
+        a.step,
+        a.steps,
+        a.timeout,
+        a.step_time,
+        a.straggle,
+        a.hang_limit,
+        a.linger,
+        a.fr_dump_dir,
+        a.fr_dump_format,
+        a.ready_file,
+    )
 
 
 class Job:
@@ -206,8 +235,9 @@ def sync_gradients(job: Job, grads: Any, step: int) -> None:
 def sync_subgroup(job: Job, grads: Any, step: int) -> None:
     if job.faulty(step, "subgroup-mismatch") and step == job.opts.fault_step:
         size = job.dist.get_world_size(job.subgroup)
-        job.dist.all_gather([job.torch.empty_like(grads) for _ in range(size)], grads,
-                            group=job.subgroup)
+        job.dist.all_gather(
+            [job.torch.empty_like(grads) for _ in range(size)], grads, group=job.subgroup
+        )
     else:
         job.dist.all_reduce(grads, group=job.subgroup)
 
@@ -245,8 +275,9 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-    dist.init_process_group("gloo", rank=rank, world_size=world,
-                            timeout=datetime.timedelta(seconds=opts.timeout))
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=opts.timeout)
+    )
     code = 0
     try:
         job = Job(opts, rank, world)

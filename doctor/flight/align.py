@@ -25,7 +25,6 @@ clear margin is a straggler.
 
 from __future__ import annotations
 
-import statistics
 from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -113,6 +112,9 @@ class FlightAnalysis:
     skipped: tuple[Skipped, ...]
     completion_known: bool
     """False for gloo dumps: they do not record which collectives completed."""
+    ops: tuple[RankOp, ...] = ()
+    """Every collective the dumps kept (pending ones and a short tail per group), without
+    frames: the triage TUI draws them as a grid of ranks by sequence number."""
 
     @property
     def missing_dumps(self) -> tuple[int, ...]:
@@ -128,8 +130,9 @@ class FlightAnalysis:
         return next((o for o in self.last_ops if o.rank == rank), None)
 
 
-def align(dumps: Iterable[RankDump], skipped: Iterable[Skipped] = (),
-          world_size: int | None = None) -> FlightAnalysis:
+def align(
+    dumps: Iterable[RankDump], skipped: Iterable[Skipped] = (), world_size: int | None = None
+) -> FlightAnalysis:
     """Align reduced dumps across ranks; pure (no I/O)."""
     ds = {d.rank: d for d in dumps}
     skipped = tuple(skipped)
@@ -143,16 +146,27 @@ def align(dumps: Iterable[RankDump], skipped: Iterable[Skipped] = (),
             if not names.get(name):
                 names[name] = g.desc
     tracks = {name: _tracks(name, ds) for name in names}
-    groups = [_group(name, names[name], tracks[name], ds, world) for name in sorted(names, key=_key)]
+    groups = [
+        _group(name, names[name], tracks[name], ds, world) for name in sorted(names, key=_key)
+    ]
     groups = _group_order([_break_tie(g, groups, tracks) for g in groups], tracks)
     backend = Counter(d.backend for d in ds.values() if d.backend).most_common(1)
     return FlightAnalysis(
-        ranks_read=tuple(sorted(ds)), world_size=world,
-        backend=backend[0][0] if backend else "", versions=tuple(sorted({d.version for d in ds.values()})),
-        groups=tuple(groups), last_ops=tuple(_last_ops(ds)),
-        stragglers=tuple(s for name in sorted(tracks, key=_key) if (s := _straggler(name, tracks[name]))),
-        skipped=skipped, completion_known=any(
-            t.completed is not None for ts in tracks.values() for t in ts.values()))
+        ranks_read=tuple(sorted(ds)),
+        world_size=world,
+        backend=backend[0][0] if backend else "",
+        versions=tuple(sorted({d.version for d in ds.values()})),
+        groups=tuple(groups),
+        last_ops=tuple(_last_ops(ds)),
+        ops=tuple(_kept_ops(ds)),
+        stragglers=tuple(
+            s for name in sorted(tracks, key=_key) if (s := _straggler(name, tracks[name]))
+        ),
+        skipped=skipped,
+        completion_known=any(
+            t.completed is not None for ts in tracks.values() for t in ts.values()
+        ),
+    )
 
 
 def _key(name: str) -> tuple[int, str]:
@@ -176,10 +190,12 @@ def _tracks(name: str, ds: dict[int, RankDump]) -> dict[int, GroupTrack]:
     return out
 
 
-def _members(name: str, desc: str, tracks: dict[int, GroupTrack], ds: dict[int, RankDump],
-             world: int | None) -> tuple[int, ...]:
-    configured = Counter(d.config[name][1] for d in ds.values()
-                         if name in d.config and d.config[name][1])
+def _members(
+    name: str, desc: str, tracks: dict[int, GroupTrack], ds: dict[int, RankDump], world: int | None
+) -> tuple[int, ...]:
+    configured = Counter(
+        d.config[name][1] for d in ds.values() if name in d.config and d.config[name][1]
+    )
     if configured:
         return configured.most_common(1)[0][0]
     if (desc == "default_pg" or name == "0") and world:
@@ -187,8 +203,9 @@ def _members(name: str, desc: str, tracks: dict[int, GroupTrack], ds: dict[int, 
     return tuple(sorted(tracks))
 
 
-def _group(name: str, desc: str, tracks: dict[int, GroupTrack], ds: dict[int, RankDump],
-           world: int | None) -> GroupAlignment:
+def _group(
+    name: str, desc: str, tracks: dict[int, GroupTrack], ds: dict[int, RankDump], world: int | None
+) -> GroupAlignment:
     members = _members(name, desc, tracks, ds, world)
     no_dump = tuple(r for r in members if r not in ds)
     div = _earliest(tracks, name) or _no_dump(tracks, no_dump, name)
@@ -198,11 +215,14 @@ def _group(name: str, desc: str, tracks: dict[int, GroupTrack], ds: dict[int, Ra
 
 def _earliest(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
     """Of all divergence kinds found, keep the one at the lowest sequence number."""
-    found = [d for d in (_mismatch(tracks, name), _stalled(tracks, name), _missing(tracks, name))
-             if d is not None]
+    found = [
+        d
+        for d in (_mismatch(tracks, name), _stalled(tracks, name), _missing(tracks, name))
+        if d is not None
+    ]
     if not found:
         return None
-    return min(found, key=lambda d: (d.seq if d.seq is not None else 1 << 62))
+    return min(found, key=lambda d: d.seq if d.seq is not None else 1 << 62)
 
 
 def _position(rank: int, t: GroupTrack | None, div: Divergence | None) -> Position:
@@ -237,9 +257,16 @@ def _mismatch(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
             sent = sum(_numel(o.in_sizes) for o in ops.values())
             got = sum(_numel(o.out_sizes) for o in ops.values())
             if sent != got and all(o.out_sizes for o in ops.values()):
-                return Divergence("mismatch", seq, first.name, tuple(sorted(ops)), (), True,
-                                  f"all_to_all splits disagree in pg {name} seq {seq}: "
-                                  f"{sent} elements sent, {got} received")
+                return Divergence(
+                    "mismatch",
+                    seq,
+                    first.name,
+                    tuple(sorted(ops)),
+                    (),
+                    True,
+                    f"all_to_all splits disagree in pg {name} seq {seq}: "
+                    f"{sent} elements sent, {got} received",
+                )
     return None
 
 
@@ -253,7 +280,9 @@ def _numel(sizes: tuple[tuple[int, ...], ...]) -> int:
     return total
 
 
-def _vote(name: str, seq: int, ops: dict[int, Op], votes: Counter[tuple[object, ...]]) -> Divergence:
+def _vote(
+    name: str, seq: int, ops: dict[int, Op], votes: Counter[tuple[object, ...]]
+) -> Divergence:
     (top, n_top), (_second, n_second) = votes.most_common(2)
     tie = n_top == n_second
     majority = tuple(sorted(r for r, o in ops.items() if _signature(o) == top))
@@ -262,12 +291,18 @@ def _vote(name: str, seq: int, ops: dict[int, Op], votes: Counter[tuple[object, 
     what = {r: _describe(o) for r, o in ops.items()}
     maj_op = ops[majority[0]]
     if tie:
-        text = (f"pg {name} seq {seq}: " + " vs ".join(f"rank {r} {what[r]}" for r in sorted(ops))
-                + " (a tie: nothing in this group says which is wrong)")
+        text = (
+            f"pg {name} seq {seq}: "
+            + " vs ".join(f"rank {r} {what[r]}" for r in sorted(ops))
+            + " (a tie: nothing in this group says which is wrong)"
+        )
     else:
-        text = (f"pg {name} seq {seq}: rank{'s' if len(odd) > 1 else ''} "
-                f"{', '.join(map(str, odd))} issued {', '.join(sorted({what[r] for r in odd}))} "
-                f"where {len(majority)} rank{'s' if len(majority) > 1 else ''} issued {what[majority[0]]}")
+        text = (
+            f"pg {name} seq {seq}: rank{'s' if len(odd) > 1 else ''} "
+            f"{', '.join(map(str, odd))} issued {', '.join(sorted({what[r] for r in odd}))} "
+            f"where {len(majority)} rank{'s' if len(majority) > 1 else ''} "
+            f"issued {what[majority[0]]}"
+        )
     return Divergence("mismatch", seq, maj_op.name, culprits, () if tie else majority, tie, text)
 
 
@@ -277,16 +312,24 @@ def _stalled(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
     if len(known) < 2:
         return None
     best = max(t.completed for t in known.values())  # type: ignore[type-var]
-    lag = tuple(sorted(r for r, t in known.items()
-                       if t.completed < best and t.completed < t.enqueued))  # type: ignore[operator]
+    lag = tuple(
+        sorted(r for r, t in known.items() if t.completed < best and t.completed < t.enqueued)
+    )  # type: ignore[operator]
     if lag:
         seq = min(known[r].completed for r in lag) + 1  # type: ignore[operator]
         op = next((o.name for r in lag for o in known[r].ops if o.seq == seq), "")
         others = tuple(sorted(r for r in known if r not in lag))
-        return Divergence("not_completed", seq, op, lag, others, False,
-                          f"pg {name}: rank{'s' if len(lag) > 1 else ''} {', '.join(map(str, lag))} "
-                          f"did not complete seq {seq} ({op or 'op'}), which "
-                          f"{'peers' if others else 'the group'} completed up to seq {best}")
+        return Divergence(
+            "not_completed",
+            seq,
+            op,
+            lag,
+            others,
+            False,
+            f"pg {name}: rank{'s' if len(lag) > 1 else ''} {', '.join(map(str, lag))} "
+            f"did not complete seq {seq} ({op or 'op'}), which "
+            f"{'peers' if others else 'the group'} completed up to seq {best}",
+        )
     return _not_started(tracks, name)
 
 
@@ -299,10 +342,16 @@ def _not_started(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
         st = states[seq]
         if "scheduled" in st.values() and {"started", "completed"} & set(st.values()):
             late = tuple(sorted(r for r, s in st.items() if s == "scheduled"))
-            return Divergence("not_started", seq, "", late,
-                              tuple(sorted(r for r in st if r not in late)), False,
-                              f"pg {name} seq {seq}: never started on rank(s) "
-                              f"{', '.join(map(str, late))} while peers started it")
+            return Divergence(
+                "not_started",
+                seq,
+                "",
+                late,
+                tuple(sorted(r for r in st if r not in late)),
+                False,
+                f"pg {name} seq {seq}: never started on rank(s) "
+                f"{', '.join(map(str, late))} while peers started it",
+            )
     return None
 
 
@@ -317,25 +366,42 @@ def _missing(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
     seq = min(enq[r] for r in behind) + 1
     ahead = tuple(sorted(r for r, e in enq.items() if e == front))
     op = next((o.name for r in ahead for o in tracks[r].ops if o.seq == seq), "")
-    return Divergence("missing", seq, op, behind, ahead, False,
-                      f"pg {name}: rank{'s' if len(behind) > 1 else ''} "
-                      f"{', '.join(map(str, behind))} never scheduled seq {seq}"
-                      f"{' (' + op + ')' if op else ''}; {len(ahead)} peer(s) reached seq {front}")
+    return Divergence(
+        "missing",
+        seq,
+        op,
+        behind,
+        ahead,
+        False,
+        f"pg {name}: rank{'s' if len(behind) > 1 else ''} "
+        f"{', '.join(map(str, behind))} never scheduled seq {seq}"
+        f"{' (' + op + ')' if op else ''}; {len(ahead)} peer(s) reached seq {front}",
+    )
 
 
-def _no_dump(tracks: dict[int, GroupTrack], no_dump: tuple[int, ...], name: str) -> Divergence | None:
+def _no_dump(
+    tracks: dict[int, GroupTrack], no_dump: tuple[int, ...], name: str
+) -> Divergence | None:
     if not no_dump or not tracks:
         return None
     waiting = tuple(sorted(tracks))
     last = max((t.enqueued or 0) for t in tracks.values())
     op = next((o.name for t in tracks.values() for o in t.ops if o.seq == last), "")
-    return Divergence("no_dump", last, op, no_dump, waiting, False,
-                      f"pg {name}: every dumped member reached seq {last} ({op or 'op'}); "
-                      f"rank{'s' if len(no_dump) > 1 else ''} {', '.join(map(str, no_dump))} left no dump")
+    return Divergence(
+        "no_dump",
+        last,
+        op,
+        no_dump,
+        waiting,
+        False,
+        f"pg {name}: every dumped member reached seq {last} ({op or 'op'}); "
+        f"rank{'s' if len(no_dump) > 1 else ''} {', '.join(map(str, no_dump))} left no dump",
+    )
 
 
-def _break_tie(g: GroupAlignment, groups: list[GroupAlignment],
-               tracks: dict[str, dict[int, GroupTrack]]) -> GroupAlignment:
+def _break_tie(
+    g: GroupAlignment, groups: list[GroupAlignment], tracks: dict[str, dict[int, GroupTrack]]
+) -> GroupAlignment:
     """Settle a 1:1 mismatch by what sibling groups (same description and size, e.g. the
     other tensor-parallel groups) recorded at the same sequence number."""
     d = g.divergence
@@ -343,8 +409,11 @@ def _break_tie(g: GroupAlignment, groups: list[GroupAlignment],
         return g
     ops = {r: o for r in d.culprits for o in tracks[g.name][r].ops if o.seq == d.seq}
     votes = Counter(_signature(o) for o in ops.values())
-    siblings = [s.name for s in groups if s.name != g.name and s.desc == g.desc
-                and len(s.members) == len(g.members)]
+    siblings = [
+        s.name
+        for s in groups
+        if s.name != g.name and s.desc == g.desc and len(s.members) == len(g.members)
+    ]
     for name in siblings:
         for o in (o for t in tracks[name].values() for o in t.ops if o.seq == d.seq):
             if _signature(o) in votes:
@@ -354,15 +423,18 @@ def _break_tie(g: GroupAlignment, groups: list[GroupAlignment],
         return g
     odd = tuple(sorted(r for r, o in ops.items() if _signature(o) != top))
     peers = tuple(sorted(r for r in ops if r not in odd))
-    text = (f"pg {g.name} seq {d.seq}: rank {', '.join(map(str, odd))} issued "
-            f"{', '.join(_describe(ops[r]) for r in odd)} where rank {', '.join(map(str, peers))} "
-            f"and the sibling groups ({', '.join(siblings)}) issued {_describe(ops[peers[0]])}")
+    text = (
+        f"pg {g.name} seq {d.seq}: rank {', '.join(map(str, odd))} issued "
+        f"{', '.join(_describe(ops[r]) for r in odd)} where rank {', '.join(map(str, peers))} "
+        f"and the sibling groups ({', '.join(siblings)}) issued {_describe(ops[peers[0]])}"
+    )
     div = Divergence("mismatch", d.seq, ops[peers[0]].name, odd, peers, False, text)
     return GroupAlignment(g.name, g.desc, g.members, g.positions, g.no_dump, div)
 
 
-def _group_order(groups: list[GroupAlignment],
-                 tracks: dict[str, dict[int, GroupTrack]]) -> list[GroupAlignment]:
+def _group_order(
+    groups: list[GroupAlignment], tracks: dict[str, dict[int, GroupTrack]]
+) -> list[GroupAlignment]:
     """Flag two groups whose pending collectives two ranks scheduled in opposite orders."""
     first: dict[int, dict[str, int]] = {}
     for name, ts in tracks.items():
@@ -374,7 +446,7 @@ def _group_order(groups: list[GroupAlignment],
     for r, recs in first.items():
         names = sorted(recs)
         for i, a in enumerate(names):
-            for b in names[i + 1:]:
+            for b in names[i + 1 :]:
                 orders.setdefault((a, b), {}).setdefault(recs[a] < recs[b], []).append(r)
     out = list(groups)
     for (a, b), seen in orders.items():
@@ -384,14 +456,26 @@ def _group_order(groups: list[GroupAlignment],
             tie = len(few) == len(many)
             idx = next(i for i, g in enumerate(out) if g.name == a)
             if out[idx].divergence is None:
-                div = Divergence("group_order", None, "", tuple(sorted(few + many if tie else few)),
-                                 tuple(sorted(many)), tie,
-                                 f"pg {a} and pg {b} were scheduled in opposite orders: rank(s) "
-                                 f"{', '.join(map(str, sorted(few)))} against "
-                                 f"{', '.join(map(str, sorted(many)))}")
+                div = Divergence(
+                    "group_order",
+                    None,
+                    "",
+                    tuple(sorted(few + many if tie else few)),
+                    tuple(sorted(many)),
+                    tie,
+                    f"pg {a} and pg {b} were scheduled in opposite orders: rank(s) "
+                    f"{', '.join(map(str, sorted(few)))} against "
+                    f"{', '.join(map(str, sorted(many)))}",
+                )
                 g = out[idx]
                 out[idx] = GroupAlignment(g.name, g.desc, g.members, g.positions, g.no_dump, div)
     return out
+
+
+def _kept_ops(ds: dict[int, RankDump]) -> Iterable[RankOp]:
+    for r in sorted(ds):
+        for n, t in ds[r].groups.items():
+            yield from (RankOp(r, n, o.seq, o.name, o.state, ()) for o in t.ops)
 
 
 def _last_ops(ds: dict[int, RankDump]) -> Iterable[RankOp]:
@@ -405,20 +489,23 @@ def _last_ops(ds: dict[int, RankDump]) -> Iterable[RankOp]:
 def _straggler(name: str, tracks: dict[int, GroupTrack]) -> Straggler | None:
     if len(tracks) < 2:
         return None
-    times: dict[int, dict[int, int]] = {}
+    import numpy as np
+
+    ranks = sorted(tracks)
+    index = {r: i for i, r in enumerate(ranks)}
+    times: dict[int, list[float]] = {}
     for r, t in tracks.items():
         for seq, ns in t.times:
-            times.setdefault(seq, {})[r] = ns
-    full = [ts for ts in times.values() if len(ts) == len(tracks)]
+            times.setdefault(seq, [np.nan] * len(ranks))[index[r]] = ns
+    full = np.array([row for row in times.values() if not np.isnan(row).any()], dtype=np.float64)
     if len(full) < STRAGGLER_MIN_SAMPLES:
         return None
-    late = {r: [ts[r] - statistics.median(ts.values()) for ts in full] for r in tracks}
-    adj = {r: [v - sorted(vs)[len(vs) // 4] for v in vs] for r, vs in late.items()}
-    last = Counter(max(adj, key=lambda r, i=i: adj[r][i]) for i in range(len(full)))
-    rank = max(adj, key=lambda r: statistics.fmean(adj[r]))
-    n = last[rank]
-    delay_ms = statistics.fmean(adj[rank]) / 1e6
-    others = statistics.median(statistics.fmean(vs) for r, vs in adj.items() if r != rank) / 1e6
-    if n / len(full) >= STRAGGLER_SHARE and delay_ms - others >= STRAGGLER_MIN_MS:
-        return Straggler(rank, name, n / len(full), delay_ms - others, len(full))
+    late = full - np.median(full, axis=1, keepdims=True)
+    adj = late - np.quantile(late, 0.25, axis=0, keepdims=True)
+    means = adj.mean(axis=0)
+    top = int(np.argmax(means))
+    share = float(np.mean(np.argmax(adj, axis=1) == top))
+    excess_ms = float(means[top] - np.median(np.delete(means, top))) / 1e6
+    if share >= STRAGGLER_SHARE and excess_ms >= STRAGGLER_MIN_MS:
+        return Straggler(ranks[top], name, share, excess_ms, len(full))
     return None

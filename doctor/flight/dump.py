@@ -12,8 +12,10 @@ Formats: the pickle of ``_dump_fr_trace`` and the JSON of
 
 from __future__ import annotations
 
+import functools
 import json
-from dataclasses import dataclass
+import pickle
+from dataclasses import dataclass, replace
 from typing import Any
 
 from doctor.evidence import Frame
@@ -22,7 +24,7 @@ from doctor.flight import safe_pickle
 OLDEST_VERSION = (2, 2)
 TAIL = 8
 """Completed entries kept per group for context (pending ones are all kept)."""
-TIMES = 256
+TIMES = 64
 """Recent (seq, time) pairs kept per group for the straggler test."""
 FRAMES = 12
 
@@ -93,8 +95,18 @@ def decode(data: bytes) -> dict[str, Any]:
             doc = safe_pickle.loads(data)
     except safe_pickle.UnsafePickleError as exc:
         raise DumpError(f"refused a hostile pickle: {exc}") from None
-    except (EOFError, ValueError, TypeError, IndexError, KeyError, MemoryError,
-            OverflowError, RecursionError) as exc:
+    except (
+        pickle.UnpicklingError,
+        EOFError,
+        ValueError,
+        TypeError,
+        IndexError,
+        KeyError,
+        MemoryError,
+        OverflowError,
+        RecursionError,
+        AttributeError,
+    ) as exc:
         raise DumpError(f"truncated or corrupt ({type(exc).__name__}: {exc})"[:200]) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("entries", []), list):
         raise DumpError("not a Flight Recorder dump (no 'entries' list)")
@@ -114,23 +126,39 @@ def _version(doc: dict[str, Any]) -> str:
 
 def _ranks(raw: Any) -> tuple[int, ...] | None:
     if isinstance(raw, str):
-        try:
-            raw = json.loads(raw)
-        except ValueError:
-            return None
+        return _ranks_text(raw)
     if isinstance(raw, list) and raw and all(isinstance(r, int) for r in raw):
         return tuple(raw)
     return None
 
 
-def _config(doc: dict[str, Any]) -> dict[str, tuple[str, tuple[int, ...] | None]]:
-    out: dict[str, tuple[str, tuple[int, ...] | None]] = {}
+@functools.lru_cache(maxsize=4096)
+def _ranks_text(raw: str) -> tuple[int, ...] | None:
+    """pg_config ranks as the string '[0, 1, 2]'; the same strings repeat on every rank."""
+    try:
+        return _ranks(json.loads(raw))
+    except (ValueError, RecursionError):
+        return None
+
+
+RawConfig = dict[str, tuple[str, Any]]
+
+
+def raw_config(doc: dict[str, Any]) -> RawConfig:
+    """pg_config as (desc, ranks as written): cheap to send between processes."""
     raw = doc.get("pg_config")
-    if isinstance(raw, dict):
-        for name, cfg in raw.items():
-            if name and isinstance(cfg, dict):
-                out[str(name)] = (str(cfg.get("desc", "")), _ranks(cfg.get("ranks")))
-    return out
+    if not isinstance(raw, dict):
+        return {}
+    return {
+        str(name): (str(cfg.get("desc", "")), cfg.get("ranks"))
+        for name, cfg in raw.items()
+        if name and isinstance(cfg, dict)
+    }
+
+
+def parse_config(raw: RawConfig) -> dict[str, tuple[str, tuple[int, ...] | None]]:
+    """Parsed pg_config; equal rank lists of all dumps share one tuple (cached by text)."""
+    return {name: (desc, _ranks(ranks)) for name, (desc, ranks) in raw.items()}
 
 
 def _sizes(raw: Any) -> tuple[tuple[int, ...], ...]:
@@ -142,26 +170,27 @@ def _sizes(raw: Any) -> tuple[tuple[int, ...], ...]:
 def _frames(raw: Any) -> tuple[Frame, ...]:
     if not isinstance(raw, list):
         return ()
-    return tuple(Frame(str(f.get("name", "")), str(f.get("filename", "")), int(f.get("line", 0)))
-                 for f in raw[:FRAMES] if isinstance(f, dict))
+    return tuple(
+        Frame(str(f.get("name", "")), str(f.get("filename", "")), int(f.get("line", 0)))
+        for f in raw[:FRAMES]
+        if isinstance(f, dict)
+    )
 
 
 def _op(e: dict[str, Any], p2p: bool) -> Op:
     prof = str(e.get("profiling_name", ""))
     return Op(
         seq=int(e.get("p2p_seq_id", 0) if p2p else e.get("collective_seq_id", e.get("seq_id", 0))),
-        name=prof.split(":", 1)[-1], in_sizes=_sizes(e.get("input_sizes")),
+        name=prof.split(":", 1)[-1],
+        in_sizes=_sizes(e.get("input_sizes")),
         out_sizes=_sizes(e.get("output_sizes")),
         dtypes=tuple(str(d) for d in e.get("input_dtypes") or ()),
-        state=str(e.get("state", "")), record_id=int(e.get("record_id", 0)),
-        time_ns=e.get("time_created_ns") or None, frames=_frames(e.get("frames")), p2p=p2p)
-
-
-def _group_key(e: dict[str, Any]) -> tuple[str, str]:
-    pg = e.get("process_group")
-    if isinstance(pg, list | tuple) and pg:
-        return str(pg[0]), str(pg[1]) if len(pg) > 1 else ""
-    return str(e.get("pg_id", "?")), ""
+        state=str(e.get("state", "")),
+        record_id=int(e.get("record_id", 0)),
+        time_ns=e.get("time_created_ns") or None,
+        frames=_frames(e.get("frames")),
+        p2p=p2p,
+    )
 
 
 def _is_p2p(e: dict[str, Any]) -> bool:
@@ -171,50 +200,122 @@ def _is_p2p(e: dict[str, Any]) -> bool:
     return " " in name.split(":", 1)[-1] or "send" in name or "recv" in name
 
 
+def _group_of(e: dict[str, Any]) -> tuple[str, str]:
+    pg = e.get("process_group")
+    if isinstance(pg, list | tuple) and pg:
+        return str(pg[0]), str(pg[1]) if len(pg) > 1 else ""
+    return str(e.get("pg_id", "?")), ""
+
+
 def parse_dump(rank: int, source: str, data: bytes) -> RankDump:
     """Decode, validate and reduce one dump; raises ``DumpError`` with the reason."""
+    dump, config = reduce_dump(rank, source, data)
+    return replace(dump, config=parse_config(config))
+
+
+def reduce_dump(rank: int, source: str, data: bytes) -> tuple[RankDump, RawConfig]:
+    """``parse_dump`` less the config parsing (done where the dumps are gathered)."""
     doc = decode(data)
     version = _version(doc)
-    entries = [e for e in doc["entries"] if isinstance(e, dict)]
-    backend = next((str(e.get("profiling_name", "")).split(":", 1)[0] for e in entries
-                    if ":" in str(e.get("profiling_name", ""))), "")
-    status_raw = doc.get("pg_status") if isinstance(doc.get("pg_status"), dict) else {}
-    by_group: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for e in entries:
-        by_group.setdefault(_group_key(e), []).append(e)
-    groups: dict[str, GroupTrack] = {}
-    for (name, desc), es in by_group.items():
-        groups[name] = _track(name, desc, es, status_raw, backend)
+    entries = doc["entries"]
+    backend = next(
+        (
+            str(e.get("profiling_name", "")).split(":", 1)[0]
+            for e in entries[-1:]
+            if isinstance(e, dict) and ":" in str(e.get("profiling_name", ""))
+        ),
+        "",
+    )
+    raw_status = doc.get("pg_status")
+    status_raw: dict[str, Any] = raw_status if isinstance(raw_status, dict) else {}
+    scans: dict[str, _Scan] = {}
+    for e in reversed(entries):  # newest first; a group that has what it needs skips fast
+        pg = e.get("process_group") if e.__class__ is dict else None
+        scan = scans.get(pg[0]) if pg.__class__ is tuple and pg else None
+        if scan is not None and scan.full:
+            continue
+        if not isinstance(e, dict):
+            continue
+        name, desc = _group_of(e)
+        scan = scans.get(name)
+        if scan is None:
+            scan = scans[name] = _Scan(name, desc, e, status_raw, backend)
+        if not scan.full:
+            scan.add(e)
+    groups = {name: scan.track() for name, scan in scans.items()}
     mapped = {g.pg_id for g in groups.values()}
-    status = {str(k): (int(v.get("last_enqueued_collective", -1)),
-                       None if backend == "gloo" else int(v.get("last_completed_collective", -1)))
-              for k, v in status_raw.items() if str(k) not in mapped and isinstance(v, dict)}
-    return RankDump(rank, source, version, backend, _config(doc), groups, status)
+    status = {
+        str(k): (
+            int(v.get("last_enqueued_collective", -1)),
+            None if backend == "gloo" else int(v.get("last_completed_collective", -1)),
+        )
+        for k, v in status_raw.items()
+        if str(k) not in mapped and isinstance(v, dict)
+    }
+    return RankDump(rank, source, version, backend, {}, groups, status), raw_config(doc)
 
 
-def _track(name: str, desc: str, es: list[dict[str, Any]], status_raw: dict[str, Any],
-           backend: str) -> GroupTrack:
-    coll = [e for e in es if not _is_p2p(e)]
-    p2p = [e for e in es if _is_p2p(e)]
-    pg_id = str(es[0]["pg_id"]) if "pg_id" in es[0] else None
-    trusted = bool(coll) and not p2p and all(
-        e.get("op_id", -1) == e.get("collective_seq_id") for e in coll)
-    seqs = [int(e.get("collective_seq_id", e.get("seq_id", 0))) for e in coll]
-    enqueued = max(seqs) if seqs else None
-    completed = None
-    done = [s for s, e in zip(seqs, coll, strict=True) if e.get("state") == "completed"]
-    if done and backend != "gloo":
-        completed = max(done)
-    st = status_raw.get(pg_id) if pg_id is not None else None
-    if trusted and isinstance(st, dict):
-        enqueued = max(enqueued or -1, int(st.get("last_enqueued_collective", -1)))
-        if backend != "gloo":
-            completed = max(completed or -1, int(st.get("last_completed_collective", -1)))
-    floor = completed if completed is not None else (enqueued or 0)
-    pending = [e for s, e in zip(seqs, coll, strict=True) if s > floor]
-    done_tail = [e for s, e in zip(seqs, coll, strict=True) if s <= floor][-TAIL:]
-    ops = tuple(sorted((_op(e, False) for e in done_tail + pending), key=lambda o: o.seq))
-    times = tuple((s, int(e["time_created_ns"])) for s, e in zip(seqs, coll, strict=True)
-                  if e.get("time_created_ns"))[-TIMES:]
-    return GroupTrack(name, desc, pg_id, enqueued, completed, ops,
-                      tuple(_op(e, True) for e in p2p[-TAIL:]), times, trusted)
+class _Scan:
+    """Collects one group's entries newest first until it has enough."""
+
+    def __init__(
+        self, name: str, desc: str, newest: dict[str, Any], status: dict[str, Any], backend: str
+    ) -> None:
+        self.name, self.desc, self.backend = name, desc, backend
+        self.pg_id = str(newest["pg_id"]) if "pg_id" in newest else None
+        st = status.get(self.pg_id) if self.pg_id is not None else None
+        self.status = st if isinstance(st, dict) else None
+        self.coll: list[dict[str, Any]] = []
+        self.p2p: list[dict[str, Any]] = []
+        self.trusted = True
+        self.full = False
+        self.floor: int | None = None
+        if self.status is not None and backend != "gloo":
+            self.floor = int(self.status.get("last_completed_collective", -1))
+
+    def add(self, e: dict[str, Any]) -> None:
+        if _is_p2p(e):
+            self.trusted = False
+            if len(self.p2p) < TAIL:
+                self.p2p.append(e)
+            return
+        seq = int(e.get("collective_seq_id", e.get("seq_id", 0)))
+        if e.get("op_id", -1) != seq:
+            self.trusted = False
+        self.coll.append(e)
+        floor = self.floor if self.floor is not None else seq
+        if len(self.coll) >= TIMES and seq <= floor - TAIL:
+            self.full = True
+
+    def track(self) -> GroupTrack:
+        coll = self.coll[::-1]
+        seqs = [int(e.get("collective_seq_id", e.get("seq_id", 0))) for e in coll]
+        trusted = bool(coll) and self.trusted
+        enqueued = max(seqs) if seqs else None
+        done = [s for s, e in zip(seqs, coll, strict=True) if e.get("state") == "completed"]
+        completed = max(done) if done and self.backend != "gloo" else None
+        if trusted and self.status is not None:
+            enqueued = max(enqueued or -1, int(self.status.get("last_enqueued_collective", -1)))
+            if self.backend != "gloo":
+                last = int(self.status.get("last_completed_collective", -1))
+                completed = max(completed if completed is not None else -1, last)
+        floor = completed if completed is not None else (enqueued or 0)
+        pending = [e for s, e in zip(seqs, coll, strict=True) if s > floor]
+        done_tail = [e for s, e in zip(seqs, coll, strict=True) if s <= floor][-TAIL:]
+        ops = tuple(sorted((_op(e, False) for e in done_tail + pending), key=lambda o: o.seq))
+        times = tuple(
+            (s, int(e["time_created_ns"]))
+            for s, e in zip(seqs, coll, strict=True)
+            if e.get("time_created_ns")
+        )[-TIMES:]
+        return GroupTrack(
+            self.name,
+            self.desc,
+            self.pg_id,
+            enqueued,
+            completed,
+            ops,
+            tuple(_op(e, True) for e in self.p2p[::-1]),
+            times,
+            trusted,
+        )

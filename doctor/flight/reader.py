@@ -11,17 +11,24 @@ and the rest are read. Dumps are streamed: each is decoded, reduced
 
 from __future__ import annotations
 
+import gc
+import multiprocessing
+import os
 import re
 import tarfile
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
-from dataclasses import dataclass
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from doctor.flight.dump import DumpError, RankDump, parse_dump
+from doctor.flight.dump import DumpError, RankDump, RawConfig, parse_config, parse_dump, reduce_dump
 from doctor.model import Skipped
 
 MAX_DUMP_BYTES = 512 * 1024 * 1024
+PARALLEL_FROM = 64
+"""Folders with at least this many dumps are reduced in worker processes."""
+MAX_WORKERS = 8
 PROBE = "flight-recorder"
 _RANK = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 _TRAILING = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json|bin))?$", re.IGNORECASE)
@@ -40,7 +47,11 @@ class FlightRead:
 def rank_of(name: str) -> int | None:
     """The rank a dump file name ends in, or None when the name does not say."""
     base = PurePosixPath(name).name
-    if base in _NOT_DUMPS or base.startswith(".") or set(PurePosixPath(name).parts) & _NOT_DUMP_DIRS:
+    if (
+        base in _NOT_DUMPS
+        or base.startswith(".")
+        or set(PurePosixPath(name).parts) & _NOT_DUMP_DIRS
+    ):
         return None
     found = _RANK.findall(base)
     if found:
@@ -63,6 +74,7 @@ def _file_opener(p: Path) -> Opener:
         if p.stat().st_size > MAX_DUMP_BYTES:
             raise DumpError("larger than 512 MiB")
         return p.read_bytes()
+
     return read
 
 
@@ -94,12 +106,66 @@ def candidates(path: Path) -> Iterator[tuple[str, Opener]]:
         yield path.name, _file_opener(path)
 
 
+def _reduce_file(job: tuple[int, str, str]) -> tuple[RankDump, RawConfig] | str:
+    """Worker: one dump file -> its reduced form, or the reason it is unreadable."""
+    rank, name, path = job
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return reduce_dump(rank, name, _file_opener(Path(path))())
+    except (DumpError, OSError) as exc:
+        return f"{name}: {exc}"
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _parallel(paths: list[Path], skipped: list[Skipped]) -> Iterator[RankDump] | None:
+    """Reduce a large folder's plain files on every core; None when it is not worth it."""
+    files: list[tuple[int, str, str]] = []
+    for path in paths:
+        if not path.is_dir():
+            return None
+        for name, _opener in _folder(path):
+            rank = rank_of(name)
+            if rank is not None:
+                files.append((rank, name, str(path / name)))
+    workers = min(os.cpu_count() or 1, MAX_WORKERS)
+    if len(files) < PARALLEL_FROM or workers < 2 or len({r for r, _n, _p in files}) != len(files):
+        return None
+    return _gather(files, workers, skipped)
+
+
+def _gather(
+    files: list[tuple[int, str, str]], workers: int, skipped: list[Skipped]
+) -> Iterator[RankDump]:
+    ctx = multiprocessing.get_context("fork")
+    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+        for (rank, _name, _path), got in zip(
+            files, pool.map(_reduce_file, files, chunksize=8), strict=True
+        ):
+            if isinstance(got, str):
+                skipped.append(Skipped(rank, PROBE, got))
+            else:
+                dump, raw = got
+                yield replace(dump, config=parse_config(raw))
+
+
 def iter_dumps(paths: Iterable[Path], skipped: list[Skipped]) -> Iterator[RankDump]:
-    """Yield reduced dumps one by one; append a ``Skipped`` for each unreadable one."""
+    """Yield reduced dumps one by one; append a ``Skipped`` for each unreadable one.
+
+    Folders of many dumps are reduced on every core (each worker holds one dump at a
+    time); archives and a few files are read here, one at a time."""
+    paths = list(paths)
+    fast = _parallel(paths, skipped)
+    if fast is not None:
+        yield from fast
+        return
     seen: set[int] = set()
     for path in paths:
-        explicit = not path.is_dir() and not tarfile.is_tarfile(path) \
-            and not zipfile.is_zipfile(path)
+        explicit = (
+            not path.is_dir() and not tarfile.is_tarfile(path) and not zipfile.is_zipfile(path)
+        )
         for name, opener in candidates(path):
             rank = rank_of(name)
             if rank is None:
@@ -110,12 +176,23 @@ def iter_dumps(paths: Iterable[Path], skipped: list[Skipped]) -> Iterator[RankDu
                 skipped.append(Skipped(rank, PROBE, f"{name}: a second dump for rank {rank}"))
                 continue
             try:
-                dump = parse_dump(rank, name, opener())
+                dump = _parse_quietly(rank, name, opener)
             except (DumpError, OSError, tarfile.TarError, zipfile.BadZipFile) as exc:
                 skipped.append(Skipped(rank, PROBE, f"{name}: {exc}"))
                 continue
             seen.add(rank)
             yield dump
+
+
+def _parse_quietly(rank: int, name: str, opener: Opener) -> RankDump:
+    """Parse with the cyclic GC paused: a dump is a million acyclic objects, freed at once."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return parse_dump(rank, name, opener())
+    finally:
+        if enabled:
+            gc.enable()
 
 
 def read_flight(paths: Iterable[Path]) -> FlightRead:

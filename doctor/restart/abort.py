@@ -17,13 +17,19 @@ from __future__ import annotations
 
 import ctypes
 import os
+from collections.abc import Callable
 import signal
 import socket
 
 INTERRUPTIBLE_BACKENDS = frozenset({"gloo", "nccl"})
 WAKE_SIGNAL = signal.SIGRTMIN + 2
-"""Sent to the main thread after the asynchronous exception: it interrupts ``time.sleep``,
-``select`` and other Python-level system calls so the exception lands at once."""
+"""Delivers the restart to the main thread. A Python signal handler runs in the main
+thread between bytecodes (like an asynchronous exception) but also interrupts
+``time.sleep``, ``select`` and C code that checks signals (torch's waits do), and an
+exception raised by a handler propagates like KeyboardInterrupt. An asynchronous
+exception landing inside a signal handler makes CPython 3.11 raise SystemError, so
+the two are never mixed: the signal when the wrapper runs on the main thread,
+``PyThreadState_SetAsyncExc`` otherwise."""
 
 
 def socket_fds() -> set[int]:
@@ -91,18 +97,19 @@ def destroy_process_groups() -> None:
             pass
 
 
-def _set_async_exc(thread_id: int, exc: type[BaseException] | None) -> int:
+def _set_async_exc(thread_id: int, exc: type[BaseException]) -> int:
     setter = ctypes.pythonapi.PyThreadState_SetAsyncExc
     setter.argtypes = (ctypes.c_ulong, ctypes.py_object)
     setter.restype = ctypes.c_int
     return int(setter(thread_id, exc))
 
 
-def raise_in_thread(thread_id: int, exc: type[BaseException], wake: bool) -> None:
-    """Make ``exc`` raise in ``thread_id`` at its next bytecode; ``wake`` interrupts a sleep."""
-    _set_async_exc(thread_id, exc)
-    if wake:
+def raise_in_thread(thread_id: int, exc: type[BaseException], by_signal: bool) -> None:
+    """Make ``exc`` raise in ``thread_id``: through the wake handler, or asynchronously."""
+    if by_signal:
         signal.pthread_kill(thread_id, WAKE_SIGNAL)
+    else:
+        _set_async_exc(thread_id, exc)
 
 
 def clear_pending(thread_id: int) -> None:
@@ -113,10 +120,10 @@ def clear_pending(thread_id: int) -> None:
     setter(thread_id, None)
 
 
-def install_wake_handler() -> bool:
-    """A no-op Python handler: running it is what lets a pending exception escape a sleep."""
+def install_wake_handler(handler: Callable[[], None]) -> bool:
+    """Route ``WAKE_SIGNAL`` to ``handler`` (which raises); False off the main thread."""
     try:
-        signal.signal(WAKE_SIGNAL, lambda signum, frame: None)
+        signal.signal(WAKE_SIGNAL, lambda signum, frame: handler())
         return True
-    except ValueError:  # not the main thread: no wake, the exception lands when the sleep ends
+    except ValueError:  # not the main thread: asynchronous exceptions instead
         return False

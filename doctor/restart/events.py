@@ -37,6 +37,7 @@ def build_event(job: str | None, iteration: int, fault: dict[str, Any],
     others = sorted({f["rank"] for f in faults if f.get("rank") not in (None, fault.get("rank"))})
     event: dict[str, Any] = {
         "schema": SCHEMA, "job": job, "iteration": iteration, "cause": fault.get("cause"),
+        "fault_time": start,
         "rank": fault.get("rank"), "exception": fault.get("exception"),
         "reason": fault.get("reason"), "other_faulted_ranks": others,
         "world_size": world_size, "terminated_ranks": terminated, "phases": phases,

@@ -78,6 +78,15 @@ class MonitorProcess:
             time.sleep(0.01)
 
 
+def _waits_in_collective(stack: str | None) -> bool:
+    """Whether the main thread's innermost frame is in torch.distributed (a victim, not a cause)."""
+    for block in (stack or "").split("\n\n"):
+        if " in <module>" in block:
+            frames = [line for line in block.splitlines() if line.strip().startswith("File ")]
+            return bool(frames) and "torch/distributed/" in frames[0]
+    return False
+
+
 class _Monitor:
     def __init__(self, spec: MonitorSpec, progress: SharedProgress, target: int, pipe: int,
                  connect: Callable[[], RestartStore]) -> None:
@@ -88,6 +97,8 @@ class _Monitor:
         self.pipe = pipe
         self.store = connect()
         self.soft_fired = -1
+        self.deferred_at: float | None = None
+        self.stack: str | None = None
         self.last_beat = 0.0
 
     def _say(self, text: str) -> None:
@@ -115,12 +126,9 @@ class _Monitor:
         if phase in (Phase.STARTING, Phase.EXITING):
             return False
         stale = now - min(auto, manual) if manual else now - auto
-        if phase == Phase.RUNNING and stale > self.opt.soft_timeout and self.soft_fired != iteration:
-            self.soft_fired = iteration
-            self._say(f"soft timeout: no progress for {stale:.1f}s")
-            self.store.record_fault(iteration, {
-                "cause": "soft_timeout", "rank": self.spec.initial_rank, "time": time.time(),
-                "exception": f"no progress for {stale:.1f}s", "stack": self._stack()})
+        soft = phase == Phase.RUNNING and stale > self.opt.soft_timeout
+        if soft and self.soft_fired != iteration:
+            self._soft_timeout(iteration, stale)
         hard = self.opt.hard_timeout if phase == Phase.RUNNING else self.opt.barrier_timeout
         if stale > hard:
             self._say(f"hard timeout: no progress for {stale:.1f}s; terminating pid {self.target}")
@@ -128,6 +136,22 @@ class _Monitor:
             self._terminate()
             return True
         return False
+
+    def _soft_timeout(self, iteration: int, stale: float) -> None:
+        """Record the timeout with the stack; a rank merely waiting in a collective defers a
+        little, so the rank that stopped first (the culprit) is the one that starts the restart."""
+        if self.deferred_at is None:
+            self.stack = self._stack()
+            if _waits_in_collective(self.stack):
+                self.deferred_at = time.monotonic()
+                return
+        elif time.monotonic() - self.deferred_at < 3 * self.opt.monitor_process_interval:
+            return
+        self.soft_fired, self.deferred_at = iteration, None
+        self._say(f"soft timeout: no progress for {stale:.1f}s")
+        self.store.record_fault(iteration, {
+            "cause": "soft_timeout", "rank": self.spec.initial_rank, "time": time.time(),
+            "exception": f"no progress for {stale:.1f}s", "stack": self.stack})
 
     def _stack(self) -> str | None:
         path = self.spec.stack_file

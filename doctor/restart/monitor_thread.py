@@ -24,7 +24,6 @@ from doctor.restart.abort import (
     abort_process_groups,
     close_connections,
     raise_in_thread,
-    shutdown_sockets,
 )
 from doctor.restart.exceptions import RestartRequested
 from doctor.restart.options import RestartOptions
@@ -38,7 +37,10 @@ class Interruptible:
     """What the main thread and its monitor thread share about delivering the exception."""
 
     main_thread: int
-    wake: bool
+    by_signal: bool = False
+    """Deliver through the wake signal's handler (main thread) instead of SetAsyncExc."""
+    pending: bool = False
+    """Set by the monitor before each signal; the handler raises only when it is set."""
     lock: threading.RLock = field(default_factory=threading.RLock)
     """Held by ``atomic()`` sections and by the monitor while it aborts and raises."""
     armed: bool = False
@@ -58,23 +60,24 @@ class IterationContext:
 
 
 class MonitorThread(threading.Thread):
-    """Blocks on the fault key over its own connection ``watch``; ``close()`` shuts it."""
+    """Blocks on its wake key over its own connection ``watch``; ``close()`` wakes it."""
 
-    def __init__(self, ctx: IterationContext, watch: RestartStore, watch_fds: set[int],
+    def __init__(self, ctx: IterationContext, watch: RestartStore, control: RestartStore,
                  shared: Interruptible) -> None:
         super().__init__(name=f"nccl-doctor-monitor-{ctx.initial_rank}", daemon=True)
         self.ctx = ctx
         self.watch = watch
-        self.watch_fds = watch_fds
+        self.control = control
         self.shared = shared
         self.stop = threading.Event()
 
     def run(self) -> None:
         ctx = self.ctx
         try:
-            self.watch.wait_fault(ctx.iteration)
+            self.watch.wait_wake(ctx.iteration, ctx.initial_rank)
             fault = self.watch.fault(ctx.iteration)
-        except Exception:  # the connection was shut: the iteration ended without a fault
+        except Exception as exc:  # the store is gone: the monitor process reports the rest
+            print(f"nccl-doctor wrapper: fault watch failed: {exc}", file=sys.stderr)
             return
         if fault is None or self.stop.is_set():
             return
@@ -85,7 +88,8 @@ class MonitorThread(threading.Thread):
 
     def close(self) -> None:
         self.stop.set()
-        shutdown_sockets(self.watch_fds)
+        if self.is_alive():
+            self.control.wake(self.ctx.iteration, self.ctx.initial_rank)
         self.join(timeout=5)
 
     def _restart(self) -> None:
@@ -98,7 +102,8 @@ class MonitorThread(threading.Thread):
             abort_process_groups()
             ctx.phases["abort"] = time.time()
             while shared.armed and not shared.delivered.is_set() and not self.stop.is_set():
-                raise_in_thread(shared.main_thread, RestartRequested, shared.wake)
+                shared.pending = True
+                raise_in_thread(shared.main_thread, RestartRequested, shared.by_signal)
                 shared.delivered.wait(RERAISE_INTERVAL)
 
 

@@ -13,7 +13,8 @@ fixed ``last_call_wait``.
 
 A store ``wait`` that times out makes c10d log two warnings, so nothing here
 waits with a timeout: short waits poll ``check``, and the one long wait (the
-monitor thread's, on its own connection) is ended by shutting that connection.
+monitor thread's, on its own connection) waits for a per-rank wake key that a
+fault record sets for every participant and the rank itself sets at the end.
 """
 
 from __future__ import annotations
@@ -58,6 +59,10 @@ class RestartStore:
         text = json.dumps(record, sort_keys=True)
         self.base.append(self.key("faults", iteration), text + "\n")
         won = self.base.compare_set(self.key("fault", iteration), "", text)
+        ranks = sorted(self.participants(iteration))
+        if ranks:
+            self.base.multi_set([self.key(f"wake/{r}", iteration) for r in ranks],
+                                ["fault"] * len(ranks))
         return won.decode() == text
 
     def fault(self, iteration: int) -> dict[str, Any] | None:
@@ -71,9 +76,12 @@ class RestartStore:
         self.base.append(key, "")
         return [json.loads(line) for line in self.base.get(key).decode().splitlines() if line]
 
-    def wait_fault(self, iteration: int) -> None:
-        """Block until a fault of ``iteration`` is recorded; raises once the connection is shut."""
-        self.base.wait([self.key("fault", iteration)], timedelta(days=1))
+    def wait_wake(self, iteration: int, initial_rank: int) -> None:
+        """Block until a fault of ``iteration`` is recorded or ``wake`` ends the iteration."""
+        self.base.wait([self.key(f"wake/{initial_rank}", iteration)], timedelta(days=1))
+
+    def wake(self, iteration: int, initial_rank: int) -> None:
+        self.base.set(self.key(f"wake/{initial_rank}", iteration), "stop")
 
     # liveness ------------------------------------------------------------------------
     def mark_terminated(self, initial_rank: int) -> None:

@@ -135,9 +135,11 @@ class CallWrapper:
         self.agent = existing or Agent(self.directory, self.initial_rank)
         self._own_agent = existing is None
         self.rs = self._connect()
+        self.watch = self._connect()
         self.watchdog = ProgressWatchdog(self.progress, self.opt.progress_watchdog_interval)
         self.watchdog.start()
-        self.shared = Interruptible(threading.get_ident(), wake=install_wake_handler())
+        self.shared = Interruptible(threading.get_ident())
+        self.shared.by_signal = install_wake_handler(self._on_wake)
         self.iteration, self.rank, self.world_size = 0, self.initial_rank, self.initial_world_size
         self.active = True
         self.store = self.rs.pg_store(0)
@@ -149,6 +151,7 @@ class CallWrapper:
         self._ctx: IterationContext | None = None
         self.ticker = Ticker(self.rs, self.opt, lambda: self._ctx, lambda: publish(self, self._ctx))
         self.ticker.start()
+        gc.freeze()  # what exists now outlives every iteration: a restart's collect skips it
 
     def _connect(self, host: bool = False) -> RestartStore:
         return connect_store(self.session, self.initial_world_size, self.opt, host=host)
@@ -186,6 +189,7 @@ class CallWrapper:
         _current = None
         sys.unraisablehook = self._hook
         self.progress.enter(self.iteration, Phase.EXITING)
+        gc.unfreeze()
         self.ticker.close()
         with contextlib.suppress(Exception):
             self.rs.mark_exited(self.initial_rank)
@@ -193,6 +197,12 @@ class CallWrapper:
         self.monitor.close(wait=0.2)
         if self._own_agent:
             self.agent.close()
+
+    def _on_wake(self) -> None:
+        """The wake signal's handler, on the main thread: raise the pending restart."""
+        if self.shared.pending and self.shared.armed and not self.shared.delivered.is_set():
+            self.shared.pending = False
+            raise RestartRequested
 
     def _unraisable(self, args: Any) -> None:
         """An exception lost in a callback is re-raised by the monitor thread; keep it quiet."""
@@ -249,8 +259,6 @@ class CallWrapper:
 
     def _iterate(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any],
                  members: set[int]) -> tuple[bool, T | None]:
-        before = socket_fds()
-        watch = self._connect()
         baseline = socket_fds()
         # opened after the baseline: shut by an abort, which is what unblocks a
         # rendezvous stuck in store.get inside init_process_group
@@ -261,7 +269,7 @@ class CallWrapper:
         self.shared.delivered.clear()
         self.shared.armed = True
         self.progress.enter(self.iteration, Phase.RUNNING)
-        monitor = MonitorThread(ctx, watch, baseline - before, self.shared)
+        monitor = MonitorThread(ctx, self.watch, self.rs, self.shared)
         monitor.start()
         try:
             try:
@@ -308,6 +316,10 @@ class CallWrapper:
                                    f"{self.opt.completion_timeout:g}s")
 
     def _fault(self, ctx: IterationContext, exc: BaseException) -> None:
+        """Record the function's exception, unless it is the echo of a restart under way
+        (a collective failing because a peer aborted)."""
+        if ctx.fault is not None or self.rs.fault(ctx.iteration) is not None:
+            return
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         self.last_fault = {"cause": "exception", "rank": self.initial_rank, "time": time.time(),
                            "exception": text}

@@ -89,23 +89,31 @@ def collective_op(stack: RankStack | None) -> str | None:
     return main.frames[index].name.rsplit(".", 1)[-1] if main and index is not None else None
 
 
-def rank_state(stack: RankStack | None) -> RankState:
-    """The state of a rank's main thread; rules and their order in the module docstring."""
-    main = stack.main if stack else None
+def _explain(main: ThreadStack | None) -> tuple[RankState, int | None]:
+    """The state of a main thread and the index of the frame that decided it."""
     if main is None:
-        return RankState.UNKNOWN
+        return RankState.UNKNOWN, None
     frames = main.frames
     if not frames or (frames[-1].name == "_shutdown" and "threading" in frames[-1].filename):
-        return RankState.IDLE
-    if collective_index(main) is not None:
-        return RankState.IN_COLLECTIVE
-    if any(_COMPILE_FILES.search(f.filename) for f in frames):
-        return RankState.COMPILE
-    if any("torch/utils/data/" in f.filename or _DATA_NAMES.search(f.name) for f in frames):
-        return RankState.DATA_LOADING
+        return RankState.IDLE, None
+    index = collective_index(main)
+    if index is not None:
+        return RankState.IN_COLLECTIVE, index
+    tests = ((RankState.COMPILE, lambda f: bool(_COMPILE_FILES.search(f.filename))),
+             (RankState.DATA_LOADING, lambda f: "torch/utils/data/" in f.filename
+              or bool(_DATA_NAMES.search(f.name))))
+    for state, test in tests:
+        hits = [i for i, f in enumerate(frames) if test(f)]
+        if hits:
+            return state, hits[-1]  # the outermost: where the user's code entered it
     if main.holds_gil and main.active:
-        return RankState.GIL_LOOP
-    return RankState.USER_CODE
+        return RankState.GIL_LOOP, 0
+    return RankState.USER_CODE, 0
+
+
+def rank_state(stack: RankStack | None) -> RankState:
+    """The state of a rank's main thread; rules and their order in the module docstring."""
+    return _explain(stack.main if stack else None)[0]
 
 
 def _short(frame: Frame) -> str:
@@ -128,12 +136,10 @@ def signature(stack: RankStack | None) -> str:
 
 
 def top_frame(stack: RankStack | None) -> str:
-    """The frame a person should read first: the collective call, else the innermost frame."""
+    """The frame a person should read first: the one that decided the rank's state."""
     main = stack.main if stack else None
-    if main is None or not main.frames:
-        return ""
-    index = collective_index(main)
-    return str(main.frames[index if index is not None else 0])
+    index = _explain(main)[1]
+    return str(main.frames[index]) if main is not None and index is not None else ""
 
 
 @dataclass(frozen=True)

@@ -40,6 +40,18 @@ def test_unknown_suggests_and_moves_the_value():
     assert finding.fix == "export NCCL_SOCKET_IFNAME=eth0\nunset NCCL_SOCKET_IFNAM"
 
 
+@pytest.mark.parametrize(("alias", "value", "fix"), [
+    ("NCCL_ASYNC_ERROR_HANDLING", "1",
+     "export TORCH_NCCL_ASYNC_ERROR_HANDLING=1\nunset NCCL_ASYNC_ERROR_HANDLING"),
+    ("NCCL_CHECK_POINTERS", "1",
+     "# set NCCL_CHECK_MODE to the equivalent of NCCL_CHECK_POINTERS=1\n"
+     "unset NCCL_CHECK_POINTERS"),
+])
+def test_deprecated_alias_fix_moves_the_value_only_when_it_means_the_same(alias, value, fix):
+    [finding] = env.check_deprecated(facts({alias: value}))
+    assert finding.fix == fix
+
+
 def test_value_from_an_nccl_config_file_names_the_file_and_is_shadowed_not_unset():
     f = facts({"NCCL_TIMEOUT": "5"}, env_sources={"NCCL_TIMEOUT": "/etc/nccl.conf:3"})
     [finding] = env.check_unknown(f)
@@ -173,6 +185,7 @@ def test_timeout_checks(environment, toml, expected):
     (PtraceFacts(None, True, None, "/usr/bin/py-spy"), "pass"),
     (PtraceFacts(1, False, "Operation not permitted", "/usr/bin/py-spy"), "warn"),
     (PtraceFacts(0, False, None, None), "warn"),
+    (PtraceFacts(1, False, None, "/usr/bin/py-spy", probe_error="no sh"), "skip"),
     (None, "skip"),
 ])
 def test_diag_ptrace(probe, severity):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import threading
+from dataclasses import replace
 from pathlib import Path
 
 from textual.widgets import HelpPanel
@@ -16,6 +17,7 @@ from tui_fakes import (
     recorder,
 )
 
+from doctor.flight.align import RankOp
 from doctor.triage.tui.app import TriageApp
 from doctor.triage.tui.confirm import Confirm
 from doctor.triage.tui.widgets.flight_grid import FlightGrid
@@ -59,7 +61,7 @@ async def test_first_snapshot_fills_every_pane_and_selects_the_culprit(provider)
         assert table.row_count == 8
         assert app.selected_rank == 3 and table.cursor_row == 3
         assert app.query_one(StackView).detail.rank == 3
-        assert "cpu_stuck" in app.query_one(VerdictPanel).render().renderables[0].plain
+        assert app.query_one(VerdictPanel).render().renderables[0].title == "verdict: cpu_stuck"
         groups = app.query_one(StackGroups).groups
         assert [(g.ranks, g.odd) for g in groups] == [((0, 1, 2, 4, 5, 6, 7), False), ((3,), True)]
         status = _status(app)
@@ -257,3 +259,20 @@ async def test_quit_returns_the_exit_code_of_the_verdict_on_screen():
             assert app.shown.taken_at == TAKEN_AT
             await pilot.press("q")
         assert app.return_value == code
+
+
+async def test_the_grid_scrolls_to_the_selected_ranks_row():
+    # GIVEN 12 process groups of one rank each: more rows than the grid pane has
+    snap = cpu_stuck_snapshot(ranks=12, culprit=11)
+    ops = tuple(RankOp(r, str(r), seq, "all_reduce", "completed", ())
+                for r in range(12) for seq in (1, 2))
+    evidence = replace(snap.evidence, flight=replace(snap.evidence.flight, groups=(), ops=ops))
+    app = _app(FakeProvider([replace(snap, evidence=evidence)]))
+    async with app.run_test(size=WIDE) as pilot:
+        await _settle(app, pilot)
+        pane = app.query_one("#grid-pane")
+        # THEN the culprit's group, the last one, is scrolled into view
+        await _until(pilot, lambda: pane.scroll_y > 0)
+        # WHEN the person goes back to rank 0, so does the grid
+        await pilot.press(*["up"] * 11)
+        await _until(pilot, lambda: pane.scroll_y == 0)

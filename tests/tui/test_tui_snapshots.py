@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import pytest
-from tui_fakes import FakeProvider, cpu_stuck_snapshot
+from tui_fakes import FakeProvider, collective_mismatch_snapshot, cpu_stuck_snapshot
 
+from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.app import TriageApp
 
 pytestmark = pytest.mark.usefixtures("frozen_clock", "pinned_versions")
@@ -15,18 +16,26 @@ async def _collected(pilot) -> None:
     await pilot.pause()
 
 
-def _app(ranks: int, culprit: int) -> TriageApp:
-    provider = FakeProvider([cpu_stuck_snapshot(ranks=ranks, culprit=culprit)])
-    return TriageApp(provider, 3600, "llm-pretrain-0412", on_bundle=lambda s, p: None)
+def _app(snapshot: TriageSnapshot) -> TriageApp:
+    return TriageApp(FakeProvider([snapshot]), 3600, "llm-pretrain-0412",
+                     on_bundle=lambda s, p: None)
 
 
 def test_wide_terminal_shows_every_pane_side_by_side(snap_compare):
-    assert snap_compare(_app(8, 3), terminal_size=(160, 48), run_before=_collected)
+    snapshot = cpu_stuck_snapshot(ranks=8, culprit=3)
+    assert snap_compare(_app(snapshot), terminal_size=(160, 48), run_before=_collected)
 
 
 def test_narrow_terminal_stacks_the_panes(snap_compare):
-    assert snap_compare(_app(8, 3), terminal_size=(100, 40), run_before=_collected)
+    snapshot = cpu_stuck_snapshot(ranks=8, culprit=3)
+    assert snap_compare(_app(snapshot), terminal_size=(100, 40), run_before=_collected)
 
 
 def test_thirty_two_ranks_with_the_culprit_scrolled_into_view(snap_compare):
-    assert snap_compare(_app(32, 29), terminal_size=(160, 48), run_before=_collected)
+    snapshot = cpu_stuck_snapshot(ranks=32, culprit=29)
+    assert snap_compare(_app(snapshot), terminal_size=(160, 48), run_before=_collected)
+
+
+def test_a_collective_mismatch_breaks_a_column_of_the_grid(snap_compare):
+    snapshot = collective_mismatch_snapshot(ranks=4, culprit=2)
+    assert snap_compare(_app(snapshot), terminal_size=(160, 40), run_before=_collected)

@@ -8,7 +8,6 @@ import pytest
 from tui_fakes import IN_LOADER, WAITING, cpu_stuck_snapshot, rank_lost_snapshot
 
 from doctor.triage.tui.app import bundle_name
-from doctor.triage.tui.grid import GridEntry, grid_groups, op_label
 from doctor.triage.tui.view import (
     frame_text,
     playbook_section,
@@ -110,52 +109,6 @@ def test_rank_detail_lists_the_main_thread_first_and_what_is_missing():
     assert detail.threads[0].frames == IN_LOADER
     lost = rank_detail(rank_lost_snapshot(lost=2), 2)
     assert (lost.threads, lost.missing) == ((), ("py-spy: process is gone",))
-
-
-def _entries(pg: str, ops_by_rank: dict[int, list[str]], state: str = "completed"):
-    return [GridEntry(pg, rank, seq, op, state)
-            for rank, ops in ops_by_rank.items() for seq, op in enumerate(ops, start=1)]
-
-
-def test_grid_marks_the_rank_whose_op_differs():
-    # GIVEN rank 2 issued all_gather where ranks 0, 1, 3 issued all_reduce at position 3
-    ops = {r: ["nccl:all_reduce", "nccl:broadcast", "nccl:all_reduce"] for r in range(4)}
-    ops[2][2] = "nccl:all_gather"
-    (group,) = grid_groups(_entries("0", ops))
-    # THEN position 3 is a mismatch and only rank 2's cell there is odd
-    assert group.mismatch_seqs == (3,)
-    odd = [(row.rank, seq) for row in group.rows
-           for seq, cell in zip(group.seqs, row.cells, strict=True) if cell and cell.odd]
-    assert odd == [(2, 3)]
-
-
-def test_grid_shows_a_lagging_rank_as_gaps_not_as_a_mismatch():
-    ops = {0: ["all_reduce"] * 5, 1: ["all_reduce"] * 3}
-    (group,) = grid_groups(_entries("0", ops))
-    assert group.mismatch_seqs == ()
-    assert [c is None for c in group.rows[1].cells] == [False] * 3 + [True] * 2
-
-
-def test_grid_window_keeps_the_first_mismatch_in_view():
-    # GIVEN 40 positions with a mismatch at 5
-    ops = {r: ["all_reduce"] * 40 for r in range(2)}
-    ops[1][4] = "broadcast"
-    (group,) = grid_groups(_entries("0", ops), width=16)
-    # THEN the window starts just before it instead of showing only the last 16
-    assert group.seqs == tuple(range(3, 19))
-
-
-def test_grid_has_one_group_per_process_group_in_name_order():
-    entries = _entries("10", {0: ["all_reduce"]}) + _entries("2", {0: ["barrier"]})
-    assert [g.process_group for g in grid_groups(entries)] == ["2", "10"]
-
-
-@pytest.mark.parametrize(("op", "label"), [
-    ("nccl:all_reduce", "AR"), ("gloo:all_gather", "AG"),
-    ("allgather_into_tensor_coalesced", "AGc"), ("nccl:all_to_all", "A2A"), ("custom_op", "cus"),
-])
-def test_op_label_fits_a_grid_cell(op, label):
-    assert op_label(op) == label
 
 
 def test_bundle_name_is_safe_and_names_the_snapshot_time():

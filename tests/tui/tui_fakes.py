@@ -20,6 +20,7 @@ from doctor.evidence import (
     RankStack,
     ThreadStack,
 )
+from doctor.flight.align import Divergence, FlightAnalysis, GroupAlignment, Position, RankOp
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass, Skipped, Verdict
 from doctor.triage.snapshot import TriageSnapshot
 
@@ -53,6 +54,37 @@ PIN_MEMORY = (
 )
 
 
+FSDP_STEP = ("_allgather_base", "_allgather_base", "_reduce_scatter_base", "all_reduce")
+"""The collectives of one training step, as the Flight Recorder names them."""
+
+
+def fsdp_op(seq: int) -> str:
+    return FSDP_STEP[(seq - SEQ - 1) % len(FSDP_STEP)]
+
+
+def flight(ranks: int, culprit: int, ops: dict[int, dict[int, str]] | None = None,
+           divergence: Divergence | None = None) -> FlightAnalysis:
+    """Default process group of ``ranks`` ranks: 8 completed collectives, then #1842
+    started everywhere except on ``culprit``, which never scheduled it. ``ops``
+    overrides what a rank recorded at a sequence number."""
+    kept = range(SEQ - 8, SEQ + 1)
+    records = tuple(
+        RankOp(r, "0", seq, (ops or {}).get(r, {}).get(seq, fsdp_op(seq)),
+               "started" if seq == SEQ else "completed", ())
+        for r in range(ranks) for seq in kept if r != culprit or seq < SEQ)
+    others = tuple(r for r in range(ranks) if r != culprit)
+    if divergence is None and culprit in range(ranks):
+        divergence = Divergence("missing", SEQ, "all_reduce", (culprit,), others, False,
+                                f"pg 0: rank {culprit} never scheduled seq {SEQ} (all_reduce); "
+                                f"{len(others)} peer(s) reached seq {SEQ}")
+    positions = tuple(Position(r, SEQ - (r == culprit), SEQ - 1) for r in range(ranks))
+    group = GroupAlignment("0", "default_pg", tuple(range(ranks)), positions, (), divergence)
+    return FlightAnalysis(
+        ranks_read=tuple(range(ranks)), world_size=ranks, backend="nccl", versions=("2.9",),
+        groups=(group,), last_ops=(), stragglers=(), skipped=(), completion_known=True,
+        ops=records)
+
+
 def _stack(rank: int, main: tuple[Frame, ...], holds_gil: bool) -> RankStack:
     threads = (
         ThreadStack(4100 + rank, "MainThread", main, holds_gil=holds_gil, is_main=True),
@@ -83,6 +115,7 @@ def cpu_stuck_snapshot(ranks: int = 8, culprit: int = 3, taken_at: float = TAKEN
             ProgressSample(rank=r, time_s=taken_at, last_enqueued_seq=SEQ - (r == culprit),
                            last_completed_seq=SEQ - 1)
             for r in range(ranks)),
+        flight=flight(ranks, culprit),
         seconds=0.8,
     )
     loader = "read_shard (data/shards.py:44)"
@@ -102,6 +135,31 @@ def cpu_stuck_snapshot(ranks: int = 8, culprit: int = 3, taken_at: float = TAKEN
         ),
     )
     return TriageSnapshot(evidence=evidence, verdict=verdict, taken_at=taken_at)
+
+
+def collective_mismatch_snapshot(ranks: int = 4, culprit: int = 2) -> TriageSnapshot:
+    """``culprit`` called all_gather where its peers called all_reduce #1842."""
+    snap = cpu_stuck_snapshot(ranks=ranks, culprit=-1)
+    gather = (Frame("all_gather_into_tensor", f"{TORCH}/distributed/distributed_c10d.py", 3788),
+              *WAITING[1:2], Frame("sync_metrics", TRAIN, 71), *WAITING[3:])
+    others = tuple(r for r in range(ranks) if r != culprit)
+    divergence = Divergence(
+        "mismatch", SEQ, "all_reduce", (culprit,), others, False,
+        f"pg 0 seq {SEQ}: rank {culprit} issued _allgather_base[4096]/Float where "
+        f"{len(others)} ranks issued all_reduce[1024]/Float")
+    evidence = replace(
+        snap.evidence,
+        stacks=tuple(_stack(r, gather, False) if r == culprit else s
+                     for r, s in enumerate(snap.evidence.stacks)),
+        flight=flight(ranks, -1, {culprit: {SEQ: "_allgather_base"}}, divergence))
+    verdict = Verdict(
+        HangClass.COLLECTIVE_MISMATCH, (culprit,), Confidence.HIGH,
+        f"rank {culprit} called all_gather where {len(others)} ranks called all_reduce "
+        f"#{SEQ} of process group 0.",
+        collective=CollectiveRef("0", SEQ, "all_reduce"),
+        evidence=(EvidenceLine("flight-recorder", culprit, divergence.text),
+                  EvidenceLine("py-spy", culprit, "all_gather_into_tensor (train.py:71)")))
+    return TriageSnapshot(evidence=evidence, verdict=verdict, taken_at=TAKEN_AT)
 
 
 def healthy_snapshot(ranks: int = 4, taken_at: float = TAKEN_AT) -> TriageSnapshot:

@@ -155,7 +155,7 @@ class FlightSource(Source):
         skipped = [Skipped(r, PROBE, "the rank did not answer a dump request in time "
                            "(it may hold the GIL)") for r in silent]
         return Collected(progress=tuple(progress), skipped=tuple(skipped),
-                         files=tuple(paths[r] for r in sorted(paths)), flight=analysis)
+                         fr_files=tuple(paths[r] for r in sorted(paths)), flight=analysis)
 
     @staticmethod
     def _analyse(paths: dict[int, Path], target: Target) -> FlightAnalysis:

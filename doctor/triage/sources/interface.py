@@ -36,8 +36,10 @@ class Collected:
     logs: tuple[LogEvent, ...] = ()
     progress: tuple[ProgressSample, ...] = ()
     skipped: tuple[Skipped, ...] = ()
-    files: tuple[Path, ...] = ()
-    """Raw files worth keeping in a bundle (Flight Recorder dumps, NCCL logs)."""
+    fr_files: tuple[Path, ...] = ()
+    """Flight Recorder dumps read (a bundle keeps them)."""
+    log_files: tuple[Path, ...] = ()
+    """Logs read (a bundle keeps their tails)."""
     flight: FlightAnalysis | None = None
 
 

@@ -161,7 +161,7 @@ class LogSource(Source):
             if time.monotonic() >= deadline:
                 break
             events.extend(parse_log(read_tail(path), rank, pid_ranks))
-        return Collected(logs=tuple(_unique(events)), files=tuple(p for _, p in files))
+        return Collected(logs=tuple(_unique(events)), log_files=tuple(p for _, p in files))
 
 
 def _unique(events: Iterable[LogEvent]) -> list[LogEvent]:

@@ -58,12 +58,12 @@ def _read(pid: int) -> _Reading | str:
 class ProcSource(Source):
     name = "process"
 
-    def __init__(self, margin: float = 0.05) -> None:
-        self.margin = margin
+    def __init__(self, window: float = 1.0) -> None:
+        self.window = window
 
     def collect(self, target: Target, deadline: float) -> Collected:
         start = time.monotonic()
-        end = max(deadline - self.margin, start)
+        end = min(start + self.window, deadline - 0.05)
         time.sleep(max(0.0, (start + end) / 2 - time.monotonic()))
         first = {r.rank: _read(r.pid) for r in target.ranks}
         time.sleep(max(0.0, end - time.monotonic()))

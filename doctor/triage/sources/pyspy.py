@@ -99,13 +99,14 @@ def ptrace_hint() -> str:
 
 
 class PySpySource(Source):
-    """Main-thread (and all other) stacks, ``samples`` times per rank before the deadline."""
+    """Every thread's stack, ``samples`` times per rank spread over ``window`` seconds."""
 
     name = "py-spy"
 
-    def __init__(self, env: Mapping[str, str], samples: int = 3, probe_timeout: float = 1.0,
-                 native: bool = False) -> None:
+    def __init__(self, env: Mapping[str, str], window: float = 1.0, samples: int = 5,
+                 probe_timeout: float = 1.0, native: bool = False) -> None:
         self.env = env
+        self.window = window
         self.samples = max(samples, 1)
         self.probe_timeout = probe_timeout
         self.native = native
@@ -115,8 +116,7 @@ class PySpySource(Source):
         if binary is None:
             raise SourceError("py-spy is not installed (pip install py-spy)")
         start = time.monotonic()
-        last = max(deadline - self.probe_timeout, start)
-        step = (last - start) / (self.samples - 1) if self.samples > 1 else 0.0
+        step = self.window / (self.samples - 1) if self.samples > 1 else 0.0
         times = [start + i * step for i in range(self.samples)]
         calls = {r.rank: (lambda r=r: self._sample_rank(binary, r, times, start, deadline))
                  for r in target.ranks}
@@ -144,14 +144,14 @@ class PySpySource(Source):
         problem = ""
         for when in times:
             time.sleep(max(0.0, when - time.monotonic()))
-            budget = min(self.probe_timeout, deadline - time.monotonic())
+            budget = min(self.probe_timeout, deadline - time.monotonic() - 0.1)
             if budget <= 0.05:
                 problem = problem or "py-spy: no time left for a sample"
                 break
             stack, problem = self._dump(binary, rank, budget)
             if stack is None:
-                if "exited" in problem:
-                    break
+                if "exited" in problem or "did not answer" in problem:
+                    break  # it will not come back, or would only eat the others' time
                 continue
             newest = stack
             samples.append(ProgressSample(rank.rank, round(time.monotonic() - start, 3),

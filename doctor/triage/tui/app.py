@@ -49,8 +49,9 @@ NARROW_BELOW = 120
 
 PANE_TITLES = {
     "ranks": "ranks", "grid-pane": "Flight Recorder: collectives by rank",
-    "verdict-pane": "verdict", "groups-pane": "stack groups", "stack-pane": "selected rank",
+    "groups-pane": "stack groups", "stack-pane": "selected rank",
 }
+"""Border titles; the verdict pane is the rich panel ``--once`` prints, titled by itself."""
 
 
 def bundle_name(job: str, taken_at: float) -> str:
@@ -105,12 +106,12 @@ class TriageApp(App[int]):
                     TriageApp.selected_rank, snapshot=TriageApp.shown)
                 with VerticalScroll(id="grid-pane"):
                     yield FlightGrid().data_bind(TriageApp.selected_rank, snapshot=TriageApp.shown)
-            with Vertical(id="right"):
-                with VerticalScroll(id="verdict-pane"):
-                    yield VerdictPanel().data_bind(snapshot=TriageApp.shown)
                 with VerticalScroll(id="groups-pane"):
                     yield StackGroups().data_bind(TriageApp.selected_rank,
                                                   snapshot=TriageApp.shown)
+            with Vertical(id="right"):
+                with VerticalScroll(id="verdict-pane"):
+                    yield VerdictPanel().data_bind(snapshot=TriageApp.shown)
                 with VerticalScroll(id="stack-pane"):
                     yield StackView().data_bind(snapshot=TriageApp.shown,
                                                 rank=TriageApp.selected_rank)

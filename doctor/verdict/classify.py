@@ -1,0 +1,145 @@
+"""Combine the candidates of every rule into the one verdict.
+
+``classify(evidence)`` asks the Flight Recorder rules (``flight_rules``) and
+the live-evidence rules (``live``) for candidates and combines them:
+
+1. **Ordering.** Candidates sort by ``strength`` (how decisive the evidence
+   is), then confidence (high > medium > low), then class precedence
+   (``rank_loss`` > ``collective_mismatch`` > ``gpu_hang`` > ``cpu_stuck`` >
+   ``compile_warmup`` > ``unsupported_op`` > ``bootstrap`` > ``network`` >
+   ``straggler`` > ``unknown`` > ``healthy``), then rule id, so the result
+   never depends on the order rules ran in.
+2. **Refinement.** An ``unknown`` candidate (Flight Recorder sees who stopped,
+   not why) is refined by the strongest specific candidate whose culprits
+   overlap it: the specific class wins, both evidence lists are kept, and the
+   refined one's missing evidence is dropped (it was found).
+3. **Agreement.** Candidates of the same class whose culprits overlap merge:
+   culprits are the union, evidence concatenated, and confidence rises one
+   step when two different rules agree.
+4. **Conflict.** When the two best candidates name different specific hang
+   classes with the same strength, the verdict keeps the first but its
+   confidence drops to low and the summary names the alternative.
+5. **Tie.** Two ranks that disagree 1:1 with no other evidence stay a tie:
+   both are named, confidence low (the rule says so; nothing here guesses).
+6. No candidate at all is ``unknown`` with confidence low.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from doctor.evidence import Evidence
+from doctor.model import Confidence, HangClass, Verdict
+from doctor.verdict import flight_rules, live
+from doctor.verdict.candidate import Candidate
+
+PRECEDENCE = (
+    HangClass.RANK_LOSS,
+    HangClass.COLLECTIVE_MISMATCH,
+    HangClass.GPU_HANG,
+    HangClass.CPU_STUCK,
+    HangClass.COMPILE_WARMUP,
+    HangClass.UNSUPPORTED_OP,
+    HangClass.BOOTSTRAP,
+    HangClass.NETWORK,
+    HangClass.STRAGGLER,
+    HangClass.UNKNOWN,
+    HangClass.HEALTHY,
+)
+_CONF = {Confidence.HIGH: 2, Confidence.MEDIUM: 1, Confidence.LOW: 0}
+_UP = {
+    Confidence.LOW: Confidence.MEDIUM,
+    Confidence.MEDIUM: Confidence.HIGH,
+    Confidence.HIGH: Confidence.HIGH,
+}
+
+
+def gather(evidence: Evidence) -> list[Candidate]:
+    """Every rule's candidates, in the documented order (best first)."""
+    found = flight_rules.candidates(evidence) + live.candidates(evidence)
+    return sorted(found, key=_order)
+
+
+def _order(c: Candidate) -> tuple[int, int, int, str]:
+    return (-c.strength, -_CONF[c.confidence], PRECEDENCE.index(c.hang_class), c.rule)
+
+
+def _overlap(a: Candidate, b: Candidate) -> bool:
+    return bool(set(a.culprit_ranks) & set(b.culprit_ranks)) or not (
+        a.culprit_ranks and b.culprit_ranks
+    )
+
+
+def _merge(into: Candidate, other: Candidate, *, refine: bool) -> Candidate:
+    culprits = tuple(dict.fromkeys(into.culprit_ranks + other.culprit_ranks))
+    conf = into.confidence if refine or into.rule == other.rule else _UP[into.confidence]
+    return replace(
+        into,
+        culprit_ranks=culprits if not refine else into.culprit_ranks,
+        confidence=conf,
+        evidence=into.evidence + other.evidence,
+        strength=max(into.strength, other.strength),
+        collective=into.collective or other.collective,
+        missing_evidence=into.missing_evidence
+        if refine
+        else tuple(dict.fromkeys(into.missing_evidence + other.missing_evidence)),
+    )
+
+
+def combine(cands: list[Candidate]) -> Candidate | None:
+    """Rules 2-4 of the module docstring over candidates sorted best first."""
+    if not cands:
+        return None
+    specific = [c for c in cands if c.hang_class is not HangClass.UNKNOWN]
+    best = cands[0]
+    if best.hang_class is HangClass.UNKNOWN:
+        refiner = next((c for c in specific if c.culprit_ranks and _overlap(c, best)), None)
+        if refiner is not None:
+            best = _merge(refiner, best, refine=True)
+    for other in cands:
+        if (
+            other is not best
+            and other.hang_class is best.hang_class
+            and _overlap(best, other)
+            and other.rule != best.rule
+        ):
+            best = _merge(best, other, refine=False)
+    rival = next(
+        (
+            c
+            for c in specific
+            if c.hang_class not in (best.hang_class, HangClass.HEALTHY)
+            and c.strength == best.strength
+        ),
+        None,
+    )
+    if rival is not None and best.hang_class is not HangClass.UNKNOWN:
+        best = replace(
+            best,
+            confidence=Confidence.LOW,
+            summary=f"{best.summary} (Equally strong: {rival.hang_class.value}, "
+            f"{flight_rules.ranks_text(rival.culprit_ranks)}.)",
+        )
+    return best
+
+
+def classify(evidence: Evidence) -> Verdict:
+    """The one verdict for ``evidence``; pure."""
+    best = combine(gather(evidence))
+    if best is None:
+        return Verdict(
+            HangClass.UNKNOWN,
+            (),
+            Confidence.LOW,
+            "No evidence to judge: no readable dump, stack or process state.",
+            missing_evidence=("Flight Recorder dumps or live stacks of the ranks",),
+        )
+    return Verdict(
+        best.hang_class,
+        tuple(best.culprit_ranks),
+        best.confidence,
+        best.summary,
+        best.collective,
+        best.evidence,
+        best.missing_evidence,
+    )

@@ -1,0 +1,259 @@
+"""Rules over the Flight Recorder alignment: what the dumps alone can conclude.
+
+Every divergent group says who waits on whom: the ranks that reached a
+collective wait on the ranks that never scheduled it (``missing``), did not
+complete it (``not_completed``) or issued something else (``mismatch``). The
+culprits are the ends of those waits: ranks that issued a wrong collective or
+did not complete theirs are culprits by themselves; a rank missing from a
+group is a culprit only when it waits on nobody else (a rank missing in its
+data-parallel group because it is itself waiting on a tensor-parallel peer is
+explained by that peer). Flight Recorder cannot see *why* a rank stopped:
+a GPU hang, a GIL-held or data-loader-stuck rank and a dead rank look alike
+here, so those candidates are ``unknown`` with the missing evidence named.
+"""
+
+from __future__ import annotations
+
+from doctor.evidence import Evidence
+from doctor.flight.align import Divergence, FlightAnalysis, GroupAlignment
+from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
+from doctor.verdict.candidate import Candidate
+
+SOURCE = "flight-recorder"
+MAX_LINES = 12
+SELF_CAUSED = ("mismatch", "group_order", "not_completed", "not_started")
+
+
+def candidates(evidence: Evidence) -> list[Candidate]:
+    fa = evidence.flight
+    if fa is None:
+        return []
+    if not fa.ranks_read:
+        return [
+            Candidate(
+                HangClass.UNKNOWN,
+                (),
+                Confidence.LOW,
+                "No Flight Recorder dump could be read.",
+                5,
+                rule="fr.unreadable",
+                missing_evidence=("a readable Flight Recorder dump of every rank",),
+            )
+        ]
+    divergent = fa.divergent
+    if not divergent:
+        return _quiet(fa)
+    out = [c for c in (_mismatch(fa, divergent), _stopped(fa, divergent)) if c is not None]
+    return out
+
+
+def ranks_text(ranks: tuple[int, ...] | list[int]) -> str:
+    return f"rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks))}"
+
+
+def _ref(g: GroupAlignment) -> CollectiveRef:
+    d = g.divergence
+    assert d is not None
+    return CollectiveRef(g.name, d.seq, d.op)
+
+
+def _lines(
+    groups: list[GroupAlignment], fa: FlightAnalysis, culprits: tuple[int, ...]
+) -> tuple[EvidenceLine, ...]:
+    lines = [
+        EvidenceLine(SOURCE, None, g.divergence.text)
+        for g in groups[:MAX_LINES]
+        if g.divergence is not None
+    ]
+    for r in culprits:
+        op = fa.last_op(r)
+        if op is not None:
+            where = f" at {op.frames[0]}" if op.frames else ""
+            lines.append(
+                EvidenceLine(
+                    SOURCE,
+                    r,
+                    f"last recorded op: {op.op} (pg {op.group} seq {op.seq}, {op.state}){where}",
+                )
+            )
+    return tuple(lines)
+
+
+def _mismatch(fa: FlightAnalysis, divergent: tuple[GroupAlignment, ...]) -> Candidate | None:
+    groups = [
+        g for g in divergent if g.divergence and g.divergence.kind in ("mismatch", "group_order")
+    ]
+    if not groups:
+        return None
+    first = groups[0].divergence
+    assert first is not None
+    culprits = tuple(sorted({r for g in groups for r in g.divergence.culprits}))  # type: ignore[union-attr]
+    tie = all(g.divergence.tie for g in groups)  # type: ignore[union-attr]
+    if tie:
+        summary = (
+            f"{ranks_text(culprits)} disagree 1:1 ({first.text}); nothing else in the "
+            f"dumps says which one is wrong."
+        )
+        return Candidate(
+            HangClass.COLLECTIVE_MISMATCH,
+            culprits,
+            Confidence.LOW,
+            summary,
+            50,
+            _ref(groups[0]),
+            _lines(groups, fa, culprits),
+            (f"py-spy stacks of {ranks_text(culprits)} to see which call site is wrong",),
+            rule="fr.mismatch-tie",
+        )
+    conf = Confidence.HIGH if len(first.waiting) >= 2 else Confidence.MEDIUM
+    summary = (
+        f"{ranks_text(culprits).capitalize()} issued a different collective than "
+        f"{'its' if len(culprits) == 1 else 'their'} peers: {first.text}."
+    )
+    return Candidate(
+        HangClass.COLLECTIVE_MISMATCH,
+        culprits,
+        conf,
+        summary,
+        90,
+        _ref(groups[0]),
+        _lines(groups, fa, culprits),
+        rule="fr.mismatch",
+    )
+
+
+def _roots(divergent: tuple[GroupAlignment, ...]) -> tuple[int, ...]:
+    """Ends of the wait-for graph: self-caused culprits, then ranks that wait on nobody."""
+    waits: dict[int, set[int]] = {}
+    suspects: set[int] = set()
+    self_caused: set[int] = set()
+    for g in divergent:
+        d: Divergence = g.divergence  # type: ignore[assignment]
+        for w in d.waiting:
+            waits.setdefault(w, set()).update(c for c in d.culprits if c != w)
+        suspects.update(d.culprits)
+        if d.kind in SELF_CAUSED:
+            self_caused.update(d.culprits)
+    roots = self_caused | {r for r in suspects if not waits.get(r)}
+    if not roots:  # everyone waits on someone: a cycle; name its members
+        roots = suspects
+    return tuple(sorted(roots))
+
+
+def _stopped(fa: FlightAnalysis, divergent: tuple[GroupAlignment, ...]) -> Candidate | None:
+    roots = _roots(divergent)
+    mismatched = {
+        r
+        for g in divergent
+        if g.divergence and g.divergence.kind in ("mismatch", "group_order")
+        for r in g.divergence.culprits
+    }
+    culprits = tuple(r for r in roots if r not in mismatched)
+    if not culprits:
+        return None
+    groups = [g for g in divergent if g.divergence and set(g.divergence.culprits) & set(culprits)]
+    kinds = {g.divergence.kind for g in groups if g.divergence}
+    no_dump = kinds == {"no_dump"}
+    gpu_side = "not_completed" in kinds or "not_started" in kinds
+    lean = (
+        "they did not complete collectives their peers completed, which points at the GPU"
+        if gpu_side
+        else "they stopped scheduling collectives their peers scheduled"
+    )
+    if no_dump:
+        lean = "they left no dump while every dumped peer waits"
+    summary = (
+        f"{ranks_text(culprits).capitalize()} hold up the job: {lean}; Flight Recorder "
+        f"alone cannot tell a GPU hang from a rank stuck on its CPU (GIL, data loader) "
+        f"or a dead rank."
+    )
+    missing = (
+        f"py-spy stacks of {ranks_text(culprits)} (a GIL-held, data-loader or "
+        f"torch.compile rank shows there)",
+        f"NVML of {ranks_text(culprits)}'s GPU (a hung kernel keeps utilisation high; XID errors)",
+        f"process liveness of {ranks_text(culprits)} (a dead rank is rank_loss)",
+    )
+    return Candidate(
+        HangClass.UNKNOWN,
+        culprits,
+        Confidence.LOW,
+        summary,
+        40 if no_dump else 60,
+        _ref(groups[0]),
+        _lines(groups, fa, culprits),
+        missing,
+        rule="fr.no-dump" if no_dump else "fr.stopped",
+    )
+
+
+def _quiet(fa: FlightAnalysis) -> list[Candidate]:
+    """No group diverges: a straggler, a network stall, or a healthy job."""
+    out: list[Candidate] = []
+    for s in fa.stragglers:
+        out.append(
+            Candidate(
+                HangClass.STRAGGLER,
+                (s.rank,),
+                Confidence.MEDIUM,
+                f"Rank {s.rank} was the last to enqueue {s.last_share:.0%} of {s.samples} "
+                f"collectives "
+                f"of pg {s.group}, {s.median_delay_ms:.0f} ms behind its peers on average.",
+                30,
+                evidence=(
+                    EvidenceLine(
+                        SOURCE,
+                        s.rank,
+                        f"last in {s.last_share:.0%} of pg {s.group}'s "
+                        f"collectives, +{s.median_delay_ms:.0f} ms",
+                    ),
+                ),
+                rule="fr.straggler",
+            )
+        )
+    stuck = [
+        g
+        for g in fa.groups
+        if g.positions
+        and all(
+            p.completed is not None and p.enqueued is not None and p.completed < p.enqueued
+            for p in g.positions
+        )
+    ]
+    if stuck:
+        g = stuck[0]
+        seq = min(p.completed for p in g.positions) + 1  # type: ignore[operator]
+        out.append(
+            Candidate(
+                HangClass.NETWORK,
+                (),
+                Confidence.LOW,
+                f"Every rank of pg {g.name} scheduled seq {seq} and none completed it: "
+                f"the transport is the suspect.",
+                45,
+                CollectiveRef(g.name, seq, ""),
+                missing_evidence=(
+                    "NCCL logs (NCCL_DEBUG=WARN) of every rank for transport errors",
+                ),
+                rule="fr.network",
+            )
+        )
+    if not out:
+        conf = Confidence.MEDIUM if fa.completion_known else Confidence.LOW
+        missing = (
+            ()
+            if fa.completion_known
+            else ("completion state (gloo dumps do not record it): stacks or process liveness",)
+        )
+        out.append(
+            Candidate(
+                HangClass.HEALTHY,
+                (),
+                conf,
+                f"The {len(fa.groups)} process groups of {len(fa.ranks_read)} ranks "
+                f"agree: no rank diverges in the Flight Recorder dumps.",
+                20,
+                missing_evidence=missing,
+                rule="fr.consistent",
+            )
+        )
+    return out

@@ -1,0 +1,225 @@
+"""Show a verdict: rich renderables for people, the ``nccl-doctor/triage/v1`` JSON for tools.
+
+Both take ``(evidence, verdict)`` so ``analyze`` and ``triage`` print the same
+thing, and the TUI can put any renderable in a ``Static``. Order on screen:
+the verdict first, then the per-group divergence table, the culprit's stack,
+and the ranks that could not be read.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich.console import Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
+from doctor.evidence import Evidence, Frame
+from doctor.model import Confidence, HangClass, Verdict
+
+SCHEMA = "nccl-doctor/triage/v1"
+MAX_GROUP_ROWS = 20
+MAX_FRAMES = 12
+_STYLE = {HangClass.HEALTHY: "green", HangClass.STRAGGLER: "yellow", HangClass.UNKNOWN: "magenta"}
+_CONF_STYLE = {Confidence.HIGH: "bold", Confidence.MEDIUM: "", Confidence.LOW: "dim"}
+
+
+def verdict_panel(verdict: Verdict) -> Panel:
+    style = _STYLE.get(verdict.hang_class, "red")
+    body = Text()
+    body.append(verdict.summary + "\n\n")
+    culprits = ", ".join(map(str, verdict.culprit_ranks)) or "none"
+    body.append("culprit ranks: ", style="bold").append(culprits + "\n")
+    body.append("confidence:    ", style="bold").append(
+        verdict.confidence.value + "\n", style=_CONF_STYLE[verdict.confidence]
+    )
+    if verdict.collective is not None:
+        c = verdict.collective
+        body.append("collective:    ", style="bold").append(
+            f"pg {c.process_group} seq {c.seq} {c.op}".rstrip() + "\n"
+        )
+    body.append("playbook:      ", style="bold").append(
+        f"nccl-doctor playbook {verdict.playbook}\n"
+    )
+    for m in verdict.missing_evidence:
+        body.append("would decide:  ", style="bold").append(m + "\n")
+    return Panel(
+        body, title=f"verdict: {verdict.hang_class.value}", title_align="left", border_style=style
+    )
+
+
+def evidence_table(evidence: Evidence, verdict: Verdict) -> Table | None:
+    """Evidence lines, less the per-group ones the divergence table already shows."""
+    shown = (
+        {g.divergence.text for g in evidence.flight.divergent if g.divergence}
+        if evidence.flight
+        else set()
+    )
+    lines = [e for e in verdict.evidence if e.text not in shown]
+    if not lines:
+        return None
+    t = Table(title="evidence", title_justify="left", show_edge=False)
+    t.add_column("source")
+    t.add_column("rank", justify="right")
+    t.add_column("what it shows")
+    for line in lines:
+        t.add_row(line.source, "" if line.rank is None else str(line.rank), line.text)
+    return t
+
+
+def divergence_table(evidence: Evidence) -> Table | None:
+    fa = evidence.flight
+    if fa is None or not fa.divergent:
+        return None
+    t = Table(
+        title="process groups that diverge (Flight Recorder)", title_justify="left", show_edge=False
+    )
+    for col in ("group", "role", "size", "kind", "seq", "op", "culprits", "waiting"):
+        t.add_column(col, justify="right" if col in ("size", "seq") else "left")
+    for g in fa.divergent[:MAX_GROUP_ROWS]:
+        d = g.divergence
+        assert d is not None
+        t.add_row(
+            g.name,
+            g.desc,
+            str(len(g.members)),
+            d.kind,
+            "" if d.seq is None else str(d.seq),
+            d.op,
+            ", ".join(map(str, d.culprits)),
+            _span(d.waiting),
+        )
+    if len(fa.divergent) > MAX_GROUP_ROWS:
+        t.caption = f"{len(fa.divergent) - MAX_GROUP_ROWS} more groups diverge (--json lists all)"
+    return t
+
+
+def _span(ranks: tuple[int, ...]) -> str:
+    if len(ranks) > 6:
+        return f"{len(ranks)} ranks ({ranks[0]}..{ranks[-1]})"
+    return ", ".join(map(str, ranks))
+
+
+def culprit_frames(evidence: Evidence, rank: int) -> tuple[str, tuple[Frame, ...]]:
+    """The best stack of ``rank``: a live main-thread stack, else its last FR entry's."""
+    stack = next((s for s in evidence.stacks if s.rank == rank), None)
+    if stack is not None and stack.main is not None:
+        return f"{stack.source}, main thread", stack.main.frames
+    op = evidence.flight.last_op(rank) if evidence.flight else None
+    if op is not None and op.frames:
+        return f"Flight Recorder, call site of {op.op} (pg {op.group} seq {op.seq})", op.frames
+    return "", ()
+
+
+def culprit_stack(evidence: Evidence, verdict: Verdict) -> Panel | None:
+    if not verdict.culprit_ranks:
+        return None
+    rank = verdict.culprit_ranks[0]
+    source, frames = culprit_frames(evidence, rank)
+    if not frames:
+        return None
+    text = Text("\n".join(f"  {f}" for f in frames[:MAX_FRAMES]))
+    return Panel(text, title=f"rank {rank} stack ({source})", title_align="left")
+
+
+def skipped_table(evidence: Evidence) -> Table | None:
+    rows = [(s.rank, s.probe, s.reason) for s in evidence.skipped]
+    if evidence.flight is not None:
+        rows += [
+            (r, "flight-recorder", "no dump for this rank") for r in evidence.flight.missing_dumps
+        ]
+    if not rows:
+        return None
+    t = Table(title="could not read", title_justify="left", show_edge=False)
+    t.add_column("rank", justify="right")
+    t.add_column("probe")
+    t.add_column("reason")
+    for rank, probe, reason in rows:
+        t.add_row("" if rank is None else str(rank), probe, reason)
+    return t
+
+
+def render(evidence: Evidence, verdict: Verdict) -> RenderableType:
+    """Everything, verdict first."""
+    parts = [
+        verdict_panel(verdict),
+        evidence_table(evidence, verdict),
+        divergence_table(evidence),
+        culprit_stack(evidence, verdict),
+        skipped_table(evidence),
+    ]
+    return Group(*(p for p in parts if p is not None))
+
+
+def _ranks(evidence: Evidence) -> list[dict[str, Any]]:
+    stacks = {s.rank: s for s in evidence.stacks}
+    if evidence.processes:
+        out = []
+        for p in evidence.processes:
+            main = stacks[p.rank].main if p.rank in stacks else None
+            out.append(
+                {
+                    "rank": p.rank,
+                    "host": p.host,
+                    "pid": p.pid,
+                    "alive": p.alive,
+                    "state": p.status,
+                    "top_frame": str(main.frames[0]) if main and main.frames else None,
+                }
+            )
+        return out
+    fa = evidence.flight
+    if fa is None:
+        return []
+    out = []
+    for r in sorted(set(fa.ranks_read) | set(fa.missing_dumps)):
+        op = fa.last_op(r)
+        out.append(
+            {
+                "rank": r,
+                "host": None,
+                "pid": None,
+                "alive": None,
+                "state": f"last op {op.op} pg {op.group} seq {op.seq}" if op else "no dump",
+                "top_frame": str(op.frames[0]) if op and op.frames else None,
+            }
+        )
+    return out
+
+
+def to_json(evidence: Evidence, verdict: Verdict) -> dict[str, Any]:
+    """The ``nccl-doctor/triage/v1`` document of DESIGN.md (plus ``skipped`` and ``groups``)."""
+    fa = evidence.flight
+    found = len(evidence.processes) if evidence.processes else (len(fa.ranks_read) if fa else 0)
+    expected = evidence.ranks_expected or (fa.world_size if fa else None)
+    return {
+        "schema": SCHEMA,
+        "job": evidence.job,
+        "collected": {
+            "ranks_expected": expected,
+            "ranks_found": found,
+            "seconds": round(evidence.seconds, 3),
+        },
+        "verdict": verdict.to_json(),
+        "ranks": _ranks(evidence),
+        "evidence": [e.to_json() for e in verdict.evidence],
+        "skipped": [s.to_json() for s in evidence.skipped]
+        + [
+            {"rank": r, "probe": "flight-recorder", "reason": "no dump for this rank"}
+            for r in (fa.missing_dumps if fa else ())
+        ],
+        "groups": [
+            {
+                "process_group": g.name,
+                "desc": g.desc,
+                "members": len(g.members),
+                "kind": g.divergence.kind,
+                "seq": g.divergence.seq,
+                "culprits": list(g.divergence.culprits),
+                "text": g.divergence.text,
+            }
+            for g in (fa.divergent if fa else ())
+            if g.divergence is not None
+        ],
+    }

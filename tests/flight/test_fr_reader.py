@@ -1,0 +1,170 @@
+"""The reader: hostile, broken and odd dumps become ``Skipped``; good ones are read."""
+
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import shutil
+import subprocess
+import sys
+import tarfile
+import zipfile
+from pathlib import Path
+
+import pytest
+from conftest import clean_env, run_cli
+
+from doctor.flight.align import align
+from doctor.flight.reader import rank_of, read_flight
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fr"
+GLOO = FIXTURES / "gloo-wrong-collective"
+
+
+def test_hostile_pickle_really_would_run_code(tmp_path: Path) -> None:
+    # GIVEN the hostile fixture WHEN a plain pickle.loads reads it THEN it runs code
+    # (this proves the next test can fail)
+    marker = tmp_path / "pwned"
+    code = "import pickle,sys; pickle.loads(open(sys.argv[1],'rb').read())"
+    subprocess.run(
+        [sys.executable, "-c", code, str(FIXTURES / "hostile_rank_0.pkl")],
+        env=clean_env({"NCCL_DOCTOR_TEST_MARKER": str(marker)}),
+        timeout=60,
+        capture_output=True,
+    )
+    assert marker.exists()
+
+
+def test_hostile_pickle_runs_nothing(tmp_path: Path) -> None:
+    # GIVEN a pickle that would touch a marker file WHEN analyze reads it
+    marker = tmp_path / "pwned"
+    res = run_cli(
+        "analyze",
+        str(FIXTURES / "hostile_rank_0.pkl"),
+        env=clean_env({"NCCL_DOCTOR_TEST_MARKER": str(marker)}),
+    )
+    # THEN nothing ran, and the one sentence says why the file was refused
+    assert not marker.exists()
+    assert res.returncode == 2
+    assert "hostile pickle" in res.stderr and "Traceback" not in res.stderr
+
+
+@pytest.mark.parametrize(
+    ("name", "reason"),
+    [
+        ("truncated_rank_1", "truncated or corrupt"),
+        ("empty_rank_2", "empty"),
+        ("version-1.5_rank_3", "format version 1.5 is not supported"),
+        ("not-a-dump_rank_5", "not a Flight Recorder dump"),
+        ("hostile_rank_0.pkl", "hostile pickle"),
+    ],
+)
+def test_bad_dump_is_skipped_with_its_reason(name: str, reason: str) -> None:
+    read = read_flight([FIXTURES / name])
+    assert read.dumps == ()
+    (skip,) = read.skipped
+    assert skip.rank == rank_of(name) and reason in skip.reason
+
+
+def test_bad_dumps_do_not_stop_the_good_ones(tmp_path: Path) -> None:
+    # GIVEN three good gloo dumps and a truncated one for rank 1
+    for r in (0, 2, 3):
+        shutil.copy(GLOO / f"rank_{r}", tmp_path / f"rank_{r}")
+    shutil.copy(FIXTURES / "truncated_rank_1", tmp_path / "rank_1")
+    read = read_flight([tmp_path])
+    # THEN the three are read, rank 1 is reported, and the culprit is still found
+    assert [d.rank for d in read.dumps] == [0, 2, 3]
+    assert [s.rank for s in read.skipped] == [1]
+    fa = align(read.dumps, read.skipped)
+    assert fa.divergent[0].divergence.culprits == (2,)
+
+
+def test_folder_with_missing_ranks(tmp_path: Path) -> None:
+    for r in (0, 2, 3):
+        shutil.copy(GLOO / f"rank_{r}", tmp_path / f"node-7_rank_{r}")
+    read = read_flight([tmp_path])
+    fa = align(read.dumps, read.skipped, world_size=4)
+    assert fa.missing_dumps == (1,)
+    assert fa.divergent[0].divergence.culprits == (2,)
+
+
+def test_gloo_dump_without_pg_config_recovers_members() -> None:
+    read = read_flight([FIXTURES / "no-pg-config_rank_0"])
+    (dump,) = read.dumps
+    assert dump.backend == "gloo" and dump.config == {}
+    fa = align(read.dumps, world_size=4)
+    assert fa.groups[0].members == (0, 1, 2, 3)
+
+
+@pytest.mark.parametrize(
+    ("name", "rank"),
+    [
+        ("rank_3", 3),
+        ("_dump_12", 12),
+        ("nccl_trace_rank_7", 7),
+        ("host-a12_rank5.json", 5),
+        ("node0042-rank-9", 9),
+        ("fault_injection.log", None),
+        ("evidence.json", None),
+        ("stacks/rank_1.json", None),
+        ("README.md", None),
+    ],
+)
+def test_rank_from_any_naming(name: str, rank: int | None) -> None:
+    assert rank_of(name) == rank
+
+
+def _culprits(path: Path) -> tuple[int, ...]:
+    read = read_flight([path])
+    return align(read.dumps, read.skipped).divergent[0].divergence.culprits
+
+
+def test_tar_zip_and_explicit_files_read_the_same(tmp_path: Path) -> None:
+    tar = tmp_path / "dumps.tar.gz"
+    with tarfile.open(tar, "w:gz") as t:
+        t.add(GLOO, arcname="fr")
+    zf = tmp_path / "dumps.zip"
+    with zipfile.ZipFile(zf, "w") as z:
+        for p in GLOO.iterdir():
+            z.write(p, f"dumps/{p.name}")
+    files = sorted(GLOO.iterdir())
+    read = read_flight(files)
+    assert len(read.dumps) == 4
+    assert _culprits(tar) == _culprits(zf) == _culprits(GLOO) == (2,)
+
+
+def test_json_dump_is_read(tmp_path: Path) -> None:
+    # GIVEN a dump in the _dump_fr_trace_json layout (lists for tuples, 0 for None)
+    doc = pickle.loads((GLOO / "rank_2").read_bytes())
+    for e in doc["entries"]:
+        e["process_group"] = list(e["process_group"])
+        e.pop("frames", None)
+    import json
+
+    (tmp_path / "rank_2.json").write_text(json.dumps(doc))
+    (dump,) = read_flight([tmp_path / "rank_2.json"]).dumps
+    assert dump.groups["0"].ops[-1].name == "all_gather"
+
+
+def test_oldest_supported_version_is_read(tmp_path: Path) -> None:
+    # GIVEN a 2.2-style dump: no pg_status, no is_p2p, no p2p_seq_id
+    doc = pickle.loads((GLOO / "rank_0").read_bytes())
+    doc["version"] = "2.2"
+    doc.pop("pg_status")
+    for e in doc["entries"]:
+        for k in ("is_p2p", "p2p_seq_id", "pg_id"):
+            e.pop(k)
+    buf = io.BytesIO()
+    pickle.dump(doc, buf)
+    (tmp_path / "rank_0").write_bytes(buf.getvalue())
+    (dump,) = read_flight([tmp_path]).dumps
+    assert dump.version == "2.2" and dump.groups["0"].enqueued == 7
+
+
+def test_nothing_readable_is_an_input_error(tmp_path: Path) -> None:
+    os.mkdir(tmp_path / "empty")
+    res = run_cli("analyze", str(tmp_path / "empty"))
+    assert res.returncode == 2 and res.stderr.count("\n") == 1
+    res = run_cli("analyze", str(tmp_path / "nope"))
+    assert res.returncode == 2 and "no such file or folder" in res.stderr

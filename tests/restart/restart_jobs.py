@@ -1,0 +1,111 @@
+"""Run the 4-rank fault-injection job (``rank_job.py``), one process per rank, and check cleanup."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+RANK_JOB = Path(__file__).with_name("rank_job.py")
+WORLD = 4
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class JobRun:
+    returncodes: dict[int, int | None]
+    results: dict[int, dict]
+    stderr: dict[int, str]
+    job_dir: Path
+    out_dir: Path
+    leftovers: list[int]
+
+    def events(self) -> list[dict]:
+        path = self.job_dir / "events.jsonl"
+        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def processes_with(token: str) -> list[int]:
+    """Pids whose environment carries ``token`` (ranks and their monitor processes)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if token.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def start_job(tmp: Path, fault: str = "none:-1:-1", timeout: float = 60,
+              env: dict[str, str] | None = None, job: str | None = None) -> tuple:
+    token = f"NCCL_DOCTOR_TEST_TOKEN={uuid.uuid4().hex}"
+    out_dir, job_dir = tmp / "out", tmp / "job"
+    out_dir.mkdir()
+    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO),
+            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
+            "WORLD_SIZE": str(WORLD), "FAULT": fault, "OUT_DIR": str(out_dir),
+            "NCCL_DOCTOR_JOB_DIR": str(job_dir), "NCCL_DOCTOR_HOME": str(tmp / "home"),
+            "TORCH_CPP_LOG_LEVEL": "ERROR", token.split("=")[0]: token.split("=")[1],
+            **(env or {})}
+    if job:
+        base["NCCL_DOCTOR_JOB"] = job
+    procs = {}
+    for rank in range(WORLD):
+        with (out_dir / f"out{rank}").open("w") as out, (out_dir / f"err{rank}").open("w") as err:
+            procs[rank] = subprocess.Popen([sys.executable, str(RANK_JOB)],
+                                           env={**base, "RANK": str(rank)}, stdout=out, stderr=err)
+    return procs, token, out_dir, job_dir
+
+
+def finish_job(procs: dict, token: str, out_dir: Path, job_dir: Path,
+               timeout: float = 60) -> JobRun:
+    deadline = time.monotonic() + timeout
+    try:
+        for proc in procs.values():
+            proc.wait(max(0.1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        for proc in procs.values():
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+    # monitor processes end once every rank exited; give the store host a moment
+    leftovers = processes_with(token)
+    end = time.monotonic() + 5
+    while leftovers and time.monotonic() < end:
+        time.sleep(0.1)
+        leftovers = processes_with(token)
+    for pid in leftovers:  # never leave them to the next test, but report them
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    results, stderr = {}, {}
+    for rank in procs:
+        for line in (out_dir / f"out{rank}").read_text().splitlines():
+            if line.startswith("RESULT "):
+                results[rank] = json.loads(line[7:])["result"]
+        stderr[rank] = (out_dir / f"err{rank}").read_text()
+    return JobRun({r: p.returncode for r, p in procs.items()}, results, stderr, job_dir,
+                  out_dir, leftovers)
+
+
+def run_job(tmp: Path, fault: str = "none:-1:-1", timeout: float = 60,
+            env: dict[str, str] | None = None) -> JobRun:
+    return finish_job(*start_job(tmp, fault, timeout, env), timeout=timeout)

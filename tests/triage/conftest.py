@@ -1,0 +1,26 @@
+"""Fixtures of the triage tests; the helpers live in ``triage_helpers``."""
+
+from __future__ import annotations
+
+import subprocess
+from collections.abc import Callable, Iterator, Mapping
+from pathlib import Path
+
+import pytest
+from triage_helpers import SLEEPER, start_sleeper, stop
+
+
+@pytest.fixture
+def sleepers(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Start cheap rank processes; all are stopped after the test."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(env: Mapping[str, str], name: str, code: str = SLEEPER) -> subprocess.Popen[bytes]:
+        proc = start_sleeper(tmp_path, env, name, code)
+        started.append(proc)
+        return proc
+
+    try:
+        yield start
+    finally:
+        stop(started)

@@ -1,0 +1,106 @@
+"""Real hung CPU jobs (4 ranks, gloo) with each injected fault, judged by the real CLI.
+
+Each case starts ``doctor.demo.job`` under torchrun, one process per rank
+(as srun starts them), or per rank with the registry and in-rank agent (as
+``nccl-doctor launch`` leaves them); waits for the ready file; runs
+``nccl-doctor triage --job ID --once --json``; checks the class and the culprit
+ranks; and stops the job in ``finally``. One job per fault, one at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import psutil
+import pytest
+
+from doctor.demo.local import LocalJob
+
+pytestmark = pytest.mark.slow
+
+CASES = [
+    # fault, launch, hang class, culprits
+    ("wrong-collective", "torchrun", "collective_mismatch", [2]),
+    ("except-clause", "per-rank", "collective_mismatch", [2]),
+    ("dataloader", "torchrun", "cpu_stuck", [2]),
+    ("gil", "per-rank", "cpu_stuck", [2]),
+    ("compile", "torchrun", "compile_warmup", [2]),
+    ("kill", "per-rank", "rank_loss", [2]),
+    ("straggler", "torchrun", "straggler", [2]),
+    ("none", "per-rank", "healthy", []),
+    ("subgroup-mismatch", "agent", "collective_mismatch", [2]),
+]
+
+
+def triage(job: LocalJob, *args: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(job.home)}
+    return subprocess.run([sys.executable, "-m", "doctor", "triage", "--job", job.job, *args],
+                          capture_output=True, text=True, env=env, timeout=60)
+
+
+@pytest.fixture(scope="module")
+def jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalJob]]:
+    """At most one demo job runs at a time; every job is stopped by the end."""
+    running: dict[str, LocalJob] = {}
+    try:
+        yield running
+    finally:
+        for job in running.values():
+            job.stop()
+
+
+def job_for(jobs: dict[str, LocalJob], tmp: Path, fault: str, launch: str) -> LocalJob:
+    if fault not in jobs:
+        for other in jobs.values():
+            other.stop()
+        jobs.clear()
+        jobs[fault] = LocalJob(f"e2e-{fault}-{uuid.uuid4().hex[:6]}", fault, tmp,
+                               launch=launch, args=["--straggle", "0.15"]).start()
+    return jobs[fault]
+
+
+@pytest.mark.parametrize(("fault", "launch", "hang_class", "culprits"), CASES,
+                         ids=[c[0] for c in CASES])
+def test_fault_is_found(jobs, tmp_path_factory, fault, launch, hang_class, culprits) -> None:
+    # GIVEN a real 4-rank job that reached the injected fault
+    job = job_for(jobs, tmp_path_factory.mktemp(fault), fault, launch)
+    pids = [p.pid for p in job.procs]
+    # WHEN triage looks at it once
+    done = triage(job, "--once", "--json")
+    # THEN the verdict names the fault's class and culprits, and exit 1 means a hang
+    doc = json.loads(done.stdout)
+    verdict = doc["verdict"]
+    assert (verdict["hang_class"], verdict["culprit_ranks"]) == (hang_class, culprits), doc
+    assert done.returncode == (0 if hang_class in ("healthy", "straggler") else 1)
+    assert doc["schema"] == "nccl-doctor/triage/v1" and doc["job"] == job.job
+    assert doc["collected"]["ranks_expected"] == 4
+    # AND the job was not stopped or killed by looking
+    for pid in pids:
+        if psutil.pid_exists(pid):
+            assert psutil.Process(pid).status() != psutil.STATUS_STOPPED
+
+
+def test_bundle_reproduces_the_verdict_with_analyze(jobs, tmp_path_factory) -> None:
+    # GIVEN the agent-launched sub-group mismatch (live Flight Recorder through the agent)
+    job = job_for(jobs, tmp_path_factory.mktemp("bundle"), "subgroup-mismatch", "agent")
+    out = tmp_path_factory.mktemp("out") / "triage.tar.gz"
+    # WHEN triage writes a bundle and prints the verdict for a person
+    done = triage(job, "--once", "--bundle", str(out))
+    assert done.returncode == 1, done.stderr
+    assert "collective_mismatch" in done.stdout and f"bundle written: {out}" in done.stdout
+    # THEN analyze, from the bundle alone, reaches the same verdict
+    env = {"PATH": os.environ["PATH"]}
+    again = subprocess.run([sys.executable, "-m", "doctor", "analyze", str(out), "--json"],
+                           capture_output=True, text=True, env=env, timeout=60)
+    doc = json.loads(again.stdout)
+    assert again.returncode == 1, again.stderr
+    assert (doc["verdict"]["hang_class"], doc["verdict"]["culprit_ranks"]) == (
+        "collective_mismatch", [2])
+    # AND the bundle carried the Flight Recorder dumps the agent wrote
+    assert doc["groups"], "the bundle's Flight Recorder dumps were not aligned"

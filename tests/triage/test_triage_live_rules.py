@@ -1,0 +1,131 @@
+"""Live rules over evidence built from recorded stacks: one candidate per fault, right culprits."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from triage_helpers import fault_evidence, hung_evidence, kill_rank, recorded_stack
+
+from doctor.evidence import Evidence, GpuSample, LogEvent, ProgressSample
+from doctor.model import Confidence, HangClass, Skipped
+from doctor.verdict.candidate import Candidate
+from doctor.verdict.classify import classify
+from doctor.verdict.live import LiveView, candidates, job_progress, straggler_counts
+
+
+def best(evidence: Evidence) -> Candidate:
+    found = sorted(candidates(evidence), key=lambda c: -c.strength)
+    assert found, "no live rule fired"
+    return found[0]
+
+
+@pytest.mark.parametrize(("fault", "cls", "culprits"), [
+    ("dataloader", HangClass.CPU_STUCK, (2,)),
+    ("gil", HangClass.CPU_STUCK, (2,)),
+    ("compile", HangClass.COMPILE_WARMUP, (2,)),
+    ("wrong-collective", HangClass.COLLECTIVE_MISMATCH, (2,)),
+    ("except-clause", HangClass.COLLECTIVE_MISMATCH, (2,)),
+    ("subgroup-mismatch", HangClass.COLLECTIVE_MISMATCH, (2,)),
+])
+def test_each_recorded_fault_names_its_class_and_culprit(fault, cls, culprits) -> None:
+    # GIVEN the recorded stacks of a real hung job and no read/write calls in the window
+    evidence = fault_evidence(fault)
+    # WHEN the live rules and the classifier judge it
+    candidate, verdict = best(evidence), classify(evidence)
+    # THEN the class and the culprit are the fault's, the waiters are not blamed
+    assert (candidate.hang_class, candidate.culprit_ranks) == (cls, culprits)
+    assert (verdict.hang_class, verdict.culprit_ranks) == (cls, culprits)
+
+
+def test_cpu_stuck_summary_says_where_the_culprit_is_and_what_the_others_wait_in() -> None:
+    c = best(fault_evidence("dataloader"))
+    assert "rank 2 is in its data loader at load_batch" in c.summary
+    assert "ranks 0, 1 and 3 wait in all_reduce" in c.summary
+    assert c.confidence is Confidence.HIGH and c.collective and c.collective.op == "all_reduce"
+
+
+def test_a_dead_rank_is_rank_loss_whatever_the_others_do() -> None:
+    evidence = kill_rank(fault_evidence("dataloader"), 2)
+    c = best(evidence)
+    assert (c.hang_class, c.culprit_ranks) == (HangClass.RANK_LOSS, (2,))
+    assert "rank 2 is gone" in c.summary
+
+
+def test_a_one_to_one_disagreement_is_a_low_confidence_tie() -> None:
+    # GIVEN two ranks only, one in all_reduce and one in all_gather
+    evidence = hung_evidence([recorded_stack("wrong-collective", 0),
+                              replace(recorded_stack("wrong-collective", 2), rank=1)], world=2)
+    c = best(evidence)
+    assert c.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert c.culprit_ranks == (0, 1) and c.confidence is Confidence.LOW and "tie" in c.summary
+
+
+def test_progress_comes_from_io_calls_or_flight_recorder_sequence_ids() -> None:
+    hung = fault_evidence("dataloader")
+    assert job_progress(hung) is False
+    assert job_progress(replace(hung, processes=tuple(
+        replace(p, io_calls_delta=40) for p in hung.processes))) is True
+    no_io = replace(hung, processes=tuple(replace(p, io_calls_delta=None)
+                                          for p in hung.processes))
+    assert job_progress(no_io) is None
+    moving = no_io.progress + (ProgressSample(0, 0.0, last_enqueued_seq=10),
+                               ProgressSample(0, 1.0, last_enqueued_seq=14))
+    assert job_progress(replace(no_io, progress=moving)) is True
+
+
+def _straggler_job(samples: int, late_in: int) -> Evidence:
+    """Rank 2 is in its loader while the others wait in ``late_in`` of ``samples``; io moves."""
+    waiting = [recorded_stack("dataloader", r) for r in (0, 1, 3)]
+    late = recorded_stack("dataloader", 2)
+    progress = []
+    for i in range(samples):
+        for s in waiting:
+            progress.append(ProgressSample(s.rank, i * 0.25, state="in_collective"))
+        progress.append(ProgressSample(2, i * 0.25, state="data_loading" if i < late_in
+                                       else "in_collective"))
+    base = hung_evidence(waiting + [late], io=35)
+    return replace(base, progress=tuple(progress))
+
+
+def test_a_progressing_job_with_one_rank_mostly_late_is_a_straggler() -> None:
+    evidence = _straggler_job(samples=5, late_in=4)
+    assert straggler_counts(LiveView.of(evidence))[2] == 4
+    c = best(evidence)
+    assert (c.hang_class, c.culprit_ranks, c.confidence) == (
+        HangClass.STRAGGLER, (2,), Confidence.HIGH)
+    assert classify(evidence).hang_class is HangClass.STRAGGLER
+
+
+def test_a_progressing_job_without_a_late_rank_is_healthy() -> None:
+    evidence = _straggler_job(samples=5, late_in=1)
+    verdict = classify(evidence)
+    assert verdict.hang_class is HangClass.HEALTHY and not verdict.hang_class.is_hang
+
+
+def test_an_unreadable_rank_while_the_rest_wait_is_named_with_what_is_missing() -> None:
+    # GIVEN ranks 0, 1, 3 waiting in all_reduce and rank 2 unreadable (ptrace denied)
+    evidence = fault_evidence("dataloader")
+    evidence = replace(evidence, stacks=tuple(s for s in evidence.stacks if s.rank != 2),
+                       skipped=(Skipped(2, "py-spy", "ptrace denied"),))
+    c = best(evidence)
+    assert c.culprit_ranks == (2,) and c.confidence is Confidence.LOW
+    assert "rank 2 could not be read" in c.summary and "stack of rank 2" in c.missing_evidence
+
+
+def test_every_rank_in_the_same_collective_says_what_evidence_would_decide() -> None:
+    evidence = hung_evidence([recorded_stack("dataloader", r) for r in (0, 1, 3)]
+                             + [replace(recorded_stack("dataloader", 3), rank=2)])
+    c = best(evidence)
+    assert c.hang_class is HangClass.UNKNOWN and c.missing_evidence
+
+
+def test_log_and_nvml_signals_become_candidates() -> None:
+    evidence = Evidence("job", 4, logs=(
+        LogEvent(2, "unsupported_op", "Backend gloo does not support allgather_into_tensor_"
+                 "coalesced", op="allgather_into_tensor_coalesced"),), gpus=(
+        GpuSample(3, 3, xid_events=(79,)),))
+    found = {c.hang_class: c for c in candidates(evidence)}
+    assert found[HangClass.UNSUPPORTED_OP].culprit_ranks == (2,)
+    assert found[HangClass.GPU_HANG].culprit_ranks == (3,)
+    assert "XID 79" in found[HangClass.GPU_HANG].summary

@@ -1,0 +1,70 @@
+"""classify's combination rules, over candidates built by hand (pure functions)."""
+
+from __future__ import annotations
+
+from doctor.model import Confidence, HangClass
+from doctor.verdict.candidate import Candidate
+from doctor.verdict.classify import combine, gather
+
+FR_STOPPED = Candidate(
+    HangClass.UNKNOWN,
+    (3,),
+    Confidence.LOW,
+    "rank 3 stopped",
+    60,
+    missing_evidence=("py-spy stacks of rank 3",),
+    rule="fr.stopped",
+)
+
+
+def test_specific_live_class_refines_flight_recorder_unknown() -> None:
+    live = Candidate(
+        HangClass.CPU_STUCK, (3,), Confidence.HIGH, "rank 3 in its loader", 80, rule="cpu_stuck"
+    )
+    best = combine(sorted([FR_STOPPED, live], key=lambda c: -c.strength))
+    assert (best.hang_class, best.culprit_ranks, best.confidence) == (
+        HangClass.CPU_STUCK,
+        (3,),
+        Confidence.HIGH,
+    )
+    assert best.missing_evidence == ()
+
+
+def test_unknown_stays_unknown_when_live_evidence_names_other_ranks() -> None:
+    live = Candidate(HangClass.CPU_STUCK, (1,), Confidence.HIGH, "rank 1", 50, rule="cpu_stuck")
+    best = combine([FR_STOPPED, live])
+    assert best.hang_class is HangClass.UNKNOWN and best.culprit_ranks == (3,)
+
+
+def test_two_rules_agreeing_raise_confidence() -> None:
+    fr = Candidate(
+        HangClass.COLLECTIVE_MISMATCH, (2,), Confidence.MEDIUM, "fr", 90, rule="fr.mismatch"
+    )
+    st = Candidate(
+        HangClass.COLLECTIVE_MISMATCH, (2,), Confidence.MEDIUM, "st", 70, rule="stack_op_mismatch"
+    )
+    assert combine([fr, st]).confidence is Confidence.HIGH
+
+
+def test_equally_strong_different_classes_lower_confidence() -> None:
+    a = Candidate(HangClass.GPU_HANG, (1,), Confidence.HIGH, "xid", 85, rule="gpu_hang")
+    b = Candidate(HangClass.UNSUPPORTED_OP, (2,), Confidence.HIGH, "log", 85, rule="unsupported_op")
+    best = combine([a, b])
+    assert best.confidence is Confidence.LOW and "unsupported_op" in best.summary
+
+
+def test_one_to_one_tie_is_reported_as_a_tie() -> None:
+    tie = Candidate(
+        HangClass.COLLECTIVE_MISMATCH, (2, 3), Confidence.LOW, "tie", 50, rule="fr.mismatch-tie"
+    )
+    best = combine([tie])
+    assert best.culprit_ranks == (2, 3) and best.confidence is Confidence.LOW
+
+
+def test_no_evidence_is_unknown() -> None:
+    from doctor.evidence import Evidence
+    from doctor.verdict.classify import classify
+
+    ev = Evidence(job="j", ranks_expected=None)
+    assert gather(ev) == [] or all(c.hang_class for c in gather(ev))
+    assert classify(ev).confidence is Confidence.LOW
