@@ -54,6 +54,10 @@ def _ok(check: str, fleet: Fleet, what: str) -> list[Finding]:
     return [Finding(check, Severity.PASS, f"{len(fleet.gpus)} GPUs", f"{what}.")]
 
 
+def _xid(code: int) -> tuple[Severity, str]:
+    return XIDS.get(code, (Severity.WARN, "see NVIDIA's XID catalogue"))
+
+
 def xid(fleet: Fleet) -> list[Finding]:
     found = []
     for g in fleet.gpus:
@@ -62,10 +66,10 @@ def xid(fleet: Fleet) -> list[Finding]:
                                  f"GPU {g.index} does not answer NVML: it has fallen off the bus.",
                                  "drain the node; reset or power-cycle the GPU, then check it"))
         for code in sorted(set(g.xid_events)):
-            severity, meaning = XIDS.get(code, (Severity.WARN, "see NVIDIA's XID catalogue"))
+            severity, meaning = _xid(code)
             found.append(Finding("gpu.xid", severity, _gpu(g), f"XID {code}: {meaning}."))
     for bus, code in sorted(set(fleet.unmatched_xids)):
-        severity, meaning = XIDS.get(code, (Severity.WARN, "see NVIDIA's XID catalogue"))
+        severity, meaning = _xid(code)
         found.append(Finding("gpu.xid", severity, f"PCI {bus}",
                              f"XID {code} in the kernel log for a GPU NVML no longer lists: "
                              f"{meaning}.", "drain the node and reset or replace that GPU"))

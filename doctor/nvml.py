@@ -257,7 +257,8 @@ def _query_gpu(lib: Any, index: int, h: Any) -> GpuState:
     mem = _ask(lib, lib.nvmlDeviceGetMemoryInfo, h)
     power = _ask(lib, lib.nvmlDeviceGetPowerUsage, h)
     limit = _ask(lib, lib.nvmlDeviceGetEnforcedPowerLimit, h)
-    reasons = _ask(lib, lib.nvmlDeviceGetCurrentClocksEventReasons, h) or 0
+    reasons = _ask(lib, getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None)
+                   or lib.nvmlDeviceGetCurrentClocksThrottleReasons, h) or 0
     ecc_mode = _ask(lib, lib.nvmlDeviceGetEccMode, h)
     pending = _ask(lib, lib.nvmlDeviceGetRetiredPagesPendingStatus, h)
     remap = _ask(lib, lib.nvmlDeviceGetRemappedRows, h)
@@ -341,7 +342,10 @@ def _nvlinks(lib: Any, h: Any) -> tuple[NvLink, ...]:
 
 
 def _recovery_action(lib: Any, h: Any) -> str | None:
-    values = _ask(lib, lib.nvmlDeviceGetFieldValues, h, [lib.NVML_FI_DEV_GET_GPU_RECOVERY_ACTION])
+    field = getattr(lib, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", None)
+    if field is None:
+        return None  # nvidia-ml-py older than the driver field
+    values = _ask(lib, lib.nvmlDeviceGetFieldValues, h, [field])
     if not values or values[0].nvmlReturn != 0:
         return None
     return RECOVERY_ACTIONS.get(values[0].value.uiVal, f"action {values[0].value.uiVal}")

@@ -33,10 +33,14 @@ def explain(result: BenchResult) -> list[str]:
     p = result.params
     notes = []
     best = max(result.rows, key=lambda r: r.busbw_gbps)
+    ceiling = (f"the host probe measured {p.link_gbps:.2f} GB/s per link before the sweep, and "
+               "each size is predicted from the ring step measured beside it"
+               if p.measured_steps else
+               f"the model's ceiling is {p.link_gbps:.2f} GB/s per link"
+               + (f" on a {p.line_gbps:.0f} GB/s line" if p.line_gbps else ""))
     notes.append(f"Peak busbw {best.busbw_gbps:.2f} GB/s at {human(best.bytes)}B "
                  f"(model {best.predicted_busbw_gbps:.2f} GB/s there, efficiency "
-                 f"{best.efficiency:.2f}); the model's ceiling is {p.link_gbps:.2f} GB/s per link"
-                 + (f" on a {p.line_gbps:.0f} GB/s line." if p.line_gbps else "."))
+                 f"{best.efficiency:.2f}); {ceiling}.")
     if p.line_gbps and best.busbw_gbps > p.line_gbps:
         notes.append(f"busbw {best.busbw_gbps:.0f} GB/s is above the {p.line_gbps:.0f} GB/s line "
                      "rate: NVLS lets the NVSwitch reduce, so each GPU moves about (1+1/n) of the "

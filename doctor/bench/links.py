@@ -91,6 +91,8 @@ class Topology:
     nics_per_node: int = 8
     nvls_enabled: bool = True
     """False when ``NCCL_NVLS_ENABLE=0`` (the restart wrapper needs it off)."""
+    numa_nodes: tuple[int, ...] = ()
+    """NUMA nodes the GPUs hang off; on PCIe-only systems a ring across them crosses sockets."""
 
 
 def gpu_family(name: str) -> str:
@@ -113,7 +115,8 @@ def topology_from_fleet(fleet: Fleet, nranks: int, nvls_enabled: bool = True) ->
         gpu=family, nranks=nranks, nvlinks=min(g.active_nvlinks for g in gpus), nvlink=nvlink,
         nvswitch=any(link.remote == "switch" for g in gpus for link in g.nvlinks),
         pcie=f"pcie{min(max(min(gens, default=5), 4), 5)}", pcie_width=min(widths, default=16),
-        nvls_enabled=nvls_enabled)
+        nvls_enabled=nvls_enabled,
+        numa_nodes=tuple(sorted({g.numa_node for g in gpus if g.numa_node is not None})))
 
 
 def params_from_topology(topo: Topology, base_us: float | None = None) -> ModelParams:
@@ -146,6 +149,8 @@ def params_from_topology(topo: Topology, base_us: float | None = None) -> ModelP
             and topo.nvlinks):
         nvls = LINKS[topo.nvlink].line_gbps * topo.nvlinks * NVLS_EFFICIENCY
     switch = ", NVSwitch" if topo.nvswitch else ""
+    if len(topo.numa_nodes) > 1:
+        switch += f", NUMA nodes {','.join(map(str, topo.numa_nodes))}"
     return ModelParams(
         nranks=topo.nranks, alpha_us=latency, link_gbps=effective,
         base_us=base_us if base_us is not None else BASE_LATENCY_US, nvls_gbps=nvls, tree=True,

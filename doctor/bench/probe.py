@@ -5,9 +5,9 @@ every rank sends to ``rank+1`` while it receives from ``rank-1`` (nccl-tests'
 ``sendrecv`` pattern), so the figures include what the ring suffers from (all
 links busy at once, shared cores).
 
-* Before the sweep, a summary: the step latency (a 4-byte step, the fastest
-  repetition), the link bandwidth (4 and 16 MiB exchanges) and the reduction
-  throughput. These describe the host and explain the table.
+* Before the sweep, a summary: the step latency (a 4-byte step), the link
+  bandwidth (4 and 16 MiB exchanges) and the reduction throughput. These
+  describe the host and explain the table.
 * Beside every size of the sweep, one ring step of that size, interleaved
   repetition by repetition with the AllReduce being timed: an exchange of
   ``S/n`` bytes and the sum of one received ``S/n`` chunk. A ring AllReduce
@@ -16,14 +16,15 @@ links busy at once, shared cores).
   drifts by a factor of two within seconds; the AllReduce times themselves
   never enter the prediction.
 
-Each time is the median repetition on each rank, averaged over ranks
-(nccl-tests reports the mean; one slow repetition caused by other work on the
-host would move a mean by more than the effect measured).
+Each time is the fastest repetition on each rank, averaged over ranks, for
+the AllReduce and its ring step alike. nccl-tests reports the mean of its
+iterations; on a dedicated node the two agree closely, but on a host shared
+with other work a repetition that waited for a core measures the scheduler,
+and the mean (or even the median) follows those waits more than the links.
 """
 
 from __future__ import annotations
 
-import statistics
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
@@ -62,9 +63,9 @@ def link_bandwidth(points: tuple[tuple[int, float], ...]) -> float:
     return sum(b for b, _ in points) / sum(t for _, t in points) / 1e3
 
 
-def timed_medians(dist: Any, steps: Mapping[str, Step], warmup: int, reps: int,
+def timed_fastest(dist: Any, steps: Mapping[str, Step], warmup: int, reps: int,
                   sync: Sync) -> dict[str, float]:
-    """Median seconds of each step, the steps interleaved repetition by repetition."""
+    """Fastest seconds of each step, the steps interleaved repetition by repetition."""
     for _ in range(warmup):
         for step in steps.values():
             step()
@@ -77,7 +78,7 @@ def timed_medians(dist: Any, steps: Mapping[str, Step], warmup: int, reps: int,
             step()
             sync()
             samples[name].append(time.perf_counter() - start)
-    return {name: statistics.median(values) for name, values in samples.items()}
+    return {name: min(values) for name, values in samples.items()}
 
 
 def mean_over_ranks(dist: Any, torch: Any, values: dict[str, float],
@@ -131,21 +132,14 @@ def run_probe(dist: Any, torch: Any, device: Any, sync: Sync) -> ProbeResult:
     """The summary probe: step latency, link bandwidth and reduction throughput."""
     tiny = torch.ones(1, dtype=torch.float32, device=device)
     ping = _ping_step(dist, tiny, torch.empty_like(tiny))
-    ping()
-    dist.barrier()
-    fastest = []
-    for _ in range(LATENCY_REPS):  # the fastest, not the median: when ranks outnumber
-        start = time.perf_counter()  # cores, a median tiny step measures the time slice
-        ping()
-        fastest.append(time.perf_counter() - start)
-    seconds = {"alpha": min(fastest)}
+    seconds = {"alpha": timed_fastest(dist, {"ping": ping}, 2, LATENCY_REPS, sync)["ping"]}
     for nbytes, reps in BANDWIDTH_SIZES:
         send = torch.ones(nbytes // 4, dtype=torch.float32, device=device)
         step = exchange_step(dist, send, torch.empty_like(send))
-        seconds[str(nbytes)] = timed_medians(dist, {"x": step}, 1, reps, sync)["x"]
+        seconds[str(nbytes)] = timed_fastest(dist, {"x": step}, 1, reps, sync)["x"]
     acc = torch.ones(REDUCE_BYTES // 4, dtype=torch.float32, device=device)
     other = torch.ones_like(acc)
-    seconds["reduce"] = timed_medians(dist, {"r": lambda: acc.add_(other)}, 1, 8, sync)["r"]
+    seconds["reduce"] = timed_fastest(dist, {"r": lambda: acc.add_(other)}, 1, 8, sync)["r"]
     mean = mean_over_ranks(dist, torch, seconds, device)
     points = tuple((nbytes, mean[str(nbytes)] * 1e6) for nbytes, _ in BANDWIDTH_SIZES)
     return ProbeResult(mean["alpha"] * 1e6, link_bandwidth(points),

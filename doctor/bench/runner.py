@@ -130,7 +130,10 @@ def _collect(procs: list[subprocess.Popen[bytes]], errs: list[IO[bytes]], emit: 
             buffer += chunk
             *lines, buffer = buffer.split(b"\n")
             for line in lines:
-                event = json.loads(line)
+                try:
+                    event = json.loads(line)
+                except ValueError:
+                    continue  # a library printed to stdout; only our JSON lines count
                 if event.get("event") == "result":
                     result = event
                 else:

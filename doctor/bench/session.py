@@ -37,6 +37,16 @@ def model_params(measured: Measured, env: Mapping[str, str]) -> ModelParams:
     return params_from_topology(topo, base_us=measured.probe.alpha_us)
 
 
+def _check_gpus(env: Mapping[str, str], nproc: int) -> None:
+    """Refuse an NCCL run NVML says cannot work, before starting any rank."""
+    fleet = read_fleet(env)
+    if fleet.unavailable:
+        raise UsageError(f"--backend nccl needs NVIDIA GPUs, and there are none here "
+                         f"({fleet.unavailable}); use --backend gloo")
+    if nproc > len(fleet.gpus):
+        raise UsageError(f"--nproc {nproc} needs {nproc} GPUs; this host has {len(fleet.gpus)}")
+
+
 def run_bench(request: BenchRequest, env: Mapping[str, str], emit: Emit) -> BenchResult | None:
     """Run the sweep; rank 0 (or the local launcher) gets the result, other job ranks ``None``."""
     spec = WorkerSpec(request.backend, request.sizes, timeout_s=request.timeout_s)
@@ -48,6 +58,8 @@ def run_bench(request: BenchRequest, env: Mapping[str, str], emit: Emit) -> Benc
         nproc = request.nproc if request.nproc is not None else 2
         if nproc < 2:
             raise UsageError(f"--nproc must be at least 2, got {nproc}")
+        if request.backend == "nccl":
+            _check_gpus(env, nproc)
         measured = run_local(spec, nproc, env, emit, request.timeout_s)
     if measured is None:
         return None

@@ -17,7 +17,7 @@ from datetime import timedelta
 from typing import Any
 
 from doctor.bench.model import RingStep
-from doctor.bench.probe import Sync, exchange_step, mean_over_ranks, run_probe, timed_medians
+from doctor.bench.probe import Sync, exchange_step, mean_over_ranks, run_probe, timed_fastest
 from doctor.bench.result import TYPE_SIZE, Measured, Timing
 
 Emit = Callable[[dict[str, Any]], None]
@@ -48,8 +48,9 @@ def iterations(nbytes: int) -> tuple[int, int]:
 def run_rank(spec: WorkerSpec, env: Mapping[str, str], emit: Emit) -> Measured | None:
     """Probe and sweep on this rank; rank 0 returns the measurements, the others ``None``.
 
-    The time of a size is the median iteration on each rank, averaged over ranks;
-    the ring step beside it is timed the same way, repetition by repetition.
+    The time of a size is the fastest iteration on each rank, averaged over ranks
+    (see ``doctor.bench.probe``); the ring step beside it is timed the same way,
+    repetition by repetition.
     """
     import torch
     import torch.distributed as dist
@@ -96,7 +97,7 @@ def _time_size(dist: Any, torch: Any, device: Any, sync: Sync, nbytes: int) -> T
                        device=device)
     received = torch.empty_like(chunk)
     warm, timed = iterations(nbytes)
-    seconds = timed_medians(dist, {
+    seconds = timed_fastest(dist, {
         "allreduce": lambda: dist.all_reduce(buf),
         "exchange": exchange_step(dist, chunk, received),
         "reduce": lambda: chunk.add_(received),

@@ -1,14 +1,32 @@
-"""`nccl-doctor launch`: not built yet; issue 5 owns it."""
+"""`nccl-doctor launch [--lane L] [--config F] [--wrap] [--job ID] -- CMD...`, per rank."""
 
 from __future__ import annotations
 
-import typer
+import os
+from pathlib import Path
+from typing import Annotated
 
-from doctor.errors import NotYetImplementedError
+import typer
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("launch")
-    def launch() -> None:
-        """Not built yet."""
-        raise NotYetImplementedError("'launch' is not built yet (issue 5)")
+    @app.command("launch", context_settings={"allow_extra_args": True,
+                                             "ignore_unknown_options": True})
+    def launch(
+        ctx: typer.Context,
+        lane: Annotated[str | None, typer.Option(
+            help="auto, single-node or multi-node (default: [lane] kind, then auto)")] = None,
+        config: Annotated[Path | None, typer.Option(help="nccl-doctor.toml to read")] = None,
+        wrap: Annotated[bool, typer.Option(
+            "--wrap", help="run the Python entrypoint in-process inside the restart wrapper")
+        ] = False,
+        job: Annotated[str | None, typer.Option(
+            help="job id (default: TORCHELASTIC_RUN_ID or SLURM_JOB_ID)")] = None,
+    ) -> None:
+        """Apply the env policy, gate on preflight, register the rank, run CMD (after --)."""
+        from doctor.config import load_config
+        from doctor.launch.prologue import launch as run_launch
+
+        env = dict(os.environ)
+        cfg = load_config(config, env, Path.cwd())
+        raise typer.Exit(run_launch(ctx.args, cfg, lane, wrap, job, env))

@@ -29,7 +29,8 @@ kill               the rank SIGKILLs itself
 seconds, then it goes on (so a forgotten job ends; a peer whose ``--timeout``
 is shorter fails first, as in a real job).
 
-On a collective error every rank writes its own Flight Recorder trace to
+On a collective error (or SIGTERM, which torchrun sends to the survivors when
+one rank fails) every rank writes its own Flight Recorder trace to
 ``--fr-dump-dir/rank_<N>`` (pickle, or JSON with ``--fr-dump-format json``),
 and it also does so at the end of a run that finished, then waits
 ``--linger`` seconds before exiting (so live triage can still look at it).
@@ -275,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    # torchrun SIGTERMs the surviving ranks when one fails: dump before going.
+    signal.signal(signal.SIGTERM, lambda *_: (dump_flight_recorder(opts, rank), os._exit(143)))
     dist.init_process_group(
         "gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=opts.timeout)
     )

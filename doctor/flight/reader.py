@@ -16,6 +16,7 @@ import multiprocessing
 import os
 import re
 import tarfile
+import threading
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
@@ -139,7 +140,8 @@ def _parallel(paths: list[Path], skipped: list[Skipped]) -> Iterator[RankDump] |
 def _gather(
     files: list[tuple[int, str, str]], workers: int, skipped: list[Skipped]
 ) -> Iterator[RankDump]:
-    ctx = multiprocessing.get_context("fork")
+    # fork is cheap but unsafe once other threads may hold locks (triage's collectors)
+    ctx = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
     with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
         for (rank, _name, _path), got in zip(
             files, pool.map(_reduce_file, files, chunksize=8), strict=True

@@ -17,9 +17,10 @@ from __future__ import annotations
 
 import ctypes
 import os
-from collections.abc import Callable
 import signal
 import socket
+from collections.abc import Callable
+from typing import Any
 
 INTERRUPTIBLE_BACKENDS = frozenset({"gloo", "nccl"})
 WAKE_SIGNAL = signal.SIGRTMIN + 2
@@ -50,7 +51,7 @@ def close_connections(baseline: set[int]) -> int:
 
 
 def shutdown_sockets(fds: set[int]) -> int:
-    """``shutdown()`` the connected TCP sockets among ``fds``; the fds stay open (gloo owns them)."""
+    """``shutdown()`` the connected TCP sockets among ``fds``; the fds stay open (gloo's)."""
     count = 0
     for fd in fds:
         try:
@@ -120,10 +121,15 @@ def clear_pending(thread_id: int) -> None:
     setter(thread_id, None)
 
 
-def install_wake_handler(handler: Callable[[], None]) -> bool:
-    """Route ``WAKE_SIGNAL`` to ``handler`` (which raises); False off the main thread."""
+def install_wake_handler(handler: Callable[[], None]) -> Any:
+    """Route ``WAKE_SIGNAL`` to ``handler`` (which raises); the previous handler, or None
+    off the main thread (then asynchronous exceptions are used instead)."""
     try:
-        signal.signal(WAKE_SIGNAL, lambda signum, frame: handler())
-        return True
-    except ValueError:  # not the main thread: asynchronous exceptions instead
-        return False
+        return signal.signal(WAKE_SIGNAL, lambda signum, frame: handler())
+    except ValueError:
+        return None
+
+
+def restore_wake_handler(previous: Any) -> None:
+    if previous is not None:
+        signal.signal(WAKE_SIGNAL, previous)

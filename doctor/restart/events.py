@@ -41,6 +41,8 @@ def build_event(job: str | None, iteration: int, fault: dict[str, Any],
         "rank": fault.get("rank"), "exception": fault.get("exception"),
         "reason": fault.get("reason"), "other_faulted_ranks": others,
         "world_size": world_size, "terminated_ranks": terminated, "phases": phases,
+        "faults": [{"cause": f.get("cause"), "rank": f.get("rank"), "time": f.get("time")}
+                   for f in faults],
         "per_rank": {str(r): {k: round(v - start, 4) for k, v in sorted(p.items())}
                      for r, p in sorted(per_rank.items())},
     }

@@ -111,7 +111,8 @@ class Ticker(threading.Thread):
     """Every ``interval``: declare ranks with a stale heartbeat dead, publish state."""
 
     def __init__(self, store: RestartStore, options: RestartOptions,
-                 context: Callable[[], IterationContext | None], publish: Callable[[], None]) -> None:
+                 context: Callable[[], IterationContext | None],
+                 publish: Callable[[], None]) -> None:
         super().__init__(name="nccl-doctor-ticker", daemon=True)
         self.store, self.opt = store, options
         self.context, self.publish = context, publish

@@ -1,4 +1,4 @@
-"""The wrapper's timeouts: NVIDIA's argument names, seconds or timedelta, defaults from the config."""
+"""The wrapper's timeouts: NVIDIA's argument names, seconds or timedelta, config defaults."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ class RestartOptions:
     def validate(self) -> None:
         """The orderings that make the timeouts meaningful (NVIDIA enforces the same)."""
         rules = [
-            (self.soft_timeout < self.hard_timeout, "soft_timeout must be shorter than hard_timeout"),
+            (self.soft_timeout < self.hard_timeout,
+             "soft_timeout must be shorter than hard_timeout"),
             (self.hard_timeout < self.barrier_timeout,
              "hard_timeout must be shorter than barrier_timeout"),
             (self.heartbeat_interval < self.heartbeat_timeout,

@@ -38,6 +38,7 @@ def publish(call: CallWrapper, ctx: IterationContext | None) -> None:
     session = call.session
     write_state(call.directory, call.initial_rank, {
         "job": call.job, "pid": os.getpid(), "initial_rank": call.initial_rank,
+        "initial_world_size": call.initial_world_size,
         "rank": call.rank, "world_size": call.world_size, "iteration": iteration,
         "phase": phase.name.lower(), "active": call.active,
         "heartbeat": time.time() - (time.monotonic() - auto),
@@ -54,6 +55,6 @@ def _check_group(call: CallWrapper, iteration: int) -> None:
     call.pg_findings_checked = iteration
     backend, seconds = probe
     call.pg_findings = [f"{f.severity.value} {f.check}: {f.message}"
-                        for f in judge(backend, seconds, call.opt)]
+                        for f in judge(backend, seconds, call.opt, os.environ)]
     for line in call.pg_findings:
         print(f"nccl-doctor wrapper[{call.initial_rank}]: {line}", file=sys.stderr, flush=True)

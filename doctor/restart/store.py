@@ -26,6 +26,8 @@ from typing import Any
 
 import torch.distributed as dist
 
+from doctor.restart.options import RestartOptions
+
 
 def _ids(raw: bytes) -> set[int]:
     return {int(p) for p in raw.decode().split(",") if p.strip()}
@@ -115,6 +117,28 @@ class RestartStore:
             return set(range(self.initial_world_size))
         result = self.entry_result(iteration - 1)
         return set(result) if result is not None else set()
+
+    def wait_entry(self, iteration: int, options: RestartOptions) -> list[int] | None:
+        """Poll (backing off to 20 ms) until the membership is frozen; None at barrier_timeout.
+
+        After ``last_call_wait``, every heartbeat interval, a missing rank whose monitor
+        process stopped beating (a lost host) is declared dead so the barrier can close.
+        """
+        start = time.monotonic()
+        delay, next_check = 0.0005, start + options.last_call_wait
+        while (members := self.entry_result(iteration)) is None:
+            now = time.monotonic()
+            if now - start > options.barrier_timeout:
+                return None
+            if now >= next_check:
+                next_check = now + options.heartbeat_interval
+                missing = self.participants(iteration) - self.terminated()
+                for rank in self.stale(missing, options.heartbeat_timeout):
+                    self.mark_terminated(rank)
+                self.try_close(iteration)
+            time.sleep(delay)
+            delay = min(delay * 2, 0.02)
+        return members
 
     def entry_result(self, iteration: int) -> list[int] | None:
         key = self.key("entry/result", iteration)

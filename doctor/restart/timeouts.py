@@ -1,50 +1,43 @@
 """The runtime twin of preflight's timeout checks, on the process group the function created.
 
 Preflight reads the config; here we read the timeout of the group that
-``init_process_group`` really built, once per iteration. Same check ids and
-severities as preflight: a collective timeout not longer than ``hard_timeout``
-is a fail (the backend gives up, or its watchdog kills the rank, before the
-wrapper can restart it). For a backend the wrapper cannot interrupt, a blocked
-collective ends only at its own timeout, so that timeout must be shorter than
-``soft_timeout`` for the restart to happen in-process at all.
+``init_process_group`` really built, once per iteration, through preflight's own
+resolver (``checks.timeouts``), so the ids and severities match: a collective
+timeout not longer than ``hard_timeout`` is a fail (the backend gives up, or its
+watchdog kills the rank, before the wrapper can restart it). For a backend the
+wrapper cannot interrupt, a blocked collective ends only at its own timeout, so
+that timeout must be shorter than ``soft_timeout`` for an in-process restart.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
 
-from doctor.config import format_duration
-from doctor.model import Severity
+from doctor.config import Config, RestartConfig, format_duration
+from doctor.model import Finding, Severity
 from doctor.restart.abort import INTERRUPTIBLE_BACKENDS
 from doctor.restart.options import RestartOptions
 
 
-@dataclass(frozen=True)
-class TimeoutFinding:
-    check: str
-    severity: Severity
-    message: str
+def judge(backend: str, timeout: float, options: RestartOptions,
+          env: Mapping[str, str]) -> list[Finding]:
+    """Findings (not passes) for a ``backend`` group whose collective timeout is ``timeout``."""
+    from checks.timeouts import resolve_timeouts, timeout_findings
 
-
-def judge(backend: str, timeout: float, options: RestartOptions) -> list[TimeoutFinding]:
-    """Findings for a process group of ``backend`` whose collective timeout is ``timeout``."""
-    found = []
-    pg, hard = format_duration(timeout), format_duration(options.hard_timeout)
-    if backend not in INTERRUPTIBLE_BACKENDS:
-        if timeout >= options.soft_timeout:
-            found.append(TimeoutFinding(
-                "timeout.backend-uninterruptible", Severity.WARN,
-                f"backend {backend} cannot be interrupted: a blocked collective ends only at its "
-                f"timeout {pg}, not shorter than soft_timeout "
-                f"{format_duration(options.soft_timeout)}; the rank will be killed at the hard "
-                "timeout instead of restarting in-process."))
-    elif timeout <= options.hard_timeout:
-        found.append(TimeoutFinding(
-            "timeout.watchdog-vs-hard", Severity.FAIL,
-            f"the {backend} process group's collective timeout {pg} is not longer than the "
-            f"wrapper's hard_timeout {hard}: the collective fails (NCCL's watchdog kills the "
-            "rank) before the wrapper can restart it; pass a longer timeout to "
-            "init_process_group."))
+    restart = RestartConfig(enabled=True, soft_timeout=options.soft_timeout,
+                            hard_timeout=options.hard_timeout,
+                            termination_grace_time=options.termination_grace_time,
+                            barrier_timeout=options.barrier_timeout)
+    chain = resolve_timeouts(Config(restart=restart), env, backend, pg_timeout=timeout)
+    found = [f for f in timeout_findings(chain)
+             if f.check == "timeout.watchdog-vs-hard" and f.severity != Severity.PASS]
+    if backend not in INTERRUPTIBLE_BACKENDS and timeout >= options.soft_timeout:
+        found.append(Finding(
+            "timeout.backend-uninterruptible", Severity.WARN, backend,
+            f"backend {backend} cannot be interrupted: a blocked collective ends only at its "
+            f"timeout {format_duration(timeout)}, not shorter than soft_timeout "
+            f"{format_duration(options.soft_timeout)}; the rank will be killed at the hard "
+            "timeout instead of restarting in-process."))
     return found
 
 

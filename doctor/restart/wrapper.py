@@ -42,6 +42,7 @@ from doctor.restart.abort import (
     clear_pending,
     destroy_process_groups,
     install_wake_handler,
+    restore_wake_handler,
     socket_fds,
 )
 from doctor.restart.assignment import Assignment, RankAssignment
@@ -139,7 +140,8 @@ class CallWrapper:
         self.watchdog = ProgressWatchdog(self.progress, self.opt.progress_watchdog_interval)
         self.watchdog.start()
         self.shared = Interruptible(threading.get_ident())
-        self.shared.by_signal = install_wake_handler(self._on_wake)
+        self._previous_handler = install_wake_handler(self._on_wake)
+        self.shared.by_signal = self._previous_handler is not None
         self.iteration, self.rank, self.world_size = 0, self.initial_rank, self.initial_world_size
         self.active = True
         self.store = self.rs.pg_store(0)
@@ -188,10 +190,12 @@ class CallWrapper:
         global _current
         _current = None
         sys.unraisablehook = self._hook
+        restore_wake_handler(self._previous_handler)
         self.progress.enter(self.iteration, Phase.EXITING)
         gc.unfreeze()
         self.ticker.close()
         with contextlib.suppress(Exception):
+            publish(self, None)  # the registry must not show a finished rank as running
             self.rs.mark_exited(self.initial_rank)
         self.watchdog.close()
         self.monitor.close(wait=0.2)
@@ -240,18 +244,10 @@ class CallWrapper:
         """The entry barrier: returns the frozen membership once every live rank reported."""
         self.progress.enter(iteration, Phase.RESTARTING)
         self.rs.arrive(iteration, self.initial_rank)
-        start = time.monotonic()
-        while (members := self.rs.entry_result(iteration)) is None:
-            time.sleep(0.002)
-            waited = time.monotonic() - start
-            if waited > self.opt.barrier_timeout:
-                raise RestartError(f"rank {self.initial_rank}: entry barrier of iteration "
-                                   f"{iteration} timed out after {waited:.0f}s")
-            if waited > self.opt.last_call_wait:
-                missing = self.rs.participants(iteration) - self.rs.terminated()
-                for rank in self.rs.stale(missing, self.opt.heartbeat_timeout):
-                    self.rs.mark_terminated(rank)
-                self.rs.try_close(iteration)
+        members = self.rs.wait_entry(iteration, self.opt)
+        if members is None:
+            raise RestartError(f"rank {self.initial_rank}: entry barrier of iteration "
+                               f"{iteration} timed out after {self.opt.barrier_timeout:g}s")
         if self.initial_rank not in members:
             raise RestartError(f"rank {self.initial_rank} was declared dead by its peers")
         self._carry["barrier"] = time.time()
@@ -277,6 +273,7 @@ class CallWrapper:
                 if self.wrapper.initialize is not None:
                     self.wrapper.initialize(self.state)
                 value = fn(*args, **kwargs) if self.active else None
+                self.progress.enter(self.iteration, Phase.RUNNING)  # no pings while waiting
                 self._complete()
                 self._disarm()
                 return True, value

@@ -14,7 +14,7 @@ here, so those candidates are ``unknown`` with the missing evidence named.
 
 from __future__ import annotations
 
-from doctor.evidence import Evidence
+from doctor.evidence import Evidence, Frame
 from doctor.flight.align import Divergence, FlightAnalysis, GroupAlignment
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.verdict.candidate import Candidate
@@ -68,7 +68,8 @@ def _lines(
     for r in culprits:
         op = fa.last_op(r)
         if op is not None:
-            where = f" at {op.frames[0]}" if op.frames else ""
+            frame = user_frame(op.frames)
+            where = f" at {frame}" if frame else ""
             lines.append(
                 EvidenceLine(
                     SOURCE,
@@ -77,6 +78,12 @@ def _lines(
                 )
             )
     return tuple(lines)
+
+
+def user_frame(frames: tuple[Frame, ...]) -> Frame | None:
+    """The innermost frame outside torch itself: the line of user code that called it."""
+    inside = ("torch/distributed/", "torch/nn/parallel/", "c10d_logger")
+    return next((f for f in frames if not any(s in f.filename for s in inside)), None)
 
 
 def _mismatch(fa: FlightAnalysis, divergent: tuple[GroupAlignment, ...]) -> Candidate | None:
@@ -106,10 +113,7 @@ def _mismatch(fa: FlightAnalysis, divergent: tuple[GroupAlignment, ...]) -> Cand
             rule="fr.mismatch-tie",
         )
     conf = Confidence.HIGH if len(first.waiting) >= 2 else Confidence.MEDIUM
-    summary = (
-        f"{ranks_text(culprits).capitalize()} issued a different collective than "
-        f"{'its' if len(culprits) == 1 else 'their'} peers: {first.text}."
-    )
+    summary = f"Collective mismatch in {first.text}."
     return Candidate(
         HangClass.COLLECTIVE_MISMATCH,
         culprits,

@@ -55,6 +55,8 @@ from doctor.verdict.stacks import (
     top_frame,
 )
 
+PROGRESS_CALLS = 8
+"""Read/write calls in half a window that count as progress (one gloo step makes dozens)."""
 FR_HINT = "Flight Recorder dumps (TORCH_FR_BUFFER_SIZE and `nccl-doctor launch`)"
 
 
@@ -107,7 +109,8 @@ def job_progress(evidence: Evidence) -> bool | None:
     (asking the in-rank agent for a dump makes the rank write a file, which
     the read/write call count would take for progress); else every live rank
     making read/write calls is progress, and a rank waiting in a collective
-    without any is not.
+    without them is not. "Calls" means at least ``PROGRESS_CALLS``: the agent
+    answering a dump request or a wrapper's heartbeat file writes a few.
     """
     readings = [s for s in evidence.progress
                 if s.last_enqueued_seq is not None or s.last_completed_seq is not None]
@@ -117,10 +120,10 @@ def job_progress(evidence: Evidence) -> bool | None:
     if len(readings) > len(fr):  # some rank was read twice
         return any(len(v) > 1 for v in fr.values())
     alive = [p for p in evidence.processes if p.alive and p.io_calls_delta is not None]
-    if alive and all(p.io_calls_delta for p in alive):
+    if alive and all((p.io_calls_delta or 0) >= PROGRESS_CALLS for p in alive):
         return True
     waiting = {s.rank for s in evidence.stacks if rank_state(s) is RankState.IN_COLLECTIVE}
-    if any(p.rank in waiting and p.io_calls_delta == 0 for p in alive):
+    if any(p.rank in waiting and (p.io_calls_delta or 0) < PROGRESS_CALLS for p in alive):
         return False
     return None
 

@@ -17,6 +17,7 @@ from rich.text import Text
 
 from doctor.evidence import Evidence, Frame
 from doctor.model import Confidence, HangClass, Verdict
+from doctor.verdict.stacks import row_state, top_frame
 
 SCHEMA = "nccl-doctor/triage/v1"
 MAX_GROUP_ROWS = 20
@@ -157,15 +158,14 @@ def _ranks(evidence: Evidence) -> list[dict[str, Any]]:
     if evidence.processes:
         out = []
         for p in evidence.processes:
-            main = stacks[p.rank].main if p.rank in stacks else None
             out.append(
                 {
                     "rank": p.rank,
                     "host": p.host,
                     "pid": p.pid,
                     "alive": p.alive,
-                    "state": p.status,
-                    "top_frame": str(main.frames[0]) if main and main.frames else None,
+                    "state": row_state(p.alive, p.status, stacks.get(p.rank)),
+                    "top_frame": top_frame(stacks.get(p.rank)) or None,
                 }
             )
         return out
@@ -181,7 +181,14 @@ def _ranks(evidence: Evidence) -> list[dict[str, Any]]:
                 "host": None,
                 "pid": None,
                 "alive": None,
-                "state": f"last op {op.op} pg {op.group} seq {op.seq}" if op else "no dump",
+                "state": (
+                    "no_dump"
+                    if op is None
+                    else "idle"
+                    if op.state == "completed"
+                    else "in_collective"
+                ),
+                "last_op": f"{op.op} pg {op.group} seq {op.seq}" if op else None,
                 "top_frame": str(op.frames[0]) if op and op.frames else None,
             }
         )
@@ -191,7 +198,11 @@ def _ranks(evidence: Evidence) -> list[dict[str, Any]]:
 def to_json(evidence: Evidence, verdict: Verdict) -> dict[str, Any]:
     """The ``nccl-doctor/triage/v1`` document of DESIGN.md (plus ``skipped`` and ``groups``)."""
     fa = evidence.flight
-    found = len(evidence.processes) if evidence.processes else (len(fa.ranks_read) if fa else 0)
+    found = (
+        sum(p.alive for p in evidence.processes)
+        if evidence.processes
+        else (len(fa.ranks_read) if fa else 0)
+    )
     expected = evidence.ranks_expected or (fa.world_size if fa else None)
     return {
         "schema": SCHEMA,

@@ -83,10 +83,12 @@ def collective_index(thread: ThreadStack) -> int | None:
 
 
 def collective_op(stack: RankStack | None) -> str | None:
-    """The collective a rank waits in (``all_reduce``), or None."""
+    """The collective a rank waits in (``all_reduce``; ``wait`` for a native ``Work::wait``)."""
     main = stack.main if stack else None
     index = collective_index(main) if main else None
-    return main.frames[index].name.rsplit(".", 1)[-1] if main and index is not None else None
+    if main is None or index is None:
+        return None
+    return main.frames[index].name.rsplit(".", 1)[-1].rsplit("::", 1)[-1]
 
 
 def _explain(main: ThreadStack | None) -> tuple[RankState, int | None]:
@@ -135,10 +137,15 @@ def signature(stack: RankStack | None) -> str:
     return " < ".join(parts)
 
 
+def decisive_index(stack: RankStack | None) -> int | None:
+    """Where in the main thread's frames the frame that decided the rank's state is."""
+    return _explain(stack.main if stack else None)[1]
+
+
 def top_frame(stack: RankStack | None) -> str:
     """The frame a person should read first: the one that decided the rank's state."""
     main = stack.main if stack else None
-    index = _explain(main)[1]
+    index = decisive_index(stack)
     return str(main.frames[index]) if main is not None and index is not None else ""
 
 
@@ -194,3 +201,11 @@ def odd_ones_out_by_group(stacks: Sequence[RankStack],
     by_rank = {s.rank: s for s in stacks}
     return {name: odd_ones_out(group_by_signature(by_rank[r] for r in ranks if r in by_rank))
             for name, ranks in members.items()}
+
+
+def row_state(alive: bool, status: str, stack: RankStack | None) -> str:
+    """A rank's ``state`` in the triage JSON and the TUI: its stack's state while it lives
+    (``in_collective``...), else what became of its process (``zombie``, ``missing``, ``dead``)."""
+    if not alive:
+        return status or RankState.DEAD.value
+    return rank_state(stack).value

@@ -41,11 +41,21 @@ def test_the_table_layout_on_a_terminal_less_run() -> None:
 
 
 def test_ranks_that_cannot_start_are_one_sentence_and_exit_2() -> None:
-    # GIVEN the nccl backend on a host without CUDA: every rank fails for real
-    done = run_cli("bench", "--nproc", "2", "--backend", "nccl", "--sizes", "1K", timeout=120)
+    # GIVEN gloo told to use an interface that does not exist: the ranks fail for real
+    env = clean_env({"GLOO_SOCKET_IFNAME": "nosuchif0"})
+    done = run_cli("bench", "--nproc", "2", "--sizes", "1K", env=env, timeout=120)
     assert done.returncode == 2
-    assert done.stderr.startswith("nccl-doctor: rank ")
+    assert done.stderr.startswith("nccl-doctor: rank ") and "nosuchif0" in done.stderr
     assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_nccl_without_gpus_is_refused_before_any_rank_starts() -> None:
+    done = run_cli("bench", "--backend", "nccl", "--nproc", "2", timeout=60)
+    assert done.returncode == 2
+    assert "needs NVIDIA GPUs" in done.stderr and "--backend gloo" in done.stderr
+    fake = clean_env({"NCCL_DOCTOR_FAKE_NVML": "healthy-8xh100"})
+    done = run_cli("bench", "--backend", "nccl", "--nproc", "9", env=fake, timeout=60)
+    assert done.returncode == 2 and "this host has 8" in done.stderr
 
 
 @pytest.mark.parametrize(("args", "words"), [
@@ -86,3 +96,36 @@ def test_preflight_bench_runs_the_real_benchmark() -> None:
     assert finding["severity"] == "pass", finding
     assert finding["subject"] == "ranks 0-1 (gloo, cpu)"
     assert "of the model at 1MB-16MB" in finding["message"]
+
+
+def test_a_run_past_its_timeout_stops_and_reaps_every_rank() -> None:
+    import psutil
+
+    # GIVEN a timeout shorter than the ranks need to start (a marker size to find them by)
+    done = run_cli("bench", "--nproc", "2", "--sizes", "3076", "--timeout", "1", timeout=60)
+    # THEN one sentence, exit 2, and no rank left behind
+    assert done.returncode == 2 and "did not finish in time" in done.stderr
+    leftovers = [p for p in psutil.process_iter(["cmdline"])
+                 if "doctor.bench.worker" in " ".join(p.info["cmdline"] or [])
+                 and "3076" in " ".join(p.info["cmdline"] or [])]
+    assert leftovers == []
+
+
+def test_inside_a_torchrun_job_it_uses_the_jobs_ranks() -> None:
+    import socket
+    import subprocess
+    import sys
+
+    # GIVEN bench launched as the command of a 2-rank torchrun job
+    torchrun = Path(sys.executable).with_name("torchrun")
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = str(sock.getsockname()[1])
+    done = subprocess.run([str(torchrun), "--nproc_per_node", "2", "--master_port", port,
+                           "-m", "doctor", "bench", "--sizes", "64K:1M:4", "--json"],
+                          capture_output=True, text=True, env=clean_env(), timeout=180)
+    # THEN rank 0 alone prints one result for the job's two ranks
+    assert done.returncode == 0, done.stderr[-2000:]
+    data = json.loads(done.stdout)
+    assert (data["nproc"], data["backend"]) == (2, "gloo")
+    assert [row["bytes"] for row in data["rows"]] == [65536, 262144, 1048576]

@@ -124,7 +124,8 @@ def test_topology_from_the_healthy_fake_fleet() -> None:
     topo = topology_from_fleet(read_fleet({"NCCL_DOCTOR_FAKE_NVML": "healthy-8xh100"}), 8)
     assert (topo.gpu, topo.nvlinks, topo.nvlink, topo.nvswitch, topo.pcie) == (
         "H100", 18, "nvlink4", True, "pcie5")
-    assert "8x H100, 18x NVLink4, NVSwitch" in params_from_topology(topo).source
+    assert topo.numa_nodes == (0, 1)
+    assert "8x H100, 18x NVLink4, NVSwitch, NUMA nodes 0,1" in params_from_topology(topo).source
 
 
 def test_a_gpu_with_links_down_lowers_the_ring_ceiling() -> None:

@@ -100,7 +100,7 @@ def test_mismatch_faults_name_the_culprit(tmp_path: Path, fault: str, rank: int,
     assert verdict["culprit_ranks"] == [rank], verdict
     assert verdict["confidence"] in ("high", "medium")
     culprit = next(r for r in doc["ranks"] if r["rank"] == rank)
-    assert op in culprit["state"]
+    assert culprit["state"] == "in_collective" and op in culprit["last_op"]
 
 
 def test_straggler_is_found_and_is_not_a_hang(tmp_path: Path) -> None:

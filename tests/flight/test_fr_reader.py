@@ -168,3 +168,30 @@ def test_nothing_readable_is_an_input_error(tmp_path: Path) -> None:
     assert res.returncode == 2 and res.stderr.count("\n") == 1
     res = run_cli("analyze", str(tmp_path / "nope"))
     assert res.returncode == 2 and "no such file or folder" in res.stderr
+
+
+def _many(tmp_path: Path, n: int) -> Path:
+    """``n`` dumps (copies of a real gloo dump) and one truncated: the parallel path."""
+    for r in range(n):
+        shutil.copy(GLOO / "rank_0", tmp_path / f"rank_{r}")
+    shutil.copy(FIXTURES / "truncated_rank_1", tmp_path / f"rank_{n}")
+    return tmp_path
+
+
+def test_large_folder_is_read_in_workers(tmp_path: Path) -> None:
+    read = read_flight([_many(tmp_path, 70)])
+    assert len(read.dumps) == 70 and [s.rank for s in read.skipped] == [70]
+    assert {d.rank for d in read.dumps} == set(range(70))
+
+
+def test_large_folder_is_read_from_a_thread(tmp_path: Path) -> None:
+    # GIVEN a caller with other threads running (triage collects in threads)
+    import threading
+
+    folder = _many(tmp_path, 70)
+    out: list[int] = []
+    t = threading.Thread(target=lambda: out.append(len(read_flight([folder]).dumps)))
+    t.start()
+    t.join(timeout=120)
+    # THEN the workers are spawned, not forked, and the result is the same
+    assert out == [70]

@@ -38,7 +38,7 @@ def inject(call: CallWrapper, step: int) -> None:
     due = INITIAL == int(FAULT_RANK) and step == int(FAULT_STEP)
     if not due or (call.iteration > 0 and KIND != "repeat"):
         return
-    if KIND in ("raise", "repeat"):
+    if KIND in ("raise", "repeat", "during_restart"):
         raise RuntimeError(f"injected fault at step {step}")
     if KIND == "exit":
         sys.exit(3)
@@ -46,8 +46,11 @@ def inject(call: CallWrapper, step: int) -> None:
         os.kill(os.getpid(), signal.SIGKILL if KIND == "sigkill" else signal.SIGTERM)
     if KIND == "hang_gil_released":
         time.sleep(3600)
-    if KIND == "hang_gil_held":
-        ctypes.PyDLL(None).sleep(3600)
+    if KIND == "hang_gil_held":  # a C deadlock holding the GIL; signals do not end it
+        mutex = ctypes.create_string_buffer(64)
+        libc = ctypes.PyDLL(None)
+        libc.pthread_mutex_lock(mutex)
+        libc.pthread_mutex_lock(mutex)
     if KIND == "busy_loop":
         while True:
             pass
@@ -62,7 +65,7 @@ def train(call_wrapper: CallWrapper) -> dict[str, object]:
     call = call_wrapper
     dist.init_process_group("gloo", store=call.store, rank=call.rank, world_size=call.world_size,
                             timeout=timedelta(seconds=float(os.environ.get("PG_TIMEOUT", "60"))))
-    value = torch.zeros(1)
+    value = torch.zeros(1, dtype=torch.float64)
     for step in range(STEPS):
         call.ping()
         if KIND == "atomic" and INITIAL == 1 and step == int(FAULT_STEP) and call.iteration == 0:
@@ -88,7 +91,8 @@ def main() -> None:
         hard_timeout=float(os.environ.get("HARD", "3")),
         heartbeat_timeout=5, barrier_timeout=20, completion_timeout=20, last_call_wait=0.5,
         termination_grace_time=0.5, max_iterations=int(os.environ.get("MAX_ITER", "5")),
-        finalize=finalize, rank_assignment=RankAssignment(spares=int(os.environ.get("SPARES", "0"))))
+        finalize=finalize,
+        rank_assignment=RankAssignment(spares=int(os.environ.get("SPARES", "0"))))
     if KIND == "during_restart" and INITIAL == 1:
         os.environ["FAULT"] = "raise:1:2"
     result = wrapper(train)()

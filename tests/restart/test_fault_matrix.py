@@ -11,7 +11,6 @@ import json
 from pathlib import Path
 
 import pytest
-
 from restart_jobs import WORLD, JobRun, run_job
 
 pytestmark = pytest.mark.slow

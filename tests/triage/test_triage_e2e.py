@@ -90,6 +90,7 @@ def test_bundle_reproduces_the_verdict_with_analyze(jobs, tmp_path_factory) -> N
     # GIVEN the agent-launched sub-group mismatch (live Flight Recorder through the agent)
     job = job_for(jobs, tmp_path_factory.mktemp("bundle"), "subgroup-mismatch", "agent")
     out = tmp_path_factory.mktemp("out") / "triage.tar.gz"
+    triage(job, "--once", "--json")  # a rank's first Flight Recorder dump is slow: warm it
     # WHEN triage writes a bundle and prints the verdict for a person
     done = triage(job, "--once", "--bundle", str(out))
     assert done.returncode == 1, done.stderr

@@ -6,7 +6,7 @@ import pytest
 from triage_helpers import FAULT_FIXTURES, recorded_stack
 
 from doctor.evidence import Frame, RankStack, ThreadStack
-from doctor.triage.sources.pyspy import parse_faulthandler
+from doctor.triage.sources.pyspy import needs_native, parse_faulthandler
 from doctor.verdict.stacks import (
     RankState,
     collective_op,
@@ -113,3 +113,14 @@ def test_faulthandler_text_from_the_agent_parses_to_a_stack() -> None:
     assert stack.main is not None and stack.main.frames[0].name == "_tokenize_in_python"
     # faulthandler says nothing about the GIL: the loop is user code, not a proven gil_loop
     assert rank_state(stack) is RankState.USER_CODE
+
+
+def test_an_async_work_wait_needs_native_frames_to_be_seen() -> None:
+    # GIVEN a rank blocked in work.wait() of an async all_reduce (recorded from a real job)
+    python_only = recorded_stack("async-wait", 0)
+    native = recorded_stack("async-wait-native", 0)
+    # THEN Python frames alone show user code blocked in C, which asks for a native dump
+    assert rank_state(python_only) is RankState.USER_CODE and needs_native(python_only)
+    # AND the native dump shows the collective wait
+    assert rank_state(native) is RankState.IN_COLLECTIVE and collective_op(native) == "wait"
+    assert not needs_native(native)

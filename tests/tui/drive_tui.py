@@ -40,8 +40,9 @@ def request_recovery() -> str:
     return f"restart requested for every rank of {JOB}"
 
 
-async def save_svg(provider: FakeProvider, out: Path, size: tuple[int, int]) -> None:
-    app = TriageApp(provider, 3600, JOB, on_bundle=write_bundle, on_recover=request_recovery)
+async def save_svg(provider: FakeProvider, interval: float, out: Path,
+                   size: tuple[int, int]) -> None:
+    app = TriageApp(provider, interval, JOB, on_bundle=write_bundle, on_recover=request_recovery)
     async with app.run_test(size=size) as pilot:
         await app.workers.wait_for_complete()
         await pilot.pause()
@@ -59,7 +60,7 @@ def main(argv: list[str]) -> int:
     provider = FakeProvider([cpu_stuck_snapshot(ranks=args.ranks, culprit=args.culprit)])
     if args.svg:
         width, height = (int(n) for n in args.size.split("x"))
-        asyncio.run(save_svg(provider, args.svg, (width, height)))
+        asyncio.run(save_svg(provider, args.interval, args.svg, (width, height)))
         return 0
     return run_tui(provider, args.interval, JOB, on_bundle=write_bundle,
                    on_recover=request_recovery)

@@ -172,7 +172,7 @@ async def test_a_dead_rank_shows_in_the_table_groups_and_stack_pane():
         await _settle(app, pilot)
         assert app.selected_rank == 2
         row = app.query_one(RankTable).rows_shown[2]
-        assert (row.state, row.culprit) == ("exited (-9)", True)
+        assert (row.state, row.culprit) == ("dead", True)
         assert "no stack for this rank" in app.query_one(StackView).render().plain
         assert "py-spy: process is gone" in app.query_one(StackGroups).render().plain
         assert "rank_loss" in _status(app)

@@ -7,8 +7,16 @@ from tui_fakes import FakeProvider, collective_mismatch_snapshot, cpu_stuck_snap
 
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.app import TriageApp
+from doctor.triage.tui.widgets import verdict_panel
 
-pytestmark = pytest.mark.usefixtures("frozen_clock", "pinned_versions")
+pytestmark = pytest.mark.usefixtures("frozen_clock", "pinned_versions", "fixed_playbook")
+
+
+@pytest.fixture
+def fixed_playbook(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Playbooks are edited as prose; the screenshots should change only with the TUI."""
+    monkeypatch.setattr(verdict_panel, "playbook_steps",
+                        lambda playbook: "1. Read the culprit's stack.\n2. Fix that code.")
 
 
 async def _collected(pilot) -> None:

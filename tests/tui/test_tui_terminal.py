@@ -70,7 +70,7 @@ def test_the_tui_runs_in_a_real_terminal(terminal: Terminal, tmp_path: Path):
     # THEN the verdict, the culprit's row and its stack are on screen
     assert "verdict: cpu_stuck" in screen and "culprit ranks: 3" in screen
     assert "missing at #1842" in screen
-    assert "read_shard (shards.py:44)" in screen
+    assert "__next__ (dataloader.py:733)" in screen
     assert "rank 3 · data_loading · pid 41233" in screen
     # WHEN the person moves to rank 4, the stack pane follows
     terminal.keys("Down")

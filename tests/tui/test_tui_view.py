@@ -5,8 +5,10 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
+from rich.markdown import Markdown
 from tui_fakes import IN_LOADER, WAITING, cpu_stuck_snapshot, rank_lost_snapshot
 
+import playbooks
 from doctor.triage.tui.app import bundle_name
 from doctor.triage.tui.view import (
     frame_text,
@@ -17,6 +19,7 @@ from doctor.triage.tui.view import (
     short_path,
     stack_groups,
 )
+from doctor.triage.tui.widgets.verdict_panel import render_verdict
 
 
 @pytest.mark.parametrize(("ranks", "expected"), [
@@ -55,7 +58,7 @@ def test_rank_rows_mark_the_culprit_and_the_odd_stack():
     assert [r.rank for r in rows if r.culprit] == [3]
     assert [r.rank for r in rows if r.odd] == [3]
     assert rows[3].state == "data_loading"
-    assert rows[3].top_frame == "read_shard (shards.py:44)"
+    assert rows[3].top_frame == "__next__ (dataloader.py:733)"
     assert rows[3].fr_position == "1841/1841"
     assert rows[0].fr_position == "1842/1841"
     assert rows[3].gpu == "0% 88W"
@@ -72,9 +75,9 @@ def test_rank_rows_include_ranks_expected_but_never_seen():
     assert [(r.rank, r.state, r.pid, r.top_frame) for r in rows][3] == (3, "missing", "–", "–")
 
 
-def test_rank_rows_say_how_a_dead_rank_ended():
+def test_rank_rows_mark_a_dead_rank_as_the_odd_culprit():
     rows = rank_rows(rank_lost_snapshot(ranks=4, lost=2))
-    assert rows[2].state == "exited (-9)"
+    assert rows[2].state == "dead"
     assert rows[2].culprit and rows[2].odd
 
 
@@ -91,7 +94,7 @@ def test_stack_groups_collapse_identical_stacks_largest_first():
 def test_stack_groups_keep_a_rank_without_stack_apart_with_the_reason():
     groups = stack_groups(rank_lost_snapshot(ranks=4, lost=2))
     assert [(g.ranks, g.state, g.note) for g in groups] == [
-        ((0, 1, 3), "in_collective", ""), ((2,), "exited (-9)", "py-spy: process is gone")]
+        ((0, 1, 3), "in_collective", ""), ((2,), "dead", "py-spy: process is gone")]
 
 
 def test_stack_groups_of_a_tie_mark_no_group_odd():
@@ -109,6 +112,7 @@ def test_rank_detail_lists_the_main_thread_first_and_what_is_missing():
     assert detail.threads[0].frames == IN_LOADER
     lost = rank_detail(rank_lost_snapshot(lost=2), 2)
     assert (lost.threads, lost.missing) == ((), ("py-spy: process is gone",))
+    assert lost.summary == "rank 2 · dead · on gpu-node-07 · exit code -9"
 
 
 def test_bundle_name_is_safe_and_names_the_snapshot_time():
@@ -120,3 +124,13 @@ def test_playbook_section_takes_one_heading_body():
                 "## What to do\n1. look\n2. fix\n\n## References\n")
     assert playbook_section(markdown) == "1. look\n2. fix"
     assert playbook_section("# no sections\n") == ""
+
+
+def test_the_verdict_pane_ends_with_the_playbooks_steps():
+    # GIVEN the shipped playbook of the verdict's hang class
+    steps = playbook_section(playbooks.load("cpu_stuck"))
+    assert steps
+    # THEN the verdict pane shows it, after the panel --once prints
+    parts = render_verdict(cpu_stuck_snapshot()).renderables
+    assert parts[0].title == "verdict: cpu_stuck"
+    assert isinstance(parts[-1], Markdown) and parts[-1].markup == steps

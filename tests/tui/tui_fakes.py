@@ -124,7 +124,7 @@ def cpu_stuck_snapshot(ranks: int = 8, culprit: int = 3, taken_at: float = TAKEN
         culprit_ranks=(culprit,),
         confidence=Confidence.HIGH,
         summary=(f"rank {culprit} never reached all_reduce #{SEQ}: its main thread is in the "
-                 f"data loader ({loader}) while {len(others)} ranks wait."),
+                 f"data loader at {loader} while {len(others)} ranks wait."),
         collective=CollectiveRef("0", SEQ, "all_reduce"),
         evidence=(
             EvidenceLine("py-spy", culprit, f"main thread in {loader}, holding the GIL"),
@@ -175,7 +175,8 @@ def rank_lost_snapshot(ranks: int = 4, lost: int = 2) -> TriageSnapshot:
     ev = snap.evidence
     evidence = replace(
         ev,
-        processes=tuple(replace(p, alive=False, pid=None, status="dead", exit_code=-9)
+        processes=tuple(replace(p, alive=False, pid=None, status="dead", exit_code=-9,
+                                cpu_seconds_delta=None)
                         if p.rank == lost else p for p in ev.processes),
         stacks=tuple(s for s in ev.stacks if s.rank != lost),
         skipped=(Skipped(lost, "py-spy", "process is gone"),),

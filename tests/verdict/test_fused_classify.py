@@ -68,3 +68,18 @@ def test_no_evidence_is_unknown() -> None:
     ev = Evidence(job="j", ranks_expected=None)
     assert gather(ev) == [] or all(c.hang_class for c in gather(ev))
     assert classify(ev).confidence is Confidence.LOW
+
+
+def test_live_progress_drops_flight_recorder_snapshot_candidates(monkeypatch) -> None:
+    # GIVEN FR dumps of a moving job (one rank a collective behind) and a live rule that
+    # saw the job progress
+    from doctor.evidence import Evidence
+    from doctor.verdict import classify as module
+
+    moving = Candidate(
+        HangClass.HEALTHY, (), Confidence.MEDIUM, "progressing", 30, rule="progressing"
+    )
+    monkeypatch.setattr(module.flight_rules, "candidates", lambda ev: [FR_STOPPED])
+    monkeypatch.setattr(module.live, "candidates", lambda ev: [moving])
+    # THEN the snapshot's "rank 3 stopped" does not win over observed progress
+    assert module.classify(Evidence(job="j", ranks_expected=4)).hang_class is HangClass.HEALTHY

@@ -9,8 +9,8 @@ Three ways to a rank's trace, tried in this order:
 3. a dump already written (``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` or
    ``TORCH_FR_DUMP_TEMP_FILE`` prefix plus rank) since the rank started.
 
-Fresh dumps are taken at the start and at the end of the window, so the
-sequence numbers say whether the job moved. The dumps are read and aligned by
+Fresh dumps are taken when the window ends (twice if time allows, so the
+sequence numbers say whether the job moved: ``progress_of``). The dumps are read and aligned by
 ``doctor.flight`` (safe unpickling; a bad dump is a ``Skipped``).
 """
 
@@ -125,36 +125,44 @@ class FlightSource(Source):
         self.window = window
         self.probe_timeout = probe_timeout
 
-    def _round(self, ranks: list[RankTarget], deadline: float) -> dict[int, Path]:
-        budget = min(self.probe_timeout, deadline - time.monotonic())
+    @staticmethod
+    def _round(ranks: list[RankTarget], budget: float) -> dict[int, Path]:
+        """One fresh dump per rank, in parallel, within ``budget`` seconds."""
+        if budget <= 0.1:
+            return {}
         calls = {r.rank: (lambda r=r: fresh_dump(r, budget)) for r in ranks}
-        got = fanout(calls, time.monotonic() + max(budget, 0.0) + 0.05)
+        got = fanout(calls, time.monotonic() + budget + 0.05)
         return {k: v.value for k, v in got.items() if isinstance(v, Done) and v.value}
 
     def collect(self, target: Target, deadline: float) -> Collected:
+        """Dump rounds start when the window ends: a rank's first dump is slow (PyTorch
+        symbolizes its stacks), and its CPU and file writes must not look like progress to
+        the process probe. A second round, if time is left, shows whether sequence ids moved.
+        """
         start = time.monotonic()
         live = [r for r in target.ranks if _live(r)]
         paths = {r.rank: p for r in target.ranks if (p := written_dump(r))}
         progress: list[ProgressSample] = []
         if live:
-            first = self._round(live, deadline)
+            time.sleep(max(0.0, start + self.window + 0.05 - time.monotonic()))
+            first = self._round(live, deadline - time.monotonic() - 0.1)
+            paths.update(first)
             if first:
                 progress += progress_of(self._analyse(first, target), 0.0)
-            time.sleep(max(0.0, min(start + self.window, deadline - self.probe_timeout)
-                           - time.monotonic()))
-            second = self._round(live, deadline) or first
-            paths.update(second)
-            if second is not first:
-                progress += progress_of(self._analyse(second, target),
-                                        round(time.monotonic() - start, 3))
+                again = self._round([r for r in live if r.rank in first],
+                                    min(self.probe_timeout, deadline - time.monotonic() - 0.1))
+                paths.update(again)
+                if again:
+                    progress += progress_of(self._analyse(again, target),
+                                            round(time.monotonic() - start, 3))
+        silent = [Skipped(r.rank, PROBE, "the rank did not answer a dump request in time (it "
+                          "may hold the GIL, or still be symbolizing its first dump)")
+                  for r in live if r.rank not in paths]
         if not paths:
             why = f"no Flight Recorder dump: {ENABLE_HINT}"
-            return Collected(skipped=(Skipped(None, PROBE, why),))
+            return Collected(skipped=tuple(silent) or (Skipped(None, PROBE, why),))
         analysis = self._analyse(paths, target)
-        silent = [r.rank for r in live if r.rank not in paths]
-        skipped = [Skipped(r, PROBE, "the rank did not answer a dump request in time "
-                           "(it may hold the GIL)") for r in silent]
-        return Collected(progress=tuple(progress), skipped=tuple(skipped),
+        return Collected(progress=tuple(progress), skipped=tuple(silent),
                          fr_files=tuple(paths[r] for r in sorted(paths)), flight=analysis)
 
     @staticmethod

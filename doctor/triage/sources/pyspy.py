@@ -25,7 +25,7 @@ from doctor.subproc import run
 from doctor.triage.fanout import Done, fanout
 from doctor.triage.sources.interface import Collected, Source, SourceError
 from doctor.triage.target import RankTarget, Target
-from doctor.verdict.stacks import rank_state, signature
+from doctor.verdict.stacks import RankState, rank_state, signature
 
 PYSPY_ENV = "NCCL_DOCTOR_PYSPY"
 """Path of the py-spy binary to use (else ``py-spy`` on PATH, else next to Python)."""
@@ -98,18 +98,33 @@ def ptrace_hint() -> str:
             "or start the ranks with `nccl-doctor launch` for the in-rank agent)")
 
 
+NATIVE_MIN_S = 0.6
+"""Time a ``--native`` dump needs (it reads the native symbols of every library)."""
+
+
+def needs_native(stack: RankStack) -> bool:
+    """A main thread blocked in C under user code: ``work.wait()`` of an async collective
+    looks like that in Python frames alone; native frames tell (``c10d::Work::wait``)."""
+    main = stack.main
+    return bool(main and main.frames and not main.active
+                and rank_state(stack) is RankState.USER_CODE)
+
+
 class PySpySource(Source):
-    """Every thread's stack, ``samples`` times per rank spread over ``window`` seconds."""
+    """Every thread's stack, ``samples`` times per rank spread over ``window`` seconds.
+
+    After the samples, a rank whose main thread is blocked in C under user code
+    gets one ``--native`` dump if the deadline leaves time for it.
+    """
 
     name = "py-spy"
 
     def __init__(self, env: Mapping[str, str], window: float = 1.0, samples: int = 5,
-                 probe_timeout: float = 1.0, native: bool = False) -> None:
+                 probe_timeout: float = 1.0) -> None:
         self.env = env
         self.window = window
         self.samples = max(samples, 1)
         self.probe_timeout = probe_timeout
-        self.native = native
 
     def collect(self, target: Target, deadline: float) -> Collected:
         binary = pyspy_binary(self.env)
@@ -159,11 +174,16 @@ class PySpySource(Source):
                                           state=rank_state(stack).value))
         if newest is not None and problem and samples:
             problem = f"{problem} (in {len(times) - len(samples)} of {len(times)} samples)"
+        left = deadline - time.monotonic() - 0.1
+        if newest is not None and needs_native(newest) and left >= NATIVE_MIN_S:
+            native, _ = self._dump(binary, rank, left, native=True)
+            newest = native if native is not None and native.main else newest
         return newest, samples, problem
 
-    def _dump(self, binary: str, rank: RankTarget, timeout: float) -> tuple[RankStack | None, str]:
+    def _dump(self, binary: str, rank: RankTarget, timeout: float,
+              native: bool = False) -> tuple[RankStack | None, str]:
         argv = [binary, "dump", "--json", "--pid", str(rank.pid)]
-        done = run(argv + (["--native"] if self.native else []), timeout, env=self.env)
+        done = run(argv + (["--native"] if native else []), timeout, env=self.env)
         if done.ok:
             try:
                 return parse_dump(done.stdout, rank.rank), ""

@@ -30,7 +30,7 @@ from doctor.triage.tui.messages import (
     CollectionFailed,
     RecoveryRequested,
 )
-from doctor.triage.tui.view import all_ranks
+from doctor.triage.tui.view import RankIndex
 from doctor.triage.tui.widgets.flight_grid import FlightGrid
 from doctor.triage.tui.widgets.rank_table import RankTable
 from doctor.triage.tui.widgets.stack_groups import StackGroups
@@ -106,15 +106,15 @@ class TriageApp(App[int]):
                     TriageApp.selected_rank, snapshot=TriageApp.shown)
                 with VerticalScroll(id="grid-pane"):
                     yield FlightGrid().data_bind(TriageApp.selected_rank, snapshot=TriageApp.shown)
-                with VerticalScroll(id="groups-pane"):
-                    yield StackGroups().data_bind(TriageApp.selected_rank,
-                                                  snapshot=TriageApp.shown)
-            with Vertical(id="right"):
-                with VerticalScroll(id="verdict-pane"):
-                    yield VerdictPanel().data_bind(snapshot=TriageApp.shown)
-                with VerticalScroll(id="stack-pane"):
-                    yield StackView().data_bind(snapshot=TriageApp.shown,
-                                                rank=TriageApp.selected_rank)
+                with Container(id="stacks"):
+                    with VerticalScroll(id="groups-pane"):
+                        yield StackGroups().data_bind(TriageApp.selected_rank,
+                                                      snapshot=TriageApp.shown)
+                    with VerticalScroll(id="stack-pane"):
+                        yield StackView().data_bind(snapshot=TriageApp.shown,
+                                                    rank=TriageApp.selected_rank)
+            with VerticalScroll(id="verdict-pane"):
+                yield VerdictPanel().data_bind(snapshot=TriageApp.shown)
         yield Footer()
 
     def on_mount(self) -> None:
@@ -164,10 +164,10 @@ class TriageApp(App[int]):
         with self.batch_update():
             self.shown = snapshot
             self.pending = False
-            ranks = all_ranks(snapshot.evidence)
+            ranks = RankIndex.of(snapshot.evidence).ranks
             if self.selected_rank not in ranks:
                 culprits = [r for r in snapshot.verdict.culprit_ranks if r in ranks]
-                self.selected_rank = (culprits or ranks or [None])[0]
+                self.selected_rank = (culprits or list(ranks) or [None])[0]
 
     def on_rank_table_selected(self, message: RankTable.Selected) -> None:
         self.selected_rank = message.rank

@@ -9,14 +9,20 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TypeVar
 
-from doctor.evidence import Evidence, Frame, RankProcess, RankStack, ThreadStack
+from doctor.evidence import (
+    Evidence,
+    Frame,
+    GpuSample,
+    ProgressSample,
+    RankProcess,
+    RankStack,
+    ThreadStack,
+)
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.verdict import stacks
 
 _NO_VALUE = "–"
-_Ranked = TypeVar("_Ranked", RankProcess, RankStack)
 
 
 @dataclass(frozen=True)
@@ -86,55 +92,68 @@ def rank_ranges(ranks: Iterable[int]) -> str:
     return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
-def process_state(process: RankProcess | None) -> str | None:
-    """A liveness state that overrides the stack, or None when the process looks alive."""
-    if process is None:
-        return None
-    if process.status in ("zombie", "stopped"):
-        return process.status
-    if not process.alive:
-        return "dead" if process.exit_code is None else f"exited ({process.exit_code})"
-    return None
+@dataclass(frozen=True)
+class RankIndex:
+    """A snapshot's evidence by rank, built in one pass so 1000 ranks cost O(n), not O(n²)."""
 
-
-def _by_rank(items: Iterable[_Ranked]) -> dict[int, _Ranked]:
-    return {item.rank: item for item in items}
-
-
-def all_ranks(evidence: Evidence) -> list[int]:
+    ranks: tuple[int, ...]
     """Every rank the job should have: expected, found, or mentioned by any source."""
-    ranks = set(range(evidence.ranks_expected or 0))
-    ranks.update(p.rank for p in evidence.processes)
-    ranks.update(s.rank for s in evidence.stacks)
-    return sorted(ranks)
+    processes: dict[int, RankProcess]
+    stacks: dict[int, RankStack]
+    gpus: dict[int, GpuSample]
+    progress: dict[int, ProgressSample]
+    """The latest sample of each rank."""
+    missing: dict[int, tuple[str, ...]]
+    """Probes that could not read a rank, with their reasons."""
 
+    @classmethod
+    def of(cls, evidence: Evidence) -> RankIndex:
+        ranks = set(range(evidence.ranks_expected or 0))
+        ranks.update(p.rank for p in evidence.processes)
+        ranks.update(s.rank for s in evidence.stacks)
+        progress: dict[int, ProgressSample] = {}
+        for sample in sorted(evidence.progress, key=lambda p: p.time_s):
+            progress[sample.rank] = sample
+        missing: dict[int, list[str]] = {}
+        for skipped in evidence.skipped:
+            if skipped.rank is not None:
+                missing.setdefault(skipped.rank, []).append(f"{skipped.probe}: {skipped.reason}")
+        return cls(
+            ranks=tuple(sorted(ranks)),
+            processes={p.rank: p for p in evidence.processes},
+            stacks={s.rank: s for s in evidence.stacks},
+            gpus={g.rank: g for g in evidence.gpus if g.rank is not None},
+            progress=progress,
+            missing={rank: tuple(lines) for rank, lines in missing.items()},
+        )
 
-def rank_state(evidence: Evidence, rank: int) -> str:
-    """Liveness first (a dead rank's last stack is history), then the stack's state."""
-    process = _by_rank(evidence.processes).get(rank)
-    stack = _by_rank(evidence.stacks).get(rank)
-    if process is None and stack is None:
-        return "missing"
-    return process_state(process) or stacks.rank_state(stack).value
+    def alive(self, rank: int) -> bool:
+        """Alive as far as we know: a rank with a stack but no process record counts."""
+        process = self.processes.get(rank)
+        return rank in self.stacks if process is None else process.alive
+
+    def state(self, rank: int) -> str:
+        """The ``state`` of the triage JSON: the stack's state while alive, else the fate."""
+        process, stack = self.processes.get(rank), self.stacks.get(rank)
+        if process is None and stack is None:
+            return "missing"
+        return stacks.row_state(self.alive(rank), process.status if process else "", stack)
 
 
 def call_frames(stack: RankStack | None) -> tuple[Frame, ...]:
-    """The main thread from the call a person reads first (the collective call) outwards.
+    """The main thread from the frame a person reads first outwards: the collective call,
+    or where user code entered the data loader or the compiler.
 
-    Frames inside c10d below that call are where the sampler caught the rank,
-    not where it is, so they are left to the full stack pane.
+    Frames below it (inside c10d, a queue wait) are where the sampler caught the
+    rank, not where it is, so they are left to the full stack pane.
     """
     main = stack.main if stack else None
     if main is None:
         return ()
-    return main.frames[stacks.collective_index(main) or 0:]
+    return main.frames[stacks.decisive_index(stack) or 0:]
 
 
-def _missing(evidence: Evidence, rank: int) -> tuple[str, ...]:
-    return tuple(f"{s.probe}: {s.reason}" for s in evidence.skipped if s.rank == rank)
-
-
-def stack_groups(snapshot: TriageSnapshot) -> list[StackGroup]:
+def stack_groups(snapshot: TriageSnapshot, index: RankIndex | None = None) -> list[StackGroup]:
     """Ranks grouped by call-path signature (``doctor.verdict.stacks``), largest group first.
 
     Ranks that are not alive or have no stack form groups by state and by the
@@ -142,18 +161,16 @@ def stack_groups(snapshot: TriageSnapshot) -> list[StackGroup]:
     stack. The odd ones out are decided over all groups by ``odd_ones_out``:
     a 1:1 or 2:2 split is a tie and marks nobody.
     """
-    evidence = snapshot.evidence
-    processes, by_rank = _by_rank(evidence.processes), _by_rank(evidence.stacks)
-    live = [by_rank[r] for r in all_ranks(evidence)
-            if r in by_rank and process_state(processes.get(r)) is None]
-    rows = [(g.ranks, g.state.value, call_frames(by_rank[g.ranks[0]]), "")
+    ix = index or RankIndex.of(snapshot.evidence)
+    live = [ix.stacks[r] for r in ix.ranks if r in ix.stacks and ix.alive(r)]
+    rows = [(g.ranks, g.state.value, call_frames(ix.stacks[g.ranks[0]]), "")
             for g in stacks.group_by_signature(live)]
     grouped = {r for ranks, *_ in rows for r in ranks}
     others: dict[tuple[str, str], list[int]] = {}
-    for rank in all_ranks(evidence):
+    for rank in ix.ranks:
         if rank not in grouped:
-            note = "; ".join(_missing(evidence, rank)) or "no stack collected"
-            others.setdefault((rank_state(evidence, rank), note), []).append(rank)
+            note = "; ".join(ix.missing.get(rank, ())) or "no stack collected"
+            others.setdefault((ix.state(rank), note), []).append(rank)
     rows += [(tuple(ranks), state, (), note) for (state, note), ranks in others.items()]
     rows.sort(key=lambda row: (-len(row[0]), row[0]))
     outliers = stacks.odd_ones_out(
@@ -166,23 +183,17 @@ def stack_groups(snapshot: TriageSnapshot) -> list[StackGroup]:
             for ranks, state, frames, note in rows]
 
 
-def _fr_position(evidence: Evidence, rank: int) -> str:
-    samples = [p for p in evidence.progress if p.rank == rank]
-    if not samples:
+def _fr_position(sample: ProgressSample | None) -> str:
+    if sample is None or (sample.last_enqueued_seq is None and sample.last_completed_seq is None):
         return _NO_VALUE
-    last = max(samples, key=lambda p: p.time_s)
-    enqueued, completed = last.last_enqueued_seq, last.last_completed_seq
-    if enqueued is None and completed is None:
-        return _NO_VALUE
-    return f"{_seq(enqueued)}/{_seq(completed)}"
+    return f"{_seq(sample.last_enqueued_seq)}/{_seq(sample.last_completed_seq)}"
 
 
 def _seq(value: int | None) -> str:
     return _NO_VALUE if value is None else str(value)
 
 
-def _gpu(evidence: Evidence, rank: int) -> str:
-    sample = next((g for g in evidence.gpus if g.rank == rank), None)
+def _gpu(sample: GpuSample | None) -> str:
     if sample is None:
         return _NO_VALUE
     util = _NO_VALUE if sample.utilization_pct is None else f"{sample.utilization_pct:.0f}%"
@@ -192,23 +203,21 @@ def _gpu(evidence: Evidence, rank: int) -> str:
 
 def rank_rows(snapshot: TriageSnapshot) -> list[RankRow]:
     """The rank table, one row per rank in rank order, including ranks expected but absent."""
-    evidence = snapshot.evidence
-    processes = _by_rank(evidence.processes)
-    by_rank = _by_rank(evidence.stacks)
+    ix = RankIndex.of(snapshot.evidence)
     culprits = set(snapshot.verdict.culprit_ranks)
-    odd = {r for g in stack_groups(snapshot) if g.odd for r in g.ranks}
+    odd = {r for g in stack_groups(snapshot, ix) if g.odd for r in g.ranks}
     rows = []
-    for rank in all_ranks(evidence):
-        process = processes.get(rank)
-        frames = call_frames(by_rank.get(rank))
+    for rank in ix.ranks:
+        process = ix.processes.get(rank)
+        frames = call_frames(ix.stacks.get(rank))
         rows.append(RankRow(
             rank=rank,
             host=process.host if process else _NO_VALUE,
             pid=str(process.pid) if process and process.pid is not None else _NO_VALUE,
-            state=rank_state(evidence, rank),
+            state=ix.state(rank),
             top_frame=frame_text(frames[0], brief=True) if frames else _NO_VALUE,
-            fr_position=_fr_position(evidence, rank),
-            gpu=_gpu(evidence, rank),
+            fr_position=_fr_position(ix.progress.get(rank)),
+            gpu=_gpu(ix.gpus.get(rank)),
             culprit=rank in culprits,
             odd=rank in odd,
         ))
@@ -217,24 +226,25 @@ def rank_rows(snapshot: TriageSnapshot) -> list[RankRow]:
 
 def rank_detail(snapshot: TriageSnapshot, rank: int) -> RankDetail:
     """Everything the stack pane shows for one rank: main thread first, then the others."""
-    evidence = snapshot.evidence
-    process = _by_rank(evidence.processes).get(rank)
-    stack = _by_rank(evidence.stacks).get(rank)
-    parts = [f"rank {rank}", rank_state(evidence, rank)]
+    ix = RankIndex.of(snapshot.evidence)
+    process, stack = ix.processes.get(rank), ix.stacks.get(rank)
+    parts = [f"rank {rank}", ix.state(rank)]
     if process is not None:
-        parts.append(f"pid {process.pid} on {process.host}")
+        parts.append(f"pid {process.pid} on {process.host}" if process.pid is not None
+                     else f"on {process.host}")
+        if process.exit_code is not None:
+            parts.append(f"exit code {process.exit_code}")
         if process.cpu_seconds_delta is not None:
             parts.append(f"cpu {process.cpu_seconds_delta:.2f} s during collection")
         if process.error:
             parts.append(process.error)
-    if stack is not None:
-        parts.append(f"stack from {stack.source}")
     threads: tuple[ThreadStack, ...] = ()
     if stack is not None:
+        parts.append(f"stack from {stack.source}")
         main = stack.main
         threads = tuple(sorted(stack.threads, key=lambda t: t is not main))
     return RankDetail(rank=rank, summary=" · ".join(parts), threads=threads,
-                      missing=_missing(evidence, rank))
+                      missing=ix.missing.get(rank, ()))
 
 
 def playbook_section(markdown: str, heading: str = "What to do") -> str:

@@ -2,10 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
 from rich.text import Text
 from textual.message import Message
 from textual.reactive import reactive
 from textual.widgets import DataTable
+from textual.widgets.data_table import ColumnKey
 
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.view import RankRow, rank_rows
@@ -64,18 +67,29 @@ class RankTable(DataTable[Text]):
         if snapshot is None:
             return
         rows = rank_rows(snapshot)
+        before = {row.rank: row for row in self.rows_shown}
         same_ranks = [r.rank for r in rows] == [r.rank for r in self.rows_shown]
         self.rows_shown = rows
         if same_ranks:
-            for row in rows:
-                for (column, _), cell in zip(COLUMNS, _cells(row), strict=True):
-                    self.update_cell(str(row.rank), column, cell, update_width=True)
+            self._update_changed(row for row in rows if row != before[row.rank])
             return
         with self.prevent(DataTable.RowHighlighted):
             self.clear()
             for row in rows:
                 self.add_row(*_cells(row), key=str(row.rank))
             self._move_to(self.selected_rank)
+
+    def _update_changed(self, rows: Iterable[RankRow]) -> None:
+        """Rewrite only the rows that changed, and re-measure a column once, only if it grew:
+        measuring a column per cell would make a refresh of 1000 ranks quadratic."""
+        grown: dict[str, tuple[str, Text]] = {}
+        for row in rows:
+            for (column, _), cell in zip(COLUMNS, _cells(row), strict=True):
+                self.update_cell(str(row.rank), column, cell)
+                if cell.cell_len > self.columns[ColumnKey(column)].content_width:
+                    grown[column] = (str(row.rank), cell)
+        for column, (row_key, cell) in grown.items():
+            self.update_cell(row_key, column, cell, update_width=True)
 
     def watch_selected_rank(self, rank: int | None) -> None:
         with self.prevent(DataTable.RowHighlighted):

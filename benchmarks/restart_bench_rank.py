@@ -1,0 +1,87 @@
+"""One rank of the restart benchmark job: 4 ranks, gloo, rank 1 raises at step 5.
+
+MODE=ours | nvidia | torchrun | plain. Appends ``entry <rank> <iteration> <time>`` and
+``fault <time>`` lines to $BENCH_LOG; ``steps <rank> <mean step seconds>`` at the end.
+"""
+
+
+import os
+import time
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+MODE = os.environ["MODE"]
+LOG = os.environ["BENCH_LOG"]
+STEPS = int(os.environ.get("STEPS", "10"))
+FAULT_STEP = int(os.environ.get("FAULT_STEP", "5"))
+HANG = os.environ.get("HANG", "")  # "gil": rank 2 deadlocks in C holding the GIL
+
+
+def log(line: str) -> None:
+    with open(LOG, "a") as f:
+        f.write(line + "\n")
+
+
+def train(store, rank: int, world: int, iteration: int) -> None:
+    log(f"entry {rank} {iteration} {time.time()}")
+    kwargs = {"store": store} if store is not None else {}
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=20),
+                            **kwargs)
+    value = torch.zeros(1)
+    started = None
+    for step in range(STEPS):
+        if step == 1:
+            started = time.perf_counter()
+        if step == FAULT_STEP and iteration == 0 and rank == 1 and MODE != "plain" and not HANG:
+            log(f"fault {time.time()}")
+            raise RuntimeError("injected fault at step 5")
+        if HANG and step == FAULT_STEP and rank == 2 and iteration == 0:
+            import ctypes
+            log(f"hang {time.time()}")
+            mutex = ctypes.create_string_buffer(64)
+            ctypes.PyDLL(None).pthread_mutex_lock(mutex)
+            ctypes.PyDLL(None).pthread_mutex_lock(mutex)
+        value += 1
+        dist.all_reduce(value)
+        time.sleep(float(os.environ.get("STEP_SLEEP", "0.01")))
+    if started is not None and STEPS > 2:
+        log(f"steps {rank} {(time.perf_counter() - started) / (STEPS - 1)}")
+    dist.destroy_process_group()
+
+
+def main() -> None:
+    if MODE in ("ours", "overhead"):
+        from doctor.restart import CallWrapper, Wrapper
+
+        soft, hard = (4, 6) if HANG else (30, 60)
+
+        def fn(call_wrapper: CallWrapper) -> None:
+            train(call_wrapper.store, call_wrapper.rank, call_wrapper.world_size,
+                  call_wrapper.iteration)
+            call_wrapper.ping()
+
+        Wrapper(soft_timeout=soft, hard_timeout=hard, barrier_timeout=120,
+                termination_grace_time=1)(fn)()
+    elif MODE == "nvidia":  # set up as in NVIDIA's examples/inprocess/basic_example.py
+        from nvidia_resiliency_ext import inprocess
+
+        port = int(os.environ["MASTER_PORT"])
+
+        def nfn(call_wrapper: inprocess.CallWrapper = None):
+            rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+            store = dist.TCPStore(os.environ["MASTER_ADDR"], port + 2 + call_wrapper.iteration,
+                                  world, rank == 0, multi_tenant=True, wait_for_workers=True)
+            train(store, rank, world, call_wrapper.iteration)
+
+        inprocess.Wrapper(store_kwargs={"port": port + 1},
+                          soft_timeout=timedelta(seconds=30), hard_timeout=timedelta(seconds=60),
+                          barrier_timeout=timedelta(seconds=120))(nfn)()
+    else:  # torchrun restarts the whole process group; plain = no wrapper at all
+        train(None, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
+              int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
+
+
+if __name__ == "__main__":
+    main()

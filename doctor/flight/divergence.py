@@ -1,0 +1,198 @@
+"""Where the members of one process group first disagree: pure functions over tracks.
+
+Each finder looks at every member's ``GroupTrack`` of one group and returns
+the first ``Divergence`` of its kind (see ``doctor.flight.align`` for the
+kinds and the order they are tried in), or None.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass
+
+from doctor.flight.dump import GroupTrack, Op
+
+VARIABLE_SIZE_OPS = ("all_to_all", "alltoall", "gather", "scatter", "_v")
+
+
+@dataclass(frozen=True)
+class Divergence:
+    """The first place the members of one group disagree."""
+
+    kind: str
+    seq: int | None
+    op: str
+    """The collective to look at: what the culprits issued there (mismatch), or what they
+    never scheduled or completed."""
+    culprits: tuple[int, ...]
+    waiting: tuple[int, ...]
+    """Members that wait on the culprits."""
+    tie: bool
+    text: str
+
+
+def describe(op: Op) -> str:
+    sizes = ",".join("x".join(map(str, s)) for s in op.in_sizes)
+    return f"{op.name}[{sizes}]{'/' + op.dtypes[0] if op.dtypes else ''}"
+
+
+def signature(op: Op) -> tuple[object, ...]:
+    variable = any(v in op.name for v in VARIABLE_SIZE_OPS)
+    return (op.name, op.dtypes, None if variable else op.in_sizes)
+
+
+def mismatch(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
+    by_seq: dict[int, dict[int, Op]] = {}
+    for r, t in tracks.items():
+        for o in t.ops:
+            by_seq.setdefault(o.seq, {})[r] = o
+    for seq in sorted(by_seq):
+        ops = by_seq[seq]
+        votes = Counter(signature(o) for o in ops.values())
+        if len(votes) > 1:
+            return _vote(name, seq, ops, votes)
+        first = next(iter(ops.values()))
+        if "all_to_all" in first.name and len(ops) == len(tracks) and len(ops) > 1:
+            sent = sum(_numel(o.in_sizes) for o in ops.values())
+            got = sum(_numel(o.out_sizes) for o in ops.values())
+            if sent != got and all(o.out_sizes for o in ops.values()):
+                return Divergence(
+                    "mismatch",
+                    seq,
+                    first.name,
+                    tuple(sorted(ops)),
+                    (),
+                    True,
+                    f"all_to_all splits disagree in pg {name} seq {seq}: "
+                    f"{sent} elements sent, {got} received",
+                )
+    return None
+
+
+def _numel(sizes: tuple[tuple[int, ...], ...]) -> int:
+    total = 0
+    for s in sizes:
+        n = 1
+        for d in s:
+            n *= d
+        total += n
+    return total
+
+
+def _vote(
+    name: str, seq: int, ops: dict[int, Op], votes: Counter[tuple[object, ...]]
+) -> Divergence:
+    (top, n_top), (_second, n_second) = votes.most_common(2)
+    tie = n_top == n_second
+    majority = tuple(sorted(r for r, o in ops.items() if signature(o) == top))
+    odd = tuple(sorted(r for r in ops if r not in majority))
+    culprits = tuple(sorted(ops)) if tie else odd
+    what = {r: describe(o) for r, o in ops.items()}
+    shown = ops[odd[0]] if odd and not tie else ops[majority[0]]
+    if tie:
+        text = (
+            f"pg {name} seq {seq}: "
+            + " vs ".join(f"rank {r} {what[r]}" for r in sorted(ops))
+            + " (a tie: nothing in this group says which is wrong)"
+        )
+    else:
+        text = (
+            f"pg {name} seq {seq}: rank{'s' if len(odd) > 1 else ''} "
+            f"{', '.join(map(str, odd))} issued {', '.join(sorted({what[r] for r in odd}))} "
+            f"where {len(majority)} rank{'s' if len(majority) > 1 else ''} "
+            f"issued {what[majority[0]]}"
+        )
+    return Divergence("mismatch", seq, shown.name, culprits, () if tie else majority, tie, text)
+
+
+def stalled(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
+    """Ranks that did not complete (or start) what their peers completed."""
+    known = {r: t for r, t in tracks.items() if t.completed is not None and t.enqueued is not None}
+    if len(known) < 2:
+        return None
+    best = max(t.completed for t in known.values())  # type: ignore[type-var]
+    lag = tuple(
+        sorted(r for r, t in known.items() if t.completed < best and t.completed < t.enqueued)
+    )  # type: ignore[operator]
+    if lag:
+        seq = min(known[r].completed for r in lag) + 1  # type: ignore[operator]
+        op = next((o.name for r in lag for o in known[r].ops if o.seq == seq), "")
+        others = tuple(sorted(r for r in known if r not in lag))
+        return Divergence(
+            "not_completed",
+            seq,
+            op,
+            lag,
+            others,
+            False,
+            f"pg {name}: rank{'s' if len(lag) > 1 else ''} {', '.join(map(str, lag))} "
+            f"did not complete seq {seq} ({op or 'op'}), which "
+            f"{'peers' if others else 'the group'} completed up to seq {best}",
+        )
+    return not_started(tracks, name)
+
+
+def not_started(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
+    states: dict[int, dict[int, str]] = {}
+    for r, t in tracks.items():
+        for o in t.ops:
+            states.setdefault(o.seq, {})[r] = o.state
+    for seq in sorted(states):
+        st = states[seq]
+        if "scheduled" in st.values() and {"started", "completed"} & set(st.values()):
+            late = tuple(sorted(r for r, s in st.items() if s == "scheduled"))
+            return Divergence(
+                "not_started",
+                seq,
+                "",
+                late,
+                tuple(sorted(r for r in st if r not in late)),
+                False,
+                f"pg {name} seq {seq}: never started on rank(s) "
+                f"{', '.join(map(str, late))} while peers started it",
+            )
+    return None
+
+
+def missing(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
+    enq = {r: t.enqueued for r, t in tracks.items() if t.enqueued is not None}
+    if len(enq) < 2:
+        return None
+    front = max(enq.values())
+    behind = tuple(sorted(r for r, e in enq.items() if e < front))
+    if not behind:
+        return None
+    seq = min(enq[r] for r in behind) + 1
+    ahead = tuple(sorted(r for r, e in enq.items() if e == front))
+    op = next((o.name for r in ahead for o in tracks[r].ops if o.seq == seq), "")
+    return Divergence(
+        "missing",
+        seq,
+        op,
+        behind,
+        ahead,
+        False,
+        f"pg {name}: rank{'s' if len(behind) > 1 else ''} "
+        f"{', '.join(map(str, behind))} never scheduled seq {seq}"
+        f"{' (' + op + ')' if op else ''}; {len(ahead)} peer(s) reached seq {front}",
+    )
+
+
+def no_dump(
+    tracks: dict[int, GroupTrack], no_dump: tuple[int, ...], name: str
+) -> Divergence | None:
+    if not no_dump or not tracks:
+        return None
+    waiting = tuple(sorted(tracks))
+    last = max((t.enqueued or 0) for t in tracks.values())
+    op = next((o.name for t in tracks.values() for o in t.ops if o.seq == last), "")
+    return Divergence(
+        "no_dump",
+        last,
+        op,
+        no_dump,
+        waiting,
+        False,
+        f"pg {name}: every dumped member reached seq {last} ({op or 'op'}); "
+        f"rank{'s' if len(no_dump) > 1 else ''} {', '.join(map(str, no_dump))} left no dump",
+    )

@@ -1,0 +1,1 @@
+"""The launch prologue: env policy, preflight gate, registry, agent, then the entrypoint."""

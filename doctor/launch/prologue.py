@@ -1,0 +1,142 @@
+"""``nccl-doctor launch``, per rank: policy, gate, registry, agent, then the entrypoint.
+
+A Python entrypoint (``python script.py ...``, ``python -m module ...`` or a
+``.py`` file) runs in this very process, so the agent (stacks and Flight
+Recorder dumps for triage) lives in the rank; with ``--wrap`` it runs inside
+the restart ``Wrapper``, re-executed from the top on every iteration, and
+reaches its ``CallWrapper`` with ``doctor.restart.current_call()``. Anything
+else is ``exec``'d with the policy's environment (no agent, no wrapper).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import runpy
+import socket
+import sys
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from doctor.config import Config
+from doctor.errors import UsageError
+from doctor.launch.policy import apply_policy
+from doctor.registry import RankRecord, job_dir, register_rank
+
+JOB_ID_SOURCES = ("NCCL_DOCTOR_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")
+
+
+def resolve_job(flag: str | None, env: Mapping[str, str]) -> str:
+    """``--job``, else the launcher's id (torchrun's run id, SLURM's job id)."""
+    for value in (flag, *(env.get(name) for name in JOB_ID_SOURCES)):
+        if value:
+            return value
+    raise UsageError("no job id: pass --job ID (or run under torchrun or srun, whose id is used)")
+
+
+def rank_of(env: Mapping[str, str]) -> tuple[int, int, int]:
+    """(rank, world size, local rank) from torchrun, SLURM or Open MPI variables."""
+    def first(*names: str, default: str = "0") -> int:
+        for name in names:
+            if env.get(name, "").isdigit():
+                return int(env[name])
+        return int(default)
+    return (first("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"),
+            first("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", default="1"),
+            first("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"))
+
+
+def python_target(cmd: Sequence[str]) -> tuple[str, str, list[str]] | None:
+    """``("path"|"module", target, argv)`` when ``cmd`` runs Python code we can run in-process."""
+    args = list(cmd)
+    if args and Path(args[0]).name.startswith("python"):
+        args = args[1:]
+        if len(args) >= 2 and args[0] == "-m":
+            return "module", args[1], [args[1], *args[2:]]
+        if args and not args[0].startswith("-"):
+            return "path", args[0], args
+        return None
+    if args and args[0].endswith(".py"):
+        return "path", args[0], args
+    return None
+
+
+def gate(env: Mapping[str, str], config: Config, lane: str, wrap: bool, rank: int) -> bool:
+    """The fast preflight on the policy's environment; rank 0 prints it. False = refuse."""
+    from rich.console import Console
+
+    from checks.gather import gather
+    from checks.registry import run_checks
+    from checks.render import print_report
+    from doctor.model import Severity
+
+    if wrap:
+        config = dataclasses.replace(
+            config, restart=dataclasses.replace(config.restart, enabled=True))
+    report = run_checks(gather(env, config, lane, False, Path.cwd()))
+    failed = report.count(Severity.FAIL)
+    if rank == 0:
+        print_report(report, Console(file=sys.stderr))
+    elif failed:
+        print(f"nccl-doctor launch: preflight found {failed} failure(s); see rank 0",
+              file=sys.stderr)
+    return failed == 0
+
+
+def launch(cmd: Sequence[str], config: Config, lane_flag: str | None, wrap: bool,
+           job_flag: str | None, env: Mapping[str, str]) -> int:
+    """Run one rank through the prologue; the entrypoint's exit code."""
+    from checks.lane import resolve_lane
+
+    if not cmd:
+        raise UsageError("nothing to launch: give the command after --")
+    job = resolve_job(job_flag, env)
+    rank, world, local = rank_of(env)
+    directory = job_dir(job, env)
+    lane, _ = resolve_lane(lane_flag, config, env)
+    policy = apply_policy(env, lane, wrap, job, directory, rank)
+    if rank == 0 and (policy.unset or policy.changed):
+        changes = [f"unset {n}" for n in policy.unset] + [f"{k}={v}" for k, v in
+                                                          policy.changed.items()]
+        print(f"nccl-doctor launch: {lane} policy: {', '.join(changes)}", file=sys.stderr)
+    if not gate(policy.env, config, lane, wrap, rank):
+        return 1
+    target = python_target(cmd)
+    record = RankRecord(job, rank, world, local, socket.gethostname(), os.getpid(), time.time(),
+                        agent=target is not None, wrapped=wrap and target is not None,
+                        files={"nccl_debug_file": policy.env["NCCL_DEBUG_FILE"],
+                               "fr_dir": str(directory / "fr"),
+                               "stack_file": str(directory / f"stack-{rank}.txt")})
+    register_rank(record, directory)
+    os.environ.clear()
+    os.environ.update(policy.env)
+    if target is None:
+        if wrap:
+            raise UsageError("--wrap runs Python entrypoints in-process: give python SCRIPT "
+                             "or python -m MODULE")
+        os.execvpe(cmd[0], list(cmd), policy.env)
+    return run_python(target, directory, rank, wrap, config)
+
+
+def run_python(target: tuple[str, str, list[str]], directory: Path, rank: int, wrap: bool,
+               config: Config) -> int:
+    from doctor.agent import Agent
+
+    kind, name, argv = target
+
+    def entry() -> None:
+        sys.argv = list(argv)
+        if kind == "module":
+            runpy.run_module(name, run_name="__main__", alter_sys=True)
+        else:
+            runpy.run_path(name, run_name="__main__")
+
+    with Agent(directory, rank):
+        if wrap:
+            from doctor.restart import Wrapper
+
+            Wrapper(config=config)(entry)()
+        else:
+            entry()
+    return 0
