@@ -6,6 +6,7 @@ MODE=ours | nvidia | torchrun | plain. Appends ``entry <rank> <iteration> <time>
 
 
 import os
+import statistics
 import time
 from datetime import timedelta
 
@@ -24,16 +25,15 @@ def log(line: str) -> None:
         f.write(line + "\n")
 
 
-def train(store, rank: int, world: int, iteration: int) -> None:
+def train(store, rank: int, world: int, iteration: int, ping=None) -> None:
     log(f"entry {rank} {iteration} {time.time()}")
     kwargs = {"store": store} if store is not None else {}
     dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=20),
                             **kwargs)
     value = torch.zeros(1)
-    started = None
+    durations = []
     for step in range(STEPS):
-        if step == 1:
-            started = time.perf_counter()
+        began = time.perf_counter()
         if step == FAULT_STEP and iteration == 0 and rank == 1 and MODE != "plain" and not HANG:
             log(f"fault {time.time()}")
             raise RuntimeError("injected fault at step 5")
@@ -46,8 +46,11 @@ def train(store, rank: int, world: int, iteration: int) -> None:
         value += 1
         dist.all_reduce(value)
         time.sleep(float(os.environ.get("STEP_SLEEP", "0.01")))
-    if started is not None and STEPS > 2:
-        log(f"steps {rank} {(time.perf_counter() - started) / (STEPS - 1)}")
+        if ping is not None:
+            ping()
+        durations.append(time.perf_counter() - began)
+    if STEPS > 2:
+        log(f"steps {rank} {statistics.median(durations[1:])}")
     dist.destroy_process_group()
 
 
@@ -59,8 +62,7 @@ def main() -> None:
 
         def fn(call_wrapper: CallWrapper) -> None:
             train(call_wrapper.store, call_wrapper.rank, call_wrapper.world_size,
-                  call_wrapper.iteration)
-            call_wrapper.ping()
+                  call_wrapper.iteration, call_wrapper.ping)
 
         Wrapper(soft_timeout=soft, hard_timeout=hard, barrier_timeout=120,
                 termination_grace_time=1)(fn)()

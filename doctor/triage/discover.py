@@ -37,6 +37,8 @@ class ProcInfo:
     """The one-letter kernel state: R, S, D, Z, T..."""
     name: str
     env: Mapping[str, str]
+    exit_code: int | None = None
+    """A zombie's exit status, as ``Popen.returncode`` spells it (``-9``: killed by SIGKILL)."""
 
     @property
     def is_python(self) -> bool:
@@ -51,7 +53,12 @@ def read_proc(pid: int, proc: Path = PROC) -> ProcInfo | None:
     except OSError:
         return None
     name = stat[stat.find("(") + 1: stat.rfind(")")]
-    state, ppid = stat[stat.rfind(")") + 2:].split()[:2]
+    fields = stat[stat.rfind(")") + 2:].split()
+    state, ppid = fields[:2]
+    code = None
+    if state == "Z" and len(fields) >= 50:  # field 52, exit_code, in waitpid(2) form
+        status = int(fields[49])
+        code = -(status & 0x7F) if status & 0x7F else status >> 8
     try:
         raw = (base / "environ").read_bytes()
     except OSError:
@@ -61,7 +68,7 @@ def read_proc(pid: int, proc: Path = PROC) -> ProcInfo | None:
         key, sep, value = item.partition(b"=")
         if sep and key.decode(errors="replace") in ENV_KEYS:
             env[key.decode()] = value.decode(errors="replace")
-    return ProcInfo(pid, int(ppid), state, name, env)
+    return ProcInfo(pid, int(ppid), state, name, env, code)
 
 
 def _all_pids(proc: Path) -> list[int]:
@@ -115,7 +122,8 @@ def _error_file_message(path: Path) -> str:
     return str(message).strip().splitlines()[0] if str(message).strip() else ""
 
 
-def _lost_rank(rank: int, live: Sequence[RankTarget], zombie: int | None) -> LostRank:
+def _lost_rank(rank: int, live: Sequence[RankTarget], zombie: int | None,
+               proc: Path) -> LostRank:
     """What is known about a rank that is not alive: its zombie and its error file."""
     error = ""
     for peer in live:
@@ -125,7 +133,9 @@ def _lost_rank(rank: int, live: Sequence[RankTarget], zombie: int | None) -> Los
             error = _error_file_message(Path(err_file).parent.parent / str(local) / "error.json")
             break
     status = "zombie" if zombie is not None else ("dead" if error else "missing")
-    return LostRank(rank, pid=zombie, status=status, error=error)
+    info = read_proc(zombie, proc) if zombie is not None else None
+    return LostRank(rank, pid=zombie, status=status, exit_code=info.exit_code if info else None,
+                    error=error)
 
 
 def _zombie_children(launcher: Launcher | None, proc: Path) -> list[int]:
@@ -173,7 +183,7 @@ def _assemble(job: str, chosen: Mapping[int, ProcInfo], records: Sequence[RankRe
         zombie = exited.get(rank, record_pid if record_pid in zombies else None)
         if zombie is None and record_pid is None and len(zombies) == len(lost_ranks):
             zombie = zombies[lost_ranks.index(rank)]
-        lost.append(_lost_rank(rank, live, zombie))
+        lost.append(_lost_rank(rank, live, zombie, proc))
     return Target(job, host, live, world, tuple(lost), tuple(sorted(remote)), launcher, job_path)
 
 

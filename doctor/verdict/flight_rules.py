@@ -159,17 +159,21 @@ def _stopped(fa: FlightAnalysis, divergent: tuple[GroupAlignment, ...]) -> Candi
     kinds = {g.divergence.kind for g in groups if g.divergence}
     no_dump = kinds == {"no_dump"}
     gpu_side = "not_completed" in kinds or "not_started" in kinds
-    lean = (
-        "they did not complete collectives their peers completed, which points at the GPU"
-        if gpu_side
-        else "they stopped scheduling collectives their peers scheduled"
-    )
+    one = len(culprits) == 1
+    they = "it" if one else "they"
     if no_dump:
-        lean = "they left no dump while every dumped peer waits"
+        lean = f"{they} left no dump while every dumped peer waits"
+    elif gpu_side:
+        lean = (
+            f"{they} did not complete collectives {'its' if one else 'their'} peers "
+            f"completed, which points at the GPU"
+        )
+    else:
+        lean = f"{they} stopped scheduling collectives {'its' if one else 'their'} peers scheduled"
     summary = (
-        f"{ranks_text(culprits).capitalize()} hold up the job: {lean}; Flight Recorder "
-        f"alone cannot tell a GPU hang from a rank stuck on its CPU (GIL, data loader) "
-        f"or a dead rank."
+        f"{ranks_text(culprits).capitalize()} {'holds' if one else 'hold'} up the job: {lean}; "
+        f"Flight Recorder alone cannot tell a GPU hang from a rank stuck on its CPU (GIL, "
+        f"data loader) or a dead rank."
     )
     missing = (
         f"py-spy stacks of {ranks_text(culprits)} (a GIL-held, data-loader or "

@@ -35,11 +35,12 @@ are named and the confidence is low.
 
 from __future__ import annotations
 
+import signal
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from doctor.evidence import Evidence, ProgressSample
+from doctor.evidence import Evidence, ProgressSample, RankStack
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.signals import names, signal_candidates
@@ -50,6 +51,7 @@ from doctor.verdict.stacks import (
     collective_op,
     group_by_signature,
     odd_ones_out,
+    odd_ones_out_by_group,
     rank_state,
     signature,
     top_frame,
@@ -136,12 +138,26 @@ _GONE = {"zombie": "a zombie (it exited; its launcher has not reaped it)",
          "missing": "missing (no process on this host)", "dead": "dead (it exited)"}
 
 
+def exit_text(code: int | None) -> str:
+    """``-9`` -> ``killed by SIGKILL``; ``1`` -> ``exit code 1``."""
+    if code is None:
+        return ""
+    if code < 0:
+        try:
+            return f"killed by {signal.Signals(-code).name}"
+        except ValueError:
+            return f"killed by signal {-code}"
+    return f"exit code {code}"
+
+
 def rank_loss(view: LiveView) -> list[Candidate]:
     if not view.dead:
         return []
     procs = {p.rank: p for p in view.evidence.processes}
     lines = [EvidenceLine("process", r, f"rank {r} is {_GONE.get(procs[r].status, 'gone')}"
                           + (f", pid {procs[r].pid}" if procs[r].pid else "")
+                          + (f", {exit_text(procs[r].exit_code)}"
+                             if procs[r].exit_code is not None else "")
                           + (f": {procs[r].error}" if procs[r].error else "")) for r in view.dead]
     alive = [r for r, s in view.states.items() if s is not RankState.DEAD]
     if not alive:
@@ -150,7 +166,8 @@ def rank_loss(view: LiveView) -> list[Candidate]:
                           "failure", 50, evidence=tuple(lines), rule="rank_loss")]
     waiting = view.ranks_in(RankState.IN_COLLECTIVE)
     ref = view.waiting_ref(waiting)
-    why = next((procs[r].error for r in view.dead if procs[r].error), "")
+    why = next((procs[r].error or exit_text(procs[r].exit_code) for r in view.dead
+                if procs[r].error or procs[r].exit_code is not None), "")
     summary = (f"{names(view.dead)} {'is' if len(view.dead) == 1 else 'are'} gone"
                + (f" ({why})" if why else "")
                + (f" while {names(waiting)} {'waits' if len(waiting) == 1 else 'wait'} in "
@@ -223,6 +240,7 @@ def mismatch(view: LiveView) -> list[Candidate]:
         tie = 2 * n <= len(ops)
         culprits = tuple(sorted(r for r, op in ops.items() if tie or op != major))
         lines = [_py(r, f"waits in {view.stack(r)}") for r in sorted(ops)]
+        lines += _group_lines(view, readable)
         summary = (f"{names(culprits)} called {', '.join(sorted({ops[r] for r in culprits}))} "
                    f"where {names([r for r in ops if r not in culprits])} called {major}")
         if tie:
@@ -238,6 +256,7 @@ def mismatch(view: LiveView) -> list[Candidate]:
         return []
     odd = odd_ones_out(groups)
     lines = [_py(None, f"{names(g.ranks)}: {g.signature}") for g in groups]
+    lines += _group_lines(view, readable)
     summary = (f"{names(odd.ranks)} {'wait' if len(odd.ranks) > 1 else 'waits'} in "
                f"{next(iter(counts))} from a different call site than {names(odd.majority.ranks)}"
                if odd.majority else
@@ -246,6 +265,20 @@ def mismatch(view: LiveView) -> list[Candidate]:
                       Confidence.LOW if odd.tie else Confidence.MEDIUM, summary, 65,
                       collective=CollectiveRef("unknown", None, next(iter(counts))),
                       evidence=tuple(lines), rule="stack_callsite_mismatch")]
+
+
+def _group_lines(view: LiveView, stacks: Sequence[RankStack]) -> list[EvidenceLine]:
+    """Odd ones out within each sub-group Flight Recorder names (it knows the members)."""
+    fa = view.evidence.flight
+    if fa is None:
+        return []
+    members = {g.name: g.members for g in fa.groups if 1 < len(g.members) < len(view.states)}
+    lines = []
+    for name, odd in odd_ones_out_by_group(stacks, members).items():
+        if odd.ranks:
+            what = "split evenly (a tie)" if odd.tie else f"{names(odd.ranks)} stand apart"
+            lines.append(_py(None, f"process group {name} ({names(members[name])}): {what}"))
+    return lines
 
 
 def _bootstrap_wait(view: LiveView, ops: dict[int, str]) -> list[Candidate]:

@@ -49,7 +49,7 @@ def test_ranks_lost_ranks_children_and_error_files(sleepers, tmp_path: Path) -> 
     assert {r.rank: r.pid for r in target.ranks} == {r: procs[r].pid for r in (0, 1, 3)}
     assert target.world_size == 4 and target.ranks_expected == 4
     (lost,) = target.lost
-    assert (lost.rank, lost.status, lost.pid) == (2, "zombie", procs[2].pid)
+    assert (lost.rank, lost.status, lost.pid, lost.exit_code) == (2, "zombie", procs[2].pid, 0)
     assert "illegal memory access" in lost.error
     assert target.launcher is not None and target.launcher.pid == os.getpid()
     assert target.host == socket.gethostname()

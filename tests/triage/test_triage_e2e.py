@@ -25,16 +25,16 @@ from doctor.demo.local import LocalJob
 pytestmark = pytest.mark.slow
 
 CASES = [
-    # fault, launch, hang class, culprits
-    ("wrong-collective", "torchrun", "collective_mismatch", [2]),
-    ("except-clause", "per-rank", "collective_mismatch", [2]),
-    ("dataloader", "torchrun", "cpu_stuck", [2]),
-    ("gil", "per-rank", "cpu_stuck", [2]),
-    ("compile", "torchrun", "compile_warmup", [2]),
-    ("kill", "per-rank", "rank_loss", [2]),
-    ("straggler", "torchrun", "straggler", [2]),
-    ("none", "per-rank", "healthy", []),
-    ("subgroup-mismatch", "agent", "collective_mismatch", [2]),
+    # fault, launch, hang class, culprits, what the summary must say
+    ("wrong-collective", "torchrun", "collective_mismatch", [2], "rank 2 called all_gather"),
+    ("except-clause", "per-rank", "collective_mismatch", [2], "rank 2 called barrier"),
+    ("dataloader", "torchrun", "cpu_stuck", [2], "rank 2 is in its data loader"),
+    ("gil", "per-rank", "cpu_stuck", [2], "holding the GIL"),
+    ("compile", "torchrun", "compile_warmup", [2], "compiling"),
+    ("kill", "per-rank", "rank_loss", [2], "killed by SIGKILL"),
+    ("straggler", "torchrun", "straggler", [2], "it is the straggler"),
+    ("none", "per-rank", "healthy", [], "progress"),
+    ("subgroup-mismatch", "agent", "collective_mismatch", [2], "all_gather"),
 ]
 
 
@@ -65,9 +65,10 @@ def job_for(jobs: dict[str, LocalJob], tmp: Path, fault: str, launch: str) -> Lo
     return jobs[fault]
 
 
-@pytest.mark.parametrize(("fault", "launch", "hang_class", "culprits"), CASES,
+@pytest.mark.parametrize(("fault", "launch", "hang_class", "culprits", "says"), CASES,
                          ids=[c[0] for c in CASES])
-def test_fault_is_found(jobs, tmp_path_factory, fault, launch, hang_class, culprits) -> None:
+def test_fault_is_found(jobs, tmp_path_factory, fault, launch, hang_class, culprits,
+                        says) -> None:
     # GIVEN a real 4-rank job that reached the injected fault
     job = job_for(jobs, tmp_path_factory.mktemp(fault), fault, launch)
     pids = [p.pid for p in job.procs]
@@ -77,6 +78,7 @@ def test_fault_is_found(jobs, tmp_path_factory, fault, launch, hang_class, culpr
     doc = json.loads(done.stdout)
     verdict = doc["verdict"]
     assert (verdict["hang_class"], verdict["culprit_ranks"]) == (hang_class, culprits), doc
+    assert says in verdict["summary"]
     assert done.returncode == (0 if hang_class in ("healthy", "straggler") else 1)
     assert doc["schema"] == "nccl-doctor/triage/v1" and doc["job"] == job.job
     assert doc["collected"]["ranks_expected"] == 4

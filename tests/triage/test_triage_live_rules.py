@@ -8,6 +8,7 @@ import pytest
 from triage_helpers import fault_evidence, hung_evidence, kill_rank, recorded_stack
 
 from doctor.evidence import Evidence, GpuSample, LogEvent, ProgressSample
+from doctor.flight.align import FlightAnalysis, GroupAlignment
 from doctor.model import Confidence, HangClass, Skipped
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.classify import classify
@@ -129,3 +130,15 @@ def test_log_and_nvml_signals_become_candidates() -> None:
     assert found[HangClass.UNSUPPORTED_OP].culprit_ranks == (2,)
     assert found[HangClass.GPU_HANG].culprit_ranks == (3,)
     assert "XID 79" in found[HangClass.GPU_HANG].summary
+
+
+def test_sub_groups_named_by_flight_recorder_get_their_own_odd_ones_out() -> None:
+    # GIVEN the sub-group mismatch, and Flight Recorder saying group 1 holds ranks 2 and 3
+    group = GroupAlignment("1", "half", (2, 3), (), (), None)
+    flight = FlightAnalysis((0, 1, 2, 3), 4, "gloo", ("2.10",), (group,), (), (), (), False)
+    evidence = replace(fault_evidence("subgroup-mismatch"), flight=flight)
+    # WHEN the live rules judge it
+    c = next(c for c in candidates(evidence) if c.rule == "stack_op_mismatch")
+    # THEN the culprit is the rank in the odd op, and the sub-group's 1:1 split is shown
+    assert c.culprit_ranks == (2,)
+    assert any("process group 1 (ranks 2 and 3): split evenly" in e.text for e in c.evidence)

@@ -41,7 +41,7 @@ async def _settle(app: TriageApp, pilot) -> None:
     await pilot.pause()
 
 
-async def _until(pilot, condition, timeout: float = 5.0) -> None:
+async def _until(pilot, condition, timeout: float = 15.0) -> None:
     """Let the app run until ``condition()`` holds; every wait here is bounded."""
     async with asyncio.timeout(timeout):
         while not condition():
@@ -252,12 +252,13 @@ async def test_narrow_class_follows_the_terminal_width(provider):
 
 
 async def test_quit_returns_the_exit_code_of_the_verdict_on_screen():
-    for snapshot, code in ((cpu_stuck_snapshot(), 1), (healthy_snapshot(), 0)):
+    for snapshot, key, code in ((cpu_stuck_snapshot(), "q", 1), (healthy_snapshot(), "q", 0),
+                                (cpu_stuck_snapshot(), "ctrl+c", 1)):
         app = _app(FakeProvider([snapshot]))
         async with app.run_test(size=WIDE) as pilot:
             await _settle(app, pilot)
             assert app.shown.taken_at == TAKEN_AT
-            await pilot.press("q")
+            await pilot.press(key)
         assert app.return_value == code
 
 

@@ -73,6 +73,7 @@ class TriageApp(App[int]):
         Binding("r", "recover", "Recover"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("q", "quit", "Quit"),
+        Binding("ctrl+c", "quit", "Quit", show=False, priority=True),
     ]
 
     shown: reactive[TriageSnapshot | None] = reactive(None, bindings=True)
