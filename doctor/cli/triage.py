@@ -15,6 +15,7 @@ from doctor.errors import EXIT_FOUND, EXIT_OK, UsageError
 if TYPE_CHECKING:
     from doctor.triage.collect import CollectOptions, JobRef
     from doctor.triage.snapshot import TriageSnapshot
+    from doctor.triage.target import Target
 
 
 def register(app: typer.Typer) -> None:
@@ -35,7 +36,7 @@ def register(app: typer.Typer) -> None:
             "--interval", help="seconds of sampling per look (and between TUI refreshes)")] = 1.0,
     ) -> None:
         """Which rank hangs the job, why, and what to do: without stopping it."""
-        from doctor.triage.collect import CollectOptions, JobRef, collect_snapshot
+        from doctor.triage.collect import CollectOptions, JobRef
         from doctor.triage.discover import parse_pids
         from doctor.triage.export import write_triage_bundle
 
@@ -47,11 +48,32 @@ def register(app: typer.Typer) -> None:
         options = CollectOptions(interval=interval, env=dict(os.environ))
         if sys.stdout.isatty() and not (once or as_json):
             raise typer.Exit(_tui(ref, options, job or pids or ""))
-        snapshot = collect_snapshot(ref, options)
+        snapshot = _collect_once(ref, options, spinner=not as_json)
         if bundle is not None:
             write_triage_bundle(snapshot, bundle)
         _print(snapshot, as_json, bundle)
         raise typer.Exit(EXIT_FOUND if snapshot.verdict.hang_class.is_hang else EXIT_OK)
+
+
+def _collect_once(ref: JobRef, options: CollectOptions, spinner: bool) -> TriageSnapshot:
+    """One look; on a terminal, a spinner on stderr follows the collector's progress events."""
+    from rich.console import Console
+
+    from doctor.triage.collect import ProgressHook, collect_snapshot
+
+    console = Console(stderr=True)
+    if not (spinner and console.is_terminal):
+        return collect_snapshot(ref, options)
+    with console.status("finding the ranks") as status:
+
+        class Spinner(ProgressHook):
+            def discovered(self, target: Target) -> None:
+                status.update(f"looking at {len(target.ranks)} ranks of {target.job}")
+
+            def source_done(self, source: str, seconds: float, problems: int) -> None:
+                status.update(f"{source} done after {seconds:.1f}s")
+
+        return collect_snapshot(ref, options, Spinner())
 
 
 def _tui(ref: JobRef, options: CollectOptions, title: str) -> int:

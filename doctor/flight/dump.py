@@ -217,6 +217,13 @@ def reduce_dump(rank: int, source: str, data: bytes) -> tuple[RankDump, RawConfi
     """``parse_dump`` less the config parsing (done where the dumps are gathered)."""
     doc = decode(data)
     version = _version(doc)
+    try:
+        return _reduce(rank, source, version, doc), raw_config(doc)
+    except (TypeError, ValueError, KeyError, AttributeError, IndexError) as exc:
+        raise DumpError(f"malformed entries ({type(exc).__name__}: {exc})"[:200]) from None
+
+
+def _reduce(rank: int, source: str, version: str, doc: dict[str, Any]) -> RankDump:
     entries = doc["entries"]
     backend = next(
         (
@@ -252,7 +259,7 @@ def reduce_dump(rank: int, source: str, data: bytes) -> tuple[RankDump, RawConfi
         for k, v in status_raw.items()
         if str(k) not in mapped and isinstance(v, dict)
     }
-    return RankDump(rank, source, version, backend, {}, groups, status), raw_config(doc)
+    return RankDump(rank, source, version, backend, {}, groups, status)
 
 
 class _Scan:

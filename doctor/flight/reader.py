@@ -11,6 +11,7 @@ and the rest are read. Dumps are streamed: each is decoded, reduced
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import multiprocessing
 import os
@@ -107,18 +108,26 @@ def candidates(path: Path) -> Iterator[tuple[str, Opener]]:
         yield path.name, _file_opener(path)
 
 
-def _reduce_file(job: tuple[int, str, str]) -> tuple[RankDump, RawConfig] | str:
-    """Worker: one dump file -> its reduced form, or the reason it is unreadable."""
-    rank, name, path = job
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """A dump is a million acyclic objects freed at once: the cyclic GC only costs time."""
     enabled = gc.isenabled()
     gc.disable()
     try:
-        return reduce_dump(rank, name, _file_opener(Path(path))())
-    except (DumpError, OSError) as exc:
-        return f"{name}: {exc}"
+        yield
     finally:
         if enabled:
             gc.enable()
+
+
+def _reduce_file(job: tuple[int, str, str]) -> tuple[RankDump, RawConfig] | str:
+    """Worker: one dump file -> its reduced form, or the reason it is unreadable."""
+    rank, name, path = job
+    try:
+        with _gc_paused():
+            return reduce_dump(rank, name, _file_opener(Path(path))())
+    except (DumpError, OSError) as exc:
+        return f"{name}: {exc}"
 
 
 def _parallel(paths: list[Path], skipped: list[Skipped]) -> Iterator[RankDump] | None:
@@ -165,36 +174,31 @@ def iter_dumps(paths: Iterable[Path], skipped: list[Skipped]) -> Iterator[RankDu
         return
     seen: set[int] = set()
     for path in paths:
-        explicit = (
-            not path.is_dir() and not tarfile.is_tarfile(path) and not zipfile.is_zipfile(path)
-        )
-        for name, opener in candidates(path):
-            rank = rank_of(name)
-            if rank is None:
-                if explicit:
-                    skipped.append(Skipped(None, PROBE, f"{name}: no rank number in its name"))
-                continue
-            if rank in seen:
-                skipped.append(Skipped(rank, PROBE, f"{name}: a second dump for rank {rank}"))
-                continue
-            try:
-                dump = _parse_quietly(rank, name, opener)
-            except (DumpError, OSError, tarfile.TarError, zipfile.BadZipFile) as exc:
-                skipped.append(Skipped(rank, PROBE, f"{name}: {exc}"))
-                continue
-            seen.add(rank)
-            yield dump
+        try:
+            yield from _read_path(path, seen, skipped)
+        except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
+            skipped.append(Skipped(None, PROBE, f"{path.name}: unreadable ({exc})"))
 
 
-def _parse_quietly(rank: int, name: str, opener: Opener) -> RankDump:
-    """Parse with the cyclic GC paused: a dump is a million acyclic objects, freed at once."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        return parse_dump(rank, name, opener())
-    finally:
-        if enabled:
-            gc.enable()
+def _read_path(path: Path, seen: set[int], skipped: list[Skipped]) -> Iterator[RankDump]:
+    explicit = not path.is_dir() and not tarfile.is_tarfile(path) and not zipfile.is_zipfile(path)
+    for name, opener in candidates(path):
+        rank = rank_of(name)
+        if rank is None:
+            if explicit:
+                skipped.append(Skipped(None, PROBE, f"{name}: no rank number in its name"))
+            continue
+        if rank in seen:
+            skipped.append(Skipped(rank, PROBE, f"{name}: a second dump for rank {rank}"))
+            continue
+        try:
+            with _gc_paused():
+                dump = parse_dump(rank, name, opener())
+        except (DumpError, OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
+            skipped.append(Skipped(rank, PROBE, f"{name}: {exc}"))
+            continue
+        seen.add(rank)
+        yield dump
 
 
 def read_flight(paths: Iterable[Path]) -> FlightRead:

@@ -22,6 +22,7 @@ from typing import Any
 from doctor.agent import dump_flight_recorder
 from doctor.restart.abort import (
     abort_process_groups,
+    clear_pending,
     close_connections,
     raise_in_thread,
 )
@@ -30,6 +31,9 @@ from doctor.restart.options import RestartOptions
 from doctor.restart.store import RestartStore
 
 RERAISE_INTERVAL = 0.05
+SIGNAL_AFTER = 0.2
+"""Seconds of asynchronous exceptions before the wake signal: a main thread that has not
+taken the exception by then sits in a system call (a sleep) that only a signal ends."""
 
 
 @dataclass
@@ -101,9 +105,13 @@ class MonitorThread(threading.Thread):
             close_connections(ctx.socket_baseline)
             abort_process_groups()
             ctx.phases["abort"] = time.time()
+            start = time.monotonic()
             while shared.armed and not shared.delivered.is_set() and not self.stop.is_set():
-                shared.pending = True
-                raise_in_thread(shared.main_thread, RestartRequested, shared.by_signal)
+                by_signal = shared.by_signal and time.monotonic() - start > SIGNAL_AFTER
+                if by_signal:
+                    clear_pending(shared.main_thread)
+                    shared.pending = True
+                raise_in_thread(shared.main_thread, RestartRequested, by_signal)
                 shared.delivered.wait(RERAISE_INTERVAL)
 
 

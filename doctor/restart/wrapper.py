@@ -307,7 +307,7 @@ class CallWrapper:
             self.rs.mark_done(self.iteration, self.rank, self.world_size)
         start = time.monotonic()
         while not self.rs.complete(self.iteration):
-            time.sleep(self.opt.monitor_thread_interval)
+            self._nap(self.opt.monitor_thread_interval)
             if time.monotonic() - start > self.opt.completion_timeout:
                 raise RestartError(f"completion barrier timed out after "
                                    f"{self.opt.completion_timeout:g}s")
@@ -328,8 +328,19 @@ class CallWrapper:
         """Wait, interruptible, for the monitor thread's ``RestartRequested``."""
         deadline = time.monotonic() + self.opt.barrier_timeout
         while time.monotonic() < deadline:
-            time.sleep(0.005)
+            self._nap(0.005)
         raise RestartError(f"rank {self.initial_rank}: no restart came after the fault")
+
+    def _nap(self, seconds: float) -> None:
+        """Sleep where the restart may land. CPython 3.11 sometimes turns an asynchronous
+        exception that lands in ``time.sleep`` into "SystemError: error return without
+        exception set"; the monitor thread re-raises until the main thread confirms, so
+        that error is dropped while a restart is under way."""
+        try:
+            time.sleep(seconds)
+        except SystemError:
+            if self._ctx is None or self._ctx.fault is None:
+                raise
 
     def _leave(self, ctx: IterationContext, cause: str, exc: BaseException) -> None:
         """This rank stops for good (sys.exit, KeyboardInterrupt, failed health check)."""

@@ -20,9 +20,10 @@ the live-evidence rules (``live``) for candidates and combines them:
    classes with the same strength, the verdict keeps the first but its
    confidence drops to low and the summary names the alternative.
 5. **Progress beats a snapshot.** When a live rule saw the job progress
-   (``healthy`` or ``straggler`` from sampling over time), Flight Recorder's
-   "stopped" and "network" candidates are dropped: dumps taken at slightly
-   different moments of a moving job always show someone a collective behind.
+   (``healthy`` or ``straggler`` at medium confidence or more, from sampling
+   over time), Flight Recorder's "stopped" and "network" candidates are
+   dropped: dumps taken at slightly different moments of a moving job always
+   show someone a collective behind.
 6. **Tie.** Two ranks that disagree 1:1 with no other evidence stay a tie:
    both are named, confidence low (the rule says so; nothing here guesses).
 7. No candidate at all is ``unknown`` with confidence low.
@@ -65,7 +66,11 @@ def gather(evidence: Evidence) -> list[Candidate]:
     """Every rule's candidates, in the documented order (best first), less the Flight
     Recorder snapshot candidates that live progress contradicts (rule 5)."""
     live_found = live.candidates(evidence)
-    moving = any(c.hang_class in (HangClass.HEALTHY, HangClass.STRAGGLER) for c in live_found)
+    moving = any(
+        c.hang_class in (HangClass.HEALTHY, HangClass.STRAGGLER)
+        and c.confidence is not Confidence.LOW
+        for c in live_found
+    )
     found = [
         c for c in flight_rules.candidates(evidence) if not (moving and c.rule in SNAPSHOT_RULES)
     ] + live_found

@@ -100,34 +100,34 @@ class LiveView:
             return None
         op = ops.most_common(1)[0][0] or "unknown"
         line = next((e for e in self.evidence.logs if e.kind == "watchdog_timeout" and e.seq), None)
-        return CollectiveRef(line.process_group or "0" if line else "unknown",
+        return CollectiveRef((line.process_group or "0") if line else "unknown",
                              line.seq if line else None, op)
 
 
 def job_progress(evidence: Evidence) -> bool | None:
     """Whether the job moved during the window; None when nothing can say.
 
-    Flight Recorder sequence ids read twice decide alone when there are any
-    (asking the in-rank agent for a dump makes the rank write a file, which
-    the read/write call count would take for progress); else every live rank
-    making read/write calls is progress, and a rank waiting in a collective
-    without them is not. "Calls" means at least ``PROGRESS_CALLS``: the agent
-    answering a dump request or a wrapper's heartbeat file writes a few.
+    In order: Flight Recorder sequence ids that moved between two reads; every
+    live rank making at least ``PROGRESS_CALLS`` read/write calls (a gloo rank
+    blocked in a collective makes none; a wrapper's heartbeat file or the agent
+    answering a dump makes a few); a rank waiting in a collective without
+    them; sequence ids read twice that did not move. The Flight Recorder reads
+    are taken after the window, so their cost never looks like progress.
     """
     readings = [s for s in evidence.progress
                 if s.last_enqueued_seq is not None or s.last_completed_seq is not None]
     fr: dict[int, set[tuple[int | None, int | None]]] = {}
     for s in readings:
         fr.setdefault(s.rank, set()).add((s.last_enqueued_seq, s.last_completed_seq))
-    if len(readings) > len(fr):  # some rank was read twice
-        return any(len(v) > 1 for v in fr.values())
+    if any(len(v) > 1 for v in fr.values()):
+        return True
     alive = [p for p in evidence.processes if p.alive and p.io_calls_delta is not None]
     if alive and all((p.io_calls_delta or 0) >= PROGRESS_CALLS for p in alive):
         return True
     waiting = {s.rank for s in evidence.stacks if rank_state(s) is RankState.IN_COLLECTIVE}
     if any(p.rank in waiting and (p.io_calls_delta or 0) < PROGRESS_CALLS for p in alive):
         return False
-    return None
+    return False if len(readings) > len(fr) else None
 
 
 def _py(rank: int | None, text: str) -> EvidenceLine:
@@ -216,11 +216,17 @@ def stuck(view: LiveView) -> list[Candidate]:
 
 
 def _cpu_lines(view: LiveView, ranks: Sequence[int]) -> list[EvidenceLine]:
+    """CPU and I/O of the culprits, and any other thread of theirs that holds the GIL."""
     lines = []
     for p in view.evidence.processes:
         if p.rank in ranks and p.cpu_seconds_delta is not None:
             lines.append(EvidenceLine("process", p.rank, f"used {p.cpu_seconds_delta:.2f}s CPU "
                                       f"and {p.io_calls_delta} read/write calls in the window"))
+    for stack in view.evidence.stacks:
+        holder = next((t for t in stack.threads if t.holds_gil and not t.is_main), None)
+        if stack.rank in ranks and holder is not None and holder.frames:
+            lines.append(_py(stack.rank, f"thread {holder.name or holder.thread_id} holds the "
+                                         f"GIL at {holder.frames[0]}"))
     return lines
 
 

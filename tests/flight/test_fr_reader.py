@@ -58,6 +58,7 @@ def test_hostile_pickle_runs_nothing(tmp_path: Path) -> None:
         ("version-1.5_rank_3", "format version 1.5 is not supported"),
         ("not-a-dump_rank_5", "not a Flight Recorder dump"),
         ("hostile_rank_0.pkl", "hostile pickle"),
+        ("bad-seq_rank_6", "malformed entries"),
     ],
 )
 def test_bad_dump_is_skipped_with_its_reason(name: str, reason: str) -> None:
@@ -65,6 +66,12 @@ def test_bad_dump_is_skipped_with_its_reason(name: str, reason: str) -> None:
     assert read.dumps == ()
     (skip,) = read.skipped
     assert skip.rank == rank_of(name) and reason in skip.reason
+
+
+def test_broken_archive_is_reported_not_raised() -> None:
+    read = read_flight([FIXTURES / "not-a-tar_rank_7.tar.gz", GLOO])
+    assert len(read.dumps) == 4
+    assert [(s.rank, "unreadable" in s.reason) for s in read.skipped] == [(None, True)]
 
 
 def test_bad_dumps_do_not_stop_the_good_ones(tmp_path: Path) -> None:

@@ -7,7 +7,15 @@ from dataclasses import replace
 import pytest
 from triage_helpers import fault_evidence, hung_evidence, kill_rank, recorded_stack
 
-from doctor.evidence import Evidence, GpuSample, LogEvent, ProgressSample
+from doctor.evidence import (
+    Evidence,
+    Frame,
+    GpuSample,
+    LogEvent,
+    ProgressSample,
+    RankStack,
+    ThreadStack,
+)
 from doctor.flight.align import FlightAnalysis, GroupAlignment
 from doctor.model import Confidence, HangClass, Skipped
 from doctor.verdict.candidate import Candidate
@@ -142,3 +150,30 @@ def test_sub_groups_named_by_flight_recorder_get_their_own_odd_ones_out() -> Non
     # THEN the culprit is the rank in the odd op, and the sub-group's 1:1 split is shown
     assert c.culprit_ranks == (2,)
     assert any("process group 1 (ranks 2 and 3): split evenly" in e.text for e in c.evidence)
+
+
+def _in(op: str, rank: int) -> RankStack:
+    frames = (Frame(op, "torch/distributed/distributed_c10d.py", 100),
+              Frame("setup", "train.py", 12), Frame("<module>", "train.py", 40))
+    return RankStack(rank, (ThreadStack(rank, "MainThread", frames, is_main=True),), "py-spy")
+
+
+def test_ranks_stuck_creating_a_group_are_a_bootstrap_hang() -> None:
+    # GIVEN three ranks waiting in new_group and one that went on to all_reduce
+    evidence = hung_evidence([_in("new_group", r) for r in range(3)] + [_in("all_reduce", 3)])
+    c = best(evidence)
+    assert (c.hang_class, c.culprit_ranks) == (HangClass.BOOTSTRAP, (3,))
+    assert "wait in new_group while rank 3 went on" in c.summary
+
+
+def test_another_thread_holding_the_gil_is_shown() -> None:
+    # GIVEN rank 2 whose main thread waits for the GIL that a logging thread holds
+    main = ThreadStack(1, "MainThread", (Frame("write_checkpoint", "train.py", 80),),
+                       is_main=True)
+    spinner = ThreadStack(2, "metrics-logger", (Frame("_flush", "metrics.py", 33),),
+                          holds_gil=True, active=True)
+    stacks = [recorded_stack("gil", r) for r in (0, 1, 3)] + [
+        RankStack(2, (main, spinner), "py-spy")]
+    c = best(hung_evidence(stacks))
+    assert (c.hang_class, c.culprit_ranks) == (HangClass.CPU_STUCK, (2,))
+    assert any("thread metrics-logger holds the GIL at _flush" in e.text for e in c.evidence)

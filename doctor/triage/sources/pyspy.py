@@ -196,6 +196,8 @@ class PySpySource(Source):
             return None, f"the process (pid {rank.pid}) exited during collection"
         if _DENIED.search(message):
             return self._from_agent(rank, timeout)
+        if "python version" in message:
+            return None, f"pid {rank.pid} is not a Python process (or has not started Python yet)"
         first = next((line for line in message.splitlines() if line.strip()), "no output")
         return None, f"py-spy failed: {first.strip()}"
 
