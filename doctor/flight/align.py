@@ -203,7 +203,7 @@ def _recover(
         d = ds.get(r)
         if d is not None and r not in out and pg_id in d.status:
             enq, done = d.status[pg_id]
-            out[r] = GroupTrack(name, desc, pg_id, enq, done, (), (), ())
+            out[r] = GroupTrack(name, desc, pg_id, enq, done, (), ())
     return out
 
 
@@ -274,6 +274,8 @@ def _break_tie(
         for o in (o for t in tracks[name].values() for o in t.ops if o.seq == d.seq):
             if signature(o) in votes:
                 votes[signature(o)] += 1
+    if len(votes) < 2:  # one op, other sizes (an all_to_all split): no vote to settle
+        return g
     (top, n_top), (_s, n_second) = votes.most_common(2)
     if n_top == n_second:
         return g
@@ -307,8 +309,7 @@ def _group_order(
     out = list(groups)
     for (a, b), seen in orders.items():
         if len(seen) == 2:
-            few = min(seen.values(), key=len)
-            many = max(seen.values(), key=len)
+            few, many = sorted(seen.values(), key=len)
             tie = len(few) == len(many)
             idx = next(i for i, g in enumerate(out) if g.name == a)
             if out[idx].divergence is None:
@@ -355,7 +356,7 @@ def _straggler(name: str, tracks: dict[int, GroupTrack]) -> Straggler | None:
     index = {r: i for i, r in enumerate(ranks)}
     rows: dict[int, list[int | None]] = {}
     for r, t in tracks.items():
-        for seq, ns in t.times:
+        for seq, ns in t.time_pairs():
             rows.setdefault(seq, [None] * len(ranks))[index[r]] = ns
     full = [row for row in rows.values() if None not in row]
     if len(full) < STRAGGLER_MIN_SAMPLES:

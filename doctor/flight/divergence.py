@@ -109,7 +109,7 @@ def stalled(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
     """Ranks that did not complete (or start) what their peers completed."""
     known = {r: t for r, t in tracks.items() if t.completed is not None and t.enqueued is not None}
     if len(known) < 2:
-        return None
+        return not_started(tracks, name)
     best = max(t.completed for t in known.values())  # type: ignore[type-var]
     lag = tuple(
         sorted(r for r, t in known.items() if t.completed < best and t.completed < t.enqueued)

@@ -15,7 +15,9 @@ from __future__ import annotations
 import functools
 import json
 import pickle
-from dataclasses import dataclass, replace
+from array import array
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from doctor.evidence import Frame
@@ -64,9 +66,13 @@ class GroupTrack:
     ops: tuple[Op, ...]
     """Collectives not known complete, plus the last ``TAIL`` completed ones."""
     p2p: tuple[Op, ...]
-    times: tuple[tuple[int, int], ...]
+    times: array[int] = field(default_factory=lambda: array("q"))
+    """Recent (seq, time_created_ns) pairs, flattened: 16 bytes a pair, not 120."""
     status_trusted: bool = False
     """Whether ``pg_status`` of this pg_id counts collectives (no p2p mixed in)."""
+
+    def time_pairs(self) -> Iterator[tuple[int, int]]:
+        return zip(self.times[::2], self.times[1::2], strict=True)
 
 
 @dataclass(frozen=True)
@@ -177,7 +183,7 @@ def _frames(raw: Any) -> tuple[Frame, ...]:
     )
 
 
-def _op(e: dict[str, Any], p2p: bool) -> Op:
+def _op(e: dict[str, Any], p2p: bool, stack: bool = True) -> Op:
     prof = str(e.get("profiling_name", ""))
     return Op(
         seq=int(e.get("p2p_seq_id", 0) if p2p else e.get("collective_seq_id", e.get("seq_id", 0))),
@@ -188,7 +194,7 @@ def _op(e: dict[str, Any], p2p: bool) -> Op:
         state=str(e.get("state", "")),
         record_id=int(e.get("record_id", 0)),
         time_ns=e.get("time_created_ns") or None,
-        frames=_frames(e.get("frames")),
+        frames=_frames(e.get("frames")) if stack else (),
         p2p=p2p,
     )
 
@@ -236,10 +242,17 @@ def _reduce(rank: int, source: str, version: str, doc: dict[str, Any]) -> RankDu
     raw_status = doc.get("pg_status")
     status_raw: dict[str, Any] = raw_status if isinstance(raw_status, dict) else {}
     scans: dict[str, _Scan] = {}
+    # Every group with entries has a pg_status entry (2.7+): once each of those has what
+    # it needs, older entries cannot change the result and the scan stops.
+    waiting = {str(k) for k in status_raw}
     for e in reversed(entries):  # newest first; a group that has what it needs skips fast
         pg = e.get("process_group") if e.__class__ is dict else None
         scan = scans.get(pg[0]) if pg.__class__ is tuple and pg else None
         if scan is not None and scan.full:
+            if scan.pg_id in waiting:
+                waiting.discard(scan.pg_id)
+                if not waiting:
+                    break
             continue
         if not isinstance(e, dict):
             continue
@@ -309,12 +322,13 @@ class _Scan:
         floor = completed if completed is not None else (enqueued or 0)
         pending = [e for s, e in zip(seqs, coll, strict=True) if s > floor]
         done_tail = [e for s, e in zip(seqs, coll, strict=True) if s <= floor][-TAIL:]
-        ops = tuple(sorted((_op(e, False) for e in done_tail + pending), key=lambda o: o.seq))
-        times = tuple(
-            (s, int(e["time_created_ns"]))
-            for s, e in zip(seqs, coll, strict=True)
-            if e.get("time_created_ns")
-        )[-TIMES:]
+        kept = sorted(done_tail + pending, key=lambda e: int(e.get("record_id", 0)))
+        # only the newest op keeps its call stack: it is where the rank is now
+        ops = tuple(sorted((_op(e, False, e is kept[-1]) for e in kept), key=lambda o: o.seq))
+        times = array("q")
+        for s, e in list(zip(seqs, coll, strict=True))[-TIMES:]:
+            if e.get("time_created_ns"):
+                times.extend((s, int(e["time_created_ns"])))
         return GroupTrack(
             self.name,
             self.desc,
@@ -322,7 +336,7 @@ class _Scan:
             enqueued,
             completed,
             ops,
-            tuple(_op(e, True) for e in self.p2p[::-1]),
+            tuple(_op(e, True, e is self.p2p[0]) for e in self.p2p[::-1]),
             times,
             trusted,
         )

@@ -2,26 +2,18 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields, replace
+from dataclasses import asdict, dataclass, fields, replace
 from datetime import timedelta
 
 from doctor.config import RestartConfig, parse_duration
 
 
 @dataclass(frozen=True)
-class RestartOptions:
-    """Every duration in seconds; ``max_iterations`` None means no retry limit."""
+class RestartOptions(RestartConfig):
+    """The ``[restart]`` config (seconds; ``max_iterations`` None = no limit) plus intervals."""
 
-    soft_timeout: float = 60.0
-    hard_timeout: float = 90.0
-    heartbeat_timeout: float = 30.0
-    barrier_timeout: float = 120.0
-    completion_timeout: float = 120.0
-    last_call_wait: float = 1.0
-    termination_grace_time: float = 5.0
-    max_iterations: int | None = None
     monitor_thread_interval: float = 0.05
-    """How long a monitor thread blocks in one store wait; faults wake it at once."""
+    """How often a rank that finished polls the completion barrier (faults wake at once)."""
     monitor_process_interval: float = 0.1
     """The clock of the monitor process (hard timeout precision)."""
     heartbeat_interval: float = 0.5
@@ -32,10 +24,8 @@ class RestartOptions:
     def build(cls, config: RestartConfig | None = None,
               **overrides: float | timedelta | str | int | None) -> RestartOptions:
         """Config defaults, then explicit arguments; raises ValueError on an impossible set."""
-        base = config or RestartConfig()
         known = {f.name for f in fields(cls)}
-        values = {f.name: getattr(base, f.name) for f in fields(base) if f.name in known}
-        options = replace(cls(), **values)
+        options = cls(**asdict(config or RestartConfig()))
         changes: dict[str, float | int | None] = {}
         for name, value in overrides.items():
             if name not in known:

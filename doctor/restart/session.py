@@ -9,10 +9,13 @@ prefixed with the torchrun restart count, so a whole-group restart starts clean.
 
 from __future__ import annotations
 
+import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 
+from doctor.registry import job_dir
 from doctor.restart.options import RestartOptions
 from doctor.restart.store import RestartStore
 
@@ -44,3 +47,10 @@ def connect_store(session: Session, initial_world_size: int, options: RestartOpt
     base = dist.TCPStore(session.host, session.port, None, host,
                          timedelta(seconds=options.barrier_timeout), wait_for_workers=False)
     return RestartStore(base, session.prefix, initial_world_size, hosting=host)
+
+
+def job_directory(job: str | None, env: Mapping[str, str]) -> Path:
+    """The registry directory of the job (launch's, or the launcher's id); else a private temp."""
+    if env.get("NCCL_DOCTOR_JOB_DIR") or job:
+        return job_dir(job or "", env)
+    return Path(tempfile.mkdtemp(prefix="nccl-doctor-wrapper-"))

@@ -8,12 +8,13 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from doctor.model import Severity
 from doctor.registry import write_state
 from doctor.restart.timeouts import judge, probe_default_group
 
 if TYPE_CHECKING:
+    from doctor.restart.call import CallWrapper
     from doctor.restart.monitor_thread import IterationContext
-    from doctor.restart.wrapper import CallWrapper
 
 
 @dataclass(frozen=True)
@@ -54,7 +55,11 @@ def _check_group(call: CallWrapper, iteration: int) -> None:
         return
     call.pg_findings_checked = iteration
     backend, seconds = probe
-    call.pg_findings = [f"{f.severity.value} {f.check}: {f.message}"
-                        for f in judge(backend, seconds, call.opt, os.environ)]
+    findings = judge(backend, seconds, call.opt, os.environ)
+    call.pg_findings = [f"{f.severity.value} {f.check}: {f.message}" for f in findings]
     for line in call.pg_findings:
         print(f"nccl-doctor wrapper[{call.initial_rank}]: {line}", file=sys.stderr, flush=True)
+    failed = [f for f in findings if f.severity == Severity.FAIL]
+    if failed and call.wrapper.timeout_policy == "refuse":
+        call.rs.record_fault(iteration, {"cause": "refused", "rank": call.initial_rank,
+                                         "time": time.time(), "exception": failed[0].message})

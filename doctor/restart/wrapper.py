@@ -1,4 +1,4 @@
-"""``Wrapper`` and ``CallWrapper``: re-run a distributed function in-process after a fault.
+"""``Wrapper``: re-run a distributed function in-process after a fault (the decorator).
 
 Contract (NVIDIA nvidia-resiliency-ext ``inprocess.Wrapper``): the wrapped
 function is re-run in the same process on every healthy rank after a fault;
@@ -11,60 +11,23 @@ process group from it::
 
     dist.init_process_group("gloo", store=call.store, rank=call.rank,
                             world_size=call.world_size, timeout=...)
-
-One iteration, on the main thread: entry barrier -> reassign ranks -> hooks ->
-function -> completion barrier. A fault anywhere (an exception here, a fault
-record from another rank, the monitor process) ends the iteration through
-``RestartRequested``; the rank then destroys its groups, runs ``finalize`` and
-``health_check`` and meets the others at the next entry barrier.
 """
 
 from __future__ import annotations
 
-import contextlib
-import gc
-import inspect
 import os
-import sys
-import tempfile
-import threading
-import time
-import traceback
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from doctor.agent import Agent, running_agent, stack_path
 from doctor.config import Config, load_config
-from doctor.registry import job_dir
-from doctor.restart.abort import (
-    clear_pending,
-    destroy_process_groups,
-    install_wake_handler,
-    restore_wake_handler,
-    socket_fds,
-)
-from doctor.restart.assignment import Assignment, RankAssignment
-from doctor.restart.events import report_in_background
-from doctor.restart.exceptions import RestartError, RestartLimitError, RestartRequested
-from doctor.restart.monitor_process import MonitorProcess, MonitorSpec
-from doctor.restart.monitor_thread import Interruptible, IterationContext, MonitorThread, Ticker
+from doctor.restart.assignment import RankAssignment
+from doctor.restart.call import CallWrapper, Hook
 from doctor.restart.options import RestartOptions
-from doctor.restart.session import Session, connect_store
-from doctor.restart.state import RankState, publish
-from doctor.restart.store import RestartStore
-from doctor.restart.watchdog import Phase, ProgressWatchdog, SharedProgress
 
-Hook = Callable[[RankState], object]
 T = TypeVar("T")
 Duration = float | timedelta | str | None
-_current: CallWrapper | None = None
-
-
-def current_call() -> CallWrapper | None:
-    """The ``CallWrapper`` of the function running now (for scripts run by ``launch --wrap``)."""
-    return _current
 
 
 class Wrapper:
@@ -82,7 +45,10 @@ class Wrapper:
                  rank_assignment: RankAssignment | None = None, config: Config | None = None,
                  store_host: str | None = None, store_port: int | None = None,
                  directory: Path | None = None, flight_recorder: bool | None = None,
-                 enabled: bool = True) -> None:
+                 timeout_policy: str = "warn", enabled: bool = True) -> None:
+        if timeout_policy not in ("warn", "refuse"):
+            raise ValueError("timeout_policy must be 'warn' or 'refuse'")
+        self.timeout_policy = timeout_policy
         config = config or load_config(env=os.environ)
         self.options = RestartOptions.build(
             config.restart, soft_timeout=soft_timeout, hard_timeout=hard_timeout,
@@ -109,307 +75,3 @@ class Wrapper:
         wrapped.__wrapped__ = fn  # type: ignore[attr-defined]
         wrapped.__name__ = getattr(fn, "__name__", "wrapped")
         return wrapped
-
-
-class CallWrapper:
-    """One invocation of a wrapped function: its store, monitor process and iterations."""
-
-    def __init__(self, wrapper: Wrapper, env: dict[str, str] | None = None) -> None:
-        env = dict(os.environ if env is None else env)
-        self.wrapper, self.opt = wrapper, wrapper.options
-        self.initial_rank = int(env.get("RANK", "0"))
-        self.initial_world_size = int(env.get("WORLD_SIZE", "1"))
-        self.job = env.get("NCCL_DOCTOR_JOB") or env.get("TORCHELASTIC_RUN_ID") or env.get(
-            "SLURM_JOB_ID")
-        self.directory = wrapper.directory or _directory(self.job, env)
-        fr_on = int(env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE")
-                    or 0) > 0
-        self.flight_recorder = fr_on if wrapper.flight_recorder is None else wrapper.flight_recorder
-        self.session = Session.from_env(env, wrapper.store_host, wrapper.store_port,
-                                        self.initial_rank)
-        self.progress = SharedProgress()
-        spec = MonitorSpec(self.initial_rank, self.opt, stack_path(self.directory,
-                                                                   self.initial_rank))
-        self.monitor = MonitorProcess(spec, self.progress, lambda: self._connect(
-            host=self.session.hosting))
-        existing = running_agent()
-        self.agent = existing or Agent(self.directory, self.initial_rank)
-        self._own_agent = existing is None
-        self.rs = self._connect()
-        self.watch = self._connect()
-        self.watchdog = ProgressWatchdog(self.progress, self.opt.progress_watchdog_interval)
-        self.watchdog.start()
-        self.shared = Interruptible(threading.get_ident())
-        self._previous_handler = install_wake_handler(self._on_wake)
-        self.shared.by_signal = self._previous_handler is not None
-        self.iteration, self.rank, self.world_size = 0, self.initial_rank, self.initial_world_size
-        self.active = True
-        self.store = self.rs.pg_store(0)
-        """The store for this iteration's ``init_process_group`` (a fresh prefix each time)."""
-        self.last_fault: dict[str, Any] | None = None
-        self.pg_findings: list[str] = []
-        self.pg_findings_checked = -1
-        self._carry: dict[str, float] = {}
-        self._ctx: IterationContext | None = None
-        self.ticker = Ticker(self.rs, self.opt, lambda: self._ctx, lambda: publish(self, self._ctx))
-        self.ticker.start()
-        gc.freeze()  # what exists now outlives every iteration: a restart's collect skips it
-
-    def _connect(self, host: bool = False) -> RestartStore:
-        return connect_store(self.session, self.initial_world_size, self.opt, host=host)
-
-    # the public surface of the function's argument ------------------------------------
-    @property
-    def state(self) -> RankState:
-        return RankState(self.iteration, self.rank, self.world_size, self.initial_rank,
-                         self.initial_world_size, self.active, self.last_fault)
-
-    def ping(self) -> None:
-        """Report progress; from the first ping of an iteration, missing pings are a hang."""
-        self.progress.ping()
-
-    @contextlib.contextmanager
-    def atomic(self) -> Iterator[None]:
-        """A section that a restart never interrupts (it waits until the section ends)."""
-        while not self.shared.lock.acquire(timeout=0.01):
-            pass
-        try:
-            yield
-        finally:
-            self.shared.lock.release()
-
-    # lifecycle ------------------------------------------------------------------------
-    def __enter__(self) -> CallWrapper:
-        global _current
-        _current = self
-        self._hook = sys.unraisablehook
-        sys.unraisablehook = self._unraisable
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        global _current
-        _current = None
-        sys.unraisablehook = self._hook
-        restore_wake_handler(self._previous_handler)
-        self.progress.enter(self.iteration, Phase.EXITING)
-        gc.unfreeze()
-        self.ticker.close()
-        with contextlib.suppress(Exception):
-            publish(self, None)  # the registry must not show a finished rank as running
-            self.rs.mark_exited(self.initial_rank)
-        self.watchdog.close()
-        self.monitor.close(wait=0.2)
-        if self._own_agent:
-            self.agent.close()
-
-    def _on_wake(self) -> None:
-        """The wake signal's handler, on the main thread: raise the pending restart."""
-        if self.shared.pending and self.shared.armed and not self.shared.delivered.is_set():
-            self.shared.pending = False
-            raise RestartRequested
-
-    def _unraisable(self, args: Any) -> None:
-        """An exception lost in a callback is re-raised by the monitor thread; keep it quiet."""
-        if not issubclass(args.exc_type, RestartRequested):
-            self._hook(args)
-
-    # the restart loop -----------------------------------------------------------------
-    def run(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any]) -> T | None:
-        kwargs = _with_call(fn, kwargs, self)
-        iteration = 0
-        while True:
-            members = self._enter(iteration)
-            if self.opt.max_iterations is not None and iteration >= self.opt.max_iterations:
-                raise RestartLimitError(
-                    f"rank {self.initial_rank}: stopping after {iteration} iterations "
-                    f"(max_iterations={self.opt.max_iterations}); last fault: "
-                    f"{(self.last_fault or {}).get('exception')}")
-            mine = self.wrapper.rank_assignment.assign(members, self.initial_world_size)
-            self._assign(iteration, mine[self.initial_rank])
-            done, value = self._iterate(fn, args, kwargs, set(members))
-            if done:
-                return value
-            iteration += 1
-
-    def _assign(self, iteration: int, place: Assignment) -> None:
-        if place.world_size == 0:
-            raise RestartError(f"rank {self.initial_rank}: too few live ranks to go on")
-        self.iteration, self.active = iteration, place.rank is not None
-        self.rank = place.rank if place.rank is not None else -1
-        self.world_size = place.world_size
-        if self.active:
-            os.environ["RANK"], os.environ["WORLD_SIZE"] = str(self.rank), str(self.world_size)
-
-    def _enter(self, iteration: int) -> list[int]:
-        """The entry barrier: returns the frozen membership once every live rank reported."""
-        self.progress.enter(iteration, Phase.RESTARTING)
-        self.rs.arrive(iteration, self.initial_rank)
-        members = self.rs.wait_entry(iteration, self.opt)
-        if members is None:
-            raise RestartError(f"rank {self.initial_rank}: entry barrier of iteration "
-                               f"{iteration} timed out after {self.opt.barrier_timeout:g}s")
-        if self.initial_rank not in members:
-            raise RestartError(f"rank {self.initial_rank} was declared dead by its peers")
-        self._carry["barrier"] = time.time()
-        return members
-
-    def _iterate(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any],
-                 members: set[int]) -> tuple[bool, T | None]:
-        baseline = socket_fds()
-        # opened after the baseline: shut by an abort, which is what unblocks a
-        # rendezvous stuck in store.get inside init_process_group
-        self.store = self.rs.pg_store(self.iteration, self._connect().base)
-        ctx = IterationContext(self.iteration, self.initial_rank, members, baseline,
-                               self._fr_file())
-        self._ctx = ctx
-        self.shared.delivered.clear()
-        self.shared.armed = True
-        self.progress.enter(self.iteration, Phase.RUNNING)
-        monitor = MonitorThread(ctx, self.watch, self.rs, self.shared)
-        monitor.start()
-        try:
-            try:
-                self._reentered(members)
-                if self.wrapper.initialize is not None:
-                    self.wrapper.initialize(self.state)
-                value = fn(*args, **kwargs) if self.active else None
-                self.progress.enter(self.iteration, Phase.RUNNING)  # no pings while waiting
-                self._complete()
-                self._disarm()
-                return True, value
-            except RestartRequested:
-                raise
-            except (SystemExit, KeyboardInterrupt) as exc:
-                self._leave(ctx, "exit", exc)
-                raise
-            except BaseException as exc:  # noqa: BLE001 - every fault of the function restarts
-                self._fault(ctx, exc)
-                self._await_restart()
-        except RestartRequested:
-            self._settle(monitor, ctx)
-            return False, None
-        finally:
-            monitor.close()
-        raise AssertionError("unreachable")  # pragma: no cover
-
-    def _reentered(self, members: set[int]) -> None:
-        if self.iteration == 0:
-            return
-        self._carry["reentry"] = time.time()
-        self.rs.put_json(f"phases/{self.initial_rank}", self.iteration, self._carry)
-        self._carry = {}
-        if self.rank == 0:
-            report_in_background(self.rs, self.job, self.directory, self.iteration,
-                                 sorted(members), self.opt.barrier_timeout)
-
-    def _complete(self) -> None:
-        if self.active:
-            self.rs.mark_done(self.iteration, self.rank, self.world_size)
-        start = time.monotonic()
-        while not self.rs.complete(self.iteration):
-            self._nap(self.opt.monitor_thread_interval)
-            if time.monotonic() - start > self.opt.completion_timeout:
-                raise RestartError(f"completion barrier timed out after "
-                                   f"{self.opt.completion_timeout:g}s")
-
-    def _fault(self, ctx: IterationContext, exc: BaseException) -> None:
-        """Record the function's exception, unless it is the echo of a restart under way
-        (a collective failing because a peer aborted)."""
-        if ctx.fault is not None or self.rs.fault(ctx.iteration) is not None:
-            return
-        text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
-        self.last_fault = {"cause": "exception", "rank": self.initial_rank, "time": time.time(),
-                           "exception": text}
-        print(f"nccl-doctor wrapper[{self.initial_rank}]: iteration {ctx.iteration} raised {text}",
-              file=sys.stderr, flush=True)
-        self.rs.record_fault(ctx.iteration, self.last_fault)
-
-    def _await_restart(self) -> None:
-        """Wait, interruptible, for the monitor thread's ``RestartRequested``."""
-        deadline = time.monotonic() + self.opt.barrier_timeout
-        while time.monotonic() < deadline:
-            self._nap(0.005)
-        raise RestartError(f"rank {self.initial_rank}: no restart came after the fault")
-
-    def _nap(self, seconds: float) -> None:
-        """Sleep where the restart may land. CPython 3.11 sometimes turns an asynchronous
-        exception that lands in ``time.sleep`` into "SystemError: error return without
-        exception set"; the monitor thread re-raises until the main thread confirms, so
-        that error is dropped while a restart is under way."""
-        try:
-            time.sleep(seconds)
-        except SystemError:
-            if self._ctx is None or self._ctx.fault is None:
-                raise
-
-    def _leave(self, ctx: IterationContext, cause: str, exc: BaseException) -> None:
-        """This rank stops for good (sys.exit, KeyboardInterrupt, failed health check)."""
-        with contextlib.suppress(RestartRequested):
-            self.rs.mark_terminated(self.initial_rank)
-            self.rs.record_fault(ctx.iteration, {"cause": cause, "rank": self.initial_rank,
-                                                    "time": time.time(), "exception": repr(exc)})
-        while True:
-            try:
-                self._disarm()
-                break
-            except RestartRequested:
-                continue
-
-    def _disarm(self) -> None:
-        while not self.shared.lock.acquire(timeout=0.01):
-            pass
-        try:
-            self.shared.armed = False
-        finally:
-            self.shared.lock.release()
-
-    def _settle(self, monitor: MonitorThread, ctx: IterationContext) -> None:
-        """The exception arrived: stop the monitor, drop a duplicate, clean up, run hooks."""
-        self._carry.update(ctx.phases, delivered=time.time())
-        self.shared.delivered.set()
-        while True:
-            try:
-                monitor.close()
-                clear_pending(self.shared.main_thread)
-                break
-            except RestartRequested:
-                continue
-        self.shared.armed = False
-        self.last_fault = ctx.fault or self.last_fault
-        self.progress.enter(self.iteration, Phase.RESTARTING)
-        destroy_process_groups()
-        gc.collect()
-        for name in ("finalize", "health_check"):
-            hook = getattr(self.wrapper, name)
-            try:
-                if hook is not None:
-                    hook(self.state)
-            except Exception as exc:
-                self._leave(ctx, name, exc)
-                raise RestartError(f"rank {self.initial_rank} leaves the job: {name} "
-                                   f"failed: {exc!r}") from exc
-
-    def _fr_file(self) -> Path | None:
-        if not self.flight_recorder:
-            return None
-        return self.directory / "fr" / f"restart-{self.iteration}" / f"rank_{self.initial_rank}"
-
-
-def _directory(job: str | None, env: dict[str, str]) -> Path:
-    if env.get("NCCL_DOCTOR_JOB_DIR") or job:
-        return job_dir(job or "", env)
-    return Path(tempfile.mkdtemp(prefix="nccl-doctor-wrapper-"))
-
-
-def _with_call(fn: Callable[..., Any], kwargs: dict[str, Any], call: CallWrapper) -> dict[str, Any]:
-    """Pass the CallWrapper to a parameter named ``call_wrapper`` or annotated ``CallWrapper``."""
-    try:
-        params = inspect.signature(fn).parameters
-    except (TypeError, ValueError):
-        return kwargs
-    for name, param in params.items():
-        annotation = param.annotation
-        if name == "call_wrapper" or annotation is CallWrapper or annotation == "CallWrapper":
-            return {**kwargs, name: call}
-    return kwargs
-

@@ -92,14 +92,16 @@ def _mismatch(fa: FlightAnalysis, divergent: tuple[GroupAlignment, ...]) -> Cand
     ]
     if not groups:
         return None
+    settled = [g for g in groups if g.divergence and not g.divergence.tie]
+    tie = not settled
+    groups = groups if tie else settled  # a settled group outweighs another group's tie
     first = groups[0].divergence
     assert first is not None
-    culprits = tuple(sorted({r for g in groups for r in g.divergence.culprits}))  # type: ignore[union-attr]
-    tie = all(g.divergence.tie for g in groups)  # type: ignore[union-attr]
+    culprits = tuple(sorted({r for g in groups if g.divergence for r in g.divergence.culprits}))
     if tie:
         summary = (
-            f"{ranks_text(culprits)} disagree 1:1 ({first.text}); nothing else in the "
-            f"dumps says which one is wrong."
+            f"{ranks_text(culprits).capitalize()} disagree 1:1 ({first.text}); nothing else "
+            f"in the dumps says which one is wrong."
         )
         return Candidate(
             HangClass.COLLECTIVE_MISMATCH,

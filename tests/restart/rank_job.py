@@ -87,11 +87,11 @@ def finalize(state: RankState) -> None:
 
 def main() -> None:
     wrapper = Wrapper(
-        soft_timeout=float(os.environ.get("SOFT", "1.5")),
-        hard_timeout=float(os.environ.get("HARD", "3")),
+        soft_timeout=float(os.environ.get("SOFT", "2")),
+        hard_timeout=float(os.environ.get("HARD", "4")),
         heartbeat_timeout=5, barrier_timeout=20, completion_timeout=20, last_call_wait=0.5,
         termination_grace_time=0.5, max_iterations=int(os.environ.get("MAX_ITER", "5")),
-        finalize=finalize,
+        finalize=finalize, timeout_policy=os.environ.get("TIMEOUT_POLICY", "warn"),
         rank_assignment=RankAssignment(spares=int(os.environ.get("SPARES", "0"))))
     if KIND == "during_restart" and INITIAL == 1:
         os.environ["FAULT"] = "raise:1:2"

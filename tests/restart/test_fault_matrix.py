@@ -108,3 +108,18 @@ def test_atomic_section_is_never_interrupted(tmp_path: Path) -> None:
     rank2 = event["per_rank"]["2"]
     assert end - event["fault_time"] <= rank2["abort"] <= rank2["delivered"]
     assert json.loads(json.dumps(event))["rank"] == 1
+
+
+@pytest.mark.parametrize("policy", ["warn", "refuse"])
+def test_process_group_timeout_checked_against_hard_timeout(tmp_path: Path, policy: str) -> None:
+    # GIVEN a job whose gloo timeout (3 s) is not longer than the hard timeout (4 s)
+    run = run_job(tmp_path, env={"PG_TIMEOUT": "3", "TIMEOUT_POLICY": policy, "STEPS": "30",
+                                 "STEP_SLEEP": "0.05"})
+    for rank in range(WORLD):
+        # THEN every rank says so with preflight's check id
+        assert "fail timeout.watchdog-vs-hard" in run.stderr[rank]
+    if policy == "warn":  # and goes on
+        assert_finished(run, [0, 1, 2, 3], WORLD, iteration=0)
+    else:  # or every rank refuses to go on
+        assert run.results == {} and run.leftovers == []
+        assert all("refused to go on" in run.stderr[r] for r in range(WORLD))

@@ -1,0 +1,85 @@
+"""Divergence kinds that the real fixtures do not cover, on hand-built tracks."""
+
+from __future__ import annotations
+
+from doctor.flight.align import align
+from doctor.flight.dump import GroupTrack, Op, RankDump
+
+
+def _op(seq: int, name: str, rec: int, sizes=((4,),), out=None, state="scheduled") -> Op:
+    return Op(seq, name, sizes, out if out is not None else sizes, ("Float",), state, rec, None)
+
+
+def _dump(rank: int, groups: dict[str, GroupTrack], config) -> RankDump:
+    return RankDump(rank, f"rank_{rank}", "2.10", "nccl", config, groups, {})
+
+
+def test_group_order_mismatch() -> None:
+    # GIVEN two ranks in groups A and B; rank 0 scheduled A then B, rank 1 B then A,
+    # and neither completed either (a cross-group deadlock)
+    cfg = {"A": ("a", (0, 1)), "B": ("b", (0, 1))}
+    d0 = _dump(
+        0,
+        {
+            "A": GroupTrack("A", "a", "1", 5, 4, (_op(5, "all_reduce", 10),), ()),
+            "B": GroupTrack("B", "b", "2", 3, 2, (_op(3, "all_reduce", 11),), ()),
+        },
+        cfg,
+    )
+    d1 = _dump(
+        1,
+        {
+            "A": GroupTrack("A", "a", "1", 5, 4, (_op(5, "all_reduce", 21),), ()),
+            "B": GroupTrack("B", "b", "2", 3, 2, (_op(3, "all_reduce", 20),), ()),
+        },
+        cfg,
+    )
+    fa = align([d0, d1])
+    (g,) = fa.divergent
+    assert g.divergence.kind == "group_order" and g.divergence.tie
+    assert g.divergence.culprits == (0, 1)
+
+
+def test_all_to_all_split_inconsistency() -> None:
+    # GIVEN an all_to_all where the ranks together send 10 elements but receive 12
+    cfg = {"E": ("expert", (0, 1))}
+    ops = {
+        0: _op(7, "all_to_all", 1, ((4,),), ((6,),)),
+        1: _op(7, "all_to_all", 1, ((6,),), ((6,),)),
+    }
+    dumps = [
+        _dump(r, {"E": GroupTrack("E", "expert", "1", 7, 6, (ops[r],), ())}, cfg) for r in (0, 1)
+    ]
+    (g,) = align(dumps).divergent
+    assert g.divergence.kind == "mismatch" and "10 elements sent, 12 received" in g.divergence.text
+
+
+def test_uneven_all_to_all_sizes_are_not_a_mismatch() -> None:
+    cfg = {"E": ("expert", (0, 1))}
+    ops = {
+        0: _op(7, "all_to_all", 1, ((4,),), ((6,),)),
+        1: _op(7, "all_to_all", 1, ((8,),), ((6,),)),
+    }
+    dumps = [
+        _dump(r, {"E": GroupTrack("E", "expert", "1", 7, 6, (ops[r],), ())}, cfg) for r in (0, 1)
+    ]
+    assert align(dumps).divergent == ()
+
+
+def test_not_started_where_peers_started() -> None:
+    cfg = {"T": ("tp", (0, 1, 2))}
+    states = {0: "started", 1: "started", 2: "scheduled"}
+    dumps = [
+        _dump(
+            r,
+            {
+                "T": GroupTrack(
+                    "T", "tp", "1", 9, None, (_op(9, "all_reduce", 1, state=states[r]),), ()
+                )
+            },
+            cfg,
+        )
+        for r in (0, 1, 2)
+    ]
+    (g,) = align(dumps).divergent
+    assert (g.divergence.kind, g.divergence.culprits) == ("not_started", (2,))
