@@ -86,7 +86,7 @@ def hard_timeout_delay() -> float | None:
 
 def step_time(mode: str) -> float:
     """Mean over ranks of each rank's median step time (medians shrug off scheduler noise)."""
-    lines = run(mode, {"STEPS": "300", "STEP_SLEEP": "0.005"})
+    lines = run(mode, {"STEPS": "150", "STEP_SLEEP": "0.03"})
     return statistics.mean(float(line.split()[2]) for line in lines if line.startswith("steps "))
 
 

@@ -16,7 +16,7 @@ from rich.table import Table
 from rich.text import Text
 
 from doctor.evidence import Evidence, Frame
-from doctor.model import Confidence, HangClass, Verdict
+from doctor.model import CollectiveRef, Confidence, HangClass, Verdict
 from doctor.verdict.stacks import row_state, top_frame
 
 SCHEMA = "nccl-doctor/triage/v1"
@@ -36,10 +36,8 @@ def verdict_panel(verdict: Verdict) -> Panel:
         verdict.confidence.value + "\n", style=_CONF_STYLE[verdict.confidence]
     )
     if verdict.collective is not None:
-        c = verdict.collective
         body.append("collective:    ", style="bold").append(
-            f"pg {c.process_group} seq {c.seq} {c.op}".rstrip() + "\n"
-        )
+            collective_text(verdict.collective) + "\n")
     body.append("playbook:      ", style="bold").append(
         f"nccl-doctor playbook {verdict.playbook}\n"
     )
@@ -234,3 +232,12 @@ def to_json(evidence: Evidence, verdict: Verdict) -> dict[str, Any]:
             if g.divergence is not None
         ],
     }
+
+
+def collective_text(ref: CollectiveRef) -> str:
+    """``all_reduce in pg 0 at seq 12``, leaving out what no evidence gave (stacks carry no seq)."""
+    where = [f"in pg {ref.process_group}"] if ref.process_group != "unknown" else []
+    where += [f"at seq {ref.seq}"] if ref.seq is not None else []
+    if not where:
+        return f"{ref.op} (position unknown: no Flight Recorder)"
+    return " ".join([ref.op, *where])

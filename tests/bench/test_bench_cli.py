@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, run_cli
+from clitools import clean_env, run_cli
 
 from doctor.bench.runner import BenchError, job_env
 

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from conftest import REPO, clean_env, run_cli
+from clitools import REPO, clean_env, run_cli
 
 WORLD = 4
 pytestmark = pytest.mark.slow

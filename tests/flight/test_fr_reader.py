@@ -13,7 +13,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, run_cli
+from clitools import clean_env, run_cli
 
 from doctor.flight.align import align
 from doctor.flight.reader import rank_of, read_flight

@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from conftest import clean_env, run_cli
+from clitools import clean_env, run_cli
 from test_gpu_checks import EXPECTED, IDS
 
 

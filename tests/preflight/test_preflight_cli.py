@@ -8,7 +8,7 @@ from importlib.metadata import version
 from pathlib import Path
 
 import pytest
-from conftest import clean_env, run_cli
+from clitools import clean_env, run_cli
 from preflight_helpers import H100_MULTINODE_ENV
 
 RESTART = "[restart]\nenabled = true\n"

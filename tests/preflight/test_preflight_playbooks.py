@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 import pytest
-from conftest import clean_env, run_cli
+from clitools import clean_env, run_cli
 from preflight_helpers import facts
 
 import playbooks

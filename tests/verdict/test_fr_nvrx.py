@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import run_cli
+from clitools import run_cli
 
 from doctor.bundle import load_evidence
 from doctor.model import Confidence, HangClass

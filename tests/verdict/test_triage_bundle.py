@@ -7,7 +7,7 @@ import json
 import tarfile
 from pathlib import Path
 
-from conftest import run_cli
+from clitools import run_cli
 
 from doctor.bundle import load_evidence, write_bundle
 from doctor.verdict.classify import classify

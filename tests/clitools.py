@@ -1,4 +1,4 @@
-"""Shared fixtures: the real CLI in a subprocess, with a controlled environment."""
+"""The real CLI in a subprocess, with a controlled environment: what most tests drive."""
 
 from __future__ import annotations
 
@@ -7,8 +7,6 @@ import subprocess
 import sys
 from collections.abc import Mapping
 from pathlib import Path
-
-import pytest
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -27,8 +25,3 @@ def run_cli(*args: str, env: Mapping[str, str] | None = None, cwd: Path | None =
     return subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True,
                           text=True, env=dict(env) if env is not None else clean_env(),
                           cwd=cwd, timeout=timeout)
-
-
-@pytest.fixture
-def cli():
-    return run_cli
