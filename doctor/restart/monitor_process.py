@@ -173,12 +173,14 @@ class _Monitor:
         return None
 
     def _record_death(self, iteration: int, cause: str, detail: str) -> None:
+        """Dead for good; a fault only if it was a member of the iteration it was in (a death
+        during an entry barrier just lets that barrier close without it)."""
         rank = self.spec.initial_rank
         self.store.mark_terminated(rank)
-        record = {"cause": cause, "rank": rank, "time": time.time(), "exception": detail}
+        if rank in (self.store.entry_result(iteration) or ()):
+            self.store.record_fault(iteration, {"cause": cause, "rank": rank,
+                                                "time": time.time(), "exception": detail})
         for it in (iteration, iteration + 1):
-            if rank in self.store.participants(it):
-                self.store.record_fault(it, record)
             self.store.try_close(it)
 
     def _terminate(self) -> None:
