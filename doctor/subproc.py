@@ -7,6 +7,7 @@ import signal
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -51,3 +52,16 @@ def run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = Non
         except subprocess.TimeoutExpired:
             out, err = "", ""
         return Completed(tuple(argv), None, out or "", err or "", timed_out=True)
+
+
+def stop_all(procs: Sequence[subprocess.Popen[Any]], grace: float = 5.0) -> None:
+    """Terminate every child, kill what outlives ``grace``, and always reap them."""
+    for proc in procs:
+        if proc.poll() is None:
+            proc.terminate()
+    for proc in procs:
+        try:
+            proc.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=grace)

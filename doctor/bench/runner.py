@@ -22,6 +22,7 @@ from typing import IO, Any
 from doctor.bench.result import Measured
 from doctor.bench.worker import Emit, WorkerSpec, run_rank
 from doctor.errors import DoctorError
+from doctor.subproc import stop_all
 
 
 class BenchError(DoctorError):
@@ -89,15 +90,8 @@ def run_local(spec: WorkerSpec, nproc: int, env: Mapping[str, str], emit: Emit,
                 stdin=subprocess.DEVNULL, env=_child_env(env, rank, nproc, port, spec.backend)))
         return _collect(procs, errs, emit, time.monotonic() + timeout_s)
     finally:
+        stop_all(procs)
         for proc in procs:
-            if proc.poll() is None:
-                proc.terminate()
-        for proc in procs:
-            try:
-                proc.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
             if proc.stdout:
                 proc.stdout.close()
         for err in errs:

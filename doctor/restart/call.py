@@ -142,8 +142,9 @@ class CallWrapper:
         gc.unfreeze()
         self.ticker.close()
         with contextlib.suppress(Exception):
+            self.rs.mark_exited(self.initial_rank)  # lets the store host's monitor stop
+        with contextlib.suppress(Exception):
             publish(self, None)  # the registry must not show a finished rank as running
-            self.rs.mark_exited(self.initial_rank)
         self.watchdog.close()
         self.monitor.close(wait=0.2)
         if self._own_agent:

@@ -205,7 +205,9 @@ class _Monitor:
         everyone = set(range(self.store.initial_world_size))
         deadline = time.monotonic() + self.opt.completion_timeout + self.opt.barrier_timeout
         while time.monotonic() < deadline:
-            if everyone <= self.store.exited() | self.store.terminated():
+            gone = self.store.exited() | self.store.terminated()
+            # a rank whose monitor stopped beating has exited too, even without saying so
+            if everyone <= gone | self.store.stale(everyone - gone, self.opt.heartbeat_timeout):
                 return
             time.sleep(self.opt.monitor_process_interval)
         print("nccl-doctor monitor: store host gave up waiting for ranks to exit", file=sys.stderr)

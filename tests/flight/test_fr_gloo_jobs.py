@@ -11,6 +11,8 @@ from pathlib import Path
 import pytest
 from clitools import REPO, clean_env, run_cli
 
+from doctor.subproc import stop_all
+
 WORLD = 4
 pytestmark = pytest.mark.slow
 
@@ -48,14 +50,7 @@ def run_job(out: Path, *args: str, timeout: float = 120) -> Path:
         for p in procs:
             p.wait(timeout=timeout)
     finally:
-        for p in procs:
-            if p.poll() is None:
-                p.terminate()
-                try:
-                    p.wait(timeout=5)
-                except subprocess.TimeoutExpired:
-                    p.kill()
-                    p.wait(timeout=5)
+        stop_all(procs)
     return dumps
 
 

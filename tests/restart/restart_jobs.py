@@ -93,6 +93,8 @@ def finish_job(procs: dict, token: str, out_dir: Path, job_dir: Path,
         leftovers = processes_with(token)
     for pid in leftovers:  # never leave them to the next test, but report them
         try:
+            cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
+            print(f"leftover {pid}: {cmdline.decode(errors='replace')}", file=sys.stderr)
             os.kill(pid, 9)
         except OSError:
             pass

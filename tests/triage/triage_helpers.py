@@ -11,6 +11,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from doctor.evidence import Evidence, ProgressSample, RankProcess, RankStack
+from doctor.subproc import stop_all
 from doctor.triage.sources.interface import Collected, Source
 from doctor.triage.sources.pyspy import parse_dump
 from doctor.triage.target import Target
@@ -76,12 +77,4 @@ def start_sleeper(tmp: Path, env: Mapping[str, str], name: str,
 
 
 def stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    for proc in procs:
-        if proc.poll() is None:
-            proc.terminate()
-    for proc in procs:
-        try:
-            proc.wait(timeout=5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=5)
+    stop_all(procs)
