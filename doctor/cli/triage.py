@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -81,8 +82,29 @@ def _tui(ref: JobRef, options: CollectOptions, title: str) -> int:
     from doctor.triage.export import write_triage_bundle
     from doctor.triage.tui.app import run_tui
 
+    ref.discover(options.env)  # a job that is not there is an input error, not an empty screen
     return run_tui(lambda: collect_snapshot(ref, options), options.interval, title,
-                   on_bundle=write_triage_bundle)
+                   on_bundle=write_triage_bundle, on_recover=_recover_action(ref, options))
+
+
+def _recover_action(ref: JobRef, options: CollectOptions) -> Callable[[], str] | None:
+    """The TUI's recover key, offered only for a job whose ranks run inside the wrapper."""
+    from doctor.registry import job_dir, read_states, valid_job_id
+
+    if ref.job is None or not valid_job_id(ref.job):
+        return None
+    job, directory = ref.job, job_dir(ref.job, options.env)
+    if not read_states(directory):
+        return None
+
+    def recover() -> str:
+        from doctor.restart.recover import request_restart
+
+        event = request_restart(directory, job, "requested from nccl-doctor triage", 60.0)
+        return (f"job {job} restarted into iteration {event['iteration']}: "
+                f"{event['world_size']} ranks re-entered")
+
+    return recover
 
 
 def _print(snapshot: TriageSnapshot, as_json: bool, bundle: Path | None) -> None:

@@ -95,7 +95,8 @@ def launch(cmd: Sequence[str], config: Config, lane_flag: str | None, wrap: bool
     rank, world, local = rank_of(env)
     directory = job_dir(job, env)
     lane, _ = resolve_lane(lane_flag, config, env)
-    policy = apply_policy(env, lane, wrap, job, directory, rank)
+    policy = apply_policy({"RANK": str(rank), "WORLD_SIZE": str(world),
+                           "LOCAL_RANK": str(local), **env}, lane, wrap, job, directory, rank)
     if rank == 0 and (policy.unset or policy.changed):
         changes = [f"unset {n}" for n in policy.unset] + [f"{k}={v}" for k, v in
                                                           policy.changed.items()]
@@ -127,10 +128,14 @@ def run_python(target: tuple[str, str, list[str]], directory: Path, rank: int, w
 
     def entry() -> None:
         sys.argv = list(argv)
-        if kind == "module":
-            runpy.run_module(name, run_name="__main__", alter_sys=True)
-        else:
-            runpy.run_path(name, run_name="__main__")
+        try:
+            if kind == "module":
+                runpy.run_module(name, run_name="__main__", alter_sys=True)
+            else:
+                runpy.run_path(name, run_name="__main__")
+        except SystemExit as exc:  # `sys.exit(main())` ending well is a return, not a fault
+            if exc.code not in (None, 0):
+                raise
 
     with Agent(directory, rank):
         if wrap:

@@ -82,8 +82,15 @@ class CallWrapper:
         existing = running_agent()
         self.agent = existing or Agent(self.directory, self.initial_rank)
         self._own_agent = existing is None
-        self.rs = self._connect()
-        self.watch = self._connect()
+        try:
+            self.rs = self._connect()
+            self.watch = self._connect()
+        except BaseException:  # no store: leave nothing behind
+            self.progress.enter(0, Phase.EXITING)
+            self.monitor.close(wait=0.2)
+            if self._own_agent:
+                self.agent.close()
+            raise
         self.watchdog = ProgressWatchdog(self.progress, self.opt.progress_watchdog_interval)
         self.watchdog.start()
         self.shared = Interruptible(threading.get_ident())

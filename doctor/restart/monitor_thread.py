@@ -54,12 +54,18 @@ class Interruptible:
 
 @dataclass
 class IterationContext:
+    """One iteration as its monitor thread sees it."""
+
     iteration: int
     initial_rank: int
     participants: set[int]
+    """The iteration's frozen membership (initial ranks), spares included."""
     socket_baseline: set[int]
+    """Socket fds open before the iteration: an abort leaves them alone."""
     fr_file: Path | None
+    """Where to dump Flight Recorder before aborting; None = off."""
     phases: dict[str, float] = field(default_factory=dict)
+    """Wall-clock times of ``detect`` and ``abort`` for the restart event."""
     fault: dict[str, Any] | None = None
 
 

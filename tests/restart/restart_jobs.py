@@ -85,9 +85,9 @@ def finish_job(procs: dict, token: str, out_dir: Path, job_dir: Path,
             if proc.poll() is None:
                 proc.kill()
                 proc.wait(5)
-    # monitor processes end once every rank exited; give the store host a moment
+    # monitor processes end once every rank exited; the store host within heartbeat_timeout
     leftovers = processes_with(token)
-    end = time.monotonic() + 5
+    end = time.monotonic() + 8
     while leftovers and time.monotonic() < end:
         time.sleep(0.1)
         leftovers = processes_with(token)
