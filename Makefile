@@ -31,6 +31,11 @@ lint: install ## ruff only
 
 bench: install ## every benchmark under benchmarks/ (installs NVIDIA's wrapper to compare)
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[test,compare]"
+	# NVIDIA's package pulls the deprecated `pynvml` distribution, whose import-time
+	# FutureWarning breaks torch imports under our warnings-as-errors; nvidia-ml-py provides
+	# the same `pynvml` module.
+	$(PY) -m pip uninstall -q -y pynvml 2>/dev/null || true
+	$(PY) -m pip install -q --disable-pip-version-check --force-reinstall --no-deps nvidia-ml-py
 	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
 
 clean: ## remove the virtual environment

@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from doctor.agent import agent_pid, request_fr_dump, request_stack
+from doctor.subproc import stop_all
 
 RANK = """
 import ctypes, datetime, sys, time
@@ -43,13 +44,8 @@ def start_rank(tmp_path: Path, hold_gil: bool) -> subprocess.Popen[str]:
 def stop():
     procs: list[subprocess.Popen[str]] = []
     yield procs.append
+    stop_all(procs)
     for proc in procs:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(5)
         if proc.stdout is not None:
             proc.stdout.close()
 
