@@ -118,6 +118,8 @@ class _Monitor:
         _, _, _, iteration, phase = self.progress.read()
         if not killed and phase != Phase.EXITING:
             self._record_death(iteration, "terminated", "the rank's process exited")
+        elif not killed:  # the rank said so too, unless its store call failed on the way out
+            self.store.mark_exited(self.spec.initial_rank)
         self._serve_until_all_exited()
 
     def _check_timeouts(self, now: float) -> bool:
@@ -203,11 +205,13 @@ class _Monitor:
         if not getattr(self.store, "hosting", False):
             return
         everyone = set(range(self.store.initial_world_size))
+        since = time.time()
         deadline = time.monotonic() + self.opt.completion_timeout + self.opt.barrier_timeout
         while time.monotonic() < deadline:
             gone = self.store.exited() | self.store.terminated()
             # a rank whose monitor stopped beating has exited too, even without saying so
-            if everyone <= gone | self.store.stale(everyone - gone, self.opt.heartbeat_timeout):
+            stale = self.store.stale(everyone - gone, self.opt.heartbeat_timeout, since)
+            if everyone <= gone | stale:
                 return
             time.sleep(self.opt.monitor_process_interval)
         print("nccl-doctor monitor: store host gave up waiting for ranks to exit", file=sys.stderr)

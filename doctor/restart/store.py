@@ -95,13 +95,16 @@ class RestartStore:
     def heartbeat(self, initial_rank: int) -> None:
         self.base.set(self.key(f"hb/{initial_rank}"), str(time.time()))
 
-    def stale(self, ranks: set[int], timeout: float) -> set[int]:
-        """Ranks whose monitor process has not beaten for ``timeout`` (a lost host)."""
+    def stale(self, ranks: set[int], timeout: float, since: float | None = None) -> set[int]:
+        """Ranks whose monitor has not beaten for ``timeout`` (a lost host). One that never
+        beat is still starting, unless ``since`` is given: then it counts once ``timeout``
+        has passed since then (a rank that died before its first beat)."""
         now = time.time()
         out = set()
         for rank in ranks:
             key = self.key(f"hb/{rank}")
-            if self.base.check([key]) and now - float(self.base.get(key)) > timeout:
+            last = float(self.base.get(key)) if self.base.check([key]) else since
+            if last is not None and now - last > timeout:
                 out.add(rank)
         return out
 
