@@ -36,7 +36,8 @@ bench: install ## every benchmark under benchmarks/ (installs NVIDIA's wrapper t
 	# the same `pynvml` module.
 	$(PY) -m pip uninstall -q -y pynvml 2>/dev/null || true
 	$(PY) -m pip install -q --disable-pip-version-check --force-reinstall --no-deps nvidia-ml-py
-	for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || exit 1; done
+	status=0; for b in benchmarks/bench_*.py; do echo "== $$b"; $(PY) $$b || status=1; done; \
+	exit $$status
 
 clean: ## remove the virtual environment
 	rm -rf $(VENV)
