@@ -46,10 +46,13 @@ def main(argv: list[str] | None = None) -> int:
     doctor("preflight", "--lane", "single-node")
 
     job = "nccl-doctor-demo"
-    print(f"\n== 2. a 4-rank CPU job (torchrun, gloo) whose rank {args.rank} gets "
+    # torchrun's agent tears every rank down when one dies: a lost rank hangs its peers only
+    # under a launcher that leaves them running, as srun does (one process per rank)
+    launch = "per-rank" if args.fault == "kill" else "torchrun"
+    print(f"\n== 2. a 4-rank CPU job ({launch}, gloo) whose rank {args.rank} gets "
           f"fault '{args.fault}' at step 3; waiting until it hangs", flush=True)
     with tempfile.TemporaryDirectory(prefix="nccl-doctor-demo-") as tmp, \
-            LocalJob(job, args.fault, Path(tmp), launch="torchrun",
+            LocalJob(job, args.fault, Path(tmp), launch=launch,
                      fault_rank=args.rank) as running:
         print(f"   job {running.job} is hung; triaging it without stopping it", flush=True)
         print("\n== 3. live triage of the hung job")
@@ -57,8 +60,11 @@ def main(argv: list[str] | None = None) -> int:
         doctor("triage", "--job", job, "--once", "--bundle", str(bundle))
         print("\n== 4. post-mortem: the bundle alone gives the same verdict elsewhere")
         doctor("analyze", str(bundle))
-        verdict = json.loads(doctor("analyze", str(bundle), "--json", echo=False).stdout)
-    verdict = verdict["verdict"]
+        judged = doctor("analyze", str(bundle), "--json", echo=False)
+    if judged.returncode == 2:
+        print("\nthe demo failed: triage produced no bundle to judge (see above)")
+        return 1
+    verdict = json.loads(judged.stdout)["verdict"]
     want = EXPECTED[args.fault]
     right = verdict["hang_class"] == want and verdict["culprit_ranks"] == [args.rank]
     print(f"\ninjected: {want} on rank {args.rank}; found: {verdict['hang_class']} on ranks "
