@@ -7,8 +7,7 @@ code and one printed sentence, so no user ever sees a traceback for bad input.
     ├── UsageError              a bad flag or combination of flags
     ├── ConfigError             unreadable or malformed config (names key and line)
     ├── InputError              unreadable evidence, a path that does not exist
-    ├── NoSuchJobError          --job names no running job on this host
-    └── NotYetImplementedError  a command whose behaviour another issue owns
+    └── NoSuchJobError          --job names no running job on this host
 
 Exit codes (a contract: launch scripts gate on them):
 
@@ -44,7 +43,3 @@ class InputError(DoctorError):
 
 class NoSuchJobError(DoctorError):
     """No rank of the named job runs on this host."""
-
-
-class NotYetImplementedError(DoctorError):
-    """A command whose behaviour is owned by an issue that has not landed."""
