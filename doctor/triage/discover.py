@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.errors import NoSuchJobError, UsageError
-from doctor.registry import RankRecord, job_dir, read_ranks, valid_job_id
+from doctor.registry import RankRecord, job_dir, list_jobs, read_ranks, valid_job_id
 from doctor.triage.target import ENV_KEYS, Launcher, LostRank, RankTarget, Target
 
 JOB_KEYS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "NCCL_DOCTOR_JOB")
@@ -213,8 +213,10 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
             chosen.setdefault(record.rank, ProcInfo(info.pid, info.ppid, info.state, info.name,
                                                     {**info.env, "RANK": str(record.rank)}))
     if not chosen and not records:
+        known = list_jobs(env)
+        hint = f"; the launch registry here knows: {', '.join(known)}" if known else ""
         raise NoSuchJobError(f"no rank of job {job!r} runs on this host (looked for "
-                             "TORCHELASTIC_RUN_ID, SLURM_JOB_ID and the launch registry)")
+                             f"TORCHELASTIC_RUN_ID, SLURM_JOB_ID and the launch registry){hint}")
     return _assemble(job, chosen, records, proc, directory if records else None, host)
 
 

@@ -115,3 +115,14 @@ def test_cli_input_errors_are_one_sentence_and_exit_2(cli, args, message, tmp_pa
     assert done.returncode == 2, done.stderr
     assert message in done.stderr and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_mistyped_job_id_is_told_the_jobs_the_registry_knows(cli, tmp_path) -> None:
+    # GIVEN a launch registry that knows job "train-42" (no rank of it alive)
+    env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(tmp_path)}
+    (tmp_path / "jobs" / "train-42").mkdir(parents=True)
+    # WHEN the user asks for "train-24" THEN the one sentence names the job that exists
+    done = cli("triage", "--job", "train-24", "--once", env=env)
+    assert done.returncode == 2
+    assert "the launch registry here knows: train-42" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
