@@ -26,20 +26,21 @@ def register(app: typer.Typer) -> None:
         sizes: Annotated[str | None, typer.Option(
             help="BEGIN:END[:FACTOR] as nccl-tests' -b/-e/-f, e.g. 1K:64M:2.")] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-        plot: Annotated[Path | None, typer.Option(help="Write the plot to FILE (.svg).")] = None,
+        plot: Annotated[Path | None, typer.Option(
+            help="Write the plot to FILE (.svg, or .png with Pillow).")] = None,
         timeout: Annotated[float, typer.Option(help="Seconds before the run is abandoned.")] = 300,
     ) -> None:
         """AllReduce bandwidth against the ring/tree model (nccl-tests' table and columns)."""
         from rich.console import Console
 
         from doctor.bench.explain import explain
-        from doctor.bench.plot import svg_plot, terminal_plot
+        from doctor.bench.plot import png_plot, svg_plot, terminal_plot
         from doctor.bench.render import format_table
         from doctor.bench.session import DEFAULT_SIZES, BenchRequest, run_bench
         from doctor.bench.sizes import parse_sweep
 
-        if plot is not None and plot.suffix.lower() != ".svg":
-            raise UsageError(f"--plot writes SVG; {plot.name!r} needs a .svg name")
+        if plot is not None:
+            _check_plot_target(plot)
         request = BenchRequest(backend.value, tuple(parse_sweep(sizes or DEFAULT_SIZES[backend])),
                                nproc, timeout)
         with _progress(len(request.sizes)) as emit:
@@ -48,7 +49,10 @@ def register(app: typer.Typer) -> None:
             return  # a non-zero rank of a job: rank 0 reports
         if plot is not None:
             try:
-                plot.write_text(svg_plot(result))
+                if plot.suffix.lower() == ".png":
+                    plot.write_bytes(png_plot(result))
+                else:
+                    plot.write_text(svg_plot(result))
             except OSError as exc:
                 raise UsageError(f"cannot write {plot}: {exc.strerror}") from exc
         if json_out:
@@ -61,6 +65,19 @@ def register(app: typer.Typer) -> None:
         out.print()
         for note in explain(result):
             out.print(f"- {note}", markup=False)
+
+
+def _check_plot_target(plot: Path) -> None:
+    """Refuse before the run, not after it: a bad name costs the user the whole sweep."""
+    suffix = plot.suffix.lower()
+    if suffix not in (".svg", ".png"):
+        raise UsageError(f"--plot writes .svg or .png; {plot.name!r} is neither")
+    if suffix == ".png":
+        try:
+            import PIL  # noqa: F401
+        except ImportError:
+            raise UsageError("--plot .png needs Pillow: pip install 'nccl-doctor[plot]', "
+                             "or write .svg") from None
 
 
 class _progress:

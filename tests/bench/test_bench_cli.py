@@ -59,7 +59,7 @@ def test_nccl_without_gpus_is_refused_before_any_rank_starts() -> None:
 
 
 @pytest.mark.parametrize(("args", "words"), [
-    (("--plot", "out.png"), "writes SVG"),
+    (("--plot", "out.pdf"), "writes .svg or .png"),
     (("--sizes", "4K:1K"), "0 < begin <= end"),
     (("--nproc", "1"), "at least 2"),
 ])
@@ -129,3 +129,18 @@ def test_inside_a_torchrun_job_it_uses_the_jobs_ranks() -> None:
     data = json.loads(done.stdout)
     assert (data["nproc"], data["backend"]) == (2, "gloo")
     assert [row["bytes"] for row in data["rows"]] == [65536, 262144, 1048576]
+
+
+def test_png_without_pillow_is_refused_before_any_rank_starts(tmp_path: Path) -> None:
+    # GIVEN an environment where Pillow cannot be imported
+    shadow = tmp_path / "PIL"
+    shadow.mkdir()
+    (shadow / "__init__.py").write_text("raise ImportError('no Pillow here')\n")
+    env = clean_env({"PYTHONPATH": str(tmp_path)})
+    # WHEN a PNG plot is asked for THEN one sentence says how to get it, and exit 2
+    done = run_cli("bench", "--nproc", "2", "--plot", str(tmp_path / "x.png"), env=env,
+                   timeout=60)
+    assert done.returncode == 2
+    assert "needs Pillow" in done.stderr and "Traceback" not in done.stderr
+    assert not (tmp_path / "x.png").exists()
+

@@ -7,7 +7,7 @@ import pytest
 from doctor.bench.explain import explain, latency_bound_below
 from doctor.bench.links import GPUS, Topology, params_from_topology
 from doctor.bench.model import params_from_probe, predict
-from doctor.bench.plot import svg_plot, terminal_plot
+from doctor.bench.plot import MEASURED, PREDICTED, png_plot, svg_plot, terminal_plot
 from doctor.bench.probe import ProbeResult
 from doctor.bench.render import format_row, format_table
 from doctor.bench.result import SCHEMA, BenchResult, Measured, Timing, build_result, make_row
@@ -104,3 +104,20 @@ def test_svg_is_a_standalone_chart_of_both_series() -> None:
     assert svg.count("<circle") == 2 * 12
     assert "8 ranks, nccl (NVIDIA H100 80GB HBM3)" in svg
     assert svg == svg_plot(h100_result(efficiency=0.5)), "deterministic"
+
+
+def test_png_plot_draws_both_series_in_their_colours() -> None:
+    # GIVEN a result whose measured busbw is half the prediction
+    from io import BytesIO
+
+    from PIL import Image
+
+    data = png_plot(h100_result(efficiency=0.5))
+    # THEN it is a 720x400 PNG with pixels of both series' colours
+    assert data.startswith(b"\x89PNG\r\n\x1a\n")
+    image = Image.open(BytesIO(data)).convert("RGB")
+    assert image.size == (720, 400)
+    colours = {rgb for _count, rgb in image.getcolors(maxcolors=1 << 16)}
+    for hex_colour in (MEASURED, PREDICTED):
+        assert tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)) in colours
+
