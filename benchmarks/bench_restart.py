@@ -14,12 +14,13 @@ ours < NVIDIA's, ours <= torchrun / 4, hard timeout within 7 s, overhead < 1 %.
 from __future__ import annotations
 
 import os
-import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 from pathlib import Path
+
+from doctor.subproc import free_port
 
 HERE = Path(__file__).resolve().parent
 RANK = HERE / "restart_bench_rank.py"
@@ -27,18 +28,12 @@ REPO = HERE.parent
 WORLD = 4
 
 
-def port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def run(mode: str, extra: dict[str, str] | None = None, timeout: float = 180) -> list[str]:
     """Run the 4-rank job (one process per rank, or under torchrun); the log lines."""
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-restart-{mode}-"))
     log = tmp / "log"
     env = {**os.environ, "MODE": mode, "BENCH_LOG": str(log), "PYTHONPATH": str(REPO),
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port()), "WORLD_SIZE": str(WORLD),
+           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(WORLD),
            "NCCL_DOCTOR_JOB_DIR": str(tmp / "job"), "TORCH_CPP_LOG_LEVEL": "ERROR",
            **(extra or {})}
     if mode == "torchrun":

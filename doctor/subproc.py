@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -65,3 +66,10 @@ def stop_all(procs: Sequence[subprocess.Popen[Any]], grace: float = 5.0) -> None
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=grace)
+
+
+def free_port() -> int:
+    """A loopback port free now, for the ranks we start to rendezvous on."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])

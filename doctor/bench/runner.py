@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import selectors
-import socket
 import subprocess
 import sys
 import tempfile
@@ -22,7 +21,7 @@ from typing import IO, Any
 from doctor.bench.result import Measured
 from doctor.bench.worker import Emit, WorkerSpec, run_rank
 from doctor.errors import DoctorError
-from doctor.subproc import stop_all
+from doctor.subproc import free_port, stop_all
 
 
 class BenchError(DoctorError):
@@ -51,12 +50,6 @@ def run_in_job(spec: WorkerSpec, env: Mapping[str, str], emit: Emit) -> Measured
     return run_rank(spec, ranks, emit)
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def _child_env(env: Mapping[str, str], rank: int, nproc: int, port: int,
                backend: str) -> dict[str, str]:
     child = {k: v for k, v in env.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
@@ -77,7 +70,7 @@ def _last_line(stream: IO[bytes]) -> str:
 def run_local(spec: WorkerSpec, nproc: int, env: Mapping[str, str], emit: Emit,
               timeout_s: float) -> Measured:
     """Start ``nproc`` local ranks, relay rank 0's progress, return its measurements."""
-    port = _free_port()
+    port = free_port()
     procs: list[subprocess.Popen[bytes]] = []
     errs: list[IO[bytes]] = []
     try:

@@ -26,13 +26,9 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
+from doctor.subproc import free_port
+
 LAUNCHES = ("torchrun", "per-rank", "agent")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class LocalJob:

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from doctor.evidence import Evidence
 from doctor.model import Skipped
+from doctor.ranks import rank_ranges
 from doctor.triage.discover import discover_job, discover_pids
 from doctor.triage.fanout import Done, Failed, fanout
 from doctor.triage.snapshot import TriageSnapshot
@@ -86,7 +87,7 @@ def default_sources(options: CollectOptions) -> list[Source]:
 def _merge(target: Target, parts: Sequence[Collected], skipped: Sequence[Skipped],
            seconds: float) -> Evidence:
     flight = next((p.flight for p in parts if p.flight is not None), None)
-    remote = ([Skipped(None, "discover", f"ranks {_ranges(target.remote)} run on other hosts: "
+    remote = ([Skipped(None, "discover", f"ranks {rank_ranges(target.remote)} run on other hosts: "
                        "run triage there (or through srun --overlap --jobid)")]
               if target.remote else [])
     launcher = f"{target.launcher.pid}: {target.launcher.cmdline}" if target.launcher else ""
@@ -102,10 +103,6 @@ def _merge(target: Target, parts: Sequence[Collected], skipped: Sequence[Skipped
         flight=flight, seconds=round(seconds, 3), launcher=launcher,
         fr_files=tuple(dict.fromkeys(str(f) for p in parts for f in p.fr_files)),
         log_files=tuple(dict.fromkeys(str(f) for p in parts for f in p.log_files)))
-
-
-def _ranges(ranks: Sequence[int]) -> str:
-    return ",".join(map(str, ranks)) if len(ranks) < 6 else f"{ranks[0]}-{ranks[-1]}"
 
 
 def collect_evidence(target: Target, options: CollectOptions,

@@ -9,6 +9,7 @@ import pytest
 from clitools import clean_env, run_cli
 
 from doctor.bench.runner import BenchError, job_env
+from doctor.subproc import free_port
 
 pytestmark = pytest.mark.slow
 
@@ -112,15 +113,12 @@ def test_a_run_past_its_timeout_stops_and_reaps_every_rank() -> None:
 
 
 def test_inside_a_torchrun_job_it_uses_the_jobs_ranks() -> None:
-    import socket
     import subprocess
     import sys
 
     # GIVEN bench launched as the command of a 2-rank torchrun job
     torchrun = Path(sys.executable).with_name("torchrun")
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        port = str(sock.getsockname()[1])
+    port = str(free_port())
     done = subprocess.run([str(torchrun), "--nproc_per_node", "2", "--master_port", port,
                            "-m", "doctor", "bench", "--sizes", "64K:1M:4", "--json"],
                           capture_output=True, text=True, env=clean_env(), timeout=180)

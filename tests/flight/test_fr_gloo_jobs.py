@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -11,21 +10,15 @@ from pathlib import Path
 import pytest
 from clitools import REPO, clean_env, run_cli
 
-from doctor.subproc import stop_all
+from doctor.subproc import free_port, stop_all
 
 WORLD = 4
 pytestmark = pytest.mark.slow
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def run_job(out: Path, *args: str, timeout: float = 120) -> Path:
     """Start one process per rank (demo job, FR on) and wait; every rank dumps its FR."""
-    port = str(_free_port())
+    port = str(free_port())
     dumps = out / "fr"
     procs = []
     try:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -12,15 +11,11 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from doctor.subproc import free_port
+
 REPO = Path(__file__).resolve().parents[2]
 RANK_JOB = Path(__file__).with_name("rank_job.py")
 WORLD = 4
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass

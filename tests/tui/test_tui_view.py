@@ -14,23 +14,11 @@ from doctor.triage.tui.view import (
     frame_text,
     playbook_section,
     rank_detail,
-    rank_ranges,
     rank_rows,
     short_path,
     stack_groups,
 )
 from doctor.triage.tui.widgets.verdict_panel import render_verdict
-
-
-@pytest.mark.parametrize(("ranks", "expected"), [
-    ([], ""),
-    ([3], "3"),
-    ([0, 1, 2, 4, 5, 6, 7], "0-2,4-7"),
-    ([7, 1, 0, 1], "0-1,7"),
-    (list(range(32)), "0-31"),
-])
-def test_rank_ranges_compacts_consecutive_ranks(ranks, expected):
-    assert rank_ranges(ranks) == expected
 
 
 @pytest.mark.parametrize(("path", "expected"), [

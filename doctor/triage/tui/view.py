@@ -7,7 +7,6 @@ textual, and unit tested on plain evidence.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass
 
 from doctor.evidence import (
@@ -79,17 +78,6 @@ def frame_text(frame: Frame, *, brief: bool = False) -> str:
     """``name (path:line)``; ``brief`` keeps only the file name, for the narrow table column."""
     path = frame.filename.rsplit("/", 1)[-1] if brief else short_path(frame.filename)
     return f"{frame.name} ({path}:{frame.line})"
-
-
-def rank_ranges(ranks: Iterable[int]) -> str:
-    """``[0, 1, 2, 4]`` -> ``"0-2,4"``: 32 ranks stay one short line."""
-    spans: list[list[int]] = []
-    for rank in sorted(set(ranks)):
-        if spans and rank == spans[-1][1] + 1:
-            spans[-1][1] = rank
-        else:
-            spans.append([rank, rank])
-    return ",".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 @dataclass(frozen=True)

@@ -7,9 +7,9 @@ from textual.geometry import Region
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from doctor.ranks import rank_ranges
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.grid import ABSENT, GridCell, GridGroup, flight_grid, op_label, op_name
-from doctor.triage.tui.view import rank_ranges
 
 OP_COLOURS = {
     "AR": "blue", "ARc": "blue", "AG": "green", "AGc": "green", "RS": "magenta", "RSc": "magenta",

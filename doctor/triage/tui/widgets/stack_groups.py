@@ -6,8 +6,9 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from doctor.ranks import rank_ranges
 from doctor.triage.snapshot import TriageSnapshot
-from doctor.triage.tui.view import StackGroup, frame_text, rank_ranges, stack_groups
+from doctor.triage.tui.view import StackGroup, frame_text, stack_groups
 from doctor.triage.tui.widgets.palette import CULPRIT, ODD, state_style
 
 FRAMES_SHOWN = 3

@@ -8,8 +8,8 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from doctor.ranks import rank_ranges
 from doctor.triage.snapshot import TriageSnapshot
-from doctor.triage.tui.view import rank_ranges
 from doctor.triage.tui.widgets.palette import CULPRIT
 
 
