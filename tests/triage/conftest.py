@@ -7,7 +7,9 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
-from triage_helpers import SLEEPER, start_sleeper, stop
+from triage_helpers import SLEEPER, start_sleeper
+
+from doctor.subproc import stop_all
 
 
 @pytest.fixture
@@ -23,4 +25,4 @@ def sleepers(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]
     try:
         yield start
     finally:
-        stop(started)
+        stop_all(started)

@@ -11,7 +11,6 @@ from dataclasses import replace
 from pathlib import Path
 
 from doctor.evidence import Evidence, ProgressSample, RankProcess, RankStack
-from doctor.subproc import stop_all
 from doctor.triage.sources.interface import Collected, Source
 from doctor.triage.sources.pyspy import parse_dump
 from doctor.triage.target import Target
@@ -74,7 +73,3 @@ def start_sleeper(tmp: Path, env: Mapping[str, str], name: str,
         time.sleep(0.02)
     assert ready.exists(), f"{name} did not start"
     return proc
-
-
-def stop(procs: list[subprocess.Popen[bytes]]) -> None:
-    stop_all(procs)
