@@ -7,6 +7,7 @@ kinds and the order they are tried in), or None.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from dataclasses import dataclass
 
@@ -37,8 +38,13 @@ def describe(op: Op) -> str:
 
 
 def signature(op: Op) -> tuple[object, ...]:
-    variable = any(v in op.name for v in VARIABLE_SIZE_OPS)
-    return (op.name, op.dtypes, None if variable else op.in_sizes)
+    return (op.name, op.dtypes, None if _variable_size(op.name) else op.in_sizes)
+
+
+@functools.lru_cache(maxsize=512)
+def _variable_size(name: str) -> bool:
+    """Whether an op's sizes may differ between ranks; a job has a handful of op names."""
+    return any(v in name for v in VARIABLE_SIZE_OPS)
 
 
 def mismatch(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:

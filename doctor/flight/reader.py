@@ -151,9 +151,12 @@ def _gather(
 ) -> Iterator[RankDump]:
     # fork is cheap but unsafe once other threads may hold locks (triage's collectors)
     ctx = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
+    # about eight tasks per worker: few enough that sending them costs nothing, enough that
+    # a worker slowed by other work leaves little for the others to wait on at the end
+    chunk = max(1, min(64, len(files) // (workers * 8)))
     with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
         for (rank, _name, _path), got in zip(
-            files, pool.map(_reduce_file, files, chunksize=8), strict=True
+            files, pool.map(_reduce_file, files, chunksize=chunk), strict=True
         ):
             if isinstance(got, str):
                 skipped.append(Skipped(rank, PROBE, got))
