@@ -37,6 +37,7 @@ TP = 8
 C10D = "torch/distributed/distributed_c10d.py"
 MODULE = "torch/nn/modules/module.py"
 MEGATRON = "megatron/core"
+WRAPPER = ("wrapper", "torch/distributed/c10d_logger.py", 81)
 TRAIN = [
     ("forward_backward_no_pipelining", f"{MEGATRON}/pipeline_parallel/schedules.py", 592),
     ("train_step", "megatron/training/training.py", 1184),
@@ -68,7 +69,7 @@ def _stack(*calls: tuple[str, str, int]) -> list[dict[str, object]]:
 STACKS = {
     ("TENSOR_MODEL_PARALLEL_GROUP", "_all_gather_base"): _stack(
         ("all_gather_into_tensor", C10D, 3830),
-        ("wrapper", "torch/distributed/c10d_logger.py", 81),
+        WRAPPER,
         ("_gather_along_first_dim", f"{MEGATRON}/tensor_parallel/mappings.py", 88),
         ("forward", f"{MEGATRON}/tensor_parallel/layers.py", 470),
         ("apply", "torch/autograd/function.py", 575),
@@ -78,7 +79,7 @@ STACKS = {
     ),
     ("TENSOR_MODEL_PARALLEL_GROUP", "_reduce_scatter_base"): _stack(
         ("reduce_scatter_tensor", C10D, 4300),
-        ("wrapper", "torch/distributed/c10d_logger.py", 81),
+        WRAPPER,
         ("_reduce_scatter_along_first_dim", f"{MEGATRON}/tensor_parallel/mappings.py", 120),
         ("backward", f"{MEGATRON}/tensor_parallel/layers.py", 520),
         ("apply", "torch/autograd/function.py", 307),
@@ -90,7 +91,7 @@ STACKS = {
     ),
     ("DATA_PARALLEL_GROUP", "_reduce_scatter_base"): _stack(
         ("reduce_scatter_tensor", C10D, 4300),
-        ("wrapper", "torch/distributed/c10d_logger.py", 81),
+        WRAPPER,
         ("start_grad_sync", f"{MEGATRON}/distributed/param_and_grad_buffer.py", 360),
         ("finish_grad_sync", f"{MEGATRON}/distributed/distributed_data_parallel.py", 440),
         ("finalize_model_grads", f"{MEGATRON}/distributed/finalize_model_grads.py", 250),
@@ -98,14 +99,14 @@ STACKS = {
     ),
     ("default_pg", "all_reduce"): _stack(
         ("all_reduce", C10D, 2806),
-        ("wrapper", "torch/distributed/c10d_logger.py", 81),
+        WRAPPER,
         ("average_losses_across_data_parallel_group", "megatron/training/utils.py", 190),
         ("loss_func", "pretrain_gpt.py", 160),
         ("forward_step", f"{MEGATRON}/pipeline_parallel/schedules.py", 290),
         *TRAIN,
     ),
 }
-"""Call stacks as deep as a Megatron-style job's (the tensor-parallel all-gather is 27 frames).
+"""Call stacks as deep as a Megatron-style job's (the tensor-parallel all-gather is 26 frames).
 Every entry refers to the same frame dicts: torch's pickler writes each distinct frame once
 and refers back to it, as the dumps of real torch 2.13 jobs show, not a copy per entry."""
 MEMORY_LIMIT_4096 = 24 * 1024**3
@@ -183,6 +184,11 @@ def _schedule(i: int, r: int, ranks: int) -> tuple[tuple[str, str], int, str]:
 def make_dumps(folder: Path, ranks: int, entries: int, culprit: int) -> None:
     """One pickle per rank, written and dropped one at a time."""
     config = _layout(ranks)
+    members = {
+        "default_pg": ranks,
+        "TENSOR_MODEL_PARALLEL_GROUP": TP,
+        "DATA_PARALLEL_GROUP": ranks // TP,
+    }
     t0 = 1_700_000_000_000_000_000
     pending = 3
     for r in range(ranks):
@@ -198,9 +204,8 @@ def make_dumps(folder: Path, ranks: int, entries: int, culprit: int) -> None:
             done = i < entries - pending  # nothing completes past where the culprit stopped
             if done:
                 done_to[pg[0]] = seq[pg[0]]
-            members = {"default_pg": ranks, "DATA_PARALLEL_GROUP": ranks // TP}.get(pg[1], TP)
             t = t0 + i * 1_000_000 + r * 10
-            es.append(_entry(i, pg, pg_id, members, seq[pg[0]], op, t, done))
+            es.append(_entry(i, pg, pg_id, members[pg[1]], seq[pg[0]], op, t, done))
         status = {
             str(pg_ids[k]): {
                 "last_enqueued_collective": seq[k],
