@@ -13,7 +13,7 @@ REPO = Path(__file__).resolve().parent.parent
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """A minimal environment with no NCCL/torch variables from the developer's shell."""
-    keep = ("PATH", "HOME", "LANG", "TMPDIR", "USER", "SYSTEMROOT")
+    keep = ("PATH", "HOME", "LANG", "TMPDIR", "USER", "SYSTEMROOT", "RES_OPTIONS")
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(extra or {})
     return env

@@ -77,8 +77,8 @@ class CallWrapper:
         self.progress = SharedProgress()
         spec = MonitorSpec(self.initial_rank, self.opt, stack_path(self.directory,
                                                                    self.initial_rank))
-        self.monitor = MonitorProcess(spec, self.progress, lambda: self._connect(
-            host=self.session.hosting))
+        self.monitor = MonitorProcess(spec, self.progress, lambda gone: self._connect(
+            host=self.session.hosting, abandon=gone))
         existing = running_agent()
         self.agent = existing or Agent(self.directory, self.initial_rank)
         self._own_agent = existing is None
@@ -109,8 +109,9 @@ class CallWrapper:
         self.ticker.start()
         gc.freeze()  # what exists now outlives every iteration: a restart's collect skips it
 
-    def _connect(self, host: bool = False) -> RestartStore:
-        return connect_store(self.session, self.initial_world_size, self.opt, host=host)
+    def _connect(self, host: bool = False,
+                 abandon: Callable[[], bool] = lambda: False) -> RestartStore:
+        return connect_store(self.session, self.initial_world_size, self.opt, host, abandon)
 
     # the public surface of the function's argument ------------------------------------
     @property
@@ -238,7 +239,7 @@ class CallWrapper:
             except RestartRequested:
                 raise
             except (SystemExit, KeyboardInterrupt) as exc:
-                self._leave(ctx, "exit", exc)
+                self._leave(ctx, "exit", exc, monitor)
                 raise
             except BaseException as exc:  # noqa: BLE001 - every fault of the function restarts
                 self._fault(ctx, exc)
@@ -305,18 +306,26 @@ class CallWrapper:
             if self._ctx is None or self._ctx.fault is None:
                 raise
 
-    def _leave(self, ctx: IterationContext, cause: str, exc: BaseException) -> None:
-        """This rank stops for good (sys.exit, KeyboardInterrupt, failed health check)."""
-        with contextlib.suppress(RestartRequested):
-            self.rs.mark_terminated(self.initial_rank)
-            self.rs.record_fault(ctx.iteration, {"cause": cause, "rank": self.initial_rank,
-                                                    "time": time.time(), "exception": repr(exc)})
+    def _leave(self, ctx: IterationContext, cause: str, exc: BaseException,
+               monitor: MonitorThread | None = None) -> None:
+        """This rank stops for good (sys.exit, KeyboardInterrupt, failed health check).
+
+        Its monitor thread stands down and the rank is disarmed before the fault is
+        recorded: recorded first, the fault can wake this rank's own monitor thread, which
+        then holds the atomic lock raising a restart nobody will take while ``_disarm``
+        waits for that lock (a deadlock seen on a loaded 2-core machine)."""
+        if monitor is not None:
+            monitor.stop.set()
         while True:
             try:
                 self._disarm()
+                clear_pending(self.shared.main_thread)
                 break
             except RestartRequested:
                 continue
+        self.rs.mark_terminated(self.initial_rank)
+        self.rs.record_fault(ctx.iteration, {"cause": cause, "rank": self.initial_rank,
+                                                "time": time.time(), "exception": repr(exc)})
 
     def _disarm(self) -> None:
         while not self.shared.lock.acquire(timeout=0.01):

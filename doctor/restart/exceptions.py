@@ -6,7 +6,9 @@
                               in user code does not swallow it
     RuntimeError
     └── RestartError          the wrapper cannot go on (barrier timeout, declared dead)
-        └── RestartLimitError the retry limit (``max_iterations``) was reached
+        ├── RestartLimitError the retry limit (``max_iterations``) was reached
+        └── StoreAbandoned    a monitor process stopped waiting for the store: its rank
+                              exited before the store came up
 """
 
 from __future__ import annotations
@@ -22,3 +24,7 @@ class RestartError(RuntimeError):
 
 class RestartLimitError(RestartError):
     """Every rank stops because the job reached ``max_iterations`` iterations."""
+
+
+class StoreAbandoned(RestartError):
+    """The caller stopped waiting for the store because there is nothing left to report."""

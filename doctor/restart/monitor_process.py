@@ -29,6 +29,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from doctor.restart.exceptions import StoreAbandoned
 from doctor.restart.options import RestartOptions
 from doctor.restart.store import RestartStore
 from doctor.restart.watchdog import Phase, SharedProgress
@@ -48,7 +49,7 @@ class MonitorProcess:
     """Forks the monitor; the rank keeps the pipe's write end (closing it = exiting)."""
 
     def __init__(self, spec: MonitorSpec, progress: SharedProgress,
-                 connect: Callable[[], RestartStore]) -> None:
+                 connect: Callable[[Callable[[], bool]], RestartStore]) -> None:
         read_fd, self._write_fd = os.pipe()
         target = os.getpid()
         self.pid = os.fork()
@@ -58,6 +59,8 @@ class MonitorProcess:
                 os.close(self._write_fd)
                 signal.signal(signal.SIGINT, signal.SIG_IGN)
                 _Monitor(spec, progress, target, read_fd, connect).run()
+            except StoreAbandoned:
+                pass  # the rank exited before the store came up: nothing to watch or report
             except BaseException:  # noqa: BLE001 - the child must always reach os._exit
                 traceback.print_exc()
                 code = 1
@@ -89,13 +92,13 @@ def _waits_in_collective(stack: str | None) -> bool:
 
 class _Monitor:
     def __init__(self, spec: MonitorSpec, progress: SharedProgress, target: int, pipe: int,
-                 connect: Callable[[], RestartStore]) -> None:
+                 connect: Callable[[Callable[[], bool]], RestartStore]) -> None:
         self.spec = spec
         self.opt = spec.options
         self.progress = progress
         self.target = target
         self.pipe = pipe
-        self.store = connect()
+        self.store = connect(lambda: progress.read()[4] == Phase.EXITING)
         self.soft_fired = -1
         self.deferred_at: float | None = None
         self.stack: str | None = None

@@ -9,15 +9,20 @@ prefixed with the torchrun restart count, so a whole-group restart starts clean.
 
 from __future__ import annotations
 
+import socket
 import tempfile
-from collections.abc import Mapping
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
 from doctor.registry import job_dir
+from doctor.restart.exceptions import RestartError, StoreAbandoned
 from doctor.restart.options import RestartOptions
 from doctor.restart.store import RestartStore
+
+PROBE_INTERVAL = 0.02
 
 
 @dataclass(frozen=True)
@@ -40,13 +45,35 @@ class Session:
 
 
 def connect_store(session: Session, initial_world_size: int, options: RestartOptions,
-                  host: bool) -> RestartStore:
-    """A TCPStore server (``host``) or client, wrapped with the wrapper's keys."""
+                  host: bool, abandon: Callable[[], bool] = lambda: False) -> RestartStore:
+    """A TCPStore server (``host``) or client, wrapped with the wrapper's keys. A client first
+    waits for the server to listen (see ``await_listener``); ``abandon`` ends that wait."""
     import torch.distributed as dist
 
+    if not host:
+        await_listener(session.host, session.port, options.barrier_timeout, abandon)
     base = dist.TCPStore(session.host, session.port, None, host,
                          timedelta(seconds=options.barrier_timeout), wait_for_workers=False)
     return RestartStore(base, session.prefix, initial_world_size, hosting=host)
+
+
+def await_listener(host: str, port: int, timeout: float, abandon: Callable[[], bool]) -> None:
+    """Probe the store's port every 20 ms until it accepts a connection. TCPStore retries a
+    refused connect after 1 s, 1.5 s, 2.25 s... with jitter: measured on torch 2.13, a client
+    that started 4 s before its server got in 2 s after it, so a monitor process started
+    before rank 0's could miss a whole short job, and outlive it."""
+    deadline = time.monotonic() + timeout
+    while not abandon():
+        try:
+            with socket.create_connection((host, port), timeout=0.2):
+                return
+        except OSError:
+            if time.monotonic() >= deadline:
+                raise RestartError(f"no store listened at {host}:{port} within {timeout:g}s "
+                                   "(initial rank 0's monitor process or torchrun's agent "
+                                   "hosts it)") from None
+            time.sleep(PROBE_INTERVAL)
+    raise StoreAbandoned(f"stopped waiting for the store at {host}:{port}")
 
 
 def job_directory(job: str | None, env: Mapping[str, str]) -> Path:

@@ -20,7 +20,8 @@ collective_mismatch 70/65    no progress; every readable rank waits, in differen
                              ops (70) or the same op from different call sites (65)
 network            60        a log shows a transport error
 straggler          60        progress; one rank is in its own code while the
-                             others wait, in most samples, far more than any other
+                             others wait, in most samples, far more than any other,
+                             and each other rank waits in most samples
 unknown            40/20     no progress; ranks that could not be read while the
                              rest wait (40); or every rank waits in one collective
                              and stacks cannot say more (20)
@@ -341,6 +342,18 @@ def straggler_counts(view: LiveView) -> Counter[int]:
     return counts
 
 
+def _others_wait(view: LiveView, rank: int) -> bool:
+    """Every other rank waits in a collective in most samples: they wait *for* ``rank``.
+
+    In a healthy job that runs in lock step, whichever rank is last at a sample looks late
+    while a changing majority of the others waits. On the demo job (4 ranks, 5 samples),
+    "late in 2 or more samples" named a healthy rank in 3 of 30 triages, and "late in most
+    samples" in 1 of 40; a real straggler's peers waited in 3 or more of 5 samples in all
+    30 triages of the straggler job."""
+    return all(2 * sum(RankState(s.state) is RankState.IN_COLLECTIVE for s in samples)
+               > len(samples) for r, samples in view.samples.items() if r != rank)
+
+
 def progressing(view: LiveView) -> list[Candidate]:
     if not view.progress:
         if view.progress is None and not view.dead and not view.ranks_in(
@@ -351,7 +364,9 @@ def progressing(view: LiveView) -> list[Candidate]:
         return []
     counts = straggler_counts(view).most_common()
     total = min((len(v) for v in view.samples.values()), default=0)
-    if counts and counts[0][1] >= 2 and (len(counts) == 1 or counts[0][1] >= 2 * counts[1][1]):
+    if counts and 2 * counts[0][1] > total and (
+            len(counts) == 1 or counts[0][1] >= 2 * counts[1][1]) and _others_wait(
+            view, counts[0][0]):
         rank, n = counts[0]
         summary = (f"the job progresses, but {names([rank])} is in its own code while the others "
                    f"wait in {n} of {total} samples: it is the straggler ({view.stack(rank)})")

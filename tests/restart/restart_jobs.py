@@ -52,6 +52,7 @@ def start_job(tmp: Path, fault: str = "none:-1:-1", timeout: float = 60,
     out_dir, job_dir = tmp / "out", tmp / "job"
     out_dir.mkdir()
     base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO),
+            "RES_OPTIONS": os.environ.get("RES_OPTIONS", ""),
             "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
             "WORLD_SIZE": str(WORLD), "FAULT": fault, "OUT_DIR": str(out_dir),
             "NCCL_DOCTOR_JOB_DIR": str(job_dir), "NCCL_DOCTOR_HOME": str(tmp / "home"),

@@ -1,19 +1,32 @@
-"""The pure parts of the wrapper: rank assignment, options, the restart event, timeout rules."""
+"""The wrapper without a job: rank assignment, options, restart event, timeout rules, leaving."""
 
 from __future__ import annotations
 
+import os
+import signal
+import socket
+import threading
+import time
 from datetime import timedelta
+from typing import Any
 
 import pytest
 
 from doctor.config import RestartConfig
 from doctor.model import Severity
 from doctor.restart import RankAssignment
+from doctor.restart.abort import socket_fds
 from doctor.restart.assignment import Assignment
+from doctor.restart.call import CallWrapper
 from doctor.restart.events import build_event
+from doctor.restart.exceptions import RestartError, StoreAbandoned
+from doctor.restart.monitor_process import MonitorProcess, MonitorSpec
+from doctor.restart.monitor_thread import Interruptible, IterationContext, MonitorThread
 from doctor.restart.options import RestartOptions
+from doctor.restart.session import Session, await_listener, connect_store
 from doctor.restart.timeouts import judge
 from doctor.restart.watchdog import Phase, SharedProgress
+from doctor.subproc import free_port
 
 
 @pytest.mark.parametrize(("policy", "live", "expected"), [
@@ -73,3 +86,107 @@ def test_shared_progress_arms_manual_pings_per_phase() -> None:
     assert manual > 0 and step > 0
     progress.enter(3, Phase.RESTARTING)
     assert progress.read()[1] == 0.0, "a new phase disarms the manual timeout"
+
+
+class LoadedStore:
+    """A restart store whose ``record_fault`` wakes the fault watch, then stalls as a store
+    on a loaded machine does, so the rank's monitor thread wakes before the call returns."""
+
+    def __init__(self) -> None:
+        self.recorded = threading.Event()
+        self.faults: list[dict[str, Any]] = []
+        self.terminated: list[int] = []
+
+    def mark_terminated(self, rank: int) -> None:
+        self.terminated.append(rank)
+
+    def record_fault(self, iteration: int, fault: dict[str, Any]) -> None:
+        self.faults.append(fault)
+        self.recorded.set()
+        time.sleep(0.3)
+
+    def wait_wake(self, iteration: int, rank: int) -> None:
+        self.recorded.wait()
+
+    def fault(self, iteration: int) -> dict[str, Any] | None:
+        return self.faults[0] if self.faults else None
+
+    def wake(self, iteration: int, rank: int) -> None:
+        self.recorded.set()
+
+
+def test_a_leaving_rank_is_not_restarted_by_its_own_fault() -> None:
+    # GIVEN a rank inside its function, its monitor thread watching for faults
+    store = LoadedStore()
+    call = CallWrapper.__new__(CallWrapper)
+    call.rs, call.initial_rank = store, 2
+    left = threading.Event()
+
+    def leave() -> None:
+        call.shared = Interruptible(threading.get_ident(), armed=True)
+        ctx = IterationContext(0, 2, {0, 1, 2, 3}, socket_fds(), None)
+        monitor = MonitorThread(ctx, store, store, call.shared)  # type: ignore[arg-type]
+        monitor.start()
+        # WHEN the function calls sys.exit and the rank records its fault on the way out
+        call._leave(ctx, "exit", SystemExit(3), monitor)
+        left.set()
+        monitor.close()
+
+    leaver = threading.Thread(target=leave, daemon=True)
+    leaver.start()
+    leaver.join(5)
+    # THEN it leaves (no restart raised at it, no wait for the atomic lock) and says why
+    assert left.is_set(), "the leaving rank deadlocked with its own monitor thread"
+    assert store.terminated == [2]
+    assert [f["cause"] for f in store.faults] == ["exit"]
+
+
+def test_a_client_waits_for_a_late_store_and_gives_up_with_one_sentence() -> None:
+    # GIVEN a port where the store starts listening 0.3 s from now
+    port = free_port()
+    server = socket.socket()
+    server.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listening = threading.Event()
+
+    def listen() -> None:
+        server.bind(("127.0.0.1", port))
+        server.listen()
+        listening.set()
+
+    timer = threading.Timer(0.3, listen)
+    timer.start()
+    try:
+        # WHEN a client waits for it THEN it returns once the port listens, not before
+        await_listener("127.0.0.1", port, 10, lambda: False)
+        assert listening.is_set()
+    finally:
+        timer.join()
+        server.close()
+    # AND where nothing ever listens, the wait ends at its timeout with one sentence
+    with pytest.raises(RestartError, match=r"no store listened at 127\.0\.0\.1:\d+ within "):
+        await_listener("127.0.0.1", free_port(), 0.2, lambda: False)
+    with pytest.raises(StoreAbandoned):
+        await_listener("127.0.0.1", free_port(), 10, lambda: True)
+
+
+def test_a_monitor_process_does_not_outlive_a_rank_that_exited_before_the_store() -> None:
+    # GIVEN a rank whose monitor process waits for a store that is not up (rank 0 is late)
+    options = RestartOptions.build(RestartConfig())
+    session = Session("127.0.0.1", free_port(), "p/", hosting=False)
+    progress = SharedProgress()
+    monitor = MonitorProcess(MonitorSpec(1, options, None), progress,
+                             lambda gone: connect_store(session, 2, options, False, gone))
+    # WHEN the rank exits
+    progress.enter(0, Phase.EXITING)
+    monitor.close(wait=0)
+    # THEN its monitor ends quietly at once, not after barrier_timeout (120 s)
+    deadline = time.monotonic() + 5
+    try:
+        while (status := os.waitpid(monitor.pid, os.WNOHANG)) == (0, 0):
+            assert time.monotonic() < deadline, "the monitor process outlived its rank"
+            time.sleep(0.05)
+    except AssertionError:
+        os.kill(monitor.pid, signal.SIGKILL)
+        os.waitpid(monitor.pid, 0)
+        raise
+    assert os.waitstatus_to_exitcode(status[1]) == 0

@@ -106,10 +106,26 @@ def test_a_progressing_job_with_one_rank_mostly_late_is_a_straggler() -> None:
     assert classify(evidence).hang_class is HangClass.STRAGGLER
 
 
-def test_a_progressing_job_without_a_late_rank_is_healthy() -> None:
-    evidence = _straggler_job(samples=5, late_in=1)
+@pytest.mark.parametrize("late_in", [1, 2])
+def test_a_progressing_job_without_a_mostly_late_rank_is_healthy(late_in: int) -> None:
+    # GIVEN rank 2 late in 1 or 2 of 5 samples (a healthy job's noise: someone is always last)
+    evidence = _straggler_job(samples=5, late_in=late_in)
     verdict = classify(evidence)
+    # THEN it is not called a straggler
     assert verdict.hang_class is HangClass.HEALTHY and not verdict.hang_class.is_hang
+
+
+def test_a_late_rank_whose_peers_take_turns_waiting_is_not_a_straggler() -> None:
+    # GIVEN rank 2 in its own code in 3 of 5 samples while two of the other three wait,
+    # a different two each time (a healthy job in lock step: someone is always last)
+    table = ["WWUU", "WUUW", "UWUW", "UUUU", "UUUU"]  # per sample: ranks 0..3, Wait/User
+    progress = tuple(ProgressSample(rank, i * 0.25, state="in_collective" if c == "W"
+                                    else "user_code")
+                     for i, row in enumerate(table) for rank, c in enumerate(row))
+    evidence = replace(_straggler_job(samples=5, late_in=3), progress=progress)
+    assert straggler_counts(LiveView.of(evidence))[2] == 3
+    # THEN no rank is a straggler: no peer waited in most samples
+    assert classify(evidence).hang_class is HangClass.HEALTHY
 
 
 def test_an_unreadable_rank_while_the_rest_wait_is_named_with_what_is_missing() -> None:
