@@ -102,8 +102,9 @@ def test_preflight_bench_runs_the_real_benchmark() -> None:
 def test_a_run_past_its_timeout_stops_and_reaps_every_rank() -> None:
     import psutil
 
-    # GIVEN a timeout shorter than the ranks need to start (a marker size to find them by)
-    done = run_cli("bench", "--nproc", "2", "--sizes", "3076", "--timeout", "1", timeout=60)
+    # GIVEN a timeout shorter than the ranks need to import torch (a marker size to find them
+    # by); 1 s was not: a fresh-clone run finished the whole benchmark within it
+    done = run_cli("bench", "--nproc", "2", "--sizes", "3076", "--timeout", "0.2", timeout=60)
     # THEN one sentence, exit 2, and no rank left behind
     assert done.returncode == 2 and "did not finish in time" in done.stderr
     leftovers = [p for p in psutil.process_iter(["cmdline"])
