@@ -362,12 +362,11 @@ def progressing(view: LiveView) -> list[Candidate]:
                               "collective, but nothing measured progress either", 15,
                               rule="nobody_waits")]
         return []
-    counts = straggler_counts(view).most_common()
+    counts = straggler_counts(view).most_common(2)
     total = min((len(v) for v in view.samples.values()), default=0)
-    if counts and 2 * counts[0][1] > total and (
-            len(counts) == 1 or counts[0][1] >= 2 * counts[1][1]) and _others_wait(
-            view, counts[0][0]):
-        rank, n = counts[0]
+    rank, n = counts[0] if counts else (-1, 0)
+    runner_up = counts[1][1] if len(counts) > 1 else 0
+    if 2 * n > total and n >= 2 * runner_up and _others_wait(view, rank):
         summary = (f"the job progresses, but {names([rank])} is in its own code while the others "
                    f"wait in {n} of {total} samples: it is the straggler ({view.stack(rank)})")
         sure = Confidence.HIGH if 5 * n >= 4 * total else Confidence.MEDIUM
