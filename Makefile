@@ -22,12 +22,14 @@ install: $(STAMP) ## create .venv and install the project with its test extras
 demo: install ## preflight, then a small CPU job with an injected hang, triaged
 	$(PY) -m doctor.demo
 
-test: install ## the full suite (ruff, then pytest)
-	$(VENV)/bin/ruff check doctor checks playbooks tests benchmarks
+SOURCES := doctor checks playbooks tests benchmarks
+
+test: lint ## the full suite (the lint gates, then pytest)
 	$(VENV)/bin/pytest -q
 
-lint: install ## ruff only
-	$(VENV)/bin/ruff check doctor checks playbooks tests benchmarks
+lint: install ## ruff check and ruff format --check
+	$(VENV)/bin/ruff check $(SOURCES)
+	$(VENV)/bin/ruff format --check $(SOURCES)
 
 bench: install ## every benchmark under benchmarks/ (installs NVIDIA's wrapper to compare)
 	$(PY) -m pip install -q --disable-pip-version-check -e ".[test,compare]"

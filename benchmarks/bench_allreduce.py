@@ -27,27 +27,38 @@ def published() -> list[str]:
     from doctor.bench.model import peak
 
     lines = []
-    for gpu, nvls, figure in (("H100", False, "~370 ring"), ("H100", True, "~480 NVLS"),
-                              ("A100", True, "~235")):
+    for gpu, nvls, figure in (
+        ("H100", False, "~370 ring"),
+        ("H100", True, "~480 NVLS"),
+        ("A100", True, "~235"),
+    ):
         spec = GPUS[gpu]
         topo = Topology(gpu, 8, spec.nvlinks, spec.nvlink, nvswitch=True, nvls_enabled=nvls)
         best = peak(params_from_topology(topo))
-        lines.append(f"8x{gpu} {best.algorithm.value:5s} model {best.busbw_gbps:6.1f} GB/s busbw "
-                     f"(published {figure})")
+        lines.append(
+            f"8x{gpu} {best.algorithm.value:5s} model {best.busbw_gbps:6.1f} GB/s busbw "
+            f"(published {figure})"
+        )
     return lines
 
 
 def one_run() -> tuple[float, float, dict]:
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "doctor", "bench", "--nproc", "4",
-                           "--backend", "gloo", "--json"], capture_output=True, text=True,
-                          timeout=300)
+    done = subprocess.run(
+        [sys.executable, "-m", "doctor", "bench", "--nproc", "4", "--backend", "gloo", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     wall = time.monotonic() - start
     if done.returncode != 0:
         raise SystemExit(f"bench failed: {done.stderr.strip()}")
     data = json.loads(done.stdout)
-    errors = [row["predicted_busbw_gbps"] / row["busbw_gbps"] - 1
-              for row in data["rows"] if row["bytes"] >= 1 << 20]
+    errors = [
+        row["predicted_busbw_gbps"] / row["busbw_gbps"] - 1
+        for row in data["rows"]
+        if row["bytes"] >= 1 << 20
+    ]
     return wall, statistics.median(errors), data
 
 
@@ -61,16 +72,22 @@ def main() -> int:
     for run in range(1, runs + 1):
         wall, error, data = one_run()
         model = data["model"]
-        print(f"\nrun {run}: wall {wall:.1f} s; probe step {model['alpha_us']:.0f} us, link "
-              f"{model['link_gbps']:.3f} GB/s, reduce {model['reduce_gbps']:.2f} GB/s")
+        print(
+            f"\nrun {run}: wall {wall:.1f} s; probe step {model['alpha_us']:.0f} us, link "
+            f"{model['link_gbps']:.3f} GB/s, reduce {model['reduce_gbps']:.2f} GB/s"
+        )
         for row in data["rows"]:
             if row["bytes"] >= 1 << 20:
-                print(f"  {row['bytes']:>10d} B  measured {row['busbw_gbps']:.3f}  predicted "
-                      f"{row['predicted_busbw_gbps']:.3f} GB/s  efficiency {row['efficiency']:.2f}")
+                print(
+                    f"  {row['bytes']:>10d} B  measured {row['busbw_gbps']:.3f}  predicted "
+                    f"{row['predicted_busbw_gbps']:.3f} GB/s  efficiency {row['efficiency']:.2f}"
+                )
         ok = wall < WALL_LIMIT_S and abs(error) <= ERROR_LIMIT
         missed |= not ok
-        print(f"  median (predicted/measured - 1) over sizes >= 1 MiB: {error:+.1%} "
-              f"[{'ok' if ok else 'MISSED'}: wall < {WALL_LIMIT_S:.0f} s, |error| <= 25%]")
+        print(
+            f"  median (predicted/measured - 1) over sizes >= 1 MiB: {error:+.1%} "
+            f"[{'ok' if ok else 'MISSED'}: wall < {WALL_LIMIT_S:.0f} s, |error| <= 25%]"
+        )
     return 1 if missed else 0
 
 

@@ -24,8 +24,9 @@ BUDGET = 0.5
 
 def wall(argv: list[str], env: dict[str, str], cwd: str) -> float:
     start = time.perf_counter()
-    done = subprocess.run(argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.PIPE, timeout=120)
+    done = subprocess.run(
+        argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=120
+    )
     elapsed = time.perf_counter() - start
     if done.returncode not in (0, 1):
         sys.exit(f"{' '.join(argv)} failed: {done.stderr.decode()[-500:]}")

@@ -32,21 +32,47 @@ def run(mode: str, extra: dict[str, str] | None = None, timeout: float = 180) ->
     """Run the 4-rank job (one process per rank, or under torchrun); the log lines."""
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-restart-{mode}-"))
     log = tmp / "log"
-    env = {**os.environ, "MODE": mode, "BENCH_LOG": str(log), "PYTHONPATH": str(REPO),
-           "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()), "WORLD_SIZE": str(WORLD),
-           "NCCL_DOCTOR_JOB_DIR": str(tmp / "job"), "TORCH_CPP_LOG_LEVEL": "ERROR",
-           **(extra or {})}
+    env = {
+        **os.environ,
+        "MODE": mode,
+        "BENCH_LOG": str(log),
+        "PYTHONPATH": str(REPO),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": str(WORLD),
+        "NCCL_DOCTOR_JOB_DIR": str(tmp / "job"),
+        "TORCH_CPP_LOG_LEVEL": "ERROR",
+        **(extra or {}),
+    }
     if mode == "torchrun":
         torchrun = Path(sys.executable).with_name("torchrun")
-        procs = [subprocess.Popen([str(torchrun), "--nproc-per-node", str(WORLD),
-                                   "--max-restarts", "1", "--master-port", env["MASTER_PORT"],
-                                   str(RANK)], env=env, stdout=subprocess.DEVNULL,
-                                  stderr=subprocess.DEVNULL)]
+        procs = [
+            subprocess.Popen(
+                [
+                    str(torchrun),
+                    "--nproc-per-node",
+                    str(WORLD),
+                    "--max-restarts",
+                    "1",
+                    "--master-port",
+                    env["MASTER_PORT"],
+                    str(RANK),
+                ],
+                env=env,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        ]
     else:
-        procs = [subprocess.Popen([sys.executable, str(RANK)], env={**env, "RANK": str(r),
-                                                                    "LOCAL_RANK": str(r)},
-                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-                 for r in range(WORLD)]
+        procs = [
+            subprocess.Popen(
+                [sys.executable, str(RANK)],
+                env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+            for r in range(WORLD)
+        ]
     try:
         for proc in procs:
             proc.wait(timeout)
@@ -60,8 +86,11 @@ def run(mode: str, extra: dict[str, str] | None = None, timeout: float = 180) ->
 
 def fault_to_reentry(lines: list[str]) -> float | None:
     faults = [float(line.split()[1]) for line in lines if line.startswith("fault ")]
-    entries = [float(line.split()[3]) for line in lines
-               if line.startswith("entry ") and line.split()[2] == "1"]
+    entries = [
+        float(line.split()[3])
+        for line in lines
+        if line.startswith("entry ") and line.split()[2] == "1"
+    ]
     if not faults or len(entries) < WORLD:
         return None
     return max(entries) - faults[0]
@@ -76,6 +105,7 @@ def hard_timeout_delay() -> float | None:
     if not hang or not events.exists():
         return None
     import json
+
     faults = [f for e in map(json.loads, events.read_text().splitlines()) for f in e["faults"]]
     hard = [f["time"] for f in faults if f["cause"] == "hard_timeout"]
     return (hard[0] - hang[0]) if hard else None
@@ -90,11 +120,14 @@ def step_time(mode: str) -> float:
 def main() -> int:
     try:
         import nvidia_resiliency_ext  # noqa: F401
+
         have_nvidia = True
     except ImportError:
         have_nvidia = False
-        print("nvidia-resiliency-ext is not installed: pip install 'nccl-doctor[compare]' "
-              "(nvidia-resiliency-ext==0.4.1) to compare; NVIDIA's number is MISSING")
+        print(
+            "nvidia-resiliency-ext is not installed: pip install 'nccl-doctor[compare]' "
+            "(nvidia-resiliency-ext==0.4.1) to compare; NVIDIA's number is MISSING"
+        )
     ours = fault_to_reentry(run("ours"))
     nvidia = fault_to_reentry(run("nvidia")) if have_nvidia else None
     torchrun = fault_to_reentry(run("torchrun"))
@@ -113,8 +146,10 @@ def main() -> int:
     print(f"  nvidia-resiliency-ext 0.4.1 {fmt(nvidia) if have_nvidia else 'not installed'}")
     print(f"  torchrun --max-restarts 1  {fmt(torchrun)}")
     print(f"hard timeout 6s fired after  {fmt(hard)} (target <= 7s)")
-    print(f"step time: plain {min(plain) * 1e3:.2f} ms, wrapped {min(wrapped) * 1e3:.2f} ms, "
-          f"overhead {overhead * 100:+.2f}% (target < 1%)")
+    print(
+        f"step time: plain {min(plain) * 1e3:.2f} ms, wrapped {min(wrapped) * 1e3:.2f} ms, "
+        f"overhead {overhead * 100:+.2f}% (target < 1%)"
+    )
     missed = []
     if ours is None or (have_nvidia and (nvidia is None or ours >= nvidia)):
         missed.append("faster than NVIDIA's")

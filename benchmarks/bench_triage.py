@@ -31,23 +31,36 @@ TARGET_S = 2.0
 def timed_triage(job: LocalJob) -> tuple[float, dict]:
     env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(job.home)}
     start = time.monotonic()
-    done = subprocess.run([sys.executable, "-m", "doctor", "triage", "--job", job.job, "--once",
-                           "--json"], capture_output=True, text=True, env=env, timeout=120)
+    done = subprocess.run(
+        [sys.executable, "-m", "doctor", "triage", "--job", job.job, "--once", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     took = time.monotonic() - start
     if not done.stdout.strip():
         raise SystemExit(f"triage printed nothing (exit {done.returncode}): {done.stderr[-500:]}")
     return took, json.loads(done.stdout)
 
 
-def measure(world: int, launch: str, culprit: int, runs: int, workdir: Path) -> tuple[list[float],
-                                                                                       bool]:
+def measure(
+    world: int, launch: str, culprit: int, runs: int, workdir: Path
+) -> tuple[list[float], bool]:
     started = time.monotonic()
-    job = LocalJob(f"bench-{world}-{os.getpid()}", "dataloader", workdir, launch=launch,
-                   world=world, fault_rank=culprit)
+    job = LocalJob(
+        f"bench-{world}-{os.getpid()}",
+        "dataloader",
+        workdir,
+        launch=launch,
+        world=world,
+        fault_rank=culprit,
+    )
     try:
         job.start(timeout=60 + 8 * world)
-        print(f"{world} ranks ({launch}): job reached its fault in "
-              f"{time.monotonic() - started:.1f}s")
+        print(
+            f"{world} ranks ({launch}): job reached its fault in {time.monotonic() - started:.1f}s"
+        )
         times, ok = [], True
         for i in range(runs):
             took, doc = timed_triage(job)
@@ -56,10 +69,12 @@ def measure(world: int, launch: str, culprit: int, runs: int, workdir: Path) -> 
             ok &= right
             times.append(took)
             seen = doc["collected"]
-            print(f"  run {i + 1}: {took:.2f}s to verdict (collection {seen['seconds']:.2f}s, "
-                  f"{seen['ranks_found']}/{seen['ranks_expected']} ranks): "
-                  f"{verdict['hang_class']} {verdict['culprit_ranks']}"
-                  f"{'' if right else '  <-- WRONG'}")
+            print(
+                f"  run {i + 1}: {took:.2f}s to verdict (collection {seen['seconds']:.2f}s, "
+                f"{seen['ranks_found']}/{seen['ranks_expected']} ranks): "
+                f"{verdict['hang_class']} {verdict['culprit_ranks']}"
+                f"{'' if right else '  <-- WRONG'}"
+            )
     finally:
         job.stop()
     return times, ok

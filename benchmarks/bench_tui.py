@@ -40,10 +40,15 @@ class Progressing:
     def __call__(self) -> TriageSnapshot:
         self.calls += 1
         evidence = self.base.evidence
-        progress = tuple(replace(p, last_enqueued_seq=(p.last_enqueued_seq or 0) + self.calls)
-                         for p in evidence.progress)
-        return replace(self.base, evidence=replace(evidence, progress=progress),
-                       taken_at=self.base.taken_at + self.calls)
+        progress = tuple(
+            replace(p, last_enqueued_seq=(p.last_enqueued_seq or 0) + self.calls)
+            for p in evidence.progress
+        )
+        return replace(
+            self.base,
+            evidence=replace(evidence, progress=progress),
+            taken_at=self.base.taken_at + self.calls,
+        )
 
 
 async def median_refresh(ranks: int) -> float:
@@ -68,8 +73,10 @@ def main() -> int:
     for ranks, target in TARGETS_S.items():
         took = asyncio.run(median_refresh(ranks))
         ok = took <= target
-        print(f"{ranks:>5} ranks: {took * 1000:7.0f} ms per refresh (target {target * 1000:.0f} ms)"
-              f" {'ok' if ok else 'MISSED'}")
+        print(
+            f"{ranks:>5} ranks: {took * 1000:7.0f} ms per refresh (target {target * 1000:.0f} ms)"
+            f" {'ok' if ok else 'MISSED'}"
+        )
         if not ok:
             missed.append(ranks)
     return 1 if missed else 0

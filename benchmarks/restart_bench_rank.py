@@ -4,7 +4,6 @@ MODE=ours | nvidia | torchrun | plain. Appends ``entry <rank> <iteration> <time>
 ``fault <time>`` lines to $BENCH_LOG; ``steps <rank> <mean step seconds>`` at the end.
 """
 
-
 import os
 import statistics
 import time
@@ -28,8 +27,9 @@ def log(line: str) -> None:
 def train(store, rank: int, world: int, iteration: int, ping=None) -> None:
     log(f"entry {rank} {iteration} {time.time()}")
     kwargs = {"store": store} if store is not None else {}
-    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timedelta(seconds=20),
-                            **kwargs)
+    dist.init_process_group(
+        "gloo", rank=rank, world_size=world, timeout=timedelta(seconds=20), **kwargs
+    )
     value = torch.zeros(1)
     durations = []
     for step in range(STEPS):
@@ -39,6 +39,7 @@ def train(store, rank: int, world: int, iteration: int, ping=None) -> None:
             raise RuntimeError("injected fault at step 5")
         if HANG and step == FAULT_STEP and rank == 2 and iteration == 0:
             import ctypes
+
             log(f"hang {time.time()}")
             mutex = ctypes.create_string_buffer(64)
             ctypes.PyDLL(None).pthread_mutex_lock(mutex)
@@ -61,11 +62,17 @@ def main() -> None:
         soft, hard = (4, 6) if HANG else (30, 60)
 
         def fn(call_wrapper: CallWrapper) -> None:
-            train(call_wrapper.store, call_wrapper.rank, call_wrapper.world_size,
-                  call_wrapper.iteration, call_wrapper.ping)
+            train(
+                call_wrapper.store,
+                call_wrapper.rank,
+                call_wrapper.world_size,
+                call_wrapper.iteration,
+                call_wrapper.ping,
+            )
 
-        Wrapper(soft_timeout=soft, hard_timeout=hard, barrier_timeout=120,
-                termination_grace_time=1)(fn)()
+        Wrapper(
+            soft_timeout=soft, hard_timeout=hard, barrier_timeout=120, termination_grace_time=1
+        )(fn)()
     elif MODE == "nvidia":  # set up as in NVIDIA's examples/inprocess/basic_example.py
         from nvidia_resiliency_ext import inprocess
 
@@ -73,16 +80,29 @@ def main() -> None:
 
         def nfn(call_wrapper: inprocess.CallWrapper = None):
             rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
-            store = dist.TCPStore(os.environ["MASTER_ADDR"], port + 2 + call_wrapper.iteration,
-                                  world, rank == 0, multi_tenant=True, wait_for_workers=True)
+            store = dist.TCPStore(
+                os.environ["MASTER_ADDR"],
+                port + 2 + call_wrapper.iteration,
+                world,
+                rank == 0,
+                multi_tenant=True,
+                wait_for_workers=True,
+            )
             train(store, rank, world, call_wrapper.iteration)
 
-        inprocess.Wrapper(store_kwargs={"port": port + 1},
-                          soft_timeout=timedelta(seconds=30), hard_timeout=timedelta(seconds=60),
-                          barrier_timeout=timedelta(seconds=120))(nfn)()
+        inprocess.Wrapper(
+            store_kwargs={"port": port + 1},
+            soft_timeout=timedelta(seconds=30),
+            hard_timeout=timedelta(seconds=60),
+            barrier_timeout=timedelta(seconds=120),
+        )(nfn)()
     else:  # torchrun restarts the whole process group; plain = no wrapper at all
-        train(None, int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"]),
-              int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")))
+        train(
+            None,
+            int(os.environ["RANK"]),
+            int(os.environ["WORLD_SIZE"]),
+            int(os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")),
+        )
 
 
 if __name__ == "__main__":

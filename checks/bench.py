@@ -12,9 +12,9 @@ from __future__ import annotations
 import statistics
 from collections.abc import Mapping
 
-from checks.facts import Facts
 from doctor.bench.result import BenchResult
 from doctor.bench.sizes import human
+from doctor.checks.facts import Facts
 from doctor.errors import DoctorError
 from doctor.model import Finding, Severity
 
@@ -49,14 +49,17 @@ def likely_causes(result: BenchResult, env: Mapping[str, str]) -> list[str]:
                 causes.append(f"{name}={env[name]} limits what NCCL may use")
         if result.params.nvls_gbps and env.get("NCCL_NVLS_ENABLE") == "0":
             causes.append("NVLS is off (NCCL_NVLS_ENABLE=0)")
-        causes += ["a PCIe fallback: P2P disabled by ACS/IOMMU or a PCIe switch setting",
-                   "too few channels for the links (NCCL_MIN_NCHANNELS)",
-                   "a degraded link or throttled GPU (see gpu.pcie-link, nvlink.down, "
-                   "gpu.throttle)"]
+        causes += [
+            "a PCIe fallback: P2P disabled by ACS/IOMMU or a PCIe switch setting",
+            "too few channels for the links (NCCL_MIN_NCHANNELS)",
+            "a degraded link or throttled GPU (see gpu.pcie-link, nvlink.down, gpu.throttle)",
+        ]
     else:
-        causes += ["other work on the same cores (a shared host)",
-                   "more ranks than free cores",
-                   "GLOO_SOCKET_IFNAME on a slow interface"]
+        causes += [
+            "other work on the same cores (a shared host)",
+            "more ranks than free cores",
+            "GLOO_SOCKET_IFNAME on a slow interface",
+        ]
     return causes
 
 
@@ -70,24 +73,38 @@ def judge(result: BenchResult, minimum: float, env: Mapping[str, str]) -> Findin
     worst = min(large, key=lambda r: r.efficiency)
     sizes = f"{human(large[0].bytes)}B-{human(large[-1].bytes)}B"
     if efficiency >= minimum:
-        return Finding(CHECK, Severity.PASS, ranks,
-                       f"busbw reaches {efficiency:.0%} of the model at {sizes} "
-                       f"(worst {worst.busbw_gbps:.2f} of {worst.predicted_busbw_gbps:.2f} GB/s "
-                       f"at {human(worst.bytes)}B).")
+        return Finding(
+            CHECK,
+            Severity.PASS,
+            ranks,
+            f"busbw reaches {efficiency:.0%} of the model at {sizes} "
+            f"(worst {worst.busbw_gbps:.2f} of {worst.predicted_busbw_gbps:.2f} GB/s "
+            f"at {human(worst.bytes)}B).",
+        )
     return Finding(
-        CHECK, Severity.FAIL, ranks,
+        CHECK,
+        Severity.FAIL,
+        ranks,
         f"busbw is {efficiency:.0%} of the model at {sizes}, below {minimum:.0%}: "
         f"{worst.busbw_gbps:.2f} GB/s measured against {worst.predicted_busbw_gbps:.2f} GB/s "
         f"predicted at {human(worst.bytes)}B ({result.params.source}). Likely causes: "
-        + "; ".join(likely_causes(result, env)) + ".",
+        + "; ".join(likely_causes(result, env))
+        + ".",
         "run `nccl-doctor bench` for the whole table; NCCL_DEBUG=INFO shows the transport "
-        "and channel count each rank chose")
+        "and channel count each rank chose",
+    )
 
 
 def run(facts: Facts) -> list[Finding]:
     if not facts.run_bench:
-        return [Finding(CHECK, Severity.SKIP, "allreduce",
-                        "not run (it takes seconds): use preflight --bench.")]
+        return [
+            Finding(
+                CHECK,
+                Severity.SKIP,
+                "allreduce",
+                "not run (it takes seconds): use preflight --bench.",
+            )
+        ]
     from doctor.bench.session import BenchRequest, run_bench
     from doctor.bench.sizes import parse_sweep
     from doctor.nvml import read_fleet
@@ -95,13 +112,20 @@ def run(facts: Facts) -> list[Finding]:
     fleet = read_fleet(facts.env)
     gpus = len(fleet.gpus) if not fleet.unavailable else 0
     backend = "nccl" if gpus >= 2 else "gloo"
-    request = BenchRequest(backend, tuple(parse_sweep(PREFLIGHT_SIZES)),
-                           None if "RANK" in facts.env else (gpus if gpus >= 2 else 2), 120.0)
+    request = BenchRequest(
+        backend,
+        tuple(parse_sweep(PREFLIGHT_SIZES)),
+        None if "RANK" in facts.env else (gpus if gpus >= 2 else 2),
+        120.0,
+    )
     try:
         result = run_bench(request, facts.env, lambda event: None)
     except DoctorError as exc:
-        return [Finding(CHECK, Severity.FAIL, "allreduce",
-                        f"the AllReduce benchmark could not run: {exc}")]
+        return [
+            Finding(
+                CHECK, Severity.FAIL, "allreduce", f"the AllReduce benchmark could not run: {exc}"
+            )
+        ]
     if result is None:
         return [Finding(CHECK, Severity.SKIP, "allreduce", "rank 0 of this job reports it.")]
     return [judge(result, min_efficiency(facts.env), facts.env)]

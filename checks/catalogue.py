@@ -74,8 +74,15 @@ def catalogue() -> dict[str, VarSpec]:
     specs: dict[str, VarSpec] = {}
     for table in ("nccl_env.tsv", "torch_env.tsv", "extra_env.tsv"):
         for row in _rows(table):
-            spec = VarSpec(row["name"], row["component"], row["type"], row["default"],
-                           row["allowed_values"], row["deprecated_alias_of"], row["meaning"])
+            spec = VarSpec(
+                row["name"],
+                row["component"],
+                row["type"],
+                row["default"],
+                row["allowed_values"],
+                row["deprecated_alias_of"],
+                row["meaning"],
+            )
             old = specs.get(spec.name)
             if old is None or (not old.type and spec.type) or (not old.read and spec.read):
                 specs[spec.name] = spec

@@ -12,9 +12,9 @@ dumps) is not 0.
 
 from __future__ import annotations
 
-from checks import fixes
-from checks.facts import Facts
-from checks.values import torch_bool, torch_int
+from doctor.checks import fixes
+from doctor.checks.facts import Facts
+from doctor.checks.values import torch_bool, torch_int
 from doctor.model import Finding, Severity
 
 MIN_FR_ENTRIES = 200
@@ -29,23 +29,48 @@ def check_ptrace(facts: Facts) -> list[Finding]:
     scope = "no Yama LSM" if p.scope is None else f"ptrace_scope={p.scope}"
     cap = "with" if p.cap_sys_ptrace else "without"
     if p.probe_error is not None:
-        return [Finding("diag.ptrace", Severity.SKIP, "ptrace",
-                        f"ptrace could not be tried here ({p.probe_error}; {scope}, {cap} "
-                        "CAP_SYS_PTRACE).")]
+        return [
+            Finding(
+                "diag.ptrace",
+                Severity.SKIP,
+                "ptrace",
+                f"ptrace could not be tried here ({p.probe_error}; {scope}, {cap} CAP_SYS_PTRACE).",
+            )
+        ]
     if p.attach_error is not None:
-        return [Finding(
-            "diag.ptrace", Severity.WARN, "ptrace",
-            f"attaching to a process that is not our child failed ({p.attach_error}; {scope}, "
-            f"{cap} CAP_SYS_PTRACE): triage cannot read the ranks' stacks from here.",
-            fixes.config_change("sudo sysctl -w kernel.yama.ptrace_scope=0, or run triage as "
-                                "root / with CAP_SYS_PTRACE (docker: --cap-add SYS_PTRACE)"))]
+        return [
+            Finding(
+                "diag.ptrace",
+                Severity.WARN,
+                "ptrace",
+                f"attaching to a process that is not our child failed ({p.attach_error}; {scope}, "
+                f"{cap} CAP_SYS_PTRACE): triage cannot read the ranks' stacks from here.",
+                fixes.config_change(
+                    "sudo sysctl -w kernel.yama.ptrace_scope=0, or run triage as "
+                    "root / with CAP_SYS_PTRACE (docker: --cap-add SYS_PTRACE)"
+                ),
+            )
+        ]
     if p.pyspy is None:
-        return [Finding("diag.ptrace", Severity.WARN, "py-spy",
-                        f"ptrace works ({scope}) but py-spy is not installed: triage cannot "
-                        "read Python stacks.", fixes.config_change("pip install py-spy"))]
-    return [Finding("diag.ptrace", Severity.PASS, "ptrace",
-                    f"stacks of other processes are readable ({scope}, {cap} CAP_SYS_PTRACE; "
-                    f"py-spy at {p.pyspy}).")]
+        return [
+            Finding(
+                "diag.ptrace",
+                Severity.WARN,
+                "py-spy",
+                f"ptrace works ({scope}) but py-spy is not installed: triage cannot "
+                "read Python stacks.",
+                fixes.config_change("pip install py-spy"),
+            )
+        ]
+    return [
+        Finding(
+            "diag.ptrace",
+            Severity.PASS,
+            "ptrace",
+            f"stacks of other processes are readable ({scope}, {cap} CAP_SYS_PTRACE; "
+            f"py-spy at {p.pyspy}).",
+        )
+    ]
 
 
 def check_flight_recorder(facts: Facts) -> list[Finding]:
@@ -56,26 +81,62 @@ def check_flight_recorder(facts: Facts) -> list[Finding]:
     subject = "TORCH_FR_BUFFER_SIZE" if buffer is not None else "TORCH_NCCL_TRACE_BUFFER_SIZE"
     problems: list[tuple[str, str]] = []
     if trace == 0 or entries == 0:
-        problems.append(("Flight Recorder is off (buffer size 0): no record of which collective "
-                         "each rank was in.", fixes.unset(facts, subject) + "\n" +
-                         fixes.export("TORCH_NCCL_TRACE_BUFFER_SIZE", str(FR_DEFAULT))))
+        problems.append(
+            (
+                "Flight Recorder is off (buffer size 0): no record of which collective "
+                "each rank was in.",
+                fixes.unset(facts, subject)
+                + "\n"
+                + fixes.export("TORCH_NCCL_TRACE_BUFFER_SIZE", str(FR_DEFAULT)),
+            )
+        )
     elif entries < MIN_FR_ENTRIES:
-        problems.append((f"Flight Recorder keeps only {entries} entries: too few to reach back "
-                         "to where ranks diverged.", fixes.export(subject, str(FR_DEFAULT))))
+        problems.append(
+            (
+                f"Flight Recorder keeps only {entries} entries: too few to reach back "
+                "to where ranks diverged.",
+                fixes.export(subject, str(FR_DEFAULT)),
+            )
+        )
     if not torch_bool(env, "TORCH_NCCL_DUMP_ON_TIMEOUT", True):
-        problems.append(("TORCH_NCCL_DUMP_ON_TIMEOUT is off: nothing is dumped when the watchdog "
-                         "fires.", fixes.export("TORCH_NCCL_DUMP_ON_TIMEOUT", "1")))
+        problems.append(
+            (
+                "TORCH_NCCL_DUMP_ON_TIMEOUT is off: nothing is dumped when the watchdog fires.",
+                fixes.export("TORCH_NCCL_DUMP_ON_TIMEOUT", "1"),
+            )
+        )
     if not torch_bool(env, "TORCH_NCCL_ENABLE_MONITORING", True):
-        problems.append(("TORCH_NCCL_ENABLE_MONITORING=0 also turns off the Flight Recorder "
-                         "dump on timeout.", fixes.export("TORCH_NCCL_ENABLE_MONITORING", "1")))
+        problems.append(
+            (
+                "TORCH_NCCL_ENABLE_MONITORING=0 also turns off the Flight Recorder "
+                "dump on timeout.",
+                fixes.export("TORCH_NCCL_ENABLE_MONITORING", "1"),
+            )
+        )
     if problems:
-        return [Finding("diag.flight-recorder", Severity.WARN, subject, " ".join(m for m, _ in
-                        problems), "\n".join(fix for _, fix in problems))]
-    where = env.get("TORCH_FR_DUMP_TEMP_FILE") or env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or (
-        "~/.cache/torch/comm_lib_trace_rank_")
-    return [Finding("diag.flight-recorder", Severity.PASS, subject,
-                    f"Flight Recorder on ({entries} entries), dumped to {where}<rank> on a "
-                    "watchdog timeout.")]
+        return [
+            Finding(
+                "diag.flight-recorder",
+                Severity.WARN,
+                subject,
+                " ".join(m for m, _ in problems),
+                "\n".join(fix for _, fix in problems),
+            )
+        ]
+    where = (
+        env.get("TORCH_FR_DUMP_TEMP_FILE")
+        or env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE")
+        or ("~/.cache/torch/comm_lib_trace_rank_")
+    )
+    return [
+        Finding(
+            "diag.flight-recorder",
+            Severity.PASS,
+            subject,
+            f"Flight Recorder on ({entries} entries), dumped to {where}<rank> on a "
+            "watchdog timeout.",
+        )
+    ]
 
 
 def run(facts: Facts) -> list[Finding]:

@@ -8,19 +8,31 @@ are skipped: NCCL treats them as unset.
 
 from __future__ import annotations
 
-from checks import fixes
-from checks.catalogue import STILL_READ_ALIASES, catalogue, in_checked_namespace, suggest, unread
-from checks.facts import Facts
-from checks.values import check_value
+from doctor.checks import fixes
+from doctor.checks.catalogue import (
+    STILL_READ_ALIASES,
+    catalogue,
+    in_checked_namespace,
+    suggest,
+    unread,
+)
+from doctor.checks.facts import Facts
+from doctor.checks.values import check_value
 from doctor.model import Finding, Severity
 
 DEBUG_LEVELS = {
-    "NCCL_DEBUG": (("INFO", "TRACE"), "logs on every rank (TRACE: every call), which slows "
-                   "communicator setup and buries the one line that matters; use WARN, with "
-                   "NCCL_DEBUG_FILE, in production"),
-    "TORCH_DISTRIBUTED_DEBUG": (("DETAIL",), "wraps every process group with collective "
-                                "consistency checks and desync debug: extra collectives every "
-                                "step; unset it in production"),
+    "NCCL_DEBUG": (
+        ("INFO", "TRACE"),
+        "logs on every rank (TRACE: every call), which slows "
+        "communicator setup and buries the one line that matters; use WARN, with "
+        "NCCL_DEBUG_FILE, in production",
+    ),
+    "TORCH_DISTRIBUTED_DEBUG": (
+        ("DETAIL",),
+        "wraps every process group with collective "
+        "consistency checks and desync debug: extra collectives every "
+        "step; unset it in production",
+    ),
 }
 
 
@@ -52,13 +64,18 @@ def check_unknown(facts: Facts) -> list[Finding]:
             hint = f"; did you mean {near}?" if near else ""
             message = f"{name} is not read by NCCL 2.30 or PyTorch 2.13{hint}"
             fix = (fixes.export(near, facts.env[name]) + "\n" if near else "") + fixes.unset(
-                facts, name)
+                facts, name
+            )
         else:
             continue
-        found.append(Finding("env.unknown", Severity.WARN, name, message + _where(facts, name),
-                             fix))
-    return found or _passed("env.unknown", "every NCCL_*/TORCH_NCCL_*/TORCH_DISTRIBUTED_*/"
-                            "TORCH_FR_* variable set is read by NCCL or PyTorch")
+        found.append(
+            Finding("env.unknown", Severity.WARN, name, message + _where(facts, name), fix)
+        )
+    return found or _passed(
+        "env.unknown",
+        "every NCCL_*/TORCH_NCCL_*/TORCH_DISTRIBUTED_*/"
+        "TORCH_FR_* variable set is read by NCCL or PyTorch",
+    )
 
 
 def check_deprecated(facts: Facts) -> list[Finding]:
@@ -71,20 +88,44 @@ def check_deprecated(facts: Facts) -> list[Finding]:
             continue
         if spec.alias_of and name not in STILL_READ_ALIASES:
             current = spec.alias_of
-            shadow = (f"; {current} is also set and wins" if facts.env.get(current)
-                      else "; it is only read while the current name is unset")
+            shadow = (
+                f"; {current} is also set and wins"
+                if facts.env.get(current)
+                else "; it is only read while the current name is unset"
+            )
             fix = fixes.unset(facts, name)
             if not facts.env.get(current):
                 same_meaning = current in specs and check_value(specs[current], value) is None
-                fix = (fixes.export(current, value) if same_meaning else fixes.config_change(
-                    f"set {current} to the equivalent of {name}={value}")) + "\n" + fix
-            found.append(Finding("env.deprecated", Severity.WARN, name,
-                                 f"{name} is a deprecated alias of {current}{shadow}."
-                                 + _where(facts, name), fix))
+                fix = (
+                    (
+                        fixes.export(current, value)
+                        if same_meaning
+                        else fixes.config_change(
+                            f"set {current} to the equivalent of {name}={value}"
+                        )
+                    )
+                    + "\n"
+                    + fix
+                )
+            found.append(
+                Finding(
+                    "env.deprecated",
+                    Severity.WARN,
+                    name,
+                    f"{name} is a deprecated alias of {current}{shadow}." + _where(facts, name),
+                    fix,
+                )
+            )
         elif spec.deprecated_no_op:
-            found.append(Finding("env.deprecated", Severity.INFO, name,
-                                 f"{name} no longer does anything: {spec.meaning}.",
-                                 fixes.unset(facts, name)))
+            found.append(
+                Finding(
+                    "env.deprecated",
+                    Severity.INFO,
+                    name,
+                    f"{name} no longer does anything: {spec.meaning}.",
+                    fixes.unset(facts, name),
+                )
+            )
     return found or _passed("env.deprecated", "no deprecated alias is set")
 
 
@@ -97,14 +138,26 @@ def check_values(facts: Facts) -> list[Finding]:
         problem = check_value(spec, value) if spec and spec.read else None
         if problem is None:
             continue
-        fix = (fixes.export(name, problem.fixed) if problem.fixed is not None else
-               fixes.config_change(f"{name} accepts: {spec.allowed or spec.type}") + "\n"
-               + fixes.unset(facts, name))
+        fix = (
+            fixes.export(name, problem.fixed)
+            if problem.fixed is not None
+            else fixes.config_change(f"{name} accepts: {spec.allowed or spec.type}")
+            + "\n"
+            + fixes.unset(facts, name)
+        )
         severity = Severity.FAIL if problem.severe else Severity.WARN
-        found.append(Finding("env.invalid-value", severity, name,
-                             f"{name}={value}: {problem.message}." + _where(facts, name), fix))
-    return found or _passed("env.invalid-value", "every catalogued variable has a value its "
-                            "reader parses as written")
+        found.append(
+            Finding(
+                "env.invalid-value",
+                severity,
+                name,
+                f"{name}={value}: {problem.message}." + _where(facts, name),
+                fix,
+            )
+        )
+    return found or _passed(
+        "env.invalid-value", "every catalogued variable has a value its reader parses as written"
+    )
 
 
 def check_debug(facts: Facts) -> list[Finding]:
@@ -114,11 +167,22 @@ def check_debug(facts: Facts) -> list[Finding]:
         value = facts.env.get(name, "")
         if value.upper() in levels:
             fix = fixes.export(name, "WARN") if name == "NCCL_DEBUG" else fixes.unset(facts, name)
-            found.append(Finding("env.debug-in-production", Severity.WARN, name,
-                                 f"{name}={value} {why}." + _where(facts, name), fix))
+            found.append(
+                Finding(
+                    "env.debug-in-production",
+                    Severity.WARN,
+                    name,
+                    f"{name}={value} {why}." + _where(facts, name),
+                    fix,
+                )
+            )
     return found or _passed("env.debug-in-production", "no debug-level NCCL or c10d logging")
 
 
 def run(facts: Facts) -> list[Finding]:
-    return [*check_unknown(facts), *check_deprecated(facts), *check_values(facts),
-            *check_debug(facts)]
+    return [
+        *check_unknown(facts),
+        *check_deprecated(facts),
+        *check_values(facts),
+        *check_debug(facts),
+    ]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable
 
-from checks.facts import Facts
+from doctor.checks.facts import Facts
 from doctor.model import Finding, Severity
 
 
@@ -61,16 +61,19 @@ def emit_env(findings: Iterable[Finding]) -> tuple[str, list[Finding]]:
         lines = [ln for ln in finding.fix.splitlines() if ln.strip()]
         shell = [ln for ln in lines if ln.startswith(("export ", "unset "))]
         if not shell:
-            comments.extend(f"{ln if ln.startswith('#') else '# ' + ln}  [{finding.check}]"
-                            for ln in lines or [f"no automatic fix for {finding.subject}"])
+            comments.extend(
+                f"{ln if ln.startswith('#') else '# ' + ln}  [{finding.check}]"
+                for ln in lines or [f"no automatic fix for {finding.subject}"]
+            )
             if finding.severity is Severity.FAIL:
                 unfixed.append(finding)
             continue
         for line in shell:
             for name in _split_unset(line):
                 key = _variable(name)
-                if key not in chosen or (name.startswith("export") and
-                                         not chosen[key].startswith("export")):
+                if key not in chosen or (
+                    name.startswith("export") and not chosen[key].startswith("export")
+                ):
                     chosen[key] = name
     body = list(chosen.values())
     return "\n".join(body + sorted(set(comments), key=comments.index)), unfixed

@@ -20,7 +20,7 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from checks.facts import PtraceFacts
+from doctor.checks.facts import PtraceFacts
 
 LD_CACHE = "/etc/ld.so.cache"
 DEFAULT_LIB_DIRS = ("/lib", "/usr/lib", "/lib64", "/usr/lib64")
@@ -39,9 +39,14 @@ def interfaces() -> dict[str, bool] | None:
         table = psutil.net_if_addrs()
     except OSError:
         return None
-    return {name: any(a.family == socket.AF_INET or (a.family == socket.AF_INET6 and
-                                                     a.address.split("%")[0] != "::1")
-                      for a in addrs) for name, addrs in table.items()}
+    return {
+        name: any(
+            a.family == socket.AF_INET
+            or (a.family == socket.AF_INET6 and a.address.split("%")[0] != "::1")
+            for a in addrs
+        )
+        for name, addrs in table.items()
+    }
 
 
 def ib_devices(root: str = "/sys/class/infiniband") -> tuple[str, ...]:
@@ -66,8 +71,9 @@ def _nccl_wheel_dirs() -> list[str]:
     return [str(d) for p in sys.path if (d := Path(p or ".") / "nvidia" / "nccl" / "lib").is_dir()]
 
 
-def resolve_libraries(names: Iterable[str], env: Mapping[str, str],
-                      cwd: Path) -> dict[str, str | None]:
+def resolve_libraries(
+    names: Iterable[str], env: Mapping[str, str], cwd: Path
+) -> dict[str, str | None]:
     """Where the dynamic loader, called from libnccl, would find each library name."""
     ld_path = [d for d in env.get("LD_LIBRARY_PATH", "").split(":") if d]
     dirs = [*ld_path, *_nccl_wheel_dirs()]
@@ -82,8 +88,8 @@ def resolve_libraries(names: Iterable[str], env: Mapping[str, str],
         if hit is None:
             cache = _ld_cache() if cache is None else cache
             hit = cache.get(name) or next(
-                (str(Path(d) / name) for d in DEFAULT_LIB_DIRS if (Path(d) / name).is_file()),
-                None)
+                (str(Path(d) / name) for d in DEFAULT_LIB_DIRS if (Path(d) / name).is_file()), None
+            )
         found[name] = hit
     return found
 
@@ -111,9 +117,14 @@ class _ProbeUnavailable(Exception):
 def _start_orphan(timeout: float) -> int:
     """Start ``sleep`` through a shell that exits at once, so ``sleep`` is not our descendant
     (as a rank is not the descendant of the shell running triage)."""
-    proc = subprocess.Popen(["sh", "-c", "sleep 10 </dev/null >/dev/null 2>&1 & echo $!"],
-                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
-                            stderr=subprocess.DEVNULL, text=True, start_new_session=True)
+    proc = subprocess.Popen(
+        ["sh", "-c", "sleep 10 </dev/null >/dev/null 2>&1 & echo $!"],
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        start_new_session=True,
+    )
     try:
         out, _ = proc.communicate(timeout=timeout)
     except subprocess.TimeoutExpired:
@@ -189,13 +200,21 @@ def versions() -> dict[str, str]:
     torch = _version("torch")
     found["torch"] = torch or "not installed"
     local = torch.partition("+")[2] if torch else ""
-    cuda_build = local.startswith("cu") or (torch is not None and not local and any(
-        "nvidia-nccl" in r for r in (metadata.distribution("torch").requires or [])))
+    cuda_build = local.startswith("cu") or (
+        torch is not None
+        and not local
+        and any("nvidia-nccl" in r for r in (metadata.distribution("torch").requires or []))
+    )
     if cuda_build:
-        found["cuda"] = (cuda_version(local) or _version("nvidia-cuda-runtime-cu13",
-                                                         "nvidia-cuda-runtime-cu12") or "unknown")
-        found["nccl"] = _version("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11",
-                                 "nvidia-nccl") or "bundled in torch (version unknown)"
+        found["cuda"] = (
+            cuda_version(local)
+            or _version("nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12")
+            or "unknown"
+        )
+        found["nccl"] = (
+            _version("nvidia-nccl-cu13", "nvidia-nccl-cu12", "nvidia-nccl-cu11", "nvidia-nccl")
+            or "bundled in torch (version unknown)"
+        )
     else:
         found["cuda"] = found["nccl"] = f"none ({local or 'no CUDA'} torch build)"
     try:

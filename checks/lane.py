@@ -15,25 +15,44 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from checks import fixes
-from checks.facts import Facts
-from checks.plugin import external_net_plugin
-from checks.values import strtoll
+from doctor.checks import fixes
+from doctor.checks.facts import Facts
+from doctor.checks.plugin import external_net_plugin
+from doctor.checks.values import strtoll
 from doctor.config import Config
 from doctor.errors import UsageError
 from doctor.model import Finding, Severity
 
 SINGLE, MULTI = "single-node", "multi-node"
 MULTINODE_PREFIXES = (
-    "NCCL_IB_", "NCCL_IBEXT_", "NCCL_NET_", "NCCL_NETDEVS_", "NCCL_COLLNET_", "NCCL_SHARP_",
-    "NCCL_UCX_", "NCCL_OOB_NET_", "NCCL_GIN_",
+    "NCCL_IB_",
+    "NCCL_IBEXT_",
+    "NCCL_NET_",
+    "NCCL_NETDEVS_",
+    "NCCL_COLLNET_",
+    "NCCL_SHARP_",
+    "NCCL_UCX_",
+    "NCCL_OOB_NET_",
+    "NCCL_GIN_",
 )
-MULTINODE_NAMES = frozenset({
-    "NCCL_NET", "NCCL_CROSS_NIC", "NCCL_NCHANNELS_PER_NET_PEER", "NCCL_P2P_NET_CHUNKSIZE",
-    "NCCL_PXN_DISABLE", "NCCL_P2P_PXN_LEVEL", "NCCL_PLUGIN_P2P", "NCCL_GDRCOPY_FLUSH_ENABLE",
-})
-NEUTRAL = {"NCCL_IB_DISABLE": None, "NCCL_NET_PLUGIN": "none", "NCCL_COLLNET_ENABLE": "0",
-           "NCCL_NET": "socket"}
+MULTINODE_NAMES = frozenset(
+    {
+        "NCCL_NET",
+        "NCCL_CROSS_NIC",
+        "NCCL_NCHANNELS_PER_NET_PEER",
+        "NCCL_P2P_NET_CHUNKSIZE",
+        "NCCL_PXN_DISABLE",
+        "NCCL_P2P_PXN_LEVEL",
+        "NCCL_PLUGIN_P2P",
+        "NCCL_GDRCOPY_FLUSH_ENABLE",
+    }
+)
+NEUTRAL = {
+    "NCCL_IB_DISABLE": None,
+    "NCCL_NET_PLUGIN": "none",
+    "NCCL_COLLNET_ENABLE": "0",
+    "NCCL_NET": "socket",
+}
 """Not leaks: IB off is harmless on one node, and so are sockets, or a plugin or CollNet off."""
 
 
@@ -64,8 +83,10 @@ def detect_lane(env: Mapping[str, str]) -> tuple[str, str]:
         count = _int(env, name)
         if count is not None:
             return (MULTI if count > 1 else SINGLE), f"auto: {name}={count}"
-    for world, local in (("WORLD_SIZE", "LOCAL_WORLD_SIZE"),
-                         ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE")):
+    for world, local in (
+        ("WORLD_SIZE", "LOCAL_WORLD_SIZE"),
+        ("OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_SIZE"),
+    ):
         size, per_node = _int(env, world), _int(env, local)
         if size is not None and per_node:
             lane = MULTI if size > per_node else SINGLE
@@ -92,50 +113,98 @@ def resolve_lane(flag: str | None, config: Config, env: Mapping[str, str]) -> tu
 def check_leak(facts: Facts) -> list[Finding]:
     """``lane.ib-leak``: multi-node tuning on the single-node lane."""
     if facts.lane != SINGLE:
-        return [Finding("lane.ib-leak", Severity.PASS, "lane",
-                        f"multi-node lane ({facts.lane_source}): network tuning is expected.")]
+        return [
+            Finding(
+                "lane.ib-leak",
+                Severity.PASS,
+                "lane",
+                f"multi-node lane ({facts.lane_source}): network tuning is expected.",
+            )
+        ]
     found = []
     for name in leaked_multinode_vars(facts.env):
         value = facts.env[name]
         no_ib = name == "NCCL_NET" and value.lower() == "ib" and not facts.ib_devices
-        why = ("NCCL_NET=IB on a host with no RDMA device: communicator creation fails with "
-               "'Failed to initialize any NET plugin'" if no_ib else
-               f"{name}={value} is multi-node network tuning inherited by a single-node run; "
-               "NCCL still initialises its network at communicator creation, so it can pick "
-               "a path nobody meant or fail bootstrap")
+        why = (
+            "NCCL_NET=IB on a host with no RDMA device: communicator creation fails with "
+            "'Failed to initialize any NET plugin'"
+            if no_ib
+            else f"{name}={value} is multi-node network tuning inherited by a single-node run; "
+            "NCCL still initialises its network at communicator creation, so it can pick "
+            "a path nobody meant or fail bootstrap"
+        )
         where = f" (set in {facts.source(name)})" if facts.from_file(name) else ""
-        found.append(Finding("lane.ib-leak", Severity.FAIL if no_ib else Severity.WARN, name,
-                             f"{why}{where}.",
-                             fixes.unset(facts, name)))
-    return found or [Finding("lane.ib-leak", Severity.PASS, "lane",
-                             f"single-node lane ({facts.lane_source}): no multi-node network "
-                             "tuning inherited.")]
+        found.append(
+            Finding(
+                "lane.ib-leak",
+                Severity.FAIL if no_ib else Severity.WARN,
+                name,
+                f"{why}{where}.",
+                fixes.unset(facts, name),
+            )
+        )
+    return found or [
+        Finding(
+            "lane.ib-leak",
+            Severity.PASS,
+            "lane",
+            f"single-node lane ({facts.lane_source}): no multi-node network tuning inherited.",
+        )
+    ]
 
 
 def check_disabled(facts: Facts) -> list[Finding]:
     """``lane.ib-disabled-multinode``: only TCP sockets left between nodes."""
     if facts.lane != MULTI:
-        return [Finding("lane.ib-disabled-multinode", Severity.PASS, "lane",
-                        f"single-node lane ({facts.lane_source}): no inter-node transport.")]
+        return [
+            Finding(
+                "lane.ib-disabled-multinode",
+                Severity.PASS,
+                "lane",
+                f"single-node lane ({facts.lane_source}): no inter-node transport.",
+            )
+        ]
     env = facts.env
     net = env.get("NCCL_NET", "")
     if net.lower() == "socket":
-        return [Finding("lane.ib-disabled-multinode", Severity.FAIL, "NCCL_NET",
-                        "NCCL_NET=Socket on the multi-node lane: every inter-node byte goes over "
-                        "TCP sockets, an order of magnitude slower than IB; large collectives "
-                        "then run into the watchdog timeout.", fixes.unset(facts, "NCCL_NET"))]
+        return [
+            Finding(
+                "lane.ib-disabled-multinode",
+                Severity.FAIL,
+                "NCCL_NET",
+                "NCCL_NET=Socket on the multi-node lane: every inter-node byte goes over "
+                "TCP sockets, an order of magnitude slower than IB; large collectives "
+                "then run into the watchdog timeout.",
+                fixes.unset(facts, "NCCL_NET"),
+            )
+        ]
     disabled = strtoll(env.get("NCCL_IB_DISABLE", "")).value != 0
     plugin = external_net_plugin(facts)
     if disabled and not plugin:
-        off = ("NCCL_NET_PLUGIN=none" if env.get("NCCL_NET_PLUGIN", "").lower() == "none"
-               else "no external net plugin loads")
-        return [Finding("lane.ib-disabled-multinode", Severity.FAIL, "NCCL_IB_DISABLE",
-                        f"NCCL_IB_DISABLE={env['NCCL_IB_DISABLE']} on the multi-node lane and "
-                        f"{off}: only TCP sockets remain between nodes.",
-                        fixes.unset(facts, "NCCL_IB_DISABLE"))]
+        off = (
+            "NCCL_NET_PLUGIN=none"
+            if env.get("NCCL_NET_PLUGIN", "").lower() == "none"
+            else "no external net plugin loads"
+        )
+        return [
+            Finding(
+                "lane.ib-disabled-multinode",
+                Severity.FAIL,
+                "NCCL_IB_DISABLE",
+                f"NCCL_IB_DISABLE={env['NCCL_IB_DISABLE']} on the multi-node lane and "
+                f"{off}: only TCP sockets remain between nodes.",
+                fixes.unset(facts, "NCCL_IB_DISABLE"),
+            )
+        ]
     via = f"external net plugin {plugin}" if plugin else "NCCL's IB transport"
-    return [Finding("lane.ib-disabled-multinode", Severity.PASS, "lane",
-                    f"multi-node lane ({facts.lane_source}): inter-node traffic can use {via}.")]
+    return [
+        Finding(
+            "lane.ib-disabled-multinode",
+            Severity.PASS,
+            "lane",
+            f"multi-node lane ({facts.lane_source}): inter-node traffic can use {via}.",
+        )
+    ]
 
 
 def run(facts: Facts) -> list[Finding]:

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 
-from checks import fixes
-from checks.facts import Facts
+from doctor.checks import fixes
+from doctor.checks.facts import Facts
 from doctor.model import Finding, Severity
 
 _DEFAULT_ORDER = ("ib", "^docker,lo", "docker", "lo")
@@ -51,26 +51,53 @@ def _usable(interfaces: Mapping[str, bool]) -> list[str]:
 
 def run(facts: Facts) -> list[Finding]:
     if facts.interfaces is None:
-        return [Finding("net.socket-ifname", Severity.SKIP, "NCCL_SOCKET_IFNAME",
-                        "the network interfaces of this host could not be listed.")]
+        return [
+            Finding(
+                "net.socket-ifname",
+                Severity.SKIP,
+                "NCCL_SOCKET_IFNAME",
+                "the network interfaces of this host could not be listed.",
+            )
+        ]
     usable = _usable(facts.interfaces)
     spec = facts.env.get("NCCL_SOCKET_IFNAME", "")
     if not spec:
         chosen = default_choice(usable)
-        return [Finding("net.socket-ifname", Severity.PASS, "NCCL_SOCKET_IFNAME",
-                        f"NCCL_SOCKET_IFNAME is unset: NCCL will bootstrap over "
-                        f"{', '.join(chosen) or 'no interface'} "
-                        f"(interfaces with an address: {', '.join(usable) or 'none'}).")]
+        return [
+            Finding(
+                "net.socket-ifname",
+                Severity.PASS,
+                "NCCL_SOCKET_IFNAME",
+                f"NCCL_SOCKET_IFNAME is unset: NCCL will bootstrap over "
+                f"{', '.join(chosen) or 'no interface'} "
+                f"(interfaces with an address: {', '.join(usable) or 'none'}).",
+            )
+        ]
     chosen = matching(spec, usable)
     if chosen:
-        return [Finding("net.socket-ifname", Severity.PASS, "NCCL_SOCKET_IFNAME",
-                        f"NCCL_SOCKET_IFNAME={spec} selects {', '.join(chosen)}.")]
-    where = f" (set in {facts.source('NCCL_SOCKET_IFNAME')})" if facts.from_file(
-        "NCCL_SOCKET_IFNAME") else ""
+        return [
+            Finding(
+                "net.socket-ifname",
+                Severity.PASS,
+                "NCCL_SOCKET_IFNAME",
+                f"NCCL_SOCKET_IFNAME={spec} selects {', '.join(chosen)}.",
+            )
+        ]
+    where = (
+        f" (set in {facts.source('NCCL_SOCKET_IFNAME')})"
+        if facts.from_file("NCCL_SOCKET_IFNAME")
+        else ""
+    )
     fallback = ", ".join(default_choice(usable)) or "no interface"
-    return [Finding("net.socket-ifname", Severity.FAIL, "NCCL_SOCKET_IFNAME",
-                    f"NCCL_SOCKET_IFNAME={spec} matches no interface with an address here "
-                    f"({', '.join(usable) or 'none'}){where}: NCCL bootstrap fails with "
-                    "'no socket interface found'. A prefix matches names that start with it, "
-                    f"'^' excludes, '=' means exact names; unset, NCCL would use {fallback}.",
-                    fixes.unset(facts, "NCCL_SOCKET_IFNAME"))]
+    return [
+        Finding(
+            "net.socket-ifname",
+            Severity.FAIL,
+            "NCCL_SOCKET_IFNAME",
+            f"NCCL_SOCKET_IFNAME={spec} matches no interface with an address here "
+            f"({', '.join(usable) or 'none'}){where}: NCCL bootstrap fails with "
+            "'no socket interface found'. A prefix matches names that start with it, "
+            f"'^' excludes, '=' means exact names; unset, NCCL would use {fallback}.",
+            fixes.unset(facts, "NCCL_SOCKET_IFNAME"),
+        )
+    ]

@@ -9,9 +9,9 @@ is not off.
 
 from __future__ import annotations
 
-from checks import fixes
-from checks.facts import Facts
-from checks.values import strtoll
+from doctor.checks import fixes
+from doctor.checks.facts import Facts
+from doctor.checks.values import strtoll
 from doctor.model import Finding, Severity
 
 NVLS_DEFAULT = 2
@@ -25,14 +25,32 @@ def nvls_setting(value: str) -> int:
 def run(facts: Facts) -> list[Finding]:
     value = facts.env.get("NCCL_NVLS_ENABLE", "")
     if not facts.config.restart.enabled:
-        return [Finding("nvls.restart", Severity.PASS, "NCCL_NVLS_ENABLE",
-                        "the restart wrapper is off ([restart] enabled = false).")]
+        return [
+            Finding(
+                "nvls.restart",
+                Severity.PASS,
+                "NCCL_NVLS_ENABLE",
+                "the restart wrapper is off ([restart] enabled = false).",
+            )
+        ]
     setting = nvls_setting(value)
     if setting == 0:
-        return [Finding("nvls.restart", Severity.PASS, "NCCL_NVLS_ENABLE",
-                        "NVLS is off (NCCL_NVLS_ENABLE=0), as the restart wrapper needs.")]
+        return [
+            Finding(
+                "nvls.restart",
+                Severity.PASS,
+                "NCCL_NVLS_ENABLE",
+                "NVLS is off (NCCL_NVLS_ENABLE=0), as the restart wrapper needs.",
+            )
+        ]
     shown = f"NCCL_NVLS_ENABLE={value}" if value else "NCCL_NVLS_ENABLE is unset (default 2, auto)"
-    return [Finding("nvls.restart", Severity.FAIL, "NCCL_NVLS_ENABLE",
-                    f"the restart wrapper is on but {shown}: NVLS communicators cannot be "
-                    "aborted cleanly, so an in-process restart can hang re-creating them.",
-                    fixes.export("NCCL_NVLS_ENABLE", "0"))]
+    return [
+        Finding(
+            "nvls.restart",
+            Severity.FAIL,
+            "NCCL_NVLS_ENABLE",
+            f"the restart wrapper is on but {shown}: NVLS communicators cannot be "
+            "aborted cleanly, so an in-process restart can hang re-creating them.",
+            fixes.export("NCCL_NVLS_ENABLE", "0"),
+        )
+    ]

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from checks import fixes
-from checks.facts import Facts
+from doctor.checks import fixes
+from doctor.checks.facts import Facts
 from doctor.model import Finding, Severity
 
 PLUGIN_VARS = {
@@ -88,45 +88,91 @@ def check_missing(facts: Facts) -> list[Finding]:
             continue
         net = request.variable == "NCCL_NET_PLUGIN"
         tried = " or ".join(request.candidates)
-        found.append(Finding(
-            "plugin.missing", Severity.FAIL if net else Severity.WARN, request.variable,
-            f"{request.variable} names {request.name!r} but the loader finds no {tried} "
-            "(LD_LIBRARY_PATH, the loader cache, default directories, the NCCL wheel): NCCL "
-            "logs one INFO line and runs without it"
-            + (", falling back to its internal IB/socket transports." if net else "."),
-            f"# add the directory holding {request.candidates[-1]} to LD_LIBRARY_PATH, or\n"
-            + (fixes.export(request.variable, "none") if net else fixes.unset(facts,
-                                                                              request.variable))))
+        found.append(
+            Finding(
+                "plugin.missing",
+                Severity.FAIL if net else Severity.WARN,
+                request.variable,
+                f"{request.variable} names {request.name!r} but the loader finds no {tried} "
+                "(LD_LIBRARY_PATH, the loader cache, default directories, the NCCL wheel): NCCL "
+                "logs one INFO line and runs without it"
+                + (", falling back to its internal IB/socket transports." if net else "."),
+                f"# add the directory holding {request.candidates[-1]} to LD_LIBRARY_PATH, or\n"
+                + (
+                    fixes.export(request.variable, "none")
+                    if net
+                    else fixes.unset(facts, request.variable)
+                ),
+            )
+        )
     if found:
         return found
     named = ", ".join(f"{r.name} -> {resolved(facts, r)}" for r in requests(facts.env))
-    return [Finding("plugin.missing", Severity.PASS, "plugins",
-                    f"every named plugin loads: {named}" if named else "no NCCL plugin is named")]
+    return [
+        Finding(
+            "plugin.missing",
+            Severity.PASS,
+            "plugins",
+            f"every named plugin loads: {named}" if named else "no NCCL plugin is named",
+        )
+    ]
 
 
 def check_restart(facts: Facts) -> list[Finding]:
     """An external net plugin may not implement abort; the in-process wrapper needs abort."""
     if not facts.config.restart.enabled:
-        return [Finding("plugin.restart", Severity.PASS, "NCCL_NET_PLUGIN",
-                        "the restart wrapper is off ([restart] enabled = false).")]
+        return [
+            Finding(
+                "plugin.restart",
+                Severity.PASS,
+                "NCCL_NET_PLUGIN",
+                "the restart wrapper is off ([restart] enabled = false).",
+            )
+        ]
     value = facts.env.get("NCCL_NET_PLUGIN", "")
     fix = fixes.export("NCCL_NET_PLUGIN", "none")
     if value.lower() == "none":
-        return [Finding("plugin.restart", Severity.PASS, "NCCL_NET_PLUGIN",
-                        "NCCL_NET_PLUGIN=none: NCCL's internal transports can be aborted.")]
+        return [
+            Finding(
+                "plugin.restart",
+                Severity.PASS,
+                "NCCL_NET_PLUGIN",
+                "NCCL_NET_PLUGIN=none: NCCL's internal transports can be aborted.",
+            )
+        ]
     if value:
-        return [Finding("plugin.restart", Severity.FAIL, "NCCL_NET_PLUGIN",
-                        f"the restart wrapper is on while NCCL_NET_PLUGIN={value}: an external "
-                        "net plugin may not support communicator abort, so a restart can hang "
-                        "in ncclCommAbort instead of recovering.", fix)]
+        return [
+            Finding(
+                "plugin.restart",
+                Severity.FAIL,
+                "NCCL_NET_PLUGIN",
+                f"the restart wrapper is on while NCCL_NET_PLUGIN={value}: an external "
+                "net plugin may not support communicator abort, so a restart can hang "
+                "in ncclCommAbort instead of recovering.",
+                fix,
+            )
+        ]
     default = facts.libraries.get(DEFAULT_NET_PLUGIN)
     if default:
-        return [Finding("plugin.restart", Severity.WARN, "NCCL_NET_PLUGIN",
-                        f"NCCL_NET_PLUGIN is unset, so NCCL loads {default} while the restart "
-                        "wrapper is on; that plugin may not support communicator abort.", fix)]
-    return [Finding("plugin.restart", Severity.PASS, "NCCL_NET_PLUGIN",
-                    f"NCCL_NET_PLUGIN is unset and no {DEFAULT_NET_PLUGIN} is on the loader "
-                    "path: only NCCL's internal transports load.")]
+        return [
+            Finding(
+                "plugin.restart",
+                Severity.WARN,
+                "NCCL_NET_PLUGIN",
+                f"NCCL_NET_PLUGIN is unset, so NCCL loads {default} while the restart "
+                "wrapper is on; that plugin may not support communicator abort.",
+                fix,
+            )
+        ]
+    return [
+        Finding(
+            "plugin.restart",
+            Severity.PASS,
+            "NCCL_NET_PLUGIN",
+            f"NCCL_NET_PLUGIN is unset and no {DEFAULT_NET_PLUGIN} is on the loader "
+            "path: only NCCL's internal transports load.",
+        )
+    ]
 
 
 def run(facts: Facts) -> list[Finding]:

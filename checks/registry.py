@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from checks import bench, diag, env, gpu, lane, net, nvls, plugin, stack, timeouts
-from checks.facts import Facts
+from doctor.checks import bench, diag, env, gpu, lane, net, nvls, plugin, stack, timeouts
+from doctor.checks.facts import Facts
 from doctor.model import Finding, Report, Severity
 
 Check = Callable[[Facts], list[Finding]]
@@ -40,17 +40,27 @@ def run_family(name: str, check: Check, facts: Facts) -> list[Finding]:
     try:
         return check(facts)
     except Exception as exc:  # a preflight that dies tells the user nothing
-        return [Finding(f"{name}.internal-error", Severity.FAIL, name,
-                        f"the {name} checks crashed ({type(exc).__name__}: {exc}); "
-                        "the other families ran. Please report this as a bug.")]
+        return [
+            Finding(
+                f"{name}.internal-error",
+                Severity.FAIL,
+                name,
+                f"the {name} checks crashed ({type(exc).__name__}: {exc}); "
+                "the other families ran. Please report this as a bug.",
+            )
+        ]
 
 
 def run_checks(facts: Facts) -> Report:
     """Every family in order; the report carries the resolved timeout chain and the lane source."""
     findings = [finding for name, check in FAMILIES for finding in run_family(name, check, facts)]
     chain = timeouts.resolve_timeouts(facts.config, facts.env)
-    return Report(facts.lane, tuple(findings), extras={
-        "timeouts": chain.to_json(),
-        "lane_source": facts.lane_source,
-        "conf_files": list(facts.conf_files),
-    })
+    return Report(
+        facts.lane,
+        tuple(findings),
+        extras={
+            "timeouts": chain.to_json(),
+            "lane_source": facts.lane_source,
+            "conf_files": list(facts.conf_files),
+        },
+    )

@@ -15,7 +15,7 @@ from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
-from checks.registry import family
+from doctor.checks.registry import family
 from doctor.config import format_duration
 from doctor.model import Finding, Report, Severity
 
@@ -30,8 +30,12 @@ MARKS = {
 
 def findings_table(report: Report) -> Table:
     """One row per finding, a section per check family, the fix under its message."""
-    table = Table(title=f"nccl-doctor preflight · lane {report.lane}", title_justify="left",
-                  show_lines=False, expand=True)
+    table = Table(
+        title=f"nccl-doctor preflight · lane {report.lane}",
+        title_justify="left",
+        show_lines=False,
+        expand=True,
+    )
     table.add_column("", no_wrap=True, width=6)
     table.add_column("check", no_wrap=True)
     table.add_column("finding", ratio=1, overflow="fold")
@@ -57,8 +61,12 @@ def _collapse_skips(findings: Iterable[Finding]) -> list[tuple[str, Finding]]:
     rows: list[tuple[list[str], Finding]] = []
     for finding in findings:
         last = rows[-1] if rows else None
-        if (last and finding.severity is Severity.SKIP and last[1].severity is Severity.SKIP
-                and last[1].message == finding.message):
+        if (
+            last
+            and finding.severity is Severity.SKIP
+            and last[1].severity is Severity.SKIP
+            and last[1].message == finding.message
+        ):
             last[0].append(finding.check)
         else:
             rows.append(([finding.check], finding))
@@ -81,23 +89,31 @@ def timeout_table(chain: dict[str, Any]) -> Table:
     table.add_column("value", no_wrap=True, justify="right")
     table.add_column("set by", ratio=1, overflow="fold")
     for layer in chain["layers"].values():
-        table.add_row(Text(layer["title"]), Text(_duration(layer["seconds"])),
-                      Text(layer["source"]))
+        table.add_row(
+            Text(layer["title"]), Text(_duration(layer["seconds"])), Text(layer["source"])
+        )
     table.add_section()
-    table.add_row(Text("time to detect a hang", style="bold"),
-                  Text(_duration(chain["detect_seconds"], "never")), Text("worst case"))
-    table.add_row(Text("time to recover", style="bold"),
-                  Text(_duration(chain["recover_seconds"], "never")), Text(chain["recover_how"]))
+    table.add_row(
+        Text("time to detect a hang", style="bold"),
+        Text(_duration(chain["detect_seconds"], "never")),
+        Text("worst case"),
+    )
+    table.add_row(
+        Text("time to recover", style="bold"),
+        Text(_duration(chain["recover_seconds"], "never")),
+        Text(chain["recover_how"]),
+    )
     return table
 
 
 def summary_line(report: Report) -> Text:
     counts = {s: report.count(s) for s in Severity}
-    verdict = ("FAIL" if counts[Severity.FAIL] else "WARN" if counts[Severity.WARN] else "OK")
+    verdict = "FAIL" if counts[Severity.FAIL] else "WARN" if counts[Severity.WARN] else "OK"
     style = {"FAIL": "bold red", "WARN": "bold yellow", "OK": "bold green"}[verdict]
     line = Text(f"preflight {verdict}", style=style)
-    parts = " · ".join(f"{counts[s]} {s.value}" for s in Severity if counts[s] or s is not
-                       Severity.INFO)
+    parts = " · ".join(
+        f"{counts[s]} {s.value}" for s in Severity if counts[s] or s is not Severity.INFO
+    )
     line.append(f": {parts} · lane {report.lane} ({report.extras.get('lane_source', '?')})")
     files = report.extras.get("conf_files")
     if files:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from checks.facts import Facts
+from doctor.checks.facts import Facts
 from doctor.model import Finding, Severity
 
 ORDER = ("torch", "nccl", "cuda", "driver", "python")

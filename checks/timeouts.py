@@ -22,9 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from checks import fixes
-from checks.facts import Facts
-from checks.values import torch_bool, torch_int
+from doctor.checks import fixes
+from doctor.checks.facts import Facts
+from doctor.checks.values import torch_bool, torch_int
 from doctor.config import Config, format_duration
 from doctor.model import Finding, Severity
 
@@ -65,9 +65,12 @@ class TimeoutChain:
         return self[key].seconds
 
     def to_json(self) -> dict[str, Any]:
-        return {"layers": {layer.key: layer.to_json() for layer in self.layers},
-                "detect_seconds": self.detect, "recover_seconds": self.recover,
-                "recover_how": self.recover_how}
+        return {
+            "layers": {layer.key: layer.to_json() for layer in self.layers},
+            "detect_seconds": self.detect,
+            "recover_seconds": self.recover,
+            "recover_how": self.recover_how,
+        }
 
 
 def _watchdog(config: Config, backend: str, pg_timeout: float | None) -> Layer:
@@ -75,31 +78,52 @@ def _watchdog(config: Config, backend: str, pg_timeout: float | None) -> Layer:
     if pg_timeout is not None:
         return Layer("watchdog", title, pg_timeout, "process group timeout")
     if config.distributed.timeout is not None:
-        return Layer("watchdog", title, config.distributed.timeout,
-                     f"[distributed] timeout in {config.source}")
-    return Layer("watchdog", title, DEFAULT_WATCHDOG.get(backend, DEFAULT_WATCHDOG["mixed"]),
-                 f"PyTorch default for {backend} (10m nccl, 30m gloo or mixed)")
+        return Layer(
+            "watchdog",
+            title,
+            config.distributed.timeout,
+            f"[distributed] timeout in {config.source}",
+        )
+    return Layer(
+        "watchdog",
+        title,
+        DEFAULT_WATCHDOG.get(backend, DEFAULT_WATCHDOG["mixed"]),
+        f"PyTorch default for {backend} (10m nccl, 30m gloo or mixed)",
+    )
 
 
 def _env_layers(env: Mapping[str, str]) -> tuple[Layer, Layer]:
     monitoring = torch_bool(env, "TORCH_NCCL_ENABLE_MONITORING", True)
     beat = torch_int(env, "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC")
-    heartbeat = Layer("heartbeat", "heartbeat monitor",
-                      (beat if beat is not None else DEFAULT_HEARTBEAT) if monitoring else None,
-                      "TORCH_NCCL_ENABLE_MONITORING=0" if not monitoring else
-                      "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC" if beat is not None else
-                      "PyTorch default")
+    heartbeat = Layer(
+        "heartbeat",
+        "heartbeat monitor",
+        (beat if beat is not None else DEFAULT_HEARTBEAT) if monitoring else None,
+        "TORCH_NCCL_ENABLE_MONITORING=0"
+        if not monitoring
+        else "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"
+        if beat is not None
+        else "PyTorch default",
+    )
     buffer = torch_int(env, "TORCH_NCCL_TRACE_BUFFER_SIZE")
-    dumps = (torch_bool(env, "TORCH_NCCL_DUMP_ON_TIMEOUT", True) and monitoring
-             and (buffer is None or buffer > 0))
+    dumps = (
+        torch_bool(env, "TORCH_NCCL_DUMP_ON_TIMEOUT", True)
+        and monitoring
+        and (buffer is None or buffer > 0)
+    )
     wait_ms = torch_int(env, "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC") or DEFAULT_DUMP_WAIT_MS
-    dump = Layer("dump", "Flight Recorder dump grace", 4 * wait_ms / 1000 if dumps else None,
-                 "4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC" if dumps else "no dump on timeout")
+    dump = Layer(
+        "dump",
+        "Flight Recorder dump grace",
+        4 * wait_ms / 1000 if dumps else None,
+        "4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC" if dumps else "no dump on timeout",
+    )
     return heartbeat, dump
 
 
-def resolve_timeouts(config: Config, env: Mapping[str, str], backend: str = "nccl",
-                     pg_timeout: float | None = None) -> TimeoutChain:
+def resolve_timeouts(
+    config: Config, env: Mapping[str, str], backend: str = "nccl", pg_timeout: float | None = None
+) -> TimeoutChain:
     """Resolve every layer; ``pg_timeout`` (seconds) overrides the config's collective timeout."""
     watchdog = _watchdog(config, backend, pg_timeout)
     heartbeat, dump = _env_layers(env)
@@ -109,27 +133,39 @@ def resolve_timeouts(config: Config, env: Mapping[str, str], backend: str = "ncc
     def restart_layer(key: str, title: str, field: str) -> Layer:
         if not on:
             return Layer(key, title, None, "restart wrapper off")
-        source = (f"[restart] {field} in {config.source}"
-                  if f"restart.{field}" in config.explicit else "[restart] default")
+        source = (
+            f"[restart] {field} in {config.source}"
+            if f"restart.{field}" in config.explicit
+            else "[restart] default"
+        )
         return Layer(key, title, getattr(r, field), source)
 
     warmup = config.compile.warmup
     layers = (
-        watchdog, heartbeat, dump,
+        watchdog,
+        heartbeat,
+        dump,
         restart_layer("soft", "wrapper soft timeout", "soft_timeout"),
         restart_layer("hard", "wrapper hard timeout", "hard_timeout"),
         restart_layer("grace", "wrapper termination grace", "termination_grace_time"),
         restart_layer("barrier", "wrapper restart barrier", "barrier_timeout"),
-        Layer("warmup", "compile warmup", warmup,
-              f"[compile] warmup in {config.source}" if warmup is not None else "no compile"),
+        Layer(
+            "warmup",
+            "compile warmup",
+            warmup,
+            f"[compile] warmup in {config.source}" if warmup is not None else "no compile",
+        ),
     )
     assert watchdog.seconds is not None
     if on:
         detect: float | None = r.soft_timeout
-        recover: float | None = max(r.soft_timeout + r.barrier_timeout,
-                                    r.hard_timeout + r.termination_grace_time)
-        how = ("in-process restart: soft timeout + restart barrier; a rank stuck past the "
-               "hard timeout is killed after the grace time")
+        recover: float | None = max(
+            r.soft_timeout + r.barrier_timeout, r.hard_timeout + r.termination_grace_time
+        )
+        how = (
+            "in-process restart: soft timeout + restart barrier; a rank stuck past the "
+            "hard timeout is killed after the grace time"
+        )
     else:
         detect = watchdog.seconds
         handling = torch_int(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING")
@@ -165,56 +201,107 @@ def timeout_findings(chain: TimeoutChain) -> list[Finding]:
     if hard is None:
         out.append(_ok("timeout.watchdog-vs-hard", "watchdog", "the restart wrapper is off."))
     elif watchdog <= hard:
-        out.append(Finding(
-            "timeout.watchdog-vs-hard", Severity.FAIL, "watchdog",
-            f"the collective timeout ({f(watchdog)}, {chain['watchdog'].source}) is not longer "
-            f"than the wrapper's hard timeout ({f(hard)}): the NCCL watchdog kills the process "
-            "before the wrapper can restart it in place.",
-            fixes.config_change(f"[distributed] timeout = \"{_above(hard)}\"  (nccl-doctor.toml, "
-                                "and pass it to init_process_group)")))
+        out.append(
+            Finding(
+                "timeout.watchdog-vs-hard",
+                Severity.FAIL,
+                "watchdog",
+                f"the collective timeout ({f(watchdog)}, {chain['watchdog'].source}) is not longer "
+                f"than the wrapper's hard timeout ({f(hard)}): the NCCL watchdog kills the process "
+                "before the wrapper can restart it in place.",
+                fixes.config_change(
+                    f'[distributed] timeout = "{_above(hard)}"  (nccl-doctor.toml, '
+                    "and pass it to init_process_group)"
+                ),
+            )
+        )
     else:
-        out.append(_ok("timeout.watchdog-vs-hard", "watchdog",
-                       f"watchdog {f(watchdog)} > hard timeout {f(hard)}."))
+        out.append(
+            _ok(
+                "timeout.watchdog-vs-hard",
+                "watchdog",
+                f"watchdog {f(watchdog)} > hard timeout {f(hard)}.",
+            )
+        )
     if soft is None or hard is None:
         out.append(_ok("timeout.soft-vs-hard", "restart", "the restart wrapper is off."))
     elif soft >= hard:
-        out.append(Finding(
-            "timeout.soft-vs-hard", Severity.FAIL, "restart",
-            f"the wrapper's soft timeout ({f(soft)}) is not shorter than its hard timeout "
-            f"({f(hard)}): the process is killed before the in-process restart is tried.",
-            fixes.config_change(f"[restart] soft_timeout = \"{f(math.floor(hard * 2 / 3))}\"")))
+        out.append(
+            Finding(
+                "timeout.soft-vs-hard",
+                Severity.FAIL,
+                "restart",
+                f"the wrapper's soft timeout ({f(soft)}) is not shorter than its hard timeout "
+                f"({f(hard)}): the process is killed before the in-process restart is tried.",
+                fixes.config_change(f'[restart] soft_timeout = "{f(math.floor(hard * 2 / 3))}"'),
+            )
+        )
     else:
         out.append(_ok("timeout.soft-vs-hard", "restart", f"soft {f(soft)} < hard {f(hard)}."))
-    out.append(_warmup_vs("timeout.heartbeat-vs-warmup", "heartbeat", heartbeat, warmup,
-                          Severity.WARN, fixes.export("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC",
-                                                      str(int(_seconds_above(warmup))))))
-    out.append(_warmup_vs("timeout.watchdog-vs-warmup", "watchdog", watchdog, warmup,
-                          Severity.FAIL, fixes.config_change(
-                              f"[distributed] timeout = \"{_above(warmup or 0)}\"")))
+    out.append(
+        _warmup_vs(
+            "timeout.heartbeat-vs-warmup",
+            "heartbeat",
+            heartbeat,
+            warmup,
+            Severity.WARN,
+            fixes.export("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", str(int(_seconds_above(warmup)))),
+        )
+    )
+    out.append(
+        _warmup_vs(
+            "timeout.watchdog-vs-warmup",
+            "watchdog",
+            watchdog,
+            warmup,
+            Severity.FAIL,
+            fixes.config_change(f'[distributed] timeout = "{_above(warmup or 0)}"'),
+        )
+    )
     if heartbeat is None:
-        out.append(Finding(
-            "timeout.monitoring-disabled", Severity.WARN, "TORCH_NCCL_ENABLE_MONITORING",
-            "TORCH_NCCL_ENABLE_MONITORING=0: nothing ends a rank whose watchdog is itself stuck, "
-            "so a real hang looks like a slow compile forever.",
-            fixes.export("TORCH_NCCL_ENABLE_MONITORING", "1")))
+        out.append(
+            Finding(
+                "timeout.monitoring-disabled",
+                Severity.WARN,
+                "TORCH_NCCL_ENABLE_MONITORING",
+                "TORCH_NCCL_ENABLE_MONITORING=0: nothing ends a rank whose watchdog is itself "
+                "stuck, so a real hang looks like a slow compile forever.",
+                fixes.export("TORCH_NCCL_ENABLE_MONITORING", "1"),
+            )
+        )
     else:
-        out.append(_ok("timeout.monitoring-disabled", "TORCH_NCCL_ENABLE_MONITORING",
-                       f"heartbeat monitor on ({f(heartbeat)})."))
+        out.append(
+            _ok(
+                "timeout.monitoring-disabled",
+                "TORCH_NCCL_ENABLE_MONITORING",
+                f"heartbeat monitor on ({f(heartbeat)}).",
+            )
+        )
     return out
 
 
-def _warmup_vs(check: str, layer: str, seconds: float | None, warmup: float | None,
-               severity: Severity, fix: str) -> Finding:
+def _warmup_vs(
+    check: str,
+    layer: str,
+    seconds: float | None,
+    warmup: float | None,
+    severity: Severity,
+    fix: str,
+) -> Finding:
     f = format_duration
     if warmup is None:
         return _ok(check, layer, "no compile warmup configured ([compile] warmup).")
     if seconds is None:
         return _ok(check, layer, f"the {layer} is off.")
     if seconds <= warmup:
-        return Finding(check, severity, layer,
-                       f"the {layer} timeout ({f(seconds)}) is not longer than the expected "
-                       f"compile warmup ({f(warmup)}): ranks still compiling are killed as hung.",
-                       fix)
+        return Finding(
+            check,
+            severity,
+            layer,
+            f"the {layer} timeout ({f(seconds)}) is not longer than the expected "
+            f"compile warmup ({f(warmup)}): ranks still compiling are killed as hung.",
+            fix,
+        )
     return _ok(check, layer, f"{layer} {f(seconds)} > compile warmup {f(warmup)}.")
 
 

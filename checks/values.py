@@ -15,7 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
-from checks.catalogue import VarSpec
+from doctor.checks.catalogue import VarSpec
 from doctor.config import parse_duration
 
 TORCH_TRUE = frozenset({"y", "yes", "t", "true", "1"})
@@ -63,7 +63,7 @@ def strtoll(text: str) -> Strtoll:
     if not digits:
         return Strtoll(0, text, base)
     value = sign * int(digits, base)
-    rest = body[digits_at + len(digits):]
+    rest = body[digits_at + len(digits) :]
     if not _INT64[0] <= value <= _INT64[1]:
         return Strtoll(max(min(value, _INT64[1]), _INT64[0]), rest, base, overflow=True)
     return Strtoll(value, rest, base)
@@ -160,8 +160,11 @@ def check_value(spec: VarSpec, value: str) -> Problem | None:
         return _integer(spec, value)
     if kind == "enum":
         rule = _rule(spec)
-        if rule and rule.words and value.strip().lower() not in rule.words and not (
-            re.fullmatch(r"-?\d+", value.strip()) and int(value) in rule.ints
+        if (
+            rule
+            and rule.words
+            and value.strip().lower() not in rule.words
+            and not (re.fullmatch(r"-?\d+", value.strip()) and int(value) in rule.ints)
         ):
             options = "|".join(sorted(rule.words | {str(i) for i in rule.ints}))
             return Problem(f"{value!r} is not one of {options}; it is ignored")
@@ -178,8 +181,11 @@ def _is_numeric_enum(spec: VarSpec) -> bool:
 def _torch_bool(spec: VarSpec, value: str) -> Problem | None:
     if value.strip().lower() in TORCH_TRUE | TORCH_FALSE:
         return None
-    return Problem(f"{value!r} is not a boolean PyTorch accepts (1/0, true/false, yes/no): "
-                   "process-group creation raises", _bool_fix(value))
+    return Problem(
+        f"{value!r} is not a boolean PyTorch accepts (1/0, true/false, yes/no): "
+        "process-group creation raises",
+        _bool_fix(value),
+    )
 
 
 def _bool_fix(value: str) -> str:
@@ -199,8 +205,9 @@ def _integer(spec: VarSpec, value: str) -> Problem | None:
             return problem
         number = parsed.value
     if spec.type == "bool" and number not in (0, 1):
-        return Problem(f"{value!r} is not 0 or 1 (NCCL treats any non-zero value as 1)", "1",
-                       severe=False)
+        return Problem(
+            f"{value!r} is not 0 or 1 (NCCL treats any non-zero value as 1)", "1", severe=False
+        )
     if rule and not rule.allows_int(number):
         return Problem(f"{number} is outside the allowed values ({spec.allowed})")
     return None
@@ -208,17 +215,23 @@ def _integer(spec: VarSpec, value: str) -> Problem | None:
 
 def _strtoll_problem(spec: VarSpec, value: str, parsed: Strtoll) -> Problem | None:
     if parsed.overflow:
-        return Problem(f"{value!r} overflows a 64-bit integer: NCCL falls back to the default "
-                       f"({spec.default})")
+        return Problem(
+            f"{value!r} overflows a 64-bit integer: NCCL falls back to the default ({spec.default})"
+        )
     if parsed.rest == value:
-        return Problem(f"NCCL parses {value!r} as 0 (strtoll finds no digits), so {spec.name} "
-                       "is 0", _int_fix(spec, value, parsed))
+        return Problem(
+            f"NCCL parses {value!r} as 0 (strtoll finds no digits), so {spec.name} is 0",
+            _int_fix(spec, value, parsed),
+        )
     if parsed.rest.strip():
-        return Problem(f"NCCL parses {value!r} as {parsed.value} and silently ignores "
-                       f"{parsed.rest!r}", _int_fix(spec, value, parsed))
+        return Problem(
+            f"NCCL parses {value!r} as {parsed.value} and silently ignores {parsed.rest!r}",
+            _int_fix(spec, value, parsed),
+        )
     if parsed.base == 8 and len(value.strip().lstrip("+-")) > 1:
-        return Problem(f"NCCL parses {value!r} as octal {parsed.value}",
-                       value.strip().lstrip("0") or "0")
+        return Problem(
+            f"NCCL parses {value!r} as octal {parsed.value}", value.strip().lstrip("0") or "0"
+        )
     return None
 
 

@@ -56,6 +56,7 @@ def dump_flight_recorder(path: Path) -> Path | None:
     """
     try:
         from torch._C._distributed_c10d import _dump_fr_trace
+
         data = _dump_fr_trace(True, False, False)
     except Exception:  # no c10d build, or FR unavailable: nothing to dump
         return None
@@ -79,8 +80,9 @@ class Agent:
         faulthandler.register(STACK_SIGNAL, file=self._stack_file, all_threads=True, chain=False)
         _pid_path(directory, rank).write_text(str(os.getpid()))
         self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._serve, name=f"nccl-doctor-agent-{rank}",
-                                        daemon=True)
+        self._thread = threading.Thread(
+            target=self._serve, name=f"nccl-doctor-agent-{rank}", daemon=True
+        )
         self._thread.start()
         global _running
         _running = self
@@ -107,8 +109,12 @@ class Agent:
     def __enter__(self) -> Agent:
         return self
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.close()
 
 

@@ -35,13 +35,13 @@ def parse_duration(value: object) -> float:
             raise ValueError("a duration cannot be negative")
         return float(value)
     if not isinstance(value, str):
-        raise ValueError(f"a duration such as \"90s\" or \"10m\", not {type(value).__name__}")
+        raise ValueError(f'a duration such as "90s" or "10m", not {type(value).__name__}')
     text = value.strip().lower()
     if re.fullmatch(r"\d+(\.\d+)?", text):
         return float(text)
     parts = _DURATION_PART.findall(text)
     if not parts or _DURATION_PART.sub("", text).strip():
-        raise ValueError(f"{value!r} is not a duration such as \"90s\", \"10m\" or \"2h\"")
+        raise ValueError(f'{value!r} is not a duration such as "90s", "10m" or "2h"')
     return sum(float(n) * _UNIT_SECONDS[u] for n, u in parts)
 
 
@@ -102,9 +102,15 @@ _SECTIONS: dict[str, type] = {
     "lane": LaneConfig,
 }
 _DURATION_KEYS = {
-    "distributed.timeout", "restart.soft_timeout", "restart.hard_timeout",
-    "restart.heartbeat_timeout", "restart.barrier_timeout", "restart.completion_timeout",
-    "restart.last_call_wait", "restart.termination_grace_time", "compile.warmup",
+    "distributed.timeout",
+    "restart.soft_timeout",
+    "restart.hard_timeout",
+    "restart.heartbeat_timeout",
+    "restart.barrier_timeout",
+    "restart.completion_timeout",
+    "restart.last_call_wait",
+    "restart.termination_grace_time",
+    "compile.warmup",
 }
 
 
@@ -123,8 +129,11 @@ def find_config(explicit: str | Path | None, env: Mapping[str, str], cwd: Path) 
     return None
 
 
-def load_config(explicit: str | Path | None = None, env: Mapping[str, str] | None = None,
-                cwd: Path | None = None) -> Config:
+def load_config(
+    explicit: str | Path | None = None,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+) -> Config:
     """Find and parse the config; the defaults when there is none."""
     path = find_config(explicit, env if env is not None else {}, cwd or Path.cwd())
     return parse_config_file(path) if path else Config()
@@ -146,8 +155,9 @@ def parse_config_file(path: Path) -> Config:
     return parse_config(data, text, str(path), prefix)
 
 
-def parse_config(data: Mapping[str, Any], text: str = "", source: str = "<config>",
-                 prefix: tuple[str, ...] = ()) -> Config:
+def parse_config(
+    data: Mapping[str, Any], text: str = "", source: str = "<config>", prefix: tuple[str, ...] = ()
+) -> Config:
     """Validate a parsed TOML mapping into a ``Config``; ``text`` lets errors name lines."""
 
     def fail(key: str, problem: str) -> ConfigError:

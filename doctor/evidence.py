@@ -149,8 +149,11 @@ class Evidence:
     """NCCL and launcher logs triage read (a bundle copies their tails)."""
 
     def to_json(self) -> dict[str, Any]:
-        return {f.name: _dump(getattr(self, f.name)) for f in dataclasses.fields(self)
-                if f.name != "flight"}
+        return {
+            f.name: _dump(getattr(self, f.name))
+            for f in dataclasses.fields(self)
+            if f.name != "flight"
+        }
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Evidence:

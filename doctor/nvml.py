@@ -41,8 +41,13 @@ THROTTLE_REASONS: dict[int, str] = {
 }
 """NVML's clocks-event (throttle) reason bits and the names we report."""
 
-RECOVERY_ACTIONS = {0: "none", 1: "gpu_reset", 2: "node_reboot", 3: "drain_p2p",
-                    4: "drain_and_reset"}
+RECOVERY_ACTIONS = {
+    0: "none",
+    1: "gpu_reset",
+    2: "node_reboot",
+    3: "drain_p2p",
+    4: "drain_and_reset",
+}
 """``NVML_FI_DEV_GET_GPU_RECOVERY_ACTION`` values (``nvmlDeviceGpuRecoveryAction_t``)."""
 
 NVLINK_REMOTE = {0: "gpu", 1: "ibmnpu", 2: "switch"}
@@ -158,10 +163,17 @@ def read_fleet(env: Mapping[str, str], xid_wait_ms: int = 0) -> Fleet:
 def to_gpu_sample(gpu: GpuState, rank: int | None) -> GpuSample:
     """The triage evidence form of one GPU's state."""
     return GpuSample(
-        rank=rank, index=gpu.index, uuid=gpu.uuid, utilization_pct=gpu.utilization_pct,
-        power_w=gpu.power_w, memory_used_bytes=gpu.memory_used_bytes,
-        sm_clock_mhz=gpu.sm_clock_mhz, throttle_reasons=gpu.throttle_reasons,
-        xid_events=gpu.xid_events, ecc_uncorrected=gpu.ecc_volatile_uncorrected)
+        rank=rank,
+        index=gpu.index,
+        uuid=gpu.uuid,
+        utilization_pct=gpu.utilization_pct,
+        power_w=gpu.power_w,
+        memory_used_bytes=gpu.memory_used_bytes,
+        sm_clock_mhz=gpu.sm_clock_mhz,
+        throttle_reasons=gpu.throttle_reasons,
+        xid_events=gpu.xid_events,
+        ecc_uncorrected=gpu.ecc_volatile_uncorrected,
+    )
 
 
 _XID_LINE = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+)")
@@ -214,8 +226,11 @@ def _read(lib: Any, source: str, kernel_log: Any, xid_wait_ms: int) -> Fleet:
             state = _read_gpu(lib, index, handle)
             xids = live.get(index, []) + logged.pop(bus_key(state.bus_id) or (-1, -1, -1), [])
             gpus.append(replace(state, xid_events=tuple(xids)))
-        unmatched = tuple((f"{d:04x}:{b:02x}:{f:02x}", xid)
-                          for (d, b, f), codes in logged.items() for xid in codes)
+        unmatched = tuple(
+            (f"{d:04x}:{b:02x}:{f:02x}", xid)
+            for (d, b, f), codes in logged.items()
+            for xid in codes
+        )
     except lib.NVMLError as exc:
         return Fleet(source=source, unavailable=f"NVML failed: {exc}")
     finally:
@@ -257,17 +272,29 @@ def _query_gpu(lib: Any, index: int, h: Any) -> GpuState:
     mem = _ask(lib, lib.nvmlDeviceGetMemoryInfo, h)
     power = _ask(lib, lib.nvmlDeviceGetPowerUsage, h)
     limit = _ask(lib, lib.nvmlDeviceGetEnforcedPowerLimit, h)
-    reasons = _ask(lib, getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None)
-                   or lib.nvmlDeviceGetCurrentClocksThrottleReasons, h) or 0
+    reasons = (
+        _ask(
+            lib,
+            getattr(lib, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or lib.nvmlDeviceGetCurrentClocksThrottleReasons,
+            h,
+        )
+        or 0
+    )
     ecc_mode = _ask(lib, lib.nvmlDeviceGetEccMode, h)
     pending = _ask(lib, lib.nvmlDeviceGetRetiredPagesPendingStatus, h)
     remap = _ask(lib, lib.nvmlDeviceGetRemappedRows, h)
     mig = _ask(lib, lib.nvmlDeviceGetMigMode, h)
     persistence = _ask(lib, lib.nvmlDeviceGetPersistenceMode, h)
-    sbe = _ask(lib, lib.nvmlDeviceGetRetiredPages, h,
-               lib.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS)
-    dbe = _ask(lib, lib.nvmlDeviceGetRetiredPages, h,
-               lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR)
+    sbe = _ask(
+        lib,
+        lib.nvmlDeviceGetRetiredPages,
+        h,
+        lib.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS,
+    )
+    dbe = _ask(
+        lib, lib.nvmlDeviceGetRetiredPages, h, lib.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+    )
     procs = _ask(lib, lib.nvmlDeviceGetComputeRunningProcesses, h) or []
     pci = _ask(lib, lib.nvmlDeviceGetPciInfo, h)
     return GpuState(
@@ -285,12 +312,15 @@ def _query_gpu(lib: Any, index: int, h: Any) -> GpuState:
         temperature_c=_ask(lib, lib.nvmlDeviceGetTemperature, h, lib.NVML_TEMPERATURE_GPU),
         throttle_reasons=tuple(name for bit, name in THROTTLE_REASONS.items() if reasons & bit),
         ecc_enabled=bool(ecc_mode[0]) if ecc_mode is not None else None,
-        ecc_volatile_uncorrected=_ecc(lib, h, lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                                      lib.NVML_VOLATILE_ECC),
-        ecc_aggregate_uncorrected=_ecc(lib, h, lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED,
-                                       lib.NVML_AGGREGATE_ECC),
-        ecc_volatile_corrected=_ecc(lib, h, lib.NVML_MEMORY_ERROR_TYPE_CORRECTED,
-                                    lib.NVML_VOLATILE_ECC),
+        ecc_volatile_uncorrected=_ecc(
+            lib, h, lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, lib.NVML_VOLATILE_ECC
+        ),
+        ecc_aggregate_uncorrected=_ecc(
+            lib, h, lib.NVML_MEMORY_ERROR_TYPE_UNCORRECTED, lib.NVML_AGGREGATE_ECC
+        ),
+        ecc_volatile_corrected=_ecc(
+            lib, h, lib.NVML_MEMORY_ERROR_TYPE_CORRECTED, lib.NVML_VOLATILE_ECC
+        ),
         retired_pages_sbe=len(sbe) if sbe is not None else None,
         retired_pages_dbe=len(dbe) if dbe is not None else None,
         retired_pages_pending=bool(pending) if pending is not None else None,
@@ -326,18 +356,27 @@ def _nvlinks(lib: Any, h: Any) -> tuple[NvLink, ...]:
         state = _ask(lib, lib.nvmlDeviceGetNvLinkState, h, link)
         if state is None:
             continue  # no such link on this GPU
-        errors = {name: _ask(lib, lib.nvmlDeviceGetNvLinkErrorCounter, h, link, counter) or 0
-                  for name, counter in (("replay", lib.NVML_NVLINK_ERROR_DL_REPLAY),
-                                        ("recovery", lib.NVML_NVLINK_ERROR_DL_RECOVERY),
-                                        ("flit", lib.NVML_NVLINK_ERROR_DL_CRC_FLIT),
-                                        ("data", lib.NVML_NVLINK_ERROR_DL_CRC_DATA))}
+        errors = {
+            name: _ask(lib, lib.nvmlDeviceGetNvLinkErrorCounter, h, link, counter) or 0
+            for name, counter in (
+                ("replay", lib.NVML_NVLINK_ERROR_DL_REPLAY),
+                ("recovery", lib.NVML_NVLINK_ERROR_DL_RECOVERY),
+                ("flit", lib.NVML_NVLINK_ERROR_DL_CRC_FLIT),
+                ("data", lib.NVML_NVLINK_ERROR_DL_CRC_DATA),
+            )
+        }
         remote = _ask(lib, lib.nvmlDeviceGetNvLinkRemoteDeviceType, h, link)
-        links.append(NvLink(
-            link=link, active=bool(state),
-            version=_ask(lib, lib.nvmlDeviceGetNvLinkVersion, h, link),
-            remote=NVLINK_REMOTE.get(remote, "unknown") if remote is not None else "unknown",
-            replay_errors=errors["replay"], recovery_errors=errors["recovery"],
-            crc_errors=errors["flit"] + errors["data"]))
+        links.append(
+            NvLink(
+                link=link,
+                active=bool(state),
+                version=_ask(lib, lib.nvmlDeviceGetNvLinkVersion, h, link),
+                remote=NVLINK_REMOTE.get(remote, "unknown") if remote is not None else "unknown",
+                replay_errors=errors["replay"],
+                recovery_errors=errors["recovery"],
+                crc_errors=errors["flit"] + errors["data"],
+            )
+        )
     return tuple(links)
 
 

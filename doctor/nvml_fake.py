@@ -38,8 +38,9 @@ class FleetFileError(Exception):
 def bundled_fleets() -> list[str]:
     """Names of the fleets shipped with the package."""
     folder = resources.files("doctor") / "data" / "fleets"
-    return sorted(p.name.removesuffix(".json") for p in folder.iterdir()
-                  if p.name.endswith(".json"))
+    return sorted(
+        p.name.removesuffix(".json") for p in folder.iterdir() if p.name.endswith(".json")
+    )
 
 
 def _merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
@@ -70,14 +71,16 @@ class FakeNvml:
     @classmethod
     def load(cls, name_or_path: str) -> FakeNvml:
         if name_or_path in bundled_fleets():
-            text = (resources.files("doctor") / "data" / "fleets" / f"{name_or_path}.json"
-                    ).read_text()
+            text = (
+                resources.files("doctor") / "data" / "fleets" / f"{name_or_path}.json"
+            ).read_text()
         else:
             try:
                 text = Path(name_or_path).read_text()
             except OSError as exc:
-                raise FleetFileError(f"fake NVML fleet {name_or_path!r} unreadable: "
-                                     f"{exc.strerror}") from exc
+                raise FleetFileError(
+                    f"fake NVML fleet {name_or_path!r} unreadable: {exc.strerror}"
+                ) from exc
         try:
             return cls(json.loads(text))
         except (json.JSONDecodeError, AttributeError, TypeError) as exc:
@@ -130,8 +133,9 @@ class FakeNvml:
     def nvmlDeviceGetMemoryInfo(self, h: int) -> SimpleNamespace:
         gpu = self._gpu(h, "memory_total_bytes")
         used = gpu.get("memory_used_bytes", 0)
-        return SimpleNamespace(used=used, total=gpu["memory_total_bytes"],
-                               free=gpu["memory_total_bytes"] - used)
+        return SimpleNamespace(
+            used=used, total=gpu["memory_total_bytes"], free=gpu["memory_total_bytes"] - used
+        )
 
     def nvmlDeviceGetPowerUsage(self, h: int) -> int:
         return int(self._gpu(h, "power_w")["power_w"] * 1000)
@@ -172,8 +176,12 @@ class FakeNvml:
 
     def nvmlDeviceGetRemappedRows(self, h: int) -> tuple[int, int, int, int]:
         rows = self._gpu(h, "remapped_rows")["remapped_rows"]
-        return (int(rows.get("correctable", 0)), int(rows.get("uncorrectable", 0)),
-                int(rows.get("pending", False)), int(rows.get("failure", False)))
+        return (
+            int(rows.get("correctable", 0)),
+            int(rows.get("uncorrectable", 0)),
+            int(rows.get("pending", False)),
+            int(rows.get("failure", False)),
+        )
 
     def nvmlDeviceGetPersistenceMode(self, h: int) -> int:
         return int(self._gpu(h, "persistence_mode")["persistence_mode"])
@@ -219,19 +227,26 @@ class FakeNvml:
     def nvmlDeviceGetNvLinkErrorCounter(self, h: int, link: int, counter: int) -> int:
         self._link(h, link)
         errors = self._gpu(h).get("nvlink_errors", {}).get(str(link), {})
-        name = {pynvml.NVML_NVLINK_ERROR_DL_REPLAY: "replay",
-                pynvml.NVML_NVLINK_ERROR_DL_RECOVERY: "recovery",
-                pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT: "crc"}.get(counter, "")
+        name = {
+            pynvml.NVML_NVLINK_ERROR_DL_REPLAY: "replay",
+            pynvml.NVML_NVLINK_ERROR_DL_RECOVERY: "recovery",
+            pynvml.NVML_NVLINK_ERROR_DL_CRC_FLIT: "crc",
+        }.get(counter, "")
         return int(errors.get(name, 0))
 
     def nvmlDeviceGetComputeRunningProcesses(self, h: int) -> list[SimpleNamespace]:
-        return [SimpleNamespace(pid=p["pid"], usedGpuMemory=p.get("used_bytes"))
-                for p in self._gpu(h).get("processes", [])]
+        return [
+            SimpleNamespace(pid=p["pid"], usedGpuMemory=p.get("used_bytes"))
+            for p in self._gpu(h).get("processes", [])
+        ]
 
     def nvmlDeviceGetFieldValues(self, h: int, fields: list[int]) -> list[SimpleNamespace]:
         action = self._gpu(h, "recovery_action")["recovery_action"]
-        return [SimpleNamespace(nvmlReturn=0, value=SimpleNamespace(
-            uiVal=_key(RECOVERY_ACTIONS, action)))]
+        return [
+            SimpleNamespace(
+                nvmlReturn=0, value=SimpleNamespace(uiVal=_key(RECOVERY_ACTIONS, action))
+            )
+        ]
 
     def nvmlEventSetCreate(self) -> str:
         self._events = []

@@ -29,14 +29,22 @@ class Completed:
         return self.returncode == 0
 
 
-def run(argv: Sequence[str], timeout: float, env: Mapping[str, str] | None = None,
-        input_text: str | None = None) -> Completed:
+def run(
+    argv: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str] | None = None,
+    input_text: str | None = None,
+) -> Completed:
     """Run ``argv`` to completion or kill it after ``timeout`` seconds; never raises."""
     try:
         proc = subprocess.Popen(
-            list(argv), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            list(argv),
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
             stdin=subprocess.PIPE if input_text is not None else subprocess.DEVNULL,
-            env=dict(env) if env is not None else None, text=True, start_new_session=True,
+            env=dict(env) if env is not None else None,
+            text=True,
+            start_new_session=True,
         )
     except OSError as exc:
         return Completed(tuple(argv), None, "", "", error=str(exc))

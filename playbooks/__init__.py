@@ -8,18 +8,25 @@ Known false positives · References), so a person knows where to look.
 
 from __future__ import annotations
 
-from pathlib import Path
+from importlib import resources
 
 from doctor.errors import InputError
 
-HERE = Path(__file__).resolve().parent
-HEADINGS = ("What it means", "Why it matters", "Evidence that fired", "What to do",
-            "Known false positives", "References")
+HERE = resources.files(__name__)
+"""The installed Markdown files (``doctor.playbooks`` package data)."""
+HEADINGS = (
+    "What it means",
+    "Why it matters",
+    "Evidence that fired",
+    "What to do",
+    "Known false positives",
+    "References",
+)
 
 
 def known() -> list[str]:
     """Every playbook id, sorted (file names without ``.md``)."""
-    return sorted(p.stem for p in HERE.glob("*.md"))
+    return sorted(p.name.removesuffix(".md") for p in HERE.iterdir() if p.name.endswith(".md"))
 
 
 def resolve(playbook_id: str) -> str | None:
@@ -35,8 +42,10 @@ def load(playbook_id: str) -> str:
     """The Markdown text of a playbook; ``InputError`` naming the known ids when unknown."""
     found = resolve(playbook_id)
     if found is None:
-        raise InputError(f"no playbook for {playbook_id!r}; known: {', '.join(known())} "
-                         "(a check id such as env.unknown resolves to its family)")
+        raise InputError(
+            f"no playbook for {playbook_id!r}; known: {', '.join(known())} "
+            "(a check id such as env.unknown resolves to its family)"
+        )
     return (HERE / f"{found}.md").read_text(encoding="utf-8")
 
 

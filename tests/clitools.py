@@ -19,9 +19,15 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     return env
 
 
-def run_cli(*args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None,
-            timeout: float = 120) -> subprocess.CompletedProcess[str]:
+def run_cli(
+    *args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None, timeout: float = 120
+) -> subprocess.CompletedProcess[str]:
     """``nccl-doctor ARGS`` in a fresh interpreter, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "doctor", *args], capture_output=True,
-                          text=True, env=dict(env) if env is not None else clean_env(),
-                          cwd=cwd, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "doctor", *args],
+        capture_output=True,
+        text=True,
+        env=dict(env) if env is not None else clean_env(),
+        cwd=cwd,
+        timeout=timeout,
+    )

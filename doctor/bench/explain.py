@@ -33,33 +33,47 @@ def explain(result: BenchResult) -> list[str]:
     p = result.params
     notes = []
     best = max(result.rows, key=lambda r: r.busbw_gbps)
-    ceiling = (f"the host probe measured {p.link_gbps:.2f} GB/s per link before the sweep, and "
-               "each size is predicted from the ring step measured beside it"
-               if p.measured_steps else
-               f"the model's ceiling is {p.link_gbps:.2f} GB/s per link"
-               + (f" on a {p.line_gbps:.0f} GB/s line" if p.line_gbps else ""))
-    notes.append(f"Peak busbw {best.busbw_gbps:.2f} GB/s at {human(best.bytes)}B "
-                 f"(model {best.predicted_busbw_gbps:.2f} GB/s there, efficiency "
-                 f"{best.efficiency:.2f}); {ceiling}.")
+    ceiling = (
+        f"the host probe measured {p.link_gbps:.2f} GB/s per link before the sweep, and "
+        "each size is predicted from the ring step measured beside it"
+        if p.measured_steps
+        else f"the model's ceiling is {p.link_gbps:.2f} GB/s per link"
+        + (f" on a {p.line_gbps:.0f} GB/s line" if p.line_gbps else "")
+    )
+    notes.append(
+        f"Peak busbw {best.busbw_gbps:.2f} GB/s at {human(best.bytes)}B "
+        f"(model {best.predicted_busbw_gbps:.2f} GB/s there, efficiency "
+        f"{best.efficiency:.2f}); {ceiling}."
+    )
     if p.line_gbps and best.busbw_gbps > p.line_gbps:
-        notes.append(f"busbw {best.busbw_gbps:.0f} GB/s is above the {p.line_gbps:.0f} GB/s line "
-                     "rate: NVLS lets the NVSwitch reduce, so each GPU moves about (1+1/n) of the "
-                     "buffer instead of 2(n-1)/n; busbw is then the bandwidth a ring would need.")
+        notes.append(
+            f"busbw {best.busbw_gbps:.0f} GB/s is above the {p.line_gbps:.0f} GB/s line "
+            "rate: NVLS lets the NVSwitch reduce, so each GPU moves about (1+1/n) of the "
+            "buffer instead of 2(n-1)/n; busbw is then the bandwidth a ring would need."
+        )
     cutoff = latency_bound_below(result)
     small = [r for r in result.rows if r.bytes < cutoff]
     if small:
-        notes.append(f"Sizes below about {human(cutoff)}B are latency-bound "
-                     f"({small[0].time_us:.0f} us at {human(small[0].bytes)}B): their busbw "
-                     "measures step latency, not the links.")
+        notes.append(
+            f"Sizes below about {human(cutoff)}B are latency-bound "
+            f"({small[0].time_us:.0f} us at {human(small[0].bytes)}B): their busbw "
+            "measures step latency, not the links."
+        )
     algorithms = []
     for row in result.rows:
         if not algorithms or algorithms[-1][0] != row.algorithm:
             algorithms.append((row.algorithm, row.bytes))
     if len(algorithms) > 1:
-        notes.append("The model expects " + ", then ".join(
-            f"{algo} from {human(size)}B" for algo, size in algorithms) + ".")
+        notes.append(
+            "The model expects "
+            + ", then ".join(f"{algo} from {human(size)}B" for algo, size in algorithms)
+            + "."
+        )
     short = [r for r in result.large_rows() if r.efficiency < SHORT_OF_MODEL]
     if short:
-        notes.append("Below the model at " + ", ".join(
-            f"{human(r.bytes)}B ({r.efficiency:.2f})" for r in short) + ".")
+        notes.append(
+            "Below the model at "
+            + ", ".join(f"{human(r.bytes)}B ({r.efficiency:.2f})" for r in short)
+            + "."
+        )
     return notes

@@ -112,11 +112,16 @@ def topology_from_fleet(fleet: Fleet, nranks: int, nvls_enabled: bool = True) ->
     gens = [g.pcie_gen_max for g in gpus if g.pcie_gen_max]
     widths = [g.pcie_width for g in gpus if g.pcie_width]
     return Topology(
-        gpu=family, nranks=nranks, nvlinks=min(g.active_nvlinks for g in gpus), nvlink=nvlink,
+        gpu=family,
+        nranks=nranks,
+        nvlinks=min(g.active_nvlinks for g in gpus),
+        nvlink=nvlink,
         nvswitch=any(link.remote == "switch" for g in gpus for link in g.nvlinks),
-        pcie=f"pcie{min(max(min(gens, default=5), 4), 5)}", pcie_width=min(widths, default=16),
+        pcie=f"pcie{min(max(min(gens, default=5), 4), 5)}",
+        pcie_width=min(widths, default=16),
         nvls_enabled=nvls_enabled,
-        numa_nodes=tuple(sorted({g.numa_node for g in gpus if g.numa_node is not None})))
+        numa_nodes=tuple(sorted({g.numa_node for g in gpus if g.numa_node is not None})),
+    )
 
 
 def params_from_topology(topo: Topology, base_us: float | None = None) -> ModelParams:
@@ -129,32 +134,56 @@ def params_from_topology(topo: Topology, base_us: float | None = None) -> ModelP
     if topo.nvlinks and topo.nvlink:
         link = LINKS[topo.nvlink]
         line = link.line_gbps * topo.nvlinks
-        hops.append((f"{topo.nvlinks}x {link.name}", line, line * link.efficiency,
-                     link.step_latency_us))
+        hops.append(
+            (f"{topo.nvlinks}x {link.name}", line, line * link.efficiency, link.step_latency_us)
+        )
     else:
         link = LINKS[topo.pcie]
         line = link.line_gbps * topo.pcie_width / 16
-        hops.append((f"{link.name.split(' x')[0]} x{topo.pcie_width}", line,
-                     line * link.efficiency, link.step_latency_us))
+        hops.append(
+            (
+                f"{link.name.split(' x')[0]} x{topo.pcie_width}",
+                line,
+                line * link.efficiency,
+                link.step_latency_us,
+            )
+        )
     if topo.nodes > 1:
         nic = LINKS[topo.nic]
         per_gpu = topo.nics_per_node / max(topo.nranks // topo.nodes, 1)
         line = nic.line_gbps * per_gpu
-        hops.append((f"{nic.name} ({per_gpu:g} NIC per GPU)", line, line * nic.efficiency,
-                     nic.step_latency_us))
+        hops.append(
+            (
+                f"{nic.name} ({per_gpu:g} NIC per GPU)",
+                line,
+                line * nic.efficiency,
+                nic.step_latency_us,
+            )
+        )
     what, line, effective, latency = min(hops, key=lambda hop: hop[2])
     nvls = None
     spec = GPUS.get(topo.gpu)
-    if (spec and spec.nvls and topo.nvswitch and topo.nvls_enabled and topo.nodes == 1
-            and topo.nvlinks):
+    if (
+        spec
+        and spec.nvls
+        and topo.nvswitch
+        and topo.nvls_enabled
+        and topo.nodes == 1
+        and topo.nvlinks
+    ):
         nvls = LINKS[topo.nvlink].line_gbps * topo.nvlinks * NVLS_EFFICIENCY
     switch = ", NVSwitch" if topo.nvswitch else ""
     if len(topo.numa_nodes) > 1:
         switch += f", NUMA nodes {','.join(map(str, topo.numa_nodes))}"
     return ModelParams(
-        nranks=topo.nranks, alpha_us=latency, link_gbps=effective,
-        base_us=base_us if base_us is not None else BASE_LATENCY_US, nvls_gbps=nvls, tree=True,
+        nranks=topo.nranks,
+        alpha_us=latency,
+        link_gbps=effective,
+        base_us=base_us if base_us is not None else BASE_LATENCY_US,
+        nvls_gbps=nvls,
+        tree=True,
         nvls_latency_us=NVLS_LATENCY_US if nvls else 0.0,
         line_gbps=line,
         source=f"topology: {topo.nranks}x {topo.gpu}, {what}{switch}"
-               + (f", {topo.nodes} nodes" if topo.nodes > 1 else ""))
+        + (f", {topo.nodes} nodes" if topo.nodes > 1 else ""),
+    )

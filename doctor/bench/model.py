@@ -111,8 +111,12 @@ def _reduce_us(p: ModelParams, nbytes: int) -> float:
 
 def ring_time_us(p: ModelParams, nbytes: int) -> float:
     n = p.nranks
-    return (p.base_us + 2 * (n - 1) * p.alpha_us
-            + _transfer_us(busbw_factor(n) * nbytes, p.link_gbps) + _reduce_us(p, nbytes))
+    return (
+        p.base_us
+        + 2 * (n - 1) * p.alpha_us
+        + _transfer_us(busbw_factor(n) * nbytes, p.link_gbps)
+        + _reduce_us(p, nbytes)
+    )
 
 
 def ring_time_from_step(p: ModelParams, step: RingStep) -> float:
@@ -125,21 +129,31 @@ def tree_time_us(p: ModelParams, nbytes: int) -> float:
     n = p.nranks
     steps = 2 * math.ceil(math.log2(n))
     bandwidth = TREE_BANDWIDTH_FRACTION * p.link_gbps
-    return (p.base_us + steps * p.alpha_us
-            + _transfer_us(busbw_factor(n) * nbytes, bandwidth) + _reduce_us(p, nbytes))
+    return (
+        p.base_us
+        + steps * p.alpha_us
+        + _transfer_us(busbw_factor(n) * nbytes, bandwidth)
+        + _reduce_us(p, nbytes)
+    )
 
 
 def nvls_time_us(p: ModelParams, nbytes: int) -> float:
     assert p.nvls_gbps is not None
-    return (p.base_us + p.nvls_latency_us + 2 * p.alpha_us
-            + _transfer_us((1 + 1 / p.nranks) * nbytes, p.nvls_gbps))
+    return (
+        p.base_us
+        + p.nvls_latency_us
+        + 2 * p.alpha_us
+        + _transfer_us((1 + 1 / p.nranks) * nbytes, p.nvls_gbps)
+    )
 
 
-def candidates(p: ModelParams, nbytes: int,
-               step: RingStep | None = None) -> dict[Algorithm, float]:
+def candidates(p: ModelParams, nbytes: int, step: RingStep | None = None) -> dict[Algorithm, float]:
     """Predicted time of every algorithm the backend and topology offer."""
-    ring = (ring_time_from_step(p, step) if step is not None and p.measured_steps
-            else ring_time_us(p, nbytes))
+    ring = (
+        ring_time_from_step(p, step)
+        if step is not None and p.measured_steps
+        else ring_time_us(p, nbytes)
+    )
     times = {Algorithm.RING: ring}
     if p.tree and p.nranks > 2:
         times[Algorithm.TREE] = tree_time_us(p, nbytes)
@@ -171,8 +185,15 @@ def params_from_probe(probe: ProbeResult, nranks: int, tree: bool = False) -> Mo
     step measured beside it (``measured_steps``).
     """
     return ModelParams(
-        nranks=nranks, alpha_us=probe.alpha_us, link_gbps=probe.link_gbps,
-        reduce_gbps=probe.reduce_gbps, tree=tree, measured_steps=True,
-        source=(f"ring of 2(n-1) p2p steps measured beside each size; host probe: step "
-                f"{probe.alpha_us:.1f} us, link {probe.link_gbps:.2f} GB/s, "
-                f"reduce {probe.reduce_gbps:.2f} GB/s"))
+        nranks=nranks,
+        alpha_us=probe.alpha_us,
+        link_gbps=probe.link_gbps,
+        reduce_gbps=probe.reduce_gbps,
+        tree=tree,
+        measured_steps=True,
+        source=(
+            f"ring of 2(n-1) p2p steps measured beside each size; host probe: step "
+            f"{probe.alpha_us:.1f} us, link {probe.link_gbps:.2f} GB/s, "
+            f"reduce {probe.reduce_gbps:.2f} GB/s"
+        ),
+    )

@@ -78,7 +78,8 @@ class Layout:
     def px(self, x: float) -> float:
         xs = self.series[0]
         return self.left + (x - xs[0]) / ((xs[-1] - xs[0]) or 1.0) * (
-            self.width - self.left - self.right)
+            self.width - self.left - self.right
+        )
 
     def py(self, y: float) -> float:
         top = self.series[3]
@@ -96,16 +97,21 @@ class Layout:
     def x_ticks(self) -> list[tuple[str, float]]:
         xs = self.series[0]
         step = max(1, len(xs) // 8)
-        return [(human(row.bytes), self.px(x))
-                for x, row in list(zip(xs, self.result.rows, strict=True))[::step]]
+        return [
+            (human(row.bytes), self.px(x))
+            for x, row in list(zip(xs, self.result.rows, strict=True))[::step]
+        ]
 
     def lines(self) -> list[tuple[str, str, list[tuple[float, float]], bool]]:
         """(label, colour, pixel points, dashed) of each series, predicted drawn first."""
         xs, measured, predicted, _top = self.series
-        return [(label, color, [(self.px(x), self.py(y)) for x, y in zip(xs, ys, strict=True)],
-                 dashed)
-                for label, color, ys, dashed in (("predicted", PREDICTED, predicted, True),
-                                                 ("measured", MEASURED, measured, False))]
+        return [
+            (label, color, [(self.px(x), self.py(y)) for x, y in zip(xs, ys, strict=True)], dashed)
+            for label, color, ys, dashed in (
+                ("predicted", PREDICTED, predicted, True),
+                ("measured", MEASURED, measured, False),
+            )
+        ]
 
 
 def svg_plot(result: BenchResult, width: int = 720, height: int = 400) -> str:
@@ -117,7 +123,7 @@ def svg_plot(result: BenchResult, width: int = 720, height: int = 400) -> str:
         f'viewBox="0 0 {width} {height}" font-family="sans-serif" font-size="12">',
         f'<rect width="{width}" height="{height}" fill="white"/>',
         f'<text x="{width / 2:.0f}" y="20" text-anchor="middle" font-size="14">'
-        f'{escape(lay.title)}</text>',
+        f"{escape(lay.title)}</text>",
         f'<line x1="{lay.left}" y1="{base:.1f}" x2="{width - lay.right}" y2="{base:.1f}" '
         'stroke="black"/>',
         f'<line x1="{lay.left}" y1="{lay.upper}" x2="{lay.left}" y2="{base:.1f}" stroke="black"/>',
@@ -125,23 +131,32 @@ def svg_plot(result: BenchResult, width: int = 720, height: int = 400) -> str:
     for label, y in lay.y_ticks():
         parts.append(f'<text x="{lay.left - 6}" y="{y + 4:.1f}" text-anchor="end">{label}</text>')
     for label, x in lay.x_ticks():
-        parts.append(f'<text x="{x:.1f}" y="{height - lay.lower + 18}" text-anchor="middle">'
-                     f'{label}</text>')
-    parts.append(f'<text x="{width / 2:.0f}" y="{height - 8}" text-anchor="middle">'
-                 'message size (bytes)</text>')
-    parts.append(f'<text x="16" y="{height / 2:.0f}" text-anchor="middle" '
-                 f'transform="rotate(-90 16 {height / 2:.0f})">busbw (GB/s)</text>')
+        parts.append(
+            f'<text x="{x:.1f}" y="{height - lay.lower + 18}" text-anchor="middle">{label}</text>'
+        )
+    parts.append(
+        f'<text x="{width / 2:.0f}" y="{height - 8}" text-anchor="middle">'
+        "message size (bytes)</text>"
+    )
+    parts.append(
+        f'<text x="16" y="{height / 2:.0f}" text-anchor="middle" '
+        f'transform="rotate(-90 16 {height / 2:.0f})">busbw (GB/s)</text>'
+    )
     for _label, color, points, dashed in lay.lines():
         pts = " ".join(f"{x:.1f},{y:.1f}" for x, y in points)
         dash = ' stroke-dasharray="6 4"' if dashed else ""
-        dots = "".join(f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"/>'
-                       for x, y in points)
-        parts.append(f'<polyline fill="none" stroke="{color}" stroke-width="2"{dash} '
-                     f'points="{pts}"/>{dots}')
+        dots = "".join(
+            f'<circle cx="{x:.1f}" cy="{y:.1f}" r="3" fill="{color}"/>' for x, y in points
+        )
+        parts.append(
+            f'<polyline fill="none" stroke="{color}" stroke-width="2"{dash} points="{pts}"/>{dots}'
+        )
     for i, (label, color) in enumerate((("measured", MEASURED), ("predicted", PREDICTED))):
         y = lay.upper + 6 + 18 * i
-        parts.append(f'<rect x="{lay.left + 12}" y="{y - 9}" width="14" height="4" '
-                     f'fill="{color}"/><text x="{lay.left + 32}" y="{y - 4}">{label}</text>')
+        parts.append(
+            f'<rect x="{lay.left + 12}" y="{y - 9}" width="14" height="4" '
+            f'fill="{color}"/><text x="{lay.left + 32}" y="{y - 4}">{label}</text>'
+        )
     parts.append("</svg>")
     return "\n".join(parts) + "\n"
 
@@ -162,8 +177,9 @@ def png_plot(result: BenchResult, width: int = 720, height: int = 400) -> bytes:
         draw.text((lay.left - 6, y), label, fill="black", font=font, anchor="rm")
     for label, x in lay.x_ticks():
         draw.text((x, height - lay.lower + 14), label, fill="black", font=font, anchor="mm")
-    draw.text((width / 2, height - 10), "message size (bytes)", fill="black", font=font,
-              anchor="mm")
+    draw.text(
+        (width / 2, height - 10), "message size (bytes)", fill="black", font=font, anchor="mm"
+    )
     axis = Image.new("RGB", (120, 16), "white")
     ImageDraw.Draw(axis).text((60, 8), "busbw (GB/s)", fill="black", font=font, anchor="mm")
     image.paste(axis.rotate(90, expand=True), (4, int(height / 2 - 60)))
@@ -191,7 +207,12 @@ def _dashed(draw: ImageDraw, a: tuple[float, float], b: tuple[float, float], col
     pos = 0.0
     while pos < length:
         end = min(pos + 6, length)
-        draw.line([(x0 + (x1 - x0) * pos / length, y0 + (y1 - y0) * pos / length),
-                   (x0 + (x1 - x0) * end / length, y0 + (y1 - y0) * end / length)],
-                  fill=color, width=2)
+        draw.line(
+            [
+                (x0 + (x1 - x0) * pos / length, y0 + (y1 - y0) * pos / length),
+                (x0 + (x1 - x0) * end / length, y0 + (y1 - y0) * end / length),
+            ],
+            fill=color,
+            width=2,
+        )
         pos += 10

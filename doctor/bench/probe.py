@@ -54,8 +54,12 @@ class ProbeResult:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> ProbeResult:
-        return cls(float(data["alpha_us"]), float(data["link_gbps"]), float(data["reduce_gbps"]),
-                   tuple((int(b), float(t)) for b, t in data.get("exchanges_us", ())))
+        return cls(
+            float(data["alpha_us"]),
+            float(data["link_gbps"]),
+            float(data["reduce_gbps"]),
+            tuple((int(b), float(t)) for b, t in data.get("exchanges_us", ())),
+        )
 
 
 def link_bandwidth(points: tuple[tuple[int, float], ...]) -> float:
@@ -63,8 +67,9 @@ def link_bandwidth(points: tuple[tuple[int, float], ...]) -> float:
     return sum(b for b, _ in points) / sum(t for _, t in points) / 1e3
 
 
-def timed_fastest(dist: Any, steps: Mapping[str, Step], warmup: int, reps: int,
-                  sync: Sync) -> dict[str, float]:
+def timed_fastest(
+    dist: Any, steps: Mapping[str, Step], warmup: int, reps: int, sync: Sync
+) -> dict[str, float]:
     """Fastest seconds of each step, the steps interleaved repetition by repetition."""
     for _ in range(warmup):
         for step in steps.values():
@@ -81,12 +86,15 @@ def timed_fastest(dist: Any, steps: Mapping[str, Step], warmup: int, reps: int,
     return {name: min(values) for name, values in samples.items()}
 
 
-def mean_over_ranks(dist: Any, torch: Any, values: dict[str, float],
-                    device: Any) -> dict[str, float]:
+def mean_over_ranks(
+    dist: Any, torch: Any, values: dict[str, float], device: Any
+) -> dict[str, float]:
     cells = torch.tensor(list(values.values()), dtype=torch.float64, device=device)
     dist.all_reduce(cells)
-    return {name: float(v) / dist.get_world_size() for name, v in zip(values, cells.tolist(),
-                                                                        strict=True)}
+    return {
+        name: float(v) / dist.get_world_size()
+        for name, v in zip(values, cells.tolist(), strict=True)
+    }
 
 
 def exchange_step(dist: Any, send: Any, recv: Any) -> Step:
@@ -142,5 +150,6 @@ def run_probe(dist: Any, torch: Any, device: Any, sync: Sync) -> ProbeResult:
     seconds["reduce"] = timed_fastest(dist, {"r": lambda: acc.add_(other)}, 1, 8, sync)["r"]
     mean = mean_over_ranks(dist, torch, seconds, device)
     points = tuple((nbytes, mean[str(nbytes)] * 1e6) for nbytes, _ in BANDWIDTH_SIZES)
-    return ProbeResult(mean["alpha"] * 1e6, link_bandwidth(points),
-                       REDUCE_BYTES / mean["reduce"] / 1e9, points)
+    return ProbeResult(
+        mean["alpha"] * 1e6, link_bandwidth(points), REDUCE_BYTES / mean["reduce"] / 1e9, points
+    )

@@ -12,10 +12,10 @@ import statistics
 
 from doctor.bench.result import DTYPE, BenchResult, Row
 
-HEADER = ("#       size         count      type   redop     time   algbw   busbw"
-          "  predicted     eff  algo")
-UNITS = ("#        (B)    (elements)                      (us)  (GB/s)  (GB/s)"
-         "     (GB/s)")
+HEADER = (
+    "#       size         count      type   redop     time   algbw   busbw  predicted     eff  algo"
+)
+UNITS = "#        (B)    (elements)                      (us)  (GB/s)  (GB/s)     (GB/s)"
 
 
 def _time(us: float) -> str:
@@ -23,17 +23,24 @@ def _time(us: float) -> str:
 
 
 def format_row(row: Row) -> str:
-    return (f"{row.bytes:12d}  {row.count:12d}  {DTYPE:>8s}  {'sum':>6s} {_time(row.time_us)}"
-            f" {row.algbw_gbps:7.2f} {row.busbw_gbps:7.2f}  {row.predicted_busbw_gbps:9.2f}"
-            f"  {row.efficiency:6.2f}  {row.algorithm}")
+    return (
+        f"{row.bytes:12d}  {row.count:12d}  {DTYPE:>8s}  {'sum':>6s} {_time(row.time_us)}"
+        f" {row.algbw_gbps:7.2f} {row.busbw_gbps:7.2f}  {row.predicted_busbw_gbps:9.2f}"
+        f"  {row.efficiency:6.2f}  {row.algorithm}"
+    )
 
 
 def format_table(result: BenchResult) -> str:
     """The whole table as text: a header naming the model, one line per size, the average."""
     p = result.params
-    lines = [f"# nccl-doctor bench: {result.nproc} ranks, backend {result.backend},"
-             f" device {result.device}",
-             f"# model: {p.source}", "#", HEADER, UNITS]
+    lines = [
+        f"# nccl-doctor bench: {result.nproc} ranks, backend {result.backend},"
+        f" device {result.device}",
+        f"# model: {p.source}",
+        "#",
+        HEADER,
+        UNITS,
+    ]
     lines += [format_row(row) for row in result.rows]
     if result.rows:
         avg = statistics.fmean(row.busbw_gbps for row in result.rows)

@@ -35,19 +35,38 @@ class Measured:
 
     @classmethod
     def from_json(cls, data: dict[str, Any]) -> Measured:
-        timings = tuple(Timing(int(t["bytes"]), float(t["time_us"]),
-                               RingStep(float(t["exchange_us"]), float(t["reduce_us"])))
-                        for t in data["timings"])
-        return cls(data["backend"], int(data["nranks"]), ProbeResult.from_json(data["probe"]),
-                   timings, data.get("device", "cpu"))
+        timings = tuple(
+            Timing(
+                int(t["bytes"]),
+                float(t["time_us"]),
+                RingStep(float(t["exchange_us"]), float(t["reduce_us"])),
+            )
+            for t in data["timings"]
+        )
+        return cls(
+            data["backend"],
+            int(data["nranks"]),
+            ProbeResult.from_json(data["probe"]),
+            timings,
+            data.get("device", "cpu"),
+        )
 
     def to_json(self) -> dict[str, Any]:
-        return {"backend": self.backend, "nranks": self.nranks, "probe": self.probe.to_json(),
-                "device": self.device,
-                "timings": [{"bytes": t.bytes, "time_us": t.time_us,
-                             "exchange_us": t.step.exchange_us if t.step else 0.0,
-                             "reduce_us": t.step.reduce_us if t.step else 0.0}
-                            for t in self.timings]}
+        return {
+            "backend": self.backend,
+            "nranks": self.nranks,
+            "probe": self.probe.to_json(),
+            "device": self.device,
+            "timings": [
+                {
+                    "bytes": t.bytes,
+                    "time_us": t.time_us,
+                    "exchange_us": t.step.exchange_us if t.step else 0.0,
+                    "reduce_us": t.step.reduce_us if t.step else 0.0,
+                }
+                for t in self.timings
+            ],
+        }
 
 
 @dataclass(frozen=True)
@@ -71,20 +90,31 @@ class Row:
         return self.busbw_gbps / self.predicted_busbw_gbps if self.predicted_busbw_gbps else 0.0
 
     def to_json(self) -> dict[str, Any]:
-        return {"bytes": self.bytes, "count": self.count, "type": DTYPE,
-                "time_us": round(self.time_us, 2), "algbw_gbps": round(self.algbw_gbps, 4),
-                "busbw_gbps": round(self.busbw_gbps, 4),
-                "predicted_busbw_gbps": round(self.predicted_busbw_gbps, 4),
-                "efficiency": round(self.efficiency, 4), "algorithm": self.algorithm}
+        return {
+            "bytes": self.bytes,
+            "count": self.count,
+            "type": DTYPE,
+            "time_us": round(self.time_us, 2),
+            "algbw_gbps": round(self.algbw_gbps, 4),
+            "busbw_gbps": round(self.busbw_gbps, 4),
+            "predicted_busbw_gbps": round(self.predicted_busbw_gbps, 4),
+            "efficiency": round(self.efficiency, 4),
+            "algorithm": self.algorithm,
+        }
 
 
-def make_row(params: ModelParams, nbytes: int, time_us: float,
-             step: RingStep | None = None) -> Row:
+def make_row(params: ModelParams, nbytes: int, time_us: float, step: RingStep | None = None) -> Row:
     """nccl-tests' arithmetic: algbw = bytes/time, busbw = algbw * 2(n-1)/n."""
     algbw = nbytes / (time_us * 1e3)
     expected = predict(params, nbytes, step)
-    return Row(nbytes, time_us, algbw, algbw * busbw_factor(params.nranks), expected.busbw_gbps,
-               expected.algorithm.value)
+    return Row(
+        nbytes,
+        time_us,
+        algbw,
+        algbw * busbw_factor(params.nranks),
+        expected.busbw_gbps,
+        expected.algorithm.value,
+    )
 
 
 @dataclass(frozen=True)
@@ -108,11 +138,15 @@ class BenchResult:
         return statistics.median(r.efficiency for r in rows) if rows else None
 
     def to_json(self) -> dict[str, Any]:
-        return {"schema": SCHEMA, "backend": self.backend, "nproc": self.nproc,
-                "device": self.device,
-                "model": {**self.params.to_json(), "probe": self.probe.to_json()},
-                "median_efficiency_1mib_up": self.median_efficiency(),
-                "rows": [r.to_json() for r in self.rows]}
+        return {
+            "schema": SCHEMA,
+            "backend": self.backend,
+            "nproc": self.nproc,
+            "device": self.device,
+            "model": {**self.params.to_json(), "probe": self.probe.to_json()},
+            "median_efficiency_1mib_up": self.median_efficiency(),
+            "rows": [r.to_json() for r in self.rows],
+        }
 
 
 def build_result(measured: Measured, params: ModelParams) -> BenchResult:

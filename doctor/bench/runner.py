@@ -31,11 +31,17 @@ class BenchError(DoctorError):
 def job_env(env: Mapping[str, str]) -> dict[str, str] | None:
     """The rank variables of the job we run inside, or None when we are not a rank."""
     if "RANK" in env and "WORLD_SIZE" in env:
-        ranks = {"RANK": env["RANK"], "WORLD_SIZE": env["WORLD_SIZE"],
-                 "LOCAL_RANK": env.get("LOCAL_RANK", env["RANK"])}
+        ranks = {
+            "RANK": env["RANK"],
+            "WORLD_SIZE": env["WORLD_SIZE"],
+            "LOCAL_RANK": env.get("LOCAL_RANK", env["RANK"]),
+        }
     elif "SLURM_PROCID" in env and "SLURM_NTASKS" in env:
-        ranks = {"RANK": env["SLURM_PROCID"], "WORLD_SIZE": env["SLURM_NTASKS"],
-                 "LOCAL_RANK": env.get("SLURM_LOCALID", env["SLURM_PROCID"])}
+        ranks = {
+            "RANK": env["SLURM_PROCID"],
+            "WORLD_SIZE": env["SLURM_NTASKS"],
+            "LOCAL_RANK": env.get("SLURM_LOCALID", env["SLURM_PROCID"]),
+        }
     else:
         return None
     if "MASTER_ADDR" not in env or "MASTER_PORT" not in env:
@@ -50,11 +56,18 @@ def run_in_job(spec: WorkerSpec, env: Mapping[str, str], emit: Emit) -> Measured
     return run_rank(spec, ranks, emit)
 
 
-def _child_env(env: Mapping[str, str], rank: int, nproc: int, port: int,
-               backend: str) -> dict[str, str]:
+def _child_env(
+    env: Mapping[str, str], rank: int, nproc: int, port: int, backend: str
+) -> dict[str, str]:
     child = {k: v for k, v in env.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK")}
-    child.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
-                 LOCAL_RANK=str(rank), WORLD_SIZE=str(nproc), PYTHONUNBUFFERED="1")
+    child.update(
+        MASTER_ADDR="127.0.0.1",
+        MASTER_PORT=str(port),
+        RANK=str(rank),
+        LOCAL_RANK=str(rank),
+        WORLD_SIZE=str(nproc),
+        PYTHONUNBUFFERED="1",
+    )
     child.setdefault("OMP_NUM_THREADS", "1")
     if backend == "gloo":
         child.setdefault("GLOO_SOCKET_IFNAME", "lo")
@@ -67,8 +80,9 @@ def _last_line(stream: IO[bytes]) -> str:
     return lines[-1].strip() if lines else "no output"
 
 
-def run_local(spec: WorkerSpec, nproc: int, env: Mapping[str, str], emit: Emit,
-              timeout_s: float) -> Measured:
+def run_local(
+    spec: WorkerSpec, nproc: int, env: Mapping[str, str], emit: Emit, timeout_s: float
+) -> Measured:
     """Start ``nproc`` local ranks, relay rank 0's progress, return its measurements."""
     port = free_port()
     procs: list[subprocess.Popen[bytes]] = []
@@ -77,10 +91,15 @@ def run_local(spec: WorkerSpec, nproc: int, env: Mapping[str, str], emit: Emit,
         for rank in range(nproc):
             err = tempfile.TemporaryFile()
             errs.append(err)
-            procs.append(subprocess.Popen(
-                [sys.executable, "-m", "doctor.bench.worker", spec.to_argv()],
-                stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL, stderr=err,
-                stdin=subprocess.DEVNULL, env=_child_env(env, rank, nproc, port, spec.backend)))
+            procs.append(
+                subprocess.Popen(
+                    [sys.executable, "-m", "doctor.bench.worker", spec.to_argv()],
+                    stdout=subprocess.PIPE if rank == 0 else subprocess.DEVNULL,
+                    stderr=err,
+                    stdin=subprocess.DEVNULL,
+                    env=_child_env(env, rank, nproc, port, spec.backend),
+                )
+            )
         return _collect(procs, errs, emit, time.monotonic() + timeout_s)
     finally:
         stop_all(procs)
@@ -91,8 +110,9 @@ def run_local(spec: WorkerSpec, nproc: int, env: Mapping[str, str], emit: Emit,
             err.close()
 
 
-def _collect(procs: list[subprocess.Popen[bytes]], errs: list[IO[bytes]], emit: Emit,
-             deadline: float) -> Measured:
+def _collect(
+    procs: list[subprocess.Popen[bytes]], errs: list[IO[bytes]], emit: Emit, deadline: float
+) -> Measured:
     assert procs[0].stdout is not None
     selector = selectors.DefaultSelector()
     selector.register(procs[0].stdout, selectors.EVENT_READ)
@@ -105,8 +125,9 @@ def _collect(procs: list[subprocess.Popen[bytes]], errs: list[IO[bytes]], emit: 
             for rank, proc in enumerate(procs):
                 code = proc.poll()
                 if code not in (None, 0):
-                    raise BenchError(f"rank {rank} exited with code {code}: "
-                                     f"{_last_line(errs[rank])}")
+                    raise BenchError(
+                        f"rank {rank} exited with code {code}: {_last_line(errs[rank])}"
+                    )
             if not selector.select(timeout=0.2):
                 if procs[0].poll() == 0:
                     raise BenchError("rank 0 finished without a result")

@@ -41,8 +41,10 @@ def _check_gpus(env: Mapping[str, str], nproc: int) -> None:
     """Refuse an NCCL run NVML says cannot work, before starting any rank."""
     fleet = read_fleet(env)
     if fleet.unavailable:
-        raise UsageError(f"--backend nccl needs NVIDIA GPUs, and there are none here "
-                         f"({fleet.unavailable}); use --backend gloo")
+        raise UsageError(
+            f"--backend nccl needs NVIDIA GPUs, and there are none here "
+            f"({fleet.unavailable}); use --backend gloo"
+        )
     if nproc > len(fleet.gpus):
         raise UsageError(f"--nproc {nproc} needs {nproc} GPUs; this host has {len(fleet.gpus)}")
 

@@ -30,8 +30,9 @@ class WorkerSpec:
     timeout_s: float = 120.0
 
     def to_argv(self) -> str:
-        return json.dumps({"backend": self.backend, "sizes": list(self.sizes),
-                           "timeout_s": self.timeout_s})
+        return json.dumps(
+            {"backend": self.backend, "sizes": list(self.sizes), "timeout_s": self.timeout_s}
+        )
 
     @classmethod
     def from_argv(cls, text: str) -> WorkerSpec:
@@ -66,10 +67,12 @@ def run_rank(spec: WorkerSpec, env: Mapping[str, str], emit: Emit) -> Measured |
 
         def sync() -> None:
             return None
+
     owned = not dist.is_initialized()
     if owned:
-        dist.init_process_group(spec.backend, rank=rank, world_size=world,
-                                timeout=timedelta(seconds=spec.timeout_s))
+        dist.init_process_group(
+            spec.backend, rank=rank, world_size=world, timeout=timedelta(seconds=spec.timeout_s)
+        )
     try:
         probe = run_probe(dist, torch, device, sync)
         if rank == 0:
@@ -79,8 +82,15 @@ def run_rank(spec: WorkerSpec, env: Mapping[str, str], emit: Emit) -> Measured |
             timing = _time_size(dist, torch, device, sync, nbytes)
             timings.append(timing)
             if rank == 0:
-                emit({"event": "size", "done": done, "total": len(spec.sizes), "bytes": nbytes,
-                      "time_us": timing.time_us})
+                emit(
+                    {
+                        "event": "size",
+                        "done": done,
+                        "total": len(spec.sizes),
+                        "bytes": nbytes,
+                        "time_us": timing.time_us,
+                    }
+                )
         dist.barrier()
     finally:
         if owned:
@@ -93,18 +103,26 @@ def run_rank(spec: WorkerSpec, env: Mapping[str, str], emit: Emit) -> Measured |
 def _time_size(dist: Any, torch: Any, device: Any, sync: Sync, nbytes: int) -> Timing:
     """AllReduce of ``nbytes``, interleaved with one ring step of ``nbytes/n``: the model input."""
     buf = torch.ones(nbytes // TYPE_SIZE, dtype=torch.float32, device=device)
-    chunk = torch.ones(max(nbytes // TYPE_SIZE // dist.get_world_size(), 1), dtype=torch.float32,
-                       device=device)
+    chunk = torch.ones(
+        max(nbytes // TYPE_SIZE // dist.get_world_size(), 1), dtype=torch.float32, device=device
+    )
     received = torch.empty_like(chunk)
     warm, timed = iterations(nbytes)
-    seconds = timed_fastest(dist, {
-        "allreduce": lambda: dist.all_reduce(buf),
-        "exchange": exchange_step(dist, chunk, received),
-        "reduce": lambda: chunk.add_(received),
-    }, warm, timed, sync)
+    seconds = timed_fastest(
+        dist,
+        {
+            "allreduce": lambda: dist.all_reduce(buf),
+            "exchange": exchange_step(dist, chunk, received),
+            "reduce": lambda: chunk.add_(received),
+        },
+        warm,
+        timed,
+        sync,
+    )
     mean = mean_over_ranks(dist, torch, seconds, device)
-    return Timing(nbytes, mean["allreduce"] * 1e6,
-                  RingStep(mean["exchange"] * 1e6, mean["reduce"] * 1e6))
+    return Timing(
+        nbytes, mean["allreduce"] * 1e6, RingStep(mean["exchange"] * 1e6, mean["reduce"] * 1e6)
+    )
 
 
 def _print_line(event: dict[str, Any]) -> None:

@@ -23,11 +23,14 @@ def register(app: typer.Typer) -> None:
     def bench(
         nproc: Annotated[int | None, typer.Option(help="Local ranks to start (default 2).")] = None,
         backend: Annotated[Backend, typer.Option(help="gloo (CPU) or nccl (GPUs).")] = Backend.GLOO,
-        sizes: Annotated[str | None, typer.Option(
-            help="BEGIN:END[:FACTOR] as nccl-tests' -b/-e/-f, e.g. 1K:64M:2.")] = None,
+        sizes: Annotated[
+            str | None,
+            typer.Option(help="BEGIN:END[:FACTOR] as nccl-tests' -b/-e/-f, e.g. 1K:64M:2."),
+        ] = None,
         json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-        plot: Annotated[Path | None, typer.Option(
-            help="Write the plot to FILE (.svg, or .png with Pillow).")] = None,
+        plot: Annotated[
+            Path | None, typer.Option(help="Write the plot to FILE (.svg, or .png with Pillow).")
+        ] = None,
         timeout: Annotated[float, typer.Option(help="Seconds before the run is abandoned.")] = 300,
     ) -> None:
         """AllReduce bandwidth against the ring/tree model (nccl-tests' table and columns)."""
@@ -41,8 +44,9 @@ def register(app: typer.Typer) -> None:
 
         if plot is not None:
             _check_plot_target(plot)
-        request = BenchRequest(backend.value, tuple(parse_sweep(sizes or DEFAULT_SIZES[backend])),
-                               nproc, timeout)
+        request = BenchRequest(
+            backend.value, tuple(parse_sweep(sizes or DEFAULT_SIZES[backend])), nproc, timeout
+        )
         with _progress(len(request.sizes)) as emit:
             result = run_bench(request, os.environ, emit)
         if result is None:
@@ -76,8 +80,9 @@ def _check_plot_target(plot: Path) -> None:
         try:
             import PIL  # noqa: F401
         except ImportError:
-            raise UsageError("--plot .png needs Pillow: pip install 'nccl-doctor[plot]', "
-                             "or write .svg") from None
+            raise UsageError(
+                "--plot .png needs Pillow: pip install 'nccl-doctor[plot]', or write .svg"
+            ) from None
 
 
 class _progress:
@@ -88,8 +93,14 @@ class _progress:
         from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
 
         console = Console(stderr=True)
-        self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                            console=console, transient=True, disable=not console.is_terminal)
+        self.bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            console=console,
+            transient=True,
+            disable=not console.is_terminal,
+        )
         self.task = self.bar.add_task("starting ranks", total=sizes + 1)
 
     def __enter__(self) -> Any:

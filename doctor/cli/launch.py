@@ -10,18 +10,25 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    @app.command("launch", context_settings={"allow_extra_args": True,
-                                             "ignore_unknown_options": True})
+    @app.command(
+        "launch", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
+    )
     def launch(
         ctx: typer.Context,
-        lane: Annotated[str | None, typer.Option(
-            help="auto, single-node or multi-node (default: [lane] kind, then auto)")] = None,
+        lane: Annotated[
+            str | None,
+            typer.Option(help="auto, single-node or multi-node (default: [lane] kind, then auto)"),
+        ] = None,
         config: Annotated[Path | None, typer.Option(help="nccl-doctor.toml to read")] = None,
-        wrap: Annotated[bool, typer.Option(
-            "--wrap", help="run the Python entrypoint in-process inside the restart wrapper")
+        wrap: Annotated[
+            bool,
+            typer.Option(
+                "--wrap", help="run the Python entrypoint in-process inside the restart wrapper"
+            ),
         ] = False,
-        job: Annotated[str | None, typer.Option(
-            help="job id (default: TORCHELASTIC_RUN_ID or SLURM_JOB_ID)")] = None,
+        job: Annotated[
+            str | None, typer.Option(help="job id (default: TORCHELASTIC_RUN_ID or SLURM_JOB_ID)")
+        ] = None,
     ) -> None:
         """Apply the env policy, gate on preflight, register the rank, run CMD (after --)."""
         from doctor.config import load_config

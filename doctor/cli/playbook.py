@@ -11,14 +11,18 @@ import typer
 def register(app: typer.Typer) -> None:
     @app.command("playbook")
     def playbook(
-        playbook_id: Annotated[str | None, typer.Argument(
-            metavar="ID", help="a check id (env.unknown), family (env) or hang class")] = None,
+        playbook_id: Annotated[
+            str | None,
+            typer.Argument(
+                metavar="ID", help="a check id (env.unknown), family (env) or hang class"
+            ),
+        ] = None,
     ) -> None:
         """Print the playbook of a hang class or check; without ID, list them."""
         from rich.console import Console
         from rich.markdown import Markdown
 
-        import playbooks
+        from doctor import playbooks
 
         if playbook_id is None:
             for known in playbooks.known():

@@ -32,23 +32,34 @@ def exit_code(report: Report, strict: bool) -> int:
 def register(app: typer.Typer) -> None:
     @app.command("preflight")
     def preflight(
-        lane: Annotated[Lane | None, typer.Option(
-            help="auto detects SLURM/torchrun node counts; default: [lane] kind, then auto"),
+        lane: Annotated[
+            Lane | None,
+            typer.Option(
+                help="auto detects SLURM/torchrun node counts; default: [lane] kind, then auto"
+            ),
         ] = None,
-        config: Annotated[Path | None, typer.Option(
-            help="nccl-doctor.toml to read (default: ./nccl-doctor.toml or pyproject.toml)"),
+        config: Annotated[
+            Path | None,
+            typer.Option(
+                help="nccl-doctor.toml to read (default: ./nccl-doctor.toml or pyproject.toml)"
+            ),
         ] = None,
-        bench: Annotated[bool, typer.Option("--bench", help="also run the AllReduce benchmark")
-                         ] = False,
+        bench: Annotated[
+            bool, typer.Option("--bench", help="also run the AllReduce benchmark")
+        ] = False,
         json_out: Annotated[bool, typer.Option("--json", help="print JSON for machines")] = False,
-        emit_env: Annotated[bool, typer.Option(
-            "--emit-env", help="print export/unset lines that make the environment pass")] = False,
+        emit_env: Annotated[
+            bool,
+            typer.Option(
+                "--emit-env", help="print export/unset lines that make the environment pass"
+            ),
+        ] = False,
         strict: Annotated[bool, typer.Option("--strict", help="exit 1 on warnings too")] = False,
     ) -> None:
         """Check this host and environment before launch (exit 1 if anything fails)."""
-        from checks import fixes, render
-        from checks.gather import gather
-        from checks.registry import run_checks
+        from doctor.checks import fixes, render
+        from doctor.checks.gather import gather
+        from doctor.checks.registry import run_checks
         from doctor.config import load_config
 
         if json_out and emit_env:

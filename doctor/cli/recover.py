@@ -15,11 +15,11 @@ def register(app: typer.Typer) -> None:
     @app.command("recover")
     def recover(
         job: Annotated[str, typer.Option(help="job id, as registered by nccl-doctor launch")],
-        reason: Annotated[str, typer.Option(help="why; recorded in the restart event")
-                          ] = "requested by nccl-doctor recover",
+        reason: Annotated[
+            str, typer.Option(help="why; recorded in the restart event")
+        ] = "requested by nccl-doctor recover",
         timeout: Annotated[float, typer.Option(help="seconds to wait for every rank")] = 60.0,
-        json_out: Annotated[bool, typer.Option("--json", help="print the restart event")
-                            ] = False,
+        json_out: Annotated[bool, typer.Option("--json", help="print the restart event")] = False,
     ) -> None:
         """Ask the wrapper of every rank for a restart; report when every rank re-entered."""
         from doctor.errors import NoSuchJobError
@@ -38,7 +38,9 @@ def register(app: typer.Typer) -> None:
         if json_out:
             print(json.dumps(event, sort_keys=True))
         else:
-            print(f"nccl-doctor recover: job {job} restarted into iteration {event['iteration']}: "
-                  f"{event['world_size']} ranks re-entered "
-                  f"{event['phases'].get('reentry', 0):.2f}s after the request")
+            print(
+                f"nccl-doctor recover: job {job} restarted into iteration {event['iteration']}: "
+                f"{event['world_size']} ranks re-entered "
+                f"{event['phases'].get('reentry', 0):.2f}s after the request"
+            )
         raise typer.Exit(EXIT_OK)

@@ -22,19 +22,34 @@ if TYPE_CHECKING:
 def register(app: typer.Typer) -> None:
     @app.command("triage")
     def triage(
-        job: Annotated[str | None, typer.Option(
-            "--job", help="TORCHELASTIC_RUN_ID, SLURM_JOB_ID or a `nccl-doctor launch` job id",
-            show_default=False)] = None,
-        pids: Annotated[str | None, typer.Option(
-            "--pids", help="rank processes, comma-separated", show_default=False)] = None,
+        job: Annotated[
+            str | None,
+            typer.Option(
+                "--job",
+                help="TORCHELASTIC_RUN_ID, SLURM_JOB_ID or a `nccl-doctor launch` job id",
+                show_default=False,
+            ),
+        ] = None,
+        pids: Annotated[
+            str | None,
+            typer.Option("--pids", help="rank processes, comma-separated", show_default=False),
+        ] = None,
         once: Annotated[bool, typer.Option("--once", help="print the verdict and exit")] = False,
-        as_json: Annotated[bool, typer.Option("--json", help="print nccl-doctor/triage/v1 JSON")]
-        = False,
-        bundle: Annotated[Path | None, typer.Option(
-            "--bundle", help="write every piece of evidence to OUT.tar.gz", show_default=False)]
-        = None,
-        interval: Annotated[float, typer.Option(
-            "--interval", help="seconds of sampling per look (and between TUI refreshes)")] = 1.0,
+        as_json: Annotated[
+            bool, typer.Option("--json", help="print nccl-doctor/triage/v1 JSON")
+        ] = False,
+        bundle: Annotated[
+            Path | None,
+            typer.Option(
+                "--bundle", help="write every piece of evidence to OUT.tar.gz", show_default=False
+            ),
+        ] = None,
+        interval: Annotated[
+            float,
+            typer.Option(
+                "--interval", help="seconds of sampling per look (and between TUI refreshes)"
+            ),
+        ] = 1.0,
     ) -> None:
         """Which rank hangs the job, why, and what to do: without stopping it."""
         from doctor.triage.collect import CollectOptions, JobRef
@@ -83,8 +98,13 @@ def _tui(ref: JobRef, options: CollectOptions, title: str) -> int:
     from doctor.triage.tui.app import run_tui
 
     ref.discover(options.env)  # a job that is not there is an input error, not an empty screen
-    return run_tui(lambda: collect_snapshot(ref, options), options.interval, title,
-                   on_bundle=write_triage_bundle, on_recover=_recover_action(ref, options))
+    return run_tui(
+        lambda: collect_snapshot(ref, options),
+        options.interval,
+        title,
+        on_bundle=write_triage_bundle,
+        on_recover=_recover_action(ref, options),
+    )
 
 
 def _recover_action(ref: JobRef, options: CollectOptions) -> Callable[[], str] | None:
@@ -101,8 +121,10 @@ def _recover_action(ref: JobRef, options: CollectOptions) -> Callable[[], str] |
         from doctor.restart.recover import request_restart
 
         event = request_restart(directory, job, "requested from nccl-doctor triage", 60.0)
-        return (f"job {job} restarted into iteration {event['iteration']}: "
-                f"{event['world_size']} ranks re-entered")
+        return (
+            f"job {job} restarted into iteration {event['iteration']}: "
+            f"{event['world_size']} ranks re-entered"
+        )
 
     return recover
 

@@ -27,8 +27,9 @@ EXPECTED = {
 
 def doctor(*args: str, echo: bool = True, timeout: float = 120) -> subprocess.CompletedProcess[str]:
     """Run ``nccl-doctor ARGS``; with ``echo``, show it as a user would see it."""
-    done = subprocess.run([sys.executable, "-m", "doctor", *args], text=True,
-                          capture_output=True, timeout=timeout)
+    done = subprocess.run(
+        [sys.executable, "-m", "doctor", *args], text=True, capture_output=True, timeout=timeout
+    )
     if echo:
         print(f"\n$ nccl-doctor {' '.join(args)}", flush=True)
         print(done.stdout + done.stderr, end="", flush=True)
@@ -49,11 +50,15 @@ def main(argv: list[str] | None = None) -> int:
     # torchrun's agent tears every rank down when one dies: a lost rank hangs its peers only
     # under a launcher that leaves them running, as srun does (one process per rank)
     launch = "per-rank" if args.fault == "kill" else "torchrun"
-    print(f"\n== 2. a 4-rank CPU job ({launch}, gloo) whose rank {args.rank} gets "
-          f"fault '{args.fault}' at step 3; waiting until it hangs", flush=True)
-    with tempfile.TemporaryDirectory(prefix="nccl-doctor-demo-") as tmp, \
-            LocalJob(job, args.fault, Path(tmp), launch=launch,
-                     fault_rank=args.rank) as running:
+    print(
+        f"\n== 2. a 4-rank CPU job ({launch}, gloo) whose rank {args.rank} gets "
+        f"fault '{args.fault}' at step 3; waiting until it hangs",
+        flush=True,
+    )
+    with (
+        tempfile.TemporaryDirectory(prefix="nccl-doctor-demo-") as tmp,
+        LocalJob(job, args.fault, Path(tmp), launch=launch, fault_rank=args.rank) as running,
+    ):
         print(f"   job {running.job} is hung; triaging it without stopping it", flush=True)
         print("\n== 3. live triage of the hung job")
         bundle = Path(tmp) / "evidence.tar.gz"
@@ -67,8 +72,10 @@ def main(argv: list[str] | None = None) -> int:
     verdict = json.loads(judged.stdout)["verdict"]
     want = EXPECTED[args.fault]
     right = verdict["hang_class"] == want and verdict["culprit_ranks"] == [args.rank]
-    print(f"\ninjected: {want} on rank {args.rank}; found: {verdict['hang_class']} on ranks "
-          f"{verdict['culprit_ranks']} -> {'RIGHT' if right else 'WRONG'}")
+    print(
+        f"\ninjected: {want} on rank {args.rank}; found: {verdict['hang_class']} on ranks "
+        f"{verdict['culprit_ranks']} -> {'RIGHT' if right else 'WRONG'}"
+    )
     return 0 if right else 1
 
 

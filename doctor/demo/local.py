@@ -34,9 +34,18 @@ LAUNCHES = ("torchrun", "per-rank", "agent")
 class LocalJob:
     """A demo job of ``world`` ranks; use as a context manager or call ``stop()``."""
 
-    def __init__(self, job: str, fault: str, workdir: Path, *, launch: str = "torchrun",
-                 world: int = 4, fault_rank: int = 2, args: Sequence[str] = (),
-                 env: Mapping[str, str] | None = None) -> None:
+    def __init__(
+        self,
+        job: str,
+        fault: str,
+        workdir: Path,
+        *,
+        launch: str = "torchrun",
+        world: int = 4,
+        fault_rank: int = 2,
+        args: Sequence[str] = (),
+        env: Mapping[str, str] | None = None,
+    ) -> None:
         if launch not in LAUNCHES:
             raise ValueError(f"launch must be one of {LAUNCHES}")
         self.job, self.fault, self.world, self.launch = job, fault, world, launch
@@ -44,45 +53,99 @@ class LocalJob:
         self.ready_file = workdir / f"{job}.ready"
         self.home = workdir / "registry"
         self.procs: list[subprocess.Popen[bytes]] = []
-        self.base_env = {**(env if env is not None else os.environ),
-                         "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-                         "NCCL_DOCTOR_HOME": str(self.home), "PYTHONUNBUFFERED": "1"}
-        self.job_args = ["--fault", fault, "--rank", str(fault_rank), "--step", "3",
-                         "--steps", "100000", "--ready-file", str(self.ready_file),
-                         "--hang-limit", "300", "--linger", "300", *args]
+        self.base_env = {
+            **(env if env is not None else os.environ),
+            "MASTER_ADDR": "127.0.0.1",
+            "MASTER_PORT": str(free_port()),
+            "NCCL_DOCTOR_HOME": str(self.home),
+            "PYTHONUNBUFFERED": "1",
+        }
+        self.job_args = [
+            "--fault",
+            fault,
+            "--rank",
+            str(fault_rank),
+            "--step",
+            "3",
+            "--steps",
+            "100000",
+            "--ready-file",
+            str(self.ready_file),
+            "--hang-limit",
+            "300",
+            "--linger",
+            "300",
+            *args,
+        ]
 
     def _spawn(self, argv: list[str], env: Mapping[str, str], log: Path) -> None:
         with log.open("ab") as out:
-            self.procs.append(subprocess.Popen(argv, env=dict(env), stdout=out,
-                                               stderr=subprocess.STDOUT, start_new_session=True))
+            self.procs.append(
+                subprocess.Popen(
+                    argv,
+                    env=dict(env),
+                    stdout=out,
+                    stderr=subprocess.STDOUT,
+                    start_new_session=True,
+                )
+            )
 
     def start(self, timeout: float = 90.0) -> LocalJob:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.ready_file.unlink(missing_ok=True)
         py = sys.executable
         if self.launch == "torchrun":
-            self._spawn([py, "-m", "torch.distributed.run", "--nnodes", "1",
-                         "--nproc-per-node", str(self.world), "--rdzv-backend", "c10d",
-                         "--rdzv-endpoint", f"127.0.0.1:{free_port()}", "--rdzv-id", self.job,
-                         "-m", "doctor.demo.job", *self.job_args], self.base_env,
-                        self.workdir / f"{self.job}.log")
+            self._spawn(
+                [
+                    py,
+                    "-m",
+                    "torch.distributed.run",
+                    "--nnodes",
+                    "1",
+                    "--nproc-per-node",
+                    str(self.world),
+                    "--rdzv-backend",
+                    "c10d",
+                    "--rdzv-endpoint",
+                    f"127.0.0.1:{free_port()}",
+                    "--rdzv-id",
+                    self.job,
+                    "-m",
+                    "doctor.demo.job",
+                    *self.job_args,
+                ],
+                self.base_env,
+                self.workdir / f"{self.job}.log",
+            )
         else:
-            module = ["-m", "doctor.demo.local", "--agent-rank"] if self.launch == "agent" \
+            module = (
+                ["-m", "doctor.demo.local", "--agent-rank"]
+                if self.launch == "agent"
                 else ["-m", "doctor.demo.job"]
+            )
             for rank in range(self.world):
-                env = {**self.base_env, "RANK": str(rank), "LOCAL_RANK": str(rank),
-                       "WORLD_SIZE": str(self.world), "LOCAL_WORLD_SIZE": str(self.world),
-                       "SLURM_JOB_ID": self.job, "NCCL_DOCTOR_JOB": self.job}
-                self._spawn([py, *module, *self.job_args], env,
-                            self.workdir / f"{self.job}.rank{rank}.log")
+                env = {
+                    **self.base_env,
+                    "RANK": str(rank),
+                    "LOCAL_RANK": str(rank),
+                    "WORLD_SIZE": str(self.world),
+                    "LOCAL_WORLD_SIZE": str(self.world),
+                    "SLURM_JOB_ID": self.job,
+                    "NCCL_DOCTOR_JOB": self.job,
+                }
+                self._spawn(
+                    [py, *module, *self.job_args], env, self.workdir / f"{self.job}.rank{rank}.log"
+                )
         self.wait_ready(timeout)
         return self
 
     def wait_ready(self, timeout: float) -> None:
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if self.ready_file.exists() and len(self.ready_file.read_text().splitlines()) >= \
-                    self.world:
+            if (
+                self.ready_file.exists()
+                and len(self.ready_file.read_text().splitlines()) >= self.world
+            ):
                 return
             if self.procs and all(p.poll() is not None for p in self.procs):
                 break
@@ -119,8 +182,12 @@ class LocalJob:
     def __enter__(self) -> LocalJob:
         return self.start()
 
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 tb: TracebackType | None) -> None:
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
         self.stop()
 
 
@@ -133,9 +200,19 @@ def agent_rank(argv: list[str]) -> int:
     env = os.environ
     rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
     directory = job_dir(env["NCCL_DOCTOR_JOB"], env)
-    register_rank(RankRecord(env["NCCL_DOCTOR_JOB"], rank, world, int(env["LOCAL_RANK"]),
-                             socket.gethostname(), os.getpid(), time.time(), agent=True),
-                  directory)
+    register_rank(
+        RankRecord(
+            env["NCCL_DOCTOR_JOB"],
+            rank,
+            world,
+            int(env["LOCAL_RANK"]),
+            socket.gethostname(),
+            os.getpid(),
+            time.time(),
+            agent=True,
+        ),
+        directory,
+    )
     with agent.Agent(directory, rank):
         return job.main(argv)
 

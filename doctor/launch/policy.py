@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from checks.lane import MULTI, SINGLE, leaked_multinode_vars
+from doctor.checks.lane import MULTI, SINGLE, leaked_multinode_vars
 from doctor.registry import JOB_DIR_ENV
 
 FR_BUFFER = "2000"
@@ -30,8 +30,9 @@ class EnvPolicy:
     """Variables set or overridden by the policy (not the defaults filled in)."""
 
 
-def apply_policy(env: Mapping[str, str], lane: str, wrap: bool, job: str, directory: Path,
-                 rank: int) -> EnvPolicy:
+def apply_policy(
+    env: Mapping[str, str], lane: str, wrap: bool, job: str, directory: Path, rank: int
+) -> EnvPolicy:
     """The rank's environment and what the policy changed, for the prologue to print."""
     out = dict(env)
     unset: list[str] = []

@@ -37,14 +37,18 @@ def resolve_job(flag: str | None, env: Mapping[str, str]) -> str:
 
 def rank_of(env: Mapping[str, str]) -> tuple[int, int, int]:
     """(rank, world size, local rank) from torchrun, SLURM or Open MPI variables."""
+
     def first(*names: str, default: str = "0") -> int:
         for name in names:
             if env.get(name, "").isdigit():
                 return int(env[name])
         return int(default)
-    return (first("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"),
-            first("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", default="1"),
-            first("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"))
+
+    return (
+        first("RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK"),
+        first("WORLD_SIZE", "SLURM_NTASKS", "OMPI_COMM_WORLD_SIZE", default="1"),
+        first("LOCAL_RANK", "SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK"),
+    )
 
 
 def python_target(cmd: Sequence[str]) -> tuple[str, str, list[str]] | None:
@@ -66,28 +70,36 @@ def gate(env: Mapping[str, str], config: Config, lane: str, wrap: bool, rank: in
     """The fast preflight on the policy's environment; rank 0 prints it. False = refuse."""
     from rich.console import Console
 
-    from checks.gather import gather
-    from checks.registry import run_checks
-    from checks.render import print_report
+    from doctor.checks.gather import gather
+    from doctor.checks.registry import run_checks
+    from doctor.checks.render import print_report
     from doctor.model import Severity
 
     if wrap:
         config = dataclasses.replace(
-            config, restart=dataclasses.replace(config.restart, enabled=True))
+            config, restart=dataclasses.replace(config.restart, enabled=True)
+        )
     report = run_checks(gather(env, config, lane, False, Path.cwd()))
     failed = report.count(Severity.FAIL)
     if rank == 0:
         print_report(report, Console(file=sys.stderr))
     elif failed:
-        print(f"nccl-doctor launch: preflight found {failed} failure(s); see rank 0",
-              file=sys.stderr)
+        print(
+            f"nccl-doctor launch: preflight found {failed} failure(s); see rank 0", file=sys.stderr
+        )
     return failed == 0
 
 
-def launch(cmd: Sequence[str], config: Config, lane_flag: str | None, wrap: bool,
-           job_flag: str | None, env: Mapping[str, str]) -> int:
+def launch(
+    cmd: Sequence[str],
+    config: Config,
+    lane_flag: str | None,
+    wrap: bool,
+    job_flag: str | None,
+    env: Mapping[str, str],
+) -> int:
     """Run one rank through the prologue; the entrypoint's exit code."""
-    from checks.lane import resolve_lane
+    from doctor.checks.lane import resolve_lane
 
     if not cmd:
         raise UsageError("nothing to launch: give the command after --")
@@ -95,33 +107,53 @@ def launch(cmd: Sequence[str], config: Config, lane_flag: str | None, wrap: bool
     rank, world, local = rank_of(env)
     directory = job_dir(job, env)
     lane, _ = resolve_lane(lane_flag, config, env)
-    policy = apply_policy({"RANK": str(rank), "WORLD_SIZE": str(world),
-                           "LOCAL_RANK": str(local), **env}, lane, wrap, job, directory, rank)
+    policy = apply_policy(
+        {"RANK": str(rank), "WORLD_SIZE": str(world), "LOCAL_RANK": str(local), **env},
+        lane,
+        wrap,
+        job,
+        directory,
+        rank,
+    )
     if rank == 0 and (policy.unset or policy.changed):
-        changes = [f"unset {n}" for n in policy.unset] + [f"{k}={v}" for k, v in
-                                                          policy.changed.items()]
+        changes = [f"unset {n}" for n in policy.unset] + [
+            f"{k}={v}" for k, v in policy.changed.items()
+        ]
         print(f"nccl-doctor launch: {lane} policy: {', '.join(changes)}", file=sys.stderr)
     if not gate(policy.env, config, lane, wrap, rank):
         return 1
     target = python_target(cmd)
-    record = RankRecord(job, rank, world, local, socket.gethostname(), os.getpid(), time.time(),
-                        agent=target is not None, wrapped=wrap and target is not None,
-                        files={"nccl_debug_file": policy.env["NCCL_DEBUG_FILE"],
-                               "fr_dir": str(directory / "fr"),
-                               "stack_file": str(directory / f"stack-{rank}.txt")})
+    record = RankRecord(
+        job,
+        rank,
+        world,
+        local,
+        socket.gethostname(),
+        os.getpid(),
+        time.time(),
+        agent=target is not None,
+        wrapped=wrap and target is not None,
+        files={
+            "nccl_debug_file": policy.env["NCCL_DEBUG_FILE"],
+            "fr_dir": str(directory / "fr"),
+            "stack_file": str(directory / f"stack-{rank}.txt"),
+        },
+    )
     register_rank(record, directory)
     os.environ.clear()
     os.environ.update(policy.env)
     if target is None:
         if wrap:
-            raise UsageError("--wrap runs Python entrypoints in-process: give python SCRIPT "
-                             "or python -m MODULE")
+            raise UsageError(
+                "--wrap runs Python entrypoints in-process: give python SCRIPT or python -m MODULE"
+            )
         os.execvpe(cmd[0], list(cmd), policy.env)
     return run_python(target, directory, rank, wrap, config)
 
 
-def run_python(target: tuple[str, str, list[str]], directory: Path, rank: int, wrap: bool,
-               config: Config) -> int:
+def run_python(
+    target: tuple[str, str, list[str]], directory: Path, rank: int, wrap: bool, config: Config
+) -> int:
     from doctor.agent import Agent
 
     kind, name, argv = target

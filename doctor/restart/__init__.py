@@ -6,5 +6,13 @@ from doctor.restart.exceptions import RestartError, RestartLimitError, RestartRe
 from doctor.restart.state import RankState
 from doctor.restart.wrapper import Wrapper
 
-__all__ = ["CallWrapper", "RankAssignment", "RankState", "RestartError", "RestartLimitError",
-           "RestartRequested", "Wrapper", "current_call"]
+__all__ = [
+    "CallWrapper",
+    "RankAssignment",
+    "RankState",
+    "RestartError",
+    "RestartLimitError",
+    "RestartRequested",
+    "Wrapper",
+    "current_call",
+]

@@ -59,9 +59,11 @@ def shutdown_sockets(fds: set[int]) -> int:
         except OSError:
             continue
         try:
-            if (sock.family in (socket.AF_INET, socket.AF_INET6)
-                    and sock.type == socket.SOCK_STREAM
-                    and not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)):
+            if (
+                sock.family in (socket.AF_INET, socket.AF_INET6)
+                and sock.type == socket.SOCK_STREAM
+                and not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+            ):
                 sock.shutdown(socket.SHUT_RDWR)
                 count += 1
         except OSError:

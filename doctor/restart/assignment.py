@@ -40,5 +40,7 @@ class RankAssignment:
         target = min(initial_world_size - self.spares, len(ordered))
         target -= target % self.group_size
         world = max(target, 0)
-        return {initial: Assignment(index if index < world else None, world)
-                for index, initial in enumerate(ordered)}
+        return {
+            initial: Assignment(index if index < world else None, world)
+            for index, initial in enumerate(ordered)
+        }

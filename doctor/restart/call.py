@@ -7,7 +7,6 @@ record from another rank, the monitor process) ends the iteration through
 ``health_check`` and meets the others at the next entry barrier.
 """
 
-
 from __future__ import annotations
 
 import contextlib
@@ -47,8 +46,11 @@ if TYPE_CHECKING:
 
 Hook = Callable[[RankState], object]
 PEER_GRACE = 0.3
-_PEER_LOST = re.compile(r"Connection (closed|reset) by peer|Broken pipe|NCCL communicator was "
-                        r"aborted|remote process exited", re.IGNORECASE)
+_PEER_LOST = re.compile(
+    r"Connection (closed|reset) by peer|Broken pipe|NCCL communicator was "
+    r"aborted|remote process exited",
+    re.IGNORECASE,
+)
 T = TypeVar("T")
 _current: CallWrapper | None = None
 
@@ -66,19 +68,24 @@ class CallWrapper:
         self.wrapper, self.opt = wrapper, wrapper.options
         self.initial_rank = int(env.get("RANK", "0"))
         self.initial_world_size = int(env.get("WORLD_SIZE", "1"))
-        self.job = env.get("NCCL_DOCTOR_JOB") or env.get("TORCHELASTIC_RUN_ID") or env.get(
-            "SLURM_JOB_ID")
+        self.job = (
+            env.get("NCCL_DOCTOR_JOB") or env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID")
+        )
         self.directory = wrapper.directory or job_directory(self.job, env)
-        fr_on = int(env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE")
-                    or 0) > 0
+        fr_on = (
+            int(env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE") or 0) > 0
+        )
         self.flight_recorder = fr_on if wrapper.flight_recorder is None else wrapper.flight_recorder
-        self.session = Session.from_env(env, wrapper.store_host, wrapper.store_port,
-                                        self.initial_rank)
+        self.session = Session.from_env(
+            env, wrapper.store_host, wrapper.store_port, self.initial_rank
+        )
         self.progress = SharedProgress()
-        spec = MonitorSpec(self.initial_rank, self.opt, stack_path(self.directory,
-                                                                   self.initial_rank))
-        self.monitor = MonitorProcess(spec, self.progress, lambda gone: self._connect(
-            host=self.session.hosting, abandon=gone))
+        spec = MonitorSpec(
+            self.initial_rank, self.opt, stack_path(self.directory, self.initial_rank)
+        )
+        self.monitor = MonitorProcess(
+            spec, self.progress, lambda gone: self._connect(host=self.session.hosting, abandon=gone)
+        )
         existing = running_agent()
         self.agent = existing or Agent(self.directory, self.initial_rank)
         self._own_agent = existing is None
@@ -109,15 +116,23 @@ class CallWrapper:
         self.ticker.start()
         gc.freeze()  # what exists now outlives every iteration: a restart's collect skips it
 
-    def _connect(self, host: bool = False,
-                 abandon: Callable[[], bool] = lambda: False) -> RestartStore:
+    def _connect(
+        self, host: bool = False, abandon: Callable[[], bool] = lambda: False
+    ) -> RestartStore:
         return connect_store(self.session, self.initial_world_size, self.opt, host, abandon)
 
     # the public surface of the function's argument ------------------------------------
     @property
     def state(self) -> RankState:
-        return RankState(self.iteration, self.rank, self.world_size, self.initial_rank,
-                         self.initial_world_size, self.active, self.last_fault)
+        return RankState(
+            self.iteration,
+            self.rank,
+            self.world_size,
+            self.initial_rank,
+            self.initial_world_size,
+            self.active,
+            self.last_fault,
+        )
 
     def ping(self) -> None:
         """Report progress; from the first ping of an iteration, missing pings are a hang."""
@@ -179,15 +194,17 @@ class CallWrapper:
                 raise RestartLimitError(
                     f"rank {self.initial_rank}: stopping after {iteration} iterations "
                     f"(max_iterations={self.opt.max_iterations}); last fault: "
-                    f"{(self.last_fault or {}).get('exception')}")
+                    f"{(self.last_fault or {}).get('exception')}"
+                )
             mine = self.wrapper.rank_assignment.assign(members, self.initial_world_size)
             self._assign(iteration, mine[self.initial_rank])
             done, value = self._iterate(fn, args, kwargs, set(members))
             if done:
                 return value
             if (self.last_fault or {}).get("cause") == "refused":
-                raise RestartError(f"rank {self.initial_rank}: refused to go on: "
-                                   f"{self.last_fault['exception']}")  # type: ignore[index]
+                raise RestartError(
+                    f"rank {self.initial_rank}: refused to go on: {self.last_fault['exception']}"
+                )  # type: ignore[index]
             iteration += 1
 
     def _assign(self, iteration: int, place: Assignment) -> None:
@@ -205,21 +222,25 @@ class CallWrapper:
         self.rs.arrive(iteration, self.initial_rank)
         members = self.rs.wait_entry(iteration, self.opt)
         if members is None:
-            raise RestartError(f"rank {self.initial_rank}: entry barrier of iteration "
-                               f"{iteration} timed out after {self.opt.barrier_timeout:g}s")
+            raise RestartError(
+                f"rank {self.initial_rank}: entry barrier of iteration "
+                f"{iteration} timed out after {self.opt.barrier_timeout:g}s"
+            )
         if self.initial_rank not in members:
             raise RestartError(f"rank {self.initial_rank} was declared dead by its peers")
         self._carry["barrier"] = time.time()
         return members
 
-    def _iterate(self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any],
-                 members: set[int]) -> tuple[bool, T | None]:
+    def _iterate(
+        self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], members: set[int]
+    ) -> tuple[bool, T | None]:
         baseline = socket_fds()
         # opened after the baseline: shut by an abort, which is what unblocks a
         # rendezvous stuck in store.get inside init_process_group
         self.store = self.rs.pg_store(self.iteration, self._connect().base)
-        ctx = IterationContext(self.iteration, self.initial_rank, members, baseline,
-                               self._fr_file())
+        ctx = IterationContext(
+            self.iteration, self.initial_rank, members, baseline, self._fr_file()
+        )
         self._ctx = ctx
         self.shared.delivered.clear()
         self.shared.armed = True
@@ -258,8 +279,14 @@ class CallWrapper:
         self.rs.put_json(f"phases/{self.initial_rank}", self.iteration, self._carry)
         self._carry = {}
         if self.rank == 0:
-            report_in_background(self.rs, self.job, self.directory, self.iteration,
-                                 sorted(members), self.opt.barrier_timeout)
+            report_in_background(
+                self.rs,
+                self.job,
+                self.directory,
+                self.iteration,
+                sorted(members),
+                self.opt.barrier_timeout,
+            )
 
     def _complete(self) -> None:
         if self.active:
@@ -268,8 +295,9 @@ class CallWrapper:
         while not self.rs.complete(self.iteration):
             self._nap(self.opt.monitor_thread_interval)
             if time.monotonic() - start > self.opt.completion_timeout:
-                raise RestartError(f"completion barrier timed out after "
-                                   f"{self.opt.completion_timeout:g}s")
+                raise RestartError(
+                    f"completion barrier timed out after {self.opt.completion_timeout:g}s"
+                )
 
     def _fault(self, ctx: IterationContext, exc: BaseException) -> None:
         """Record the function's exception, unless it is the echo of a restart under way
@@ -282,10 +310,17 @@ class CallWrapper:
             self._nap(0.01)  # a peer's death: let its monitor process name the culprit
         else:
             return
-        self.last_fault = {"cause": "exception", "rank": self.initial_rank, "time": time.time(),
-                           "exception": text}
-        print(f"nccl-doctor wrapper[{self.initial_rank}]: iteration {ctx.iteration} raised {text}",
-              file=sys.stderr, flush=True)
+        self.last_fault = {
+            "cause": "exception",
+            "rank": self.initial_rank,
+            "time": time.time(),
+            "exception": text,
+        }
+        print(
+            f"nccl-doctor wrapper[{self.initial_rank}]: iteration {ctx.iteration} raised {text}",
+            file=sys.stderr,
+            flush=True,
+        )
         self.rs.record_fault(ctx.iteration, self.last_fault)
 
     def _await_restart(self) -> None:
@@ -306,8 +341,13 @@ class CallWrapper:
             if self._ctx is None or self._ctx.fault is None:
                 raise
 
-    def _leave(self, ctx: IterationContext, cause: str, exc: BaseException,
-               monitor: MonitorThread | None = None) -> None:
+    def _leave(
+        self,
+        ctx: IterationContext,
+        cause: str,
+        exc: BaseException,
+        monitor: MonitorThread | None = None,
+    ) -> None:
         """This rank stops for good (sys.exit, KeyboardInterrupt, failed health check).
 
         Its monitor thread stands down and the rank is disarmed before the fault is
@@ -324,8 +364,15 @@ class CallWrapper:
             except RestartRequested:
                 continue
         self.rs.mark_terminated(self.initial_rank)
-        self.rs.record_fault(ctx.iteration, {"cause": cause, "rank": self.initial_rank,
-                                                "time": time.time(), "exception": repr(exc)})
+        self.rs.record_fault(
+            ctx.iteration,
+            {
+                "cause": cause,
+                "rank": self.initial_rank,
+                "time": time.time(),
+                "exception": repr(exc),
+            },
+        )
 
     def _disarm(self) -> None:
         while not self.shared.lock.acquire(timeout=0.01):
@@ -351,16 +398,20 @@ class CallWrapper:
         self.progress.enter(self.iteration, Phase.RESTARTING)
         destroy_process_groups()
         gc.collect()
-        hooks = {"finalize": self.wrapper.finalize, "health_check": self.wrapper.health_check,
-                 "gpu_health_check": gpu_health_check}
+        hooks = {
+            "finalize": self.wrapper.finalize,
+            "health_check": self.wrapper.health_check,
+            "gpu_health_check": gpu_health_check,
+        }
         for name, hook in hooks.items():
             try:
                 if hook is not None:
                     hook(self.state)
             except Exception as exc:
                 self._leave(ctx, name, exc)
-                raise RestartError(f"rank {self.initial_rank} leaves the job: {name} "
-                                   f"failed: {exc!r}") from exc
+                raise RestartError(
+                    f"rank {self.initial_rank} leaves the job: {name} failed: {exc!r}"
+                ) from exc
 
     def _fr_file(self) -> Path | None:
         if not self.flight_recorder:
@@ -379,4 +430,3 @@ def _with_call(fn: Callable[..., Any], kwargs: dict[str, Any], call: CallWrapper
         if name == "call_wrapper" or annotation is CallWrapper or annotation == "CallWrapper":
             return {**kwargs, name: call}
     return kwargs
-

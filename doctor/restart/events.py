@@ -24,9 +24,15 @@ SCHEMA = "nccl-doctor/restart-event/v1"
 PHASES = ("detect", "abort", "delivered", "barrier", "reentry")
 
 
-def build_event(job: str | None, iteration: int, fault: dict[str, Any],
-                faults: list[dict[str, Any]], per_rank: dict[int, dict[str, float]],
-                world_size: int, terminated: list[int]) -> dict[str, Any]:
+def build_event(
+    job: str | None,
+    iteration: int,
+    fault: dict[str, Any],
+    faults: list[dict[str, Any]],
+    per_rank: dict[int, dict[str, float]],
+    world_size: int,
+    terminated: list[int],
+) -> dict[str, Any]:
     """The restart event: cause, who started it, and phase times in seconds after the fault."""
     start = float(fault.get("time") or min(min(p.values()) for p in per_rank.values()))
     phases = {}
@@ -36,23 +42,39 @@ def build_event(job: str | None, iteration: int, fault: dict[str, Any],
             phases[phase] = round(max(seen), 4)
     others = sorted({f["rank"] for f in faults if f.get("rank") not in (None, fault.get("rank"))})
     event: dict[str, Any] = {
-        "schema": SCHEMA, "job": job, "iteration": iteration, "cause": fault.get("cause"),
+        "schema": SCHEMA,
+        "job": job,
+        "iteration": iteration,
+        "cause": fault.get("cause"),
         "fault_time": start,
-        "rank": fault.get("rank"), "exception": fault.get("exception"),
-        "reason": fault.get("reason"), "other_faulted_ranks": others,
-        "world_size": world_size, "terminated_ranks": terminated, "phases": phases,
-        "faults": [{"cause": f.get("cause"), "rank": f.get("rank"), "time": f.get("time")}
-                   for f in faults],
-        "per_rank": {str(r): {k: round(v - start, 4) for k, v in sorted(p.items())}
-                     for r, p in sorted(per_rank.items())},
+        "rank": fault.get("rank"),
+        "exception": fault.get("exception"),
+        "reason": fault.get("reason"),
+        "other_faulted_ranks": others,
+        "world_size": world_size,
+        "terminated_ranks": terminated,
+        "phases": phases,
+        "faults": [
+            {"cause": f.get("cause"), "rank": f.get("rank"), "time": f.get("time")} for f in faults
+        ],
+        "per_rank": {
+            str(r): {k: round(v - start, 4) for k, v in sorted(p.items())}
+            for r, p in sorted(per_rank.items())
+        },
     }
     if fault.get("stack"):
         event["stack"] = fault["stack"]
     return event
 
 
-def gather_and_report(store: RestartStore, job: str | None, directory: Path | None,
-                      iteration: int, ranks: list[int], timeout: float) -> None:
+def gather_and_report(
+    store: RestartStore,
+    job: str | None,
+    directory: Path | None,
+    iteration: int,
+    ranks: list[int],
+    timeout: float,
+) -> None:
     """Wait (bounded) for every rank's phase record of the restart into ``iteration``; publish."""
     deadline = time.monotonic() + timeout
     per_rank: dict[int, dict[str, float]] = {}
@@ -64,8 +86,15 @@ def gather_and_report(store: RestartStore, job: str | None, directory: Path | No
                     per_rank[rank] = record
         time.sleep(0.01)
     fault = store.fault(iteration - 1) or {}
-    event = build_event(job, iteration, fault, store.all_faults(iteration - 1), per_rank,
-                        len(ranks), sorted(store.terminated()))
+    event = build_event(
+        job,
+        iteration,
+        fault,
+        store.all_faults(iteration - 1),
+        per_rank,
+        len(ranks),
+        sorted(store.terminated()),
+    )
     text = json.dumps(event, sort_keys=True)
     store.put_json("event", iteration, event)
     if directory is not None:
@@ -75,7 +104,8 @@ def gather_and_report(store: RestartStore, job: str | None, directory: Path | No
 
 
 def report_in_background(*args: Any) -> threading.Thread:
-    thread = threading.Thread(target=gather_and_report, args=args, name="nccl-doctor-event",
-                              daemon=True)
+    thread = threading.Thread(
+        target=gather_and_report, args=args, name="nccl-doctor-event", daemon=True
+    )
     thread.start()
     return thread

@@ -1,14 +1,14 @@
 """Exceptions of the restart wrapper.
 
-    BaseException
-    └── RestartRequested      raised asynchronously into the main thread to unwind the
-                              wrapped function; a BaseException so ``except Exception``
-                              in user code does not swallow it
-    RuntimeError
-    └── RestartError          the wrapper cannot go on (barrier timeout, declared dead)
-        ├── RestartLimitError the retry limit (``max_iterations``) was reached
-        └── StoreAbandoned    a monitor process stopped waiting for the store: its rank
-                              exited before the store came up
+BaseException
+└── RestartRequested      raised asynchronously into the main thread to unwind the
+                          wrapped function; a BaseException so ``except Exception``
+                          in user code does not swallow it
+RuntimeError
+└── RestartError          the wrapper cannot go on (barrier timeout, declared dead)
+    ├── RestartLimitError the retry limit (``max_iterations``) was reached
+    └── StoreAbandoned    a monitor process stopped waiting for the store: its rank
+                          exited before the store came up
 """
 
 from __future__ import annotations

@@ -48,8 +48,12 @@ class MonitorSpec:
 class MonitorProcess:
     """Forks the monitor; the rank keeps the pipe's write end (closing it = exiting)."""
 
-    def __init__(self, spec: MonitorSpec, progress: SharedProgress,
-                 connect: Callable[[Callable[[], bool]], RestartStore]) -> None:
+    def __init__(
+        self,
+        spec: MonitorSpec,
+        progress: SharedProgress,
+        connect: Callable[[Callable[[], bool]], RestartStore],
+    ) -> None:
         read_fd, self._write_fd = os.pipe()
         target = os.getpid()
         self.pid = os.fork()
@@ -91,8 +95,14 @@ def _waits_in_collective(stack: str | None) -> bool:
 
 
 class _Monitor:
-    def __init__(self, spec: MonitorSpec, progress: SharedProgress, target: int, pipe: int,
-                 connect: Callable[[Callable[[], bool]], RestartStore]) -> None:
+    def __init__(
+        self,
+        spec: MonitorSpec,
+        progress: SharedProgress,
+        target: int,
+        pipe: int,
+        connect: Callable[[Callable[[], bool]], RestartStore],
+    ) -> None:
         self.spec = spec
         self.opt = spec.options
         self.progress = progress
@@ -154,9 +164,16 @@ class _Monitor:
             return
         self.soft_fired, self.deferred_at = iteration, None
         self._say(f"soft timeout: no progress for {stale:.1f}s")
-        self.store.record_fault(iteration, {
-            "cause": "soft_timeout", "rank": self.spec.initial_rank, "time": time.time(),
-            "exception": f"no progress for {stale:.1f}s", "stack": self.stack})
+        self.store.record_fault(
+            iteration,
+            {
+                "cause": "soft_timeout",
+                "rank": self.spec.initial_rank,
+                "time": time.time(),
+                "exception": f"no progress for {stale:.1f}s",
+                "stack": self.stack,
+            },
+        )
 
     def _stack(self) -> str | None:
         path = self.spec.stack_file
@@ -183,8 +200,9 @@ class _Monitor:
         rank = self.spec.initial_rank
         self.store.mark_terminated(rank)
         if rank in (self.store.entry_result(iteration) or ()):
-            self.store.record_fault(iteration, {"cause": cause, "rank": rank,
-                                                "time": time.time(), "exception": detail})
+            self.store.record_fault(
+                iteration, {"cause": cause, "rank": rank, "time": time.time(), "exception": detail}
+            )
         for it in (iteration, iteration + 1):
             self.store.try_close(it)
 

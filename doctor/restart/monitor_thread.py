@@ -72,8 +72,13 @@ class IterationContext:
 class MonitorThread(threading.Thread):
     """Blocks on its wake key over its own connection ``watch``; ``close()`` wakes it."""
 
-    def __init__(self, ctx: IterationContext, watch: RestartStore, control: RestartStore,
-                 shared: Interruptible) -> None:
+    def __init__(
+        self,
+        ctx: IterationContext,
+        watch: RestartStore,
+        control: RestartStore,
+        shared: Interruptible,
+    ) -> None:
         super().__init__(name=f"nccl-doctor-monitor-{ctx.initial_rank}", daemon=True)
         self.ctx = ctx
         self.watch = watch
@@ -124,9 +129,13 @@ class MonitorThread(threading.Thread):
 class Ticker(threading.Thread):
     """Every ``interval``: declare ranks with a stale heartbeat dead, publish state."""
 
-    def __init__(self, store: RestartStore, options: RestartOptions,
-                 context: Callable[[], IterationContext | None],
-                 publish: Callable[[], None]) -> None:
+    def __init__(
+        self,
+        store: RestartStore,
+        options: RestartOptions,
+        context: Callable[[], IterationContext | None],
+        publish: Callable[[], None],
+    ) -> None:
         super().__init__(name="nccl-doctor-ticker", daemon=True)
         self.store, self.opt = store, options
         self.context, self.publish = context, publish
@@ -147,9 +156,15 @@ class Ticker(threading.Thread):
         others = ctx.participants - {ctx.initial_rank} - self.store.terminated()
         for rank in sorted(self.store.stale(others, self.opt.heartbeat_timeout)):
             self.store.mark_terminated(rank)
-            self.store.record_fault(ctx.iteration, {
-                "cause": "heartbeat", "rank": rank, "time": time.time(),
-                "exception": f"no heartbeat for {self.opt.heartbeat_timeout:g}s"})
+            self.store.record_fault(
+                ctx.iteration,
+                {
+                    "cause": "heartbeat",
+                    "rank": rank,
+                    "time": time.time(),
+                    "exception": f"no heartbeat for {self.opt.heartbeat_timeout:g}s",
+                },
+            )
 
     def close(self) -> None:
         self.stop.set()

@@ -21,8 +21,9 @@ class RestartOptions(RestartConfig):
     """How often the automatic heartbeat is scheduled into the main thread."""
 
     @classmethod
-    def build(cls, config: RestartConfig | None = None,
-              **overrides: float | timedelta | str | int | None) -> RestartOptions:
+    def build(
+        cls, config: RestartConfig | None = None, **overrides: float | timedelta | str | int | None
+    ) -> RestartOptions:
         """Config defaults, then explicit arguments; raises ValueError on an impossible set."""
         known = {f.name for f in fields(cls)}
         options = cls(**asdict(config or RestartConfig()))
@@ -45,16 +46,26 @@ class RestartOptions(RestartConfig):
     def validate(self) -> None:
         """The orderings that make the timeouts meaningful (NVIDIA enforces the same)."""
         rules = [
-            (self.soft_timeout < self.hard_timeout,
-             "soft_timeout must be shorter than hard_timeout"),
-            (self.hard_timeout < self.barrier_timeout,
-             "hard_timeout must be shorter than barrier_timeout"),
-            (self.heartbeat_interval < self.heartbeat_timeout,
-             "heartbeat_interval must be shorter than heartbeat_timeout"),
-            (self.progress_watchdog_interval < self.soft_timeout,
-             "progress_watchdog_interval must be shorter than soft_timeout"),
-            (self.monitor_process_interval < self.soft_timeout,
-             "monitor_process_interval must be shorter than soft_timeout"),
+            (
+                self.soft_timeout < self.hard_timeout,
+                "soft_timeout must be shorter than hard_timeout",
+            ),
+            (
+                self.hard_timeout < self.barrier_timeout,
+                "hard_timeout must be shorter than barrier_timeout",
+            ),
+            (
+                self.heartbeat_interval < self.heartbeat_timeout,
+                "heartbeat_interval must be shorter than heartbeat_timeout",
+            ),
+            (
+                self.progress_watchdog_interval < self.soft_timeout,
+                "progress_watchdog_interval must be shorter than soft_timeout",
+            ),
+            (
+                self.monitor_process_interval < self.soft_timeout,
+                "monitor_process_interval must be shorter than soft_timeout",
+            ),
         ]
         for ok, message in rules:
             if not ok:

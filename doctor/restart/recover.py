@@ -33,18 +33,29 @@ def request_restart(directory: Path, job: str, reason: str, timeout: float) -> d
     host, port = newest["store"].rsplit(":", 1)
     iteration = max(int(s["iteration"]) for s in states)
     try:
-        base = dist.TCPStore(host, int(port), None, False, timedelta(seconds=10),
-                             wait_for_workers=False)
+        base = dist.TCPStore(
+            host, int(port), None, False, timedelta(seconds=10), wait_for_workers=False
+        )
     except Exception as exc:  # DistNetworkError and friends: the store is gone
         raise NoSuchJobError(f"job {job!r}: its store {newest['store']} does not answer") from exc
     store = RestartStore(base, newest["store_prefix"], int(newest["initial_world_size"]))
-    store.record_fault(iteration, {"cause": "recover", "rank": None, "time": time.time(),
-                                   "exception": None, "reason": reason})
+    store.record_fault(
+        iteration,
+        {
+            "cause": "recover",
+            "rank": None,
+            "time": time.time(),
+            "exception": None,
+            "reason": reason,
+        },
+    )
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         event = store.get_json("event", iteration + 1)
         if event is not None:
             return event
         time.sleep(0.05)
-    raise RecoverTimeout(f"job {job!r}: restart requested in iteration {iteration}, but not "
-                         f"every rank re-entered within {timeout:g}s")
+    raise RecoverTimeout(
+        f"job {job!r}: restart requested in iteration {iteration}, but not "
+        f"every rank re-entered within {timeout:g}s"
+    )

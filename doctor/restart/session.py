@@ -34,26 +34,42 @@ class Session:
     """True in initial rank 0 when no launcher store exists: its monitor process serves."""
 
     @classmethod
-    def from_env(cls, env: Mapping[str, str], host: str | None, port: int | None,
-                 initial_rank: int) -> Session:
+    def from_env(
+        cls, env: Mapping[str, str], host: str | None, port: int | None, initial_rank: int
+    ) -> Session:
         agent_store = env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
-        chosen_port = port or int(env.get("NCCL_DOCTOR_STORE_PORT") or env.get("MASTER_PORT")
-                                  or 29500)
-        return cls(host or env.get("MASTER_ADDR", "127.0.0.1"), chosen_port,
-                   f"doctor/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/",
-                   hosting=not agent_store and initial_rank == 0)
+        chosen_port = port or int(
+            env.get("NCCL_DOCTOR_STORE_PORT") or env.get("MASTER_PORT") or 29500
+        )
+        return cls(
+            host or env.get("MASTER_ADDR", "127.0.0.1"),
+            chosen_port,
+            f"doctor/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/",
+            hosting=not agent_store and initial_rank == 0,
+        )
 
 
-def connect_store(session: Session, initial_world_size: int, options: RestartOptions,
-                  host: bool, abandon: Callable[[], bool] = lambda: False) -> RestartStore:
+def connect_store(
+    session: Session,
+    initial_world_size: int,
+    options: RestartOptions,
+    host: bool,
+    abandon: Callable[[], bool] = lambda: False,
+) -> RestartStore:
     """A TCPStore server (``host``) or client, wrapped with the wrapper's keys. A client first
     waits for the server to listen (see ``await_listener``); ``abandon`` ends that wait."""
     import torch.distributed as dist
 
     if not host:
         await_listener(session.host, session.port, options.barrier_timeout, abandon)
-    base = dist.TCPStore(session.host, session.port, None, host,
-                         timedelta(seconds=options.barrier_timeout), wait_for_workers=False)
+    base = dist.TCPStore(
+        session.host,
+        session.port,
+        None,
+        host,
+        timedelta(seconds=options.barrier_timeout),
+        wait_for_workers=False,
+    )
     return RestartStore(base, session.prefix, initial_world_size, hosting=host)
 
 
@@ -69,9 +85,11 @@ def await_listener(host: str, port: int, timeout: float, abandon: Callable[[], b
                 return
         except OSError:
             if time.monotonic() >= deadline:
-                raise RestartError(f"no store listened at {host}:{port} within {timeout:g}s "
-                                   "(initial rank 0's monitor process or torchrun's agent "
-                                   "hosts it)") from None
+                raise RestartError(
+                    f"no store listened at {host}:{port} within {timeout:g}s "
+                    "(initial rank 0's monitor process or torchrun's agent "
+                    "hosts it)"
+                ) from None
             time.sleep(PROBE_INTERVAL)
     raise StoreAbandoned(f"stopped waiting for the store at {host}:{port}")
 

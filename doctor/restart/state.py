@@ -37,16 +37,28 @@ def publish(call: CallWrapper, ctx: IterationContext | None) -> None:
     if ctx is not None and not call.pg_findings_checked == iteration:
         _check_group(call, iteration)
     session = call.session
-    write_state(call.directory, call.initial_rank, {
-        "job": call.job, "pid": os.getpid(), "initial_rank": call.initial_rank,
-        "initial_world_size": call.initial_world_size,
-        "rank": call.rank, "world_size": call.world_size, "iteration": iteration,
-        "phase": phase.name.lower(), "active": call.active,
-        "heartbeat": time.time() - (time.monotonic() - auto),
-        "step_time": step or None, "last_fault": call.last_fault,
-        "store": f"{session.host}:{session.port}", "store_prefix": session.prefix,
-        "timeout_findings": call.pg_findings, "updated_at": time.time(),
-    })
+    write_state(
+        call.directory,
+        call.initial_rank,
+        {
+            "job": call.job,
+            "pid": os.getpid(),
+            "initial_rank": call.initial_rank,
+            "initial_world_size": call.initial_world_size,
+            "rank": call.rank,
+            "world_size": call.world_size,
+            "iteration": iteration,
+            "phase": phase.name.lower(),
+            "active": call.active,
+            "heartbeat": time.time() - (time.monotonic() - auto),
+            "step_time": step or None,
+            "last_fault": call.last_fault,
+            "store": f"{session.host}:{session.port}",
+            "store_prefix": session.prefix,
+            "timeout_findings": call.pg_findings,
+            "updated_at": time.time(),
+        },
+    )
 
 
 def _check_group(call: CallWrapper, iteration: int) -> None:
@@ -61,5 +73,12 @@ def _check_group(call: CallWrapper, iteration: int) -> None:
         print(f"nccl-doctor wrapper[{call.initial_rank}]: {line}", file=sys.stderr, flush=True)
     failed = [f for f in findings if f.severity == Severity.FAIL]
     if failed and call.wrapper.timeout_policy == "refuse":
-        call.rs.record_fault(iteration, {"cause": "refused", "rank": call.initial_rank,
-                                         "time": time.time(), "exception": failed[0].message})
+        call.rs.record_fault(
+            iteration,
+            {
+                "cause": "refused",
+                "rank": call.initial_rank,
+                "time": time.time(),
+                "exception": failed[0].message,
+            },
+        )

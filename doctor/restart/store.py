@@ -36,8 +36,9 @@ def _ids(raw: bytes) -> set[int]:
 class RestartStore:
     """Typed access to the wrapper's keys; every method is one or two store round trips."""
 
-    def __init__(self, base: dist.Store, prefix: str, initial_world_size: int,
-                 hosting: bool = False) -> None:
+    def __init__(
+        self, base: dist.Store, prefix: str, initial_world_size: int, hosting: bool = False
+    ) -> None:
         self.base = base
         self.hosting = hosting
         self.prefix = prefix
@@ -63,8 +64,9 @@ class RestartStore:
         won = self.base.compare_set(self.key("fault", iteration), "", text)
         ranks = sorted(self.participants(iteration))
         if ranks:
-            self.base.multi_set([self.key(f"wake/{r}", iteration) for r in ranks],
-                                ["fault"] * len(ranks))
+            self.base.multi_set(
+                [self.key(f"wake/{r}", iteration) for r in ranks], ["fault"] * len(ranks)
+            )
         return won.decode() == text
 
     def fault(self, iteration: int) -> dict[str, Any] | None:

@@ -19,25 +19,37 @@ from doctor.restart.abort import INTERRUPTIBLE_BACKENDS
 from doctor.restart.options import RestartOptions
 
 
-def judge(backend: str, timeout: float, options: RestartOptions,
-          env: Mapping[str, str]) -> list[Finding]:
+def judge(
+    backend: str, timeout: float, options: RestartOptions, env: Mapping[str, str]
+) -> list[Finding]:
     """Findings (not passes) for a ``backend`` group whose collective timeout is ``timeout``."""
-    from checks.timeouts import resolve_timeouts, timeout_findings
+    from doctor.checks.timeouts import resolve_timeouts, timeout_findings
 
-    restart = RestartConfig(enabled=True, soft_timeout=options.soft_timeout,
-                            hard_timeout=options.hard_timeout,
-                            termination_grace_time=options.termination_grace_time,
-                            barrier_timeout=options.barrier_timeout)
+    restart = RestartConfig(
+        enabled=True,
+        soft_timeout=options.soft_timeout,
+        hard_timeout=options.hard_timeout,
+        termination_grace_time=options.termination_grace_time,
+        barrier_timeout=options.barrier_timeout,
+    )
     chain = resolve_timeouts(Config(restart=restart), env, backend, pg_timeout=timeout)
-    found = [f for f in timeout_findings(chain)
-             if f.check == "timeout.watchdog-vs-hard" and f.severity != Severity.PASS]
+    found = [
+        f
+        for f in timeout_findings(chain)
+        if f.check == "timeout.watchdog-vs-hard" and f.severity != Severity.PASS
+    ]
     if backend not in INTERRUPTIBLE_BACKENDS and timeout >= options.soft_timeout:
-        found.append(Finding(
-            "timeout.backend-uninterruptible", Severity.WARN, backend,
-            f"backend {backend} cannot be interrupted: a blocked collective ends only at its "
-            f"timeout {format_duration(timeout)}, not shorter than soft_timeout "
-            f"{format_duration(options.soft_timeout)}; the rank will be killed at the hard "
-            "timeout instead of restarting in-process."))
+        found.append(
+            Finding(
+                "timeout.backend-uninterruptible",
+                Severity.WARN,
+                backend,
+                f"backend {backend} cannot be interrupted: a blocked collective ends only at its "
+                f"timeout {format_duration(timeout)}, not shorter than soft_timeout "
+                f"{format_duration(options.soft_timeout)}; the rank will be killed at the hard "
+                "timeout instead of restarting in-process.",
+            )
+        )
     return found
 
 

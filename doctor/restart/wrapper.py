@@ -33,32 +33,52 @@ Duration = float | timedelta | str | None
 class Wrapper:
     """Decorator that adds in-process restart to a distributed function."""
 
-    def __init__(self, *, soft_timeout: Duration = None, hard_timeout: Duration = None,
-                 heartbeat_timeout: Duration = None, barrier_timeout: Duration = None,
-                 completion_timeout: Duration = None, last_call_wait: Duration = None,
-                 termination_grace_time: Duration = None, max_iterations: int | None = None,
-                 monitor_thread_interval: Duration = None,
-                 monitor_process_interval: Duration = None, heartbeat_interval: Duration = None,
-                 progress_watchdog_interval: Duration = None,
-                 initialize: Hook | None = None, finalize: Hook | None = None,
-                 health_check: Hook | None = None,
-                 rank_assignment: RankAssignment | None = None, config: Config | None = None,
-                 store_host: str | None = None, store_port: int | None = None,
-                 directory: Path | None = None, flight_recorder: bool | None = None,
-                 timeout_policy: str = "warn", enabled: bool = True) -> None:
+    def __init__(
+        self,
+        *,
+        soft_timeout: Duration = None,
+        hard_timeout: Duration = None,
+        heartbeat_timeout: Duration = None,
+        barrier_timeout: Duration = None,
+        completion_timeout: Duration = None,
+        last_call_wait: Duration = None,
+        termination_grace_time: Duration = None,
+        max_iterations: int | None = None,
+        monitor_thread_interval: Duration = None,
+        monitor_process_interval: Duration = None,
+        heartbeat_interval: Duration = None,
+        progress_watchdog_interval: Duration = None,
+        initialize: Hook | None = None,
+        finalize: Hook | None = None,
+        health_check: Hook | None = None,
+        rank_assignment: RankAssignment | None = None,
+        config: Config | None = None,
+        store_host: str | None = None,
+        store_port: int | None = None,
+        directory: Path | None = None,
+        flight_recorder: bool | None = None,
+        timeout_policy: str = "warn",
+        enabled: bool = True,
+    ) -> None:
         if timeout_policy not in ("warn", "refuse"):
             raise ValueError("timeout_policy must be 'warn' or 'refuse'")
         self.timeout_policy = timeout_policy
         config = config or load_config(env=os.environ)
         self.options = RestartOptions.build(
-            config.restart, soft_timeout=soft_timeout, hard_timeout=hard_timeout,
-            heartbeat_timeout=heartbeat_timeout, barrier_timeout=barrier_timeout,
-            completion_timeout=completion_timeout, last_call_wait=last_call_wait,
-            termination_grace_time=termination_grace_time, max_iterations=max_iterations,
+            config.restart,
+            soft_timeout=soft_timeout,
+            hard_timeout=hard_timeout,
+            heartbeat_timeout=heartbeat_timeout,
+            barrier_timeout=barrier_timeout,
+            completion_timeout=completion_timeout,
+            last_call_wait=last_call_wait,
+            termination_grace_time=termination_grace_time,
+            max_iterations=max_iterations,
             monitor_thread_interval=monitor_thread_interval,
             monitor_process_interval=monitor_process_interval,
             heartbeat_interval=heartbeat_interval,
-            progress_watchdog_interval=progress_watchdog_interval)
+            progress_watchdog_interval=progress_watchdog_interval,
+        )
         self.initialize, self.finalize, self.health_check = initialize, finalize, health_check
         self.rank_assignment = rank_assignment or RankAssignment()
         self.store_host, self.store_port = store_host, store_port

@@ -75,8 +75,12 @@ class ProgressHook:
 
 def default_sources(options: CollectOptions) -> list[Source]:
     return [
-        PySpySource(options.env, window=options.interval, samples=options.samples,
-                    probe_timeout=options.probe_timeout),
+        PySpySource(
+            options.env,
+            window=options.interval,
+            samples=options.samples,
+            probe_timeout=options.probe_timeout,
+        ),
         ProcSource(window=options.interval),
         LogSource(),
         NvmlSource(options.env),
@@ -84,31 +88,49 @@ def default_sources(options: CollectOptions) -> list[Source]:
     ]
 
 
-def _merge(target: Target, parts: Sequence[Collected], skipped: Sequence[Skipped],
-           seconds: float) -> Evidence:
+def _merge(
+    target: Target, parts: Sequence[Collected], skipped: Sequence[Skipped], seconds: float
+) -> Evidence:
     flight = next((p.flight for p in parts if p.flight is not None), None)
-    remote = ([Skipped(None, "discover", f"ranks {rank_ranges(target.remote)} run on other hosts: "
-                       "run triage there (or through srun --overlap --jobid)")]
-              if target.remote else [])
+    remote = (
+        [
+            Skipped(
+                None,
+                "discover",
+                f"ranks {rank_ranges(target.remote)} run on other hosts: "
+                "run triage there (or through srun --overlap --jobid)",
+            )
+        ]
+        if target.remote
+        else []
+    )
     launcher = f"{target.launcher.pid}: {target.launcher.cmdline}" if target.launcher else ""
     return Evidence(
-        job=target.job, ranks_expected=target.ranks_expected,
+        job=target.job,
+        ranks_expected=target.ranks_expected,
         processes=tuple(sorted((x for p in parts for x in p.processes), key=lambda x: x.rank)),
         stacks=tuple(sorted((x for p in parts for x in p.stacks), key=lambda x: x.rank)),
         gpus=tuple(x for p in parts for x in p.gpus),
         logs=tuple(x for p in parts for x in p.logs),
-        progress=tuple(sorted((x for p in parts for x in p.progress),
-                              key=lambda x: (x.rank, x.time_s))),
+        progress=tuple(
+            sorted((x for p in parts for x in p.progress), key=lambda x: (x.rank, x.time_s))
+        ),
         skipped=tuple(remote) + tuple(x for p in parts for x in p.skipped) + tuple(skipped),
-        flight=flight, seconds=round(seconds, 3), launcher=launcher,
+        flight=flight,
+        seconds=round(seconds, 3),
+        launcher=launcher,
         fr_files=tuple(dict.fromkeys(str(f) for p in parts for f in p.fr_files)),
-        log_files=tuple(dict.fromkeys(str(f) for p in parts for f in p.log_files)))
+        log_files=tuple(dict.fromkeys(str(f) for p in parts for f in p.log_files)),
+    )
 
 
-def collect_evidence(target: Target, options: CollectOptions,
-                     sources: Sequence[Source] | None = None,
-                     progress: ProgressHook | None = None, started: float | None = None
-                     ) -> Evidence:
+def collect_evidence(
+    target: Target,
+    options: CollectOptions,
+    sources: Sequence[Source] | None = None,
+    progress: ProgressHook | None = None,
+    started: float | None = None,
+) -> Evidence:
     """Run ``sources`` (default: all) against ``target`` in parallel, until the deadline."""
     hook = progress or ProgressHook()
     start = time.monotonic() if started is None else started
@@ -136,9 +158,12 @@ def collect_evidence(target: Target, options: CollectOptions,
     return _merge(target, parts, skipped, time.monotonic() - start)
 
 
-def collect_snapshot(ref: JobRef | Target, options: CollectOptions,
-                     progress: ProgressHook | None = None,
-                     sources: Sequence[Source] | None = None) -> TriageSnapshot:
+def collect_snapshot(
+    ref: JobRef | Target,
+    options: CollectOptions,
+    progress: ProgressHook | None = None,
+    sources: Sequence[Source] | None = None,
+) -> TriageSnapshot:
     """Discover (again), collect and classify: the one call behind ``--once`` and the TUI.
 
     Raises ``NoSuchJobError`` when no rank of the job is left on this host.

@@ -52,8 +52,8 @@ def read_proc(pid: int, proc: Path = PROC) -> ProcInfo | None:
         stat = (base / "stat").read_text()
     except OSError:
         return None
-    name = stat[stat.find("(") + 1: stat.rfind(")")]
-    fields = stat[stat.rfind(")") + 2:].split()
+    name = stat[stat.find("(") + 1 : stat.rfind(")")]
+    fields = stat[stat.rfind(")") + 2 :].split()
     state, ppid = fields[:2]
     code = None
     if state == "Z" and len(fields) >= 50:  # field 52, exit_code, in waitpid(2) form
@@ -122,8 +122,7 @@ def _error_file_message(path: Path) -> str:
     return str(message).strip().splitlines()[0] if str(message).strip() else ""
 
 
-def _lost_rank(rank: int, live: Sequence[RankTarget], zombie: int | None,
-               proc: Path) -> LostRank:
+def _lost_rank(rank: int, live: Sequence[RankTarget], zombie: int | None, proc: Path) -> LostRank:
     """What is known about a rank that is not alive: its zombie and its error file."""
     error = ""
     for peer in live:
@@ -134,8 +133,9 @@ def _lost_rank(rank: int, live: Sequence[RankTarget], zombie: int | None,
             break
     status = "zombie" if zombie is not None else ("dead" if error else "missing")
     info = read_proc(zombie, proc) if zombie is not None else None
-    return LostRank(rank, pid=zombie, status=status, exit_code=info.exit_code if info else None,
-                    error=error)
+    return LostRank(
+        rank, pid=zombie, status=status, exit_code=info.exit_code if info else None, error=error
+    )
 
 
 def _zombie_children(launcher: Launcher | None, proc: Path) -> list[int]:
@@ -149,9 +149,15 @@ def _zombie_children(launcher: Launcher | None, proc: Path) -> list[int]:
     return sorted(zombies)
 
 
-def _assemble(job: str, chosen: Mapping[int, ProcInfo], records: Sequence[RankRecord],
-              proc: Path, job_path: Path | None, host: str,
-              only: Sequence[int] | None = None) -> Target:
+def _assemble(
+    job: str,
+    chosen: Mapping[int, ProcInfo],
+    records: Sequence[RankRecord],
+    proc: Path,
+    job_path: Path | None,
+    host: str,
+    only: Sequence[int] | None = None,
+) -> Target:
     """Live, lost and remote ranks from the chosen processes and the registry.
 
     ``only`` (``--pids``) fixes the expected ranks; otherwise they come from
@@ -161,15 +167,24 @@ def _assemble(job: str, chosen: Mapping[int, ProcInfo], records: Sequence[RankRe
     exited = {rank: info.pid for rank, info in chosen.items() if info.state == "Z"}
     chosen = {rank: info for rank, info in chosen.items() if info.state != "Z"}
     live = tuple(
-        RankTarget(rank, info.pid, host, _int(info.env, "LOCAL_RANK"),
-                   _int(info.env, "WORLD_SIZE"), dict(info.env), by_rank.get(rank),
-                   job_path if rank in by_rank else None)
-        for rank, info in sorted(chosen.items()))
+        RankTarget(
+            rank,
+            info.pid,
+            host,
+            _int(info.env, "LOCAL_RANK"),
+            _int(info.env, "WORLD_SIZE"),
+            dict(info.env),
+            by_rank.get(rank),
+            job_path if rank in by_rank else None,
+        )
+        for rank, info in sorted(chosen.items())
+    )
     sizes = [r.world_size for r in live if r.world_size] + [r.world_size for r in records]
     world = len(only) if only is not None else (max(sizes) if sizes else None)
     remote = {r.rank for r in records if r.host != host and r.rank not in chosen}
-    local_size = next((_int(r.env, "LOCAL_WORLD_SIZE") for r in live
-                       if _int(r.env, "LOCAL_WORLD_SIZE")), None)
+    local_size = next(
+        (_int(r.env, "LOCAL_WORLD_SIZE") for r in live if _int(r.env, "LOCAL_WORLD_SIZE")), None
+    )
     if world and local_size and local_size < world and live and live[0].local_rank is not None:
         base = live[0].rank - live[0].local_rank
         remote |= {r for r in range(world) if not base <= r < base + local_size}
@@ -210,13 +225,23 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
     for record in records:
         info = read_proc(record.pid, proc) if record.host == host else None
         if info and _int(info.env, "RANK") in (record.rank, None):
-            chosen.setdefault(record.rank, ProcInfo(info.pid, info.ppid, info.state, info.name,
-                                                    {**info.env, "RANK": str(record.rank)}))
+            chosen.setdefault(
+                record.rank,
+                ProcInfo(
+                    info.pid,
+                    info.ppid,
+                    info.state,
+                    info.name,
+                    {**info.env, "RANK": str(record.rank)},
+                ),
+            )
     if not chosen and not records:
         known = list_jobs(env)
         hint = f"; the launch registry here knows: {', '.join(known)}" if known else ""
-        raise NoSuchJobError(f"no rank of job {job!r} runs on this host (looked for "
-                             f"TORCHELASTIC_RUN_ID, SLURM_JOB_ID and the launch registry){hint}")
+        raise NoSuchJobError(
+            f"no rank of job {job!r} runs on this host (looked for "
+            f"TORCHELASTIC_RUN_ID, SLURM_JOB_ID and the launch registry){hint}"
+        )
     return _assemble(job, chosen, records, proc, directory if records else None, host)
 
 
@@ -231,8 +256,10 @@ def discover_pids(pids: Sequence[int], proc: Path = PROC) -> Target:
         infos.append(info)
     ranked = all(_int(i.env, "RANK") is not None for i in infos)
     if not ranked or len({i.env["RANK"] for i in infos}) != len(infos):
-        infos = [ProcInfo(i.pid, i.ppid, i.state, i.name, {**i.env, "RANK": str(n)})
-                 for n, i in enumerate(infos)]
+        infos = [
+            ProcInfo(i.pid, i.ppid, i.state, i.name, {**i.env, "RANK": str(n)})
+            for n, i in enumerate(infos)
+        ]
     chosen = {int(i.env["RANK"]): i for i in infos}
     job = next((i.env[k] for i in infos for k in JOB_KEYS if i.env.get(k)), "pids")
     return _assemble(job, chosen, [], proc, None, host, only=sorted(chosen))

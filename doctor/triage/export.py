@@ -34,9 +34,15 @@ def _read(path: str, limit: int, tail: bool) -> bytes | None:
 def write_triage_bundle(snapshot: TriageSnapshot, out: Path) -> Path:
     """Write ``out`` (a .tar.gz) atomically; files that vanished since are left out."""
     evidence = snapshot.evidence
-    fr = {Path(p).name: data for p in evidence.fr_files
-          if (data := _read(p, MAX_FR_BYTES, tail=False)) is not None}
-    logs = {p.strip("/").replace("/", "_"): data for p in evidence.log_files
-            if (data := _read(p, TAIL_BYTES, tail=True)) is not None}
+    fr = {
+        Path(p).name: data
+        for p in evidence.fr_files
+        if (data := _read(p, MAX_FR_BYTES, tail=False)) is not None
+    }
+    logs = {
+        p.strip("/").replace("/", "_"): data
+        for p in evidence.log_files
+        if (data := _read(p, TAIL_BYTES, tail=True)) is not None
+    }
     stacks = {s.rank: json.dumps(asdict(s), indent=1) for s in evidence.stacks}
     return write_bundle(out, evidence, snapshot.verdict, fr=fr, stacks=stacks, logs=logs)

@@ -30,9 +30,11 @@ class Done(Generic[V]):
     value: V
 
 
-def fanout(calls: Mapping[K, Callable[[], V]], deadline: float,
-           on_done: Callable[[K, Done[V] | Failed], None] | None = None,
-           ) -> dict[K, Done[V] | Failed]:
+def fanout(
+    calls: Mapping[K, Callable[[], V]],
+    deadline: float,
+    on_done: Callable[[K, Done[V] | Failed], None] | None = None,
+) -> dict[K, Done[V] | Failed]:
     """Each call's outcome by key; keys missing from the result did not finish in time.
 
     ``on_done`` is called on the caller's thread as each outcome arrives.
@@ -46,8 +48,9 @@ def fanout(calls: Mapping[K, Callable[[], V]], deadline: float,
             results.put((key, Failed(exc)))
 
     for key, call in calls.items():
-        threading.Thread(target=run, args=(key, call), daemon=True,
-                         name=f"nccl-doctor-probe-{key}").start()
+        threading.Thread(
+            target=run, args=(key, call), daemon=True, name=f"nccl-doctor-probe-{key}"
+        ).start()
     outcomes: dict[K, Done[V] | Failed] = {}
     while len(outcomes) < len(calls):
         remaining = deadline - time.monotonic()

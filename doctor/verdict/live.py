@@ -101,8 +101,9 @@ class LiveView:
             return None
         op = ops.most_common(1)[0][0] or "unknown"
         line = next((e for e in self.evidence.logs if e.kind == "watchdog_timeout" and e.seq), None)
-        return CollectiveRef((line.process_group or "0") if line else "unknown",
-                             line.seq if line else None, op)
+        return CollectiveRef(
+            (line.process_group or "0") if line else "unknown", line.seq if line else None, op
+        )
 
 
 def job_progress(evidence: Evidence) -> bool | None:
@@ -115,8 +116,11 @@ def job_progress(evidence: Evidence) -> bool | None:
     them; sequence ids read twice that did not move. The Flight Recorder reads
     are taken after the window, so their cost never looks like progress.
     """
-    readings = [s for s in evidence.progress
-                if s.last_enqueued_seq is not None or s.last_completed_seq is not None]
+    readings = [
+        s
+        for s in evidence.progress
+        if s.last_enqueued_seq is not None or s.last_completed_seq is not None
+    ]
     fr: dict[int, set[tuple[int | None, int | None]]] = {}
     for s in readings:
         fr.setdefault(s.rank, set()).add((s.last_enqueued_seq, s.last_completed_seq))
@@ -135,8 +139,11 @@ def _py(rank: int | None, text: str) -> EvidenceLine:
     return EvidenceLine("py-spy", rank, text)
 
 
-_GONE = {"zombie": "a zombie (it exited; its launcher has not reaped it)",
-         "missing": "missing (no process on this host)", "dead": "dead (it exited)"}
+_GONE = {
+    "zombie": "a zombie (it exited; its launcher has not reaped it)",
+    "missing": "missing (no process on this host)",
+    "dead": "dead (it exited)",
+}
 
 
 def exit_text(code: int | None) -> str:
@@ -155,28 +162,63 @@ def rank_loss(view: LiveView) -> list[Candidate]:
     if not view.dead:
         return []
     procs = {p.rank: p for p in view.evidence.processes}
-    lines = [EvidenceLine("process", r, f"rank {r} is {_GONE.get(procs[r].status, 'gone')}"
-                          + (f", pid {procs[r].pid}" if procs[r].pid else "")
-                          + (f", {exit_text(procs[r].exit_code)}"
-                             if procs[r].exit_code is not None else "")
-                          + (f": {procs[r].error}" if procs[r].error else "")) for r in view.dead]
+    lines = [
+        EvidenceLine(
+            "process",
+            r,
+            f"rank {r} is {_GONE.get(procs[r].status, 'gone')}"
+            + (f", pid {procs[r].pid}" if procs[r].pid else "")
+            + (f", {exit_text(procs[r].exit_code)}" if procs[r].exit_code is not None else "")
+            + (f": {procs[r].error}" if procs[r].error else ""),
+        )
+        for r in view.dead
+    ]
     alive = [r for r, s in view.states.items() if s is not RankState.DEAD]
     if not alive:
-        return [Candidate(HangClass.RANK_LOSS, view.dead, Confidence.LOW,
-                          "every rank of the job is gone; read the launcher's log for the first "
-                          "failure", 50, evidence=tuple(lines), rule="rank_loss")]
+        return [
+            Candidate(
+                HangClass.RANK_LOSS,
+                view.dead,
+                Confidence.LOW,
+                "every rank of the job is gone; read the launcher's log for the first failure",
+                50,
+                evidence=tuple(lines),
+                rule="rank_loss",
+            )
+        ]
     waiting = view.ranks_in(RankState.IN_COLLECTIVE)
     ref = view.waiting_ref(waiting)
-    why = next((procs[r].error or exit_text(procs[r].exit_code) for r in view.dead
-                if procs[r].error or procs[r].exit_code is not None), "")
-    summary = (f"{names(view.dead)} {'is' if len(view.dead) == 1 else 'are'} gone"
-               + (f" ({why})" if why else "")
-               + (f" while {names(waiting)} {'waits' if len(waiting) == 1 else 'wait'} in "
-                  f"{ref.op}" if waiting and ref else "")
-               + f"; {names(alive)} cannot finish without it: find why it died, then restart "
-               "the job (or recover it in process)")
-    return [Candidate(HangClass.RANK_LOSS, view.dead, Confidence.HIGH, summary, 90,
-                      collective=ref, evidence=tuple(lines), rule="rank_loss")]
+    why = next(
+        (
+            procs[r].error or exit_text(procs[r].exit_code)
+            for r in view.dead
+            if procs[r].error or procs[r].exit_code is not None
+        ),
+        "",
+    )
+    summary = (
+        f"{names(view.dead)} {'is' if len(view.dead) == 1 else 'are'} gone"
+        + (f" ({why})" if why else "")
+        + (
+            f" while {names(waiting)} {'waits' if len(waiting) == 1 else 'wait'} in {ref.op}"
+            if waiting and ref
+            else ""
+        )
+        + f"; {names(alive)} cannot finish without it: find why it died, then restart "
+        "the job (or recover it in process)"
+    )
+    return [
+        Candidate(
+            HangClass.RANK_LOSS,
+            view.dead,
+            Confidence.HIGH,
+            summary,
+            90,
+            collective=ref,
+            evidence=tuple(lines),
+            rule="rank_loss",
+        )
+    ]
 
 
 _WHERE = {
@@ -200,19 +242,31 @@ def stuck(view: LiveView) -> list[Candidate]:
     out = []
     compiling = tuple(r for r in elsewhere if view.states[r] is RankState.COMPILE)
     others = tuple(r for r in elsewhere if r not in compiling)
-    sure = Confidence.HIGH if view.progress is False and 2 * len(elsewhere) <= len(
-        view.states) else Confidence.MEDIUM
-    for culprits, cls, rule in ((compiling, HangClass.COMPILE_WARMUP, "compile_warmup"),
-                                (others, HangClass.CPU_STUCK, "cpu_stuck")):
+    sure = (
+        Confidence.HIGH
+        if view.progress is False and 2 * len(elsewhere) <= len(view.states)
+        else Confidence.MEDIUM
+    )
+    for culprits, cls, rule in (
+        (compiling, HangClass.COMPILE_WARMUP, "compile_warmup"),
+        (others, HangClass.CPU_STUCK, "cpu_stuck"),
+    ):
         if not culprits:
             continue
-        where = "; ".join(f"{names([r])} is {_WHERE[view.states[r]]} at {view.stack(r)}"
-                          for r in culprits)
-        lines = [_py(r, f"main thread {_WHERE[view.states[r]]}: {view.stack(r)}")
-                 for r in culprits] + [wait_line] + _cpu_lines(view, culprits)
+        where = "; ".join(
+            f"{names([r])} is {_WHERE[view.states[r]]} at {view.stack(r)}" for r in culprits
+        )
+        lines = (
+            [_py(r, f"main thread {_WHERE[view.states[r]]}: {view.stack(r)}") for r in culprits]
+            + [wait_line]
+            + _cpu_lines(view, culprits)
+        )
         summary = f"{where}, while {names(waiting)} wait in {ref.op if ref else 'a collective'}"
-        out.append(Candidate(cls, culprits, sure, summary, 80, collective=ref,
-                             evidence=tuple(lines), rule=rule))
+        out.append(
+            Candidate(
+                cls, culprits, sure, summary, 80, collective=ref, evidence=tuple(lines), rule=rule
+            )
+        )
     return out
 
 
@@ -221,13 +275,23 @@ def _cpu_lines(view: LiveView, ranks: Sequence[int]) -> list[EvidenceLine]:
     lines = []
     for p in view.evidence.processes:
         if p.rank in ranks and p.cpu_seconds_delta is not None:
-            lines.append(EvidenceLine("process", p.rank, f"used {p.cpu_seconds_delta:.2f}s CPU "
-                                      f"and {p.io_calls_delta} read/write calls in the window"))
+            lines.append(
+                EvidenceLine(
+                    "process",
+                    p.rank,
+                    f"used {p.cpu_seconds_delta:.2f}s CPU "
+                    f"and {p.io_calls_delta} read/write calls in the window",
+                )
+            )
     for stack in view.evidence.stacks:
         holder = next((t for t in stack.threads if t.holds_gil and not t.is_main), None)
         if stack.rank in ranks and holder is not None and holder.frames:
-            lines.append(_py(stack.rank, f"thread {holder.name or holder.thread_id} holds the "
-                                         f"GIL at {holder.frames[0]}"))
+            lines.append(
+                _py(
+                    stack.rank,
+                    f"thread {holder.name or holder.thread_id} holds the GIL at {holder.frames[0]}",
+                )
+            )
     return lines
 
 
@@ -248,30 +312,52 @@ def mismatch(view: LiveView) -> list[Candidate]:
         culprits = tuple(sorted(r for r, op in ops.items() if tie or op != major))
         lines = [_py(r, f"waits in {view.stack(r)}") for r in sorted(ops)]
         lines += _group_lines(view, readable)
-        summary = (f"{names(culprits)} called {', '.join(sorted({ops[r] for r in culprits}))} "
-                   f"where {names([r for r in ops if r not in culprits])} called {major}")
+        summary = (
+            f"{names(culprits)} called {', '.join(sorted({ops[r] for r in culprits}))} "
+            f"where {names([r for r in ops if r not in culprits])} called {major}"
+        )
         if tie:
-            summary = (f"the ranks split evenly between {' and '.join(sorted(counts))}: a tie "
-                       "that stacks alone cannot break")
-        return [Candidate(HangClass.COLLECTIVE_MISMATCH, culprits,
-                          Confidence.LOW if tie else Confidence.MEDIUM, summary, 70,
-                          collective=CollectiveRef("unknown", None, major), evidence=tuple(lines),
-                          missing_evidence=(FR_HINT,) if view.evidence.flight is None else (),
-                          rule="stack_op_mismatch")]
+            summary = (
+                f"the ranks split evenly between {' and '.join(sorted(counts))}: a tie "
+                "that stacks alone cannot break"
+            )
+        return [
+            Candidate(
+                HangClass.COLLECTIVE_MISMATCH,
+                culprits,
+                Confidence.LOW if tie else Confidence.MEDIUM,
+                summary,
+                70,
+                collective=CollectiveRef("unknown", None, major),
+                evidence=tuple(lines),
+                missing_evidence=(FR_HINT,) if view.evidence.flight is None else (),
+                rule="stack_op_mismatch",
+            )
+        ]
     groups = group_by_signature(readable)
     if len(groups) == 1:
         return []
     odd = odd_ones_out(groups)
     lines = [_py(None, f"{names(g.ranks)}: {g.signature}") for g in groups]
     lines += _group_lines(view, readable)
-    summary = (f"{names(odd.ranks)} {'wait' if len(odd.ranks) > 1 else 'waits'} in "
-               f"{next(iter(counts))} from a different call site than {names(odd.majority.ranks)}"
-               if odd.majority else
-               f"the ranks wait in {next(iter(counts))} from different call sites, split evenly")
-    return [Candidate(HangClass.COLLECTIVE_MISMATCH, odd.ranks,
-                      Confidence.LOW if odd.tie else Confidence.MEDIUM, summary, 65,
-                      collective=CollectiveRef("unknown", None, next(iter(counts))),
-                      evidence=tuple(lines), rule="stack_callsite_mismatch")]
+    summary = (
+        f"{names(odd.ranks)} {'wait' if len(odd.ranks) > 1 else 'waits'} in "
+        f"{next(iter(counts))} from a different call site than {names(odd.majority.ranks)}"
+        if odd.majority
+        else f"the ranks wait in {next(iter(counts))} from different call sites, split evenly"
+    )
+    return [
+        Candidate(
+            HangClass.COLLECTIVE_MISMATCH,
+            odd.ranks,
+            Confidence.LOW if odd.tie else Confidence.MEDIUM,
+            summary,
+            65,
+            collective=CollectiveRef("unknown", None, next(iter(counts))),
+            evidence=tuple(lines),
+            rule="stack_callsite_mismatch",
+        )
+    ]
 
 
 def _group_lines(view: LiveView, stacks: Sequence[RankStack]) -> list[EvidenceLine]:
@@ -291,13 +377,22 @@ def _group_lines(view: LiveView, stacks: Sequence[RankStack]) -> list[EvidenceLi
 def _bootstrap_wait(view: LiveView, ops: dict[int, str]) -> list[Candidate]:
     stuck_in = sorted(r for r, op in ops.items() if op in BOOTSTRAP_OPS)
     others = tuple(sorted(set(ops) - set(stuck_in)))
-    summary = (f"{names(stuck_in)} wait in {ops[stuck_in[0]]}"
-               + (f" while {names(others)} went on" if others else "")
-               + ": communicator creation does not complete")
-    return [Candidate(HangClass.BOOTSTRAP, others or tuple(stuck_in), Confidence.MEDIUM
-                      if others else Confidence.LOW, summary, 75,
-                      evidence=tuple(_py(r, f"waits in {view.stack(r)}") for r in stuck_in),
-                      rule="stack_bootstrap")]
+    summary = (
+        f"{names(stuck_in)} wait in {ops[stuck_in[0]]}"
+        + (f" while {names(others)} went on" if others else "")
+        + ": communicator creation does not complete"
+    )
+    return [
+        Candidate(
+            HangClass.BOOTSTRAP,
+            others or tuple(stuck_in),
+            Confidence.MEDIUM if others else Confidence.LOW,
+            summary,
+            75,
+            evidence=tuple(_py(r, f"waits in {view.stack(r)}") for r in stuck_in),
+            rule="stack_bootstrap",
+        )
+    ]
 
 
 def all_waiting(view: LiveView) -> list[Candidate]:
@@ -312,20 +407,42 @@ def all_waiting(view: LiveView) -> list[Candidate]:
         return []
     why = {s.rank: s.reason for s in view.evidence.skipped if s.rank in unread}
     if unread:
-        summary = (f"{names(unread)} could not be read while {names(waiting)} wait in "
-                   f"{view.stack(waiting[0])}: {names(unread)} is the likely culprit")
-        lines = [EvidenceLine("py-spy", r, f"no stack: {why.get(r, 'unknown reason')}")
-                 for r in unread]
-        return [Candidate(HangClass.UNKNOWN, unread, Confidence.LOW, summary, 40,
-                          collective=view.waiting_ref(waiting), evidence=tuple(lines),
-                          missing_evidence=tuple(f"stack of rank {r}" for r in unread),
-                          rule="unreadable_rank")]
-    summary = (f"every rank waits in {view.stack(waiting[0])} and none is elsewhere: the "
-               "collective was issued everywhere and did not finish (GPU or network)")
-    return [Candidate(HangClass.UNKNOWN, (), Confidence.LOW, summary, 20,
-                      collective=view.waiting_ref(waiting),
-                      missing_evidence=(FR_HINT, "NVML GPU state", "NCCL_DEBUG=INFO logs"),
-                      rule="all_waiting")]
+        summary = (
+            f"{names(unread)} could not be read while {names(waiting)} wait in "
+            f"{view.stack(waiting[0])}: {names(unread)} is the likely culprit"
+        )
+        lines = [
+            EvidenceLine("py-spy", r, f"no stack: {why.get(r, 'unknown reason')}") for r in unread
+        ]
+        return [
+            Candidate(
+                HangClass.UNKNOWN,
+                unread,
+                Confidence.LOW,
+                summary,
+                40,
+                collective=view.waiting_ref(waiting),
+                evidence=tuple(lines),
+                missing_evidence=tuple(f"stack of rank {r}" for r in unread),
+                rule="unreadable_rank",
+            )
+        ]
+    summary = (
+        f"every rank waits in {view.stack(waiting[0])} and none is elsewhere: the "
+        "collective was issued everywhere and did not finish (GPU or network)"
+    )
+    return [
+        Candidate(
+            HangClass.UNKNOWN,
+            (),
+            Confidence.LOW,
+            summary,
+            20,
+            collective=view.waiting_ref(waiting),
+            missing_evidence=(FR_HINT, "NVML GPU state", "NCCL_DEBUG=INFO logs"),
+            rule="all_waiting",
+        )
+    ]
 
 
 def straggler_counts(view: LiveView) -> Counter[int]:
@@ -336,8 +453,11 @@ def straggler_counts(view: LiveView) -> Counter[int]:
         at = {r: RankState(v[i].state) for r, v in view.samples.items()}
         for rank, state in at.items():
             others = [s for r, s in at.items() if r != rank]
-            if state in ELSEWHERE and others and 2 * sum(
-                    s is RankState.IN_COLLECTIVE for s in others) >= len(others):
+            if (
+                state in ELSEWHERE
+                and others
+                and 2 * sum(s is RankState.IN_COLLECTIVE for s in others) >= len(others)
+            ):
                 counts[rank] += 1
     return counts
 
@@ -350,37 +470,76 @@ def _others_wait(view: LiveView, rank: int) -> bool:
     "late in 2 or more samples" named a healthy rank in 3 of 30 triages, and "late in most
     samples" in 1 of 40; a real straggler's peers waited in 3 or more of 5 samples in all
     30 triages of the straggler job."""
-    return all(2 * sum(RankState(s.state) is RankState.IN_COLLECTIVE for s in samples)
-               > len(samples) for r, samples in view.samples.items() if r != rank)
+    return all(
+        2 * sum(RankState(s.state) is RankState.IN_COLLECTIVE for s in samples) > len(samples)
+        for r, samples in view.samples.items()
+        if r != rank
+    )
 
 
 def progressing(view: LiveView) -> list[Candidate]:
     if not view.progress:
-        if view.progress is None and not view.dead and not view.ranks_in(
-                RankState.IN_COLLECTIVE) and view.states:
-            return [Candidate(HangClass.HEALTHY, (), Confidence.LOW, "no rank waits in a "
-                              "collective, but nothing measured progress either", 15,
-                              rule="nobody_waits")]
+        if (
+            view.progress is None
+            and not view.dead
+            and not view.ranks_in(RankState.IN_COLLECTIVE)
+            and view.states
+        ):
+            return [
+                Candidate(
+                    HangClass.HEALTHY,
+                    (),
+                    Confidence.LOW,
+                    "no rank waits in a collective, but nothing measured progress either",
+                    15,
+                    rule="nobody_waits",
+                )
+            ]
         return []
     counts = straggler_counts(view).most_common(2)
     total = min((len(v) for v in view.samples.values()), default=0)
     rank, n = counts[0] if counts else (-1, 0)
     runner_up = counts[1][1] if len(counts) > 1 else 0
     if 2 * n > total and n >= 2 * runner_up and _others_wait(view, rank):
-        summary = (f"the job progresses, but {names([rank])} is in its own code while the others "
-                   f"wait in {n} of {total} samples: it is the straggler ({view.stack(rank)})")
+        summary = (
+            f"the job progresses, but {names([rank])} is in its own code while the others "
+            f"wait in {n} of {total} samples: it is the straggler ({view.stack(rank)})"
+        )
         sure = Confidence.HIGH if 5 * n >= 4 * total else Confidence.MEDIUM
-        lines = [_py(rank, f"sample {s.time_s:.2f}s: {s.state} {s.stack_signature}")
-                 for s in view.samples[rank]]
-        return [Candidate(HangClass.STRAGGLER, (rank,), sure, summary, 60,
-                          evidence=tuple(lines), rule="stack_straggler")]
-    return [Candidate(HangClass.HEALTHY, (), Confidence.MEDIUM,
-                      "every rank made progress during the window and none lags", 30,
-                      rule="progressing")]
+        lines = [
+            _py(rank, f"sample {s.time_s:.2f}s: {s.state} {s.stack_signature}")
+            for s in view.samples[rank]
+        ]
+        return [
+            Candidate(
+                HangClass.STRAGGLER,
+                (rank,),
+                sure,
+                summary,
+                60,
+                evidence=tuple(lines),
+                rule="stack_straggler",
+            )
+        ]
+    return [
+        Candidate(
+            HangClass.HEALTHY,
+            (),
+            Confidence.MEDIUM,
+            "every rank made progress during the window and none lags",
+            30,
+            rule="progressing",
+        )
+    ]
 
 
 RULES: tuple[Callable[[LiveView], list[Candidate]], ...] = (
-    rank_loss, stuck, mismatch, all_waiting, progressing)
+    rank_loss,
+    stuck,
+    mismatch,
+    all_waiting,
+    progressing,
+)
 
 
 def candidates(evidence: Evidence) -> list[Candidate]:

@@ -37,7 +37,8 @@ def verdict_panel(verdict: Verdict) -> Panel:
     )
     if verdict.collective is not None:
         body.append("collective:    ", style="bold").append(
-            collective_text(verdict.collective) + "\n")
+            collective_text(verdict.collective) + "\n"
+        )
     body.append("playbook:      ", style="bold").append(
         f"nccl-doctor playbook {verdict.playbook}\n"
     )

@@ -25,14 +25,29 @@ def names(ranks: Iterable[int]) -> str:
 
 
 _LOG_RULES = (
-    ("unsupported_op", HangClass.UNSUPPORTED_OP, 85, Confidence.HIGH,
-     "the backend rejected {op} on {ranks}: the job crashed in a way that looks like a hang; "
-     "use an op the backend supports (or another backend)"),
-    ("bootstrap", HangClass.BOOTSTRAP, 75, Confidence.MEDIUM,
-     "communicator creation failed on {ranks} ({text}): check MASTER_ADDR/port reachability "
-     "and NCCL_SOCKET_IFNAME"),
-    ("network", HangClass.NETWORK, 60, Confidence.LOW,
-     "transport errors on {ranks} ({text}): check the links and NICs between them"),
+    (
+        "unsupported_op",
+        HangClass.UNSUPPORTED_OP,
+        85,
+        Confidence.HIGH,
+        "the backend rejected {op} on {ranks}: the job crashed in a way that looks like a hang; "
+        "use an op the backend supports (or another backend)",
+    ),
+    (
+        "bootstrap",
+        HangClass.BOOTSTRAP,
+        75,
+        Confidence.MEDIUM,
+        "communicator creation failed on {ranks} ({text}): check MASTER_ADDR/port reachability "
+        "and NCCL_SOCKET_IFNAME",
+    ),
+    (
+        "network",
+        HangClass.NETWORK,
+        60,
+        Confidence.LOW,
+        "transport errors on {ranks} ({text}): check the links and NICs between them",
+    ),
 )
 
 
@@ -48,15 +63,30 @@ def log_candidates(evidence: Evidence, dead: Sequence[int]) -> list[Candidate]:
             continue
         ranks = _rank_list(events)
         first = events[0]
-        summary = template.format(op=first.op or "an op", ranks=names(ranks) if ranks
-                                  else "some rank", text=first.text[:120])
+        summary = template.format(
+            op=first.op or "an op",
+            ranks=names(ranks) if ranks else "some rank",
+            text=first.text[:120],
+        )
         lines = tuple(EvidenceLine("nccl-log", e.rank, e.text) for e in events[:8])
-        ref = CollectiveRef(first.process_group or "unknown", first.seq, first.op) \
-            if kind == "unsupported_op" and first.op else None
+        ref = (
+            CollectiveRef(first.process_group or "unknown", first.seq, first.op)
+            if kind == "unsupported_op" and first.op
+            else None
+        )
         weaker = kind == "network" and bool(dead)
-        out.append(Candidate(cls, ranks, Confidence.LOW if weaker else sure, summary,
-                             30 if weaker else strength, collective=ref, evidence=lines,
-                             rule=f"log_{kind}"))
+        out.append(
+            Candidate(
+                cls,
+                ranks,
+                Confidence.LOW if weaker else sure,
+                summary,
+                30 if weaker else strength,
+                collective=ref,
+                evidence=lines,
+                rule=f"log_{kind}",
+            )
+        )
     return out
 
 
@@ -65,15 +95,33 @@ def gpu_candidates(evidence: Evidence) -> list[Candidate]:
     if not bad:
         return []
     ranks = tuple(sorted({g.rank for g in bad if g.rank is not None}))
-    lines = tuple(EvidenceLine("nvml", g.rank, f"GPU {g.index}: XID {list(g.xid_events)}, "
-                               f"uncorrected ECC {g.ecc_uncorrected or 0}, "
-                               f"utilization {g.utilization_pct}%") for g in bad)
+    lines = tuple(
+        EvidenceLine(
+            "nvml",
+            g.rank,
+            f"GPU {g.index}: XID {list(g.xid_events)}, "
+            f"uncorrected ECC {g.ecc_uncorrected or 0}, "
+            f"utilization {g.utilization_pct}%",
+        )
+        for g in bad
+    )
     xids = sorted({x for g in bad for x in g.xid_events})
-    summary = (f"the GPU of {names(ranks)} reported "
-               + (f"XID {', '.join(map(str, xids))}" if xids else "uncorrected ECC errors")
-               + ": the collective cannot finish there; drain the node and reset the GPU")
-    return [Candidate(HangClass.GPU_HANG, ranks, Confidence.HIGH, summary, 85,
-                      evidence=lines, rule="nvml_gpu_fault")]
+    summary = (
+        f"the GPU of {names(ranks)} reported "
+        + (f"XID {', '.join(map(str, xids))}" if xids else "uncorrected ECC errors")
+        + ": the collective cannot finish there; drain the node and reset the GPU"
+    )
+    return [
+        Candidate(
+            HangClass.GPU_HANG,
+            ranks,
+            Confidence.HIGH,
+            summary,
+            85,
+            evidence=lines,
+            rule="nvml_gpu_fault",
+        )
+    ]
 
 
 def signal_candidates(evidence: Evidence, dead: Sequence[int]) -> list[Candidate]:

@@ -44,34 +44,74 @@ class RankState(StrEnum):
 
 
 WAITING = frozenset({RankState.IN_COLLECTIVE})
-ELSEWHERE = frozenset({RankState.COMPILE, RankState.DATA_LOADING, RankState.GIL_LOOP,
-                       RankState.USER_CODE, RankState.IDLE})
+ELSEWHERE = frozenset(
+    {
+        RankState.COMPILE,
+        RankState.DATA_LOADING,
+        RankState.GIL_LOOP,
+        RankState.USER_CODE,
+        RankState.IDLE,
+    }
+)
 """States of a live rank that is not in a collective: the ones that keep peers waiting."""
 
-COLLECTIVES = frozenset({
-    "all_reduce", "all_reduce_coalesced", "all_gather", "all_gather_into_tensor",
-    "all_gather_coalesced", "all_gather_object", "_all_gather_base", "reduce_scatter",
-    "reduce_scatter_tensor", "_reduce_scatter_base", "all_to_all", "all_to_all_single",
-    "broadcast", "broadcast_object_list", "reduce", "gather", "gather_object", "scatter",
-    "scatter_object_list", "barrier", "monitored_barrier", "send", "recv", "isend", "irecv",
-    "batch_isend_irecv", "send_object_list", "recv_object_list", "wait_tensor",
-    "init_process_group", "new_group", "new_subgroups", "_store_based_barrier",
-})
-BOOTSTRAP_OPS = frozenset({"init_process_group", "new_group", "new_subgroups",
-                           "_store_based_barrier"})
+COLLECTIVES = frozenset(
+    {
+        "all_reduce",
+        "all_reduce_coalesced",
+        "all_gather",
+        "all_gather_into_tensor",
+        "all_gather_coalesced",
+        "all_gather_object",
+        "_all_gather_base",
+        "reduce_scatter",
+        "reduce_scatter_tensor",
+        "_reduce_scatter_base",
+        "all_to_all",
+        "all_to_all_single",
+        "broadcast",
+        "broadcast_object_list",
+        "reduce",
+        "gather",
+        "gather_object",
+        "scatter",
+        "scatter_object_list",
+        "barrier",
+        "monitored_barrier",
+        "send",
+        "recv",
+        "isend",
+        "irecv",
+        "batch_isend_irecv",
+        "send_object_list",
+        "recv_object_list",
+        "wait_tensor",
+        "init_process_group",
+        "new_group",
+        "new_subgroups",
+        "_store_based_barrier",
+    }
+)
+BOOTSTRAP_OPS = frozenset(
+    {"init_process_group", "new_group", "new_subgroups", "_store_based_barrier"}
+)
 _NATIVE_WAIT = re.compile(r"^(c10d::|gloo::|nccl|ncclComm|ProcessGroupNCCL)")
 _COMPILE_FILES = re.compile(
     r"torch/_dynamo/(?!eval_frame|external_utils)|"
     r"torch/_inductor/(?!output_code|runtime/)|"
-    r"torch/_functorch/(?!_aot_autograd/runtime_wrappers)|torch/fx/")
-_DATA_NAMES = re.compile(r"(?i)(^__getitem__$|^__next__$|data_?loader|load_batch|next_batch|"
-                         r"^fetch|prefetch|collate)")
+    r"torch/_functorch/(?!_aot_autograd/runtime_wrappers)|torch/fx/"
+)
+_DATA_NAMES = re.compile(
+    r"(?i)(^__getitem__$|^__next__$|data_?loader|load_batch|next_batch|"
+    r"^fetch|prefetch|collate)"
+)
 
 
 def _is_collective(frame: Frame) -> bool:
     short = frame.name.rsplit(".", 1)[-1]
     return ("torch/distributed/" in frame.filename and short in COLLECTIVES) or bool(
-        _NATIVE_WAIT.match(frame.name))
+        _NATIVE_WAIT.match(frame.name)
+    )
 
 
 def collective_index(thread: ThreadStack) -> int | None:
@@ -101,9 +141,13 @@ def _explain(main: ThreadStack | None) -> tuple[RankState, int | None]:
     index = collective_index(main)
     if index is not None:
         return RankState.IN_COLLECTIVE, index
-    tests = ((RankState.COMPILE, lambda f: bool(_COMPILE_FILES.search(f.filename))),
-             (RankState.DATA_LOADING, lambda f: "torch/utils/data/" in f.filename
-              or bool(_DATA_NAMES.search(f.name))))
+    tests = (
+        (RankState.COMPILE, lambda f: bool(_COMPILE_FILES.search(f.filename))),
+        (
+            RankState.DATA_LOADING,
+            lambda f: "torch/utils/data/" in f.filename or bool(_DATA_NAMES.search(f.name)),
+        ),
+    )
     for state, test in tests:
         hits = [i for i, f in enumerate(frames) if test(f)]
         if hits:
@@ -130,10 +174,13 @@ def signature(stack: RankStack | None) -> str:
     frames = main.frames
     index = collective_index(main)
     top = frames[index] if index is not None else frames[0]
-    callers = frames[(index if index is not None else 0) + 1:]
+    callers = frames[(index if index is not None else 0) + 1 :]
     parts = [top.name.rsplit(".", 1)[-1] if index is not None else top.name]
-    parts += [f"{f.name}@{_short(f)}:{f.line}" for f in callers
-              if not f.name.endswith("wrapper") or "torch/distributed" not in f.filename]
+    parts += [
+        f"{f.name}@{_short(f)}:{f.line}"
+        for f in callers
+        if not f.name.endswith("wrapper") or "torch/distributed" not in f.filename
+    ]
     return " < ".join(parts)
 
 
@@ -164,9 +211,15 @@ def group_by_signature(stacks: Iterable[RankStack]) -> list[SignatureGroup]:
     classes: dict[str, list[RankStack]] = {}
     for stack in stacks:
         classes.setdefault(signature(stack), []).append(stack)
-    groups = [SignatureGroup(sig, rank_state(members[0]),
-                             tuple(sorted(s.rank for s in members)), top_frame(members[0]))
-              for sig, members in classes.items()]
+    groups = [
+        SignatureGroup(
+            sig,
+            rank_state(members[0]),
+            tuple(sorted(s.rank for s in members)),
+            top_frame(members[0]),
+        )
+        for sig, members in classes.items()
+    ]
     return sorted(groups, key=lambda g: (-len(g.ranks), g.ranks))
 
 
@@ -195,12 +248,15 @@ def odd_ones_out(groups: Sequence[SignatureGroup]) -> Outliers:
     return Outliers(tuple(sorted(r for g in groups for r in g.ranks)), None, tie=True)
 
 
-def odd_ones_out_by_group(stacks: Sequence[RankStack],
-                          members: Mapping[str, Sequence[int]]) -> dict[str, Outliers]:
+def odd_ones_out_by_group(
+    stacks: Sequence[RankStack], members: Mapping[str, Sequence[int]]
+) -> dict[str, Outliers]:
     """``odd_ones_out`` within each process group (group name -> its global ranks)."""
     by_rank = {s.rank: s for s in stacks}
-    return {name: odd_ones_out(group_by_signature(by_rank[r] for r in ranks if r in by_rank))
-            for name, ranks in members.items()}
+    return {
+        name: odd_ones_out(group_by_signature(by_rank[r] for r in ranks if r in by_rank))
+        for name, ranks in members.items()
+    }
 
 
 def row_state(alive: bool, status: str, stack: RankStack | None) -> str:

@@ -17,8 +17,9 @@ pytestmark = pytest.mark.slow
 def test_a_real_small_run_prints_json_and_writes_the_plot(tmp_path: Path) -> None:
     # GIVEN two local gloo ranks and a short sweep
     plot = tmp_path / "bench.svg"
-    done = run_cli("bench", "--nproc", "2", "--sizes", "64K:4M:4", "--json", "--plot", str(plot),
-                   timeout=120)
+    done = run_cli(
+        "bench", "--nproc", "2", "--sizes", "64K:4M:4", "--json", "--plot", str(plot), timeout=120
+    )
     # THEN the JSON contract holds and the numbers are physical (loose: the host is shared)
     assert done.returncode == 0, done.stderr
     data = json.loads(done.stdout)
@@ -59,11 +60,14 @@ def test_nccl_without_gpus_is_refused_before_any_rank_starts() -> None:
     assert done.returncode == 2 and "this host has 8" in done.stderr
 
 
-@pytest.mark.parametrize(("args", "words"), [
-    (("--plot", "out.pdf"), "writes .svg or .png"),
-    (("--sizes", "4K:1K"), "0 < begin <= end"),
-    (("--nproc", "1"), "at least 2"),
-])
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (("--plot", "out.pdf"), "writes .svg or .png"),
+        (("--sizes", "4K:1K"), "0 < begin <= end"),
+        (("--nproc", "1"), "at least 2"),
+    ],
+)
 def test_usage_errors_exit_2_without_starting_ranks(args: tuple[str, ...], words: str) -> None:
     done = run_cli("bench", *args, timeout=60)
     assert done.returncode == 2
@@ -71,19 +75,34 @@ def test_usage_errors_exit_2_without_starting_ranks(args: tuple[str, ...], words
 
 
 def test_nproc_is_refused_inside_a_job() -> None:
-    env = clean_env({"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1",
-                     "MASTER_PORT": "1"})
+    env = clean_env(
+        {"RANK": "0", "WORLD_SIZE": "2", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "1"}
+    )
     done = run_cli("bench", "--nproc", "2", env=env, timeout=60)
     assert done.returncode == 2 and "inside a torchrun or srun job" in done.stderr
 
 
 def test_job_env_reads_torchrun_and_slurm_ranks() -> None:
     assert job_env({}) is None
-    torchrun = job_env({"RANK": "3", "WORLD_SIZE": "8", "LOCAL_RANK": "1", "MASTER_ADDR": "h",
-                        "MASTER_PORT": "29500"})
+    torchrun = job_env(
+        {
+            "RANK": "3",
+            "WORLD_SIZE": "8",
+            "LOCAL_RANK": "1",
+            "MASTER_ADDR": "h",
+            "MASTER_PORT": "29500",
+        }
+    )
     assert torchrun is not None and (torchrun["RANK"], torchrun["LOCAL_RANK"]) == ("3", "1")
-    slurm = job_env({"SLURM_PROCID": "5", "SLURM_NTASKS": "16", "SLURM_LOCALID": "5",
-                     "MASTER_ADDR": "h", "MASTER_PORT": "1"})
+    slurm = job_env(
+        {
+            "SLURM_PROCID": "5",
+            "SLURM_NTASKS": "16",
+            "SLURM_LOCALID": "5",
+            "MASTER_ADDR": "h",
+            "MASTER_PORT": "1",
+        }
+    )
     assert slurm is not None and (slurm["RANK"], slurm["WORLD_SIZE"]) == ("5", "16")
     with pytest.raises(BenchError, match="MASTER_ADDR"):
         job_env({"SLURM_PROCID": "0", "SLURM_NTASKS": "2"})
@@ -107,9 +126,12 @@ def test_a_run_past_its_timeout_stops_and_reaps_every_rank() -> None:
     done = run_cli("bench", "--nproc", "2", "--sizes", "3076", "--timeout", "0.2", timeout=60)
     # THEN one sentence, exit 2, and no rank left behind
     assert done.returncode == 2 and "did not finish in time" in done.stderr
-    leftovers = [p for p in psutil.process_iter(["cmdline"])
-                 if "doctor.bench.worker" in " ".join(p.info["cmdline"] or [])
-                 and "3076" in " ".join(p.info["cmdline"] or [])]
+    leftovers = [
+        p
+        for p in psutil.process_iter(["cmdline"])
+        if "doctor.bench.worker" in " ".join(p.info["cmdline"] or [])
+        and "3076" in " ".join(p.info["cmdline"] or [])
+    ]
     assert leftovers == []
 
 
@@ -120,9 +142,25 @@ def test_inside_a_torchrun_job_it_uses_the_jobs_ranks() -> None:
     # GIVEN bench launched as the command of a 2-rank torchrun job
     torchrun = Path(sys.executable).with_name("torchrun")
     port = str(free_port())
-    done = subprocess.run([str(torchrun), "--nproc_per_node", "2", "--master_port", port,
-                           "-m", "doctor", "bench", "--sizes", "64K:1M:4", "--json"],
-                          capture_output=True, text=True, env=clean_env(), timeout=180)
+    done = subprocess.run(
+        [
+            str(torchrun),
+            "--nproc_per_node",
+            "2",
+            "--master_port",
+            port,
+            "-m",
+            "doctor",
+            "bench",
+            "--sizes",
+            "64K:1M:4",
+            "--json",
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=180,
+    )
     # THEN rank 0 alone prints one result for the job's two ranks
     assert done.returncode == 0, done.stderr[-2000:]
     data = json.loads(done.stdout)
@@ -137,9 +175,7 @@ def test_png_without_pillow_is_refused_before_any_rank_starts(tmp_path: Path) ->
     (shadow / "__init__.py").write_text("raise ImportError('no Pillow here')\n")
     env = clean_env({"PYTHONPATH": str(tmp_path)})
     # WHEN a PNG plot is asked for THEN one sentence says how to get it, and exit 2
-    done = run_cli("bench", "--nproc", "2", "--plot", str(tmp_path / "x.png"), env=env,
-                   timeout=60)
+    done = run_cli("bench", "--nproc", "2", "--plot", str(tmp_path / "x.png"), env=env, timeout=60)
     assert done.returncode == 2
     assert "needs Pillow" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "x.png").exists()
-

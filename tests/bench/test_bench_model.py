@@ -67,15 +67,15 @@ def test_a100_ring_matches_published_235() -> None:
 
 
 def test_h200_equals_h100_links_and_b200_doubles_them() -> None:
-    h100, h200, b200 = (peak(nvswitch_node(g, nvls_enabled=False)).busbw_gbps
-                        for g in ("H100", "H200", "B200"))
+    h100, h200, b200 = (
+        peak(nvswitch_node(g, nvls_enabled=False)).busbw_gbps for g in ("H100", "H200", "B200")
+    )
     assert h200 == h100
     assert b200 == pytest.approx(2 * h100, rel=1e-4)
 
 
 def test_ring_busbw_ceiling_does_not_depend_on_rank_count() -> None:
-    ceilings = {n: peak(nvswitch_node("H100", n, nvls_enabled=False)).busbw_gbps
-                for n in (2, 4, 8)}
+    ceilings = {n: peak(nvswitch_node("H100", n, nvls_enabled=False)).busbw_gbps for n in (2, 4, 8)}
     assert max(ceilings.values()) == pytest.approx(min(ceilings.values()), rel=1e-3)
 
 
@@ -92,8 +92,7 @@ def test_ring_time_is_the_alpha_beta_formula() -> None:
     nbytes = 1_000_000
     # 2(n-1) alpha + 2(n-1)/n S/B + (n-1)/n S/R, with GB/s = 1e3 bytes/us
     assert ring_time_us(p, nbytes) == pytest.approx(60 + 1500 + 375)
-    assert predict(p, nbytes).busbw_gbps == pytest.approx(
-        nbytes / (1935 * 1e3) * busbw_factor(4))
+    assert predict(p, nbytes).busbw_gbps == pytest.approx(nbytes / (1935 * 1e3) * busbw_factor(4))
 
 
 def test_busbw_factor_is_nccl_tests_definition() -> None:
@@ -123,7 +122,12 @@ def test_multi_node_ring_is_limited_by_the_network() -> None:
 def test_topology_from_the_healthy_fake_fleet() -> None:
     topo = topology_from_fleet(read_fleet({"NCCL_DOCTOR_FAKE_NVML": "healthy-8xh100"}), 8)
     assert (topo.gpu, topo.nvlinks, topo.nvlink, topo.nvswitch, topo.pcie) == (
-        "H100", 18, "nvlink4", True, "pcie5")
+        "H100",
+        18,
+        "nvlink4",
+        True,
+        "pcie5",
+    )
     assert topo.numa_nodes == (0, 1)
     assert "8x H100, 18x NVLink4, NVSwitch, NUMA nodes 0,1" in params_from_topology(topo).source
 

@@ -37,8 +37,9 @@ def test_row_uses_nccl_tests_arithmetic_and_layout() -> None:
     text = format_row(row)
     assert text.startswith("     1048576        262144     float     sum   2000.0    0.52    0.79")
     assert text.endswith("ring")
-    assert format_row(make_row(params_from_probe(PROBE, 4), 1 << 26, 123456.7)).split()[4] == \
-        "123457", "time above 10 ms has no decimals, as in nccl-tests"
+    assert (
+        format_row(make_row(params_from_probe(PROBE, 4), 1 << 26, 123456.7)).split()[4] == "123457"
+    ), "time above 10 ms has no decimals, as in nccl-tests"
 
 
 def test_table_has_header_model_rows_and_median() -> None:
@@ -59,10 +60,17 @@ def test_json_has_the_contract_fields() -> None:
     assert (data["backend"], data["nproc"]) == ("gloo", 4)
     assert data["model"]["alpha_us"] == 100.0 and data["model"]["probe"]["link_gbps"] == 1.0
     row = data["rows"][0]
-    assert set(row) >= {"bytes", "time_us", "algbw_gbps", "busbw_gbps", "predicted_busbw_gbps",
-                        "efficiency"}
-    assert row["efficiency"] == pytest.approx(row["busbw_gbps"] / row["predicted_busbw_gbps"],
-                                              abs=1e-3)
+    assert set(row) >= {
+        "bytes",
+        "time_us",
+        "algbw_gbps",
+        "busbw_gbps",
+        "predicted_busbw_gbps",
+        "efficiency",
+    }
+    assert row["efficiency"] == pytest.approx(
+        row["busbw_gbps"] / row["predicted_busbw_gbps"], abs=1e-3
+    )
 
 
 def test_explain_names_nvls_when_busbw_beats_the_line_rate() -> None:
@@ -119,5 +127,4 @@ def test_png_plot_draws_both_series_in_their_colours() -> None:
     assert image.size == (720, 400)
     colours = {rgb for _count, rgb in image.getcolors(maxcolors=1 << 16)}
     for hex_colour in (MEASURED, PREDICTED):
-        assert tuple(int(hex_colour[i:i + 2], 16) for i in (1, 3, 5)) in colours
-
+        assert tuple(int(hex_colour[i : i + 2], 16) for i in (1, 3, 5)) in colours

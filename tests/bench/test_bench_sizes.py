@@ -8,8 +8,10 @@ from doctor.bench.sizes import human, parse_size, parse_sweep, sweep
 from doctor.errors import UsageError
 
 
-@pytest.mark.parametrize(("text", "expected"), [
-    ("8", 8), ("1K", 1024), ("64M", 64 << 20), ("1G", 1 << 30), ("4k", 4096), ("2MB", 2 << 20)])
+@pytest.mark.parametrize(
+    ("text", "expected"),
+    [("8", 8), ("1K", 1024), ("64M", 64 << 20), ("1G", 1 << 30), ("4k", 4096), ("2MB", 2 << 20)],
+)
 def test_parse_size_uses_powers_of_1024(text: str, expected: int) -> None:
     assert parse_size(text) == expected
 
@@ -37,4 +39,9 @@ def test_bad_sweeps_are_usage_errors(spec: str) -> None:
 
 def test_human_names_sizes_like_the_flags() -> None:
     assert [human(n) for n in (512, 1024, 3 << 20, 1 << 30, 1536)] == [
-        "512", "1K", "3M", "1G", "1536"]
+        "512",
+        "1K",
+        "3M",
+        "1G",
+        "1536",
+    ]

@@ -32,9 +32,18 @@ def test_both_analyzers_name_the_rank_that_stopped_and_nothing_else(
     assert json.loads(ours.stdout)["verdict"]["culprit_ranks"] == [CULPRIT]
 
     theirs = subprocess.run(
-        [sys.executable, "-m", "torch.distributed.flight_recorder.fr_trace", str(tmp_path),
-         "--prefix", "rank_"],
-        capture_output=True, text=True, env=clean_env(), timeout=300,
+        [
+            sys.executable,
+            "-m",
+            "torch.distributed.flight_recorder.fr_trace",
+            str(tmp_path),
+            "--prefix",
+            "rank_",
+        ],
+        capture_output=True,
+        text=True,
+        env=clean_env(),
+        timeout=300,
     )
     said = theirs.stdout + theirs.stderr
     assert theirs.returncode == 0, said[-2000:]

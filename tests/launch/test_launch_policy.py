@@ -11,18 +11,31 @@ import pytest
 
 from doctor.launch.policy import apply_policy
 
-LEAKY = {"NCCL_IB_HCA": "mlx5_0", "NCCL_SOCKET_IFNAME": "eth0", "NCCL_NET_PLUGIN": "aws-ofi",
-         "NCCL_NVLS_ENABLE": "1", "PATH": "/bin"}
+LEAKY = {
+    "NCCL_IB_HCA": "mlx5_0",
+    "NCCL_SOCKET_IFNAME": "eth0",
+    "NCCL_NET_PLUGIN": "aws-ofi",
+    "NCCL_NVLS_ENABLE": "1",
+    "PATH": "/bin",
+}
 
 
-@pytest.mark.parametrize(("lane", "wrap", "unset", "forced"), [
-    ("single-node", False, ["NCCL_IB_HCA", "NCCL_NET_PLUGIN"],
-     {"NCCL_IB_DISABLE": "1", "NCCL_NET_PLUGIN": "none"}),
-    ("multi-node", False, [], {}),
-    ("multi-node", True, [], {"NCCL_NVLS_ENABLE": "0", "NCCL_NET_PLUGIN": "none"}),
-])
-def test_policy_per_lane(tmp_path: Path, lane: str, wrap: bool, unset: list[str],
-                         forced: dict[str, str]) -> None:
+@pytest.mark.parametrize(
+    ("lane", "wrap", "unset", "forced"),
+    [
+        (
+            "single-node",
+            False,
+            ["NCCL_IB_HCA", "NCCL_NET_PLUGIN"],
+            {"NCCL_IB_DISABLE": "1", "NCCL_NET_PLUGIN": "none"},
+        ),
+        ("multi-node", False, [], {}),
+        ("multi-node", True, [], {"NCCL_NVLS_ENABLE": "0", "NCCL_NET_PLUGIN": "none"}),
+    ],
+)
+def test_policy_per_lane(
+    tmp_path: Path, lane: str, wrap: bool, unset: list[str], forced: dict[str, str]
+) -> None:
     policy = apply_policy(LEAKY, lane, wrap, "j1", tmp_path, rank=3)
     assert policy.unset == unset
     assert policy.changed == forced
@@ -43,14 +56,31 @@ def test_policy_keeps_the_users_flight_recorder_size(tmp_path: Path) -> None:
 def test_launch_runs_the_script_in_the_rank_and_registers_it(tmp_path: Path, cli) -> None:
     # GIVEN a single-rank job and a script that reports its environment
     script = tmp_path / "show.py"
-    script.write_text("import json, os, sys\nfrom doctor.agent import running_agent\n"
-                      "print(json.dumps({'argv': sys.argv, 'ib': os.environ.get('NCCL_IB_HCA'),"
-                      " 'agent': running_agent() is not None}))\n")
-    env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(tmp_path / "home"),
-           "NCCL_IB_HCA": "mlx5_0", "RANK": "0", "WORLD_SIZE": "1"}
+    script.write_text(
+        "import json, os, sys\nfrom doctor.agent import running_agent\n"
+        "print(json.dumps({'argv': sys.argv, 'ib': os.environ.get('NCCL_IB_HCA'),"
+        " 'agent': running_agent() is not None}))\n"
+    )
+    env = {
+        "PATH": os.environ["PATH"],
+        "NCCL_DOCTOR_HOME": str(tmp_path / "home"),
+        "NCCL_IB_HCA": "mlx5_0",
+        "RANK": "0",
+        "WORLD_SIZE": "1",
+    }
     # WHEN it is launched through the prologue
-    out = cli("launch", "--lane", "single-node", "--job", "j7", "--", sys.executable,
-              str(script), "--flag", env=env)
+    out = cli(
+        "launch",
+        "--lane",
+        "single-node",
+        "--job",
+        "j7",
+        "--",
+        sys.executable,
+        str(script),
+        "--flag",
+        env=env,
+    )
     # THEN the script ran in-process with the agent, the sanitised env and its argv
     assert out.returncode == 0, out.stderr
     shown = json.loads(out.stdout.strip().splitlines()[-1])

@@ -17,16 +17,44 @@ pytestmark = pytest.mark.slow
 def test_torchrun_launch_wrap_recovers_an_injected_fault(tmp_path: Path) -> None:
     # GIVEN 4 ranks under torchrun, each through `nccl-doctor launch --wrap`
     (tmp_path / "nccl-doctor.toml").write_text(
-        '[distributed]\ntimeout = "5m"\n[restart]\nsoft_timeout = "20s"\nhard_timeout = "30s"\n')
+        '[distributed]\ntimeout = "5m"\n[restart]\nsoft_timeout = "20s"\nhard_timeout = "30s"\n'
+    )
     torchrun = Path(sys.executable).with_name("torchrun")
-    env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(tmp_path / "home"),
-           "INJECT": "1", "STEPS": "10", "TORCH_CPP_LOG_LEVEL": "ERROR"}
+    env = {
+        "PATH": os.environ["PATH"],
+        "NCCL_DOCTOR_HOME": str(tmp_path / "home"),
+        "INJECT": "1",
+        "STEPS": "10",
+        "TORCH_CPP_LOG_LEVEL": "ERROR",
+    }
     # WHEN rank 1 raises once at step 5
     out = subprocess.run(
-        [str(torchrun), "--nproc-per-node", "4", "--rdzv-backend", "c10d", "--rdzv-endpoint",
-         "127.0.0.1:0", "--rdzv-id", "tr1", "--no-python", sys.executable, "-m", "doctor",
-         "launch", "--wrap", "--", "python", str(REPO / "docs/examples/train_wrapped.py")],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+        [
+            str(torchrun),
+            "--nproc-per-node",
+            "4",
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            "127.0.0.1:0",
+            "--rdzv-id",
+            "tr1",
+            "--no-python",
+            sys.executable,
+            "-m",
+            "doctor",
+            "launch",
+            "--wrap",
+            "--",
+            "python",
+            str(REPO / "docs/examples/train_wrapped.py"),
+        ],
+        cwd=tmp_path,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     # THEN every rank re-enters the script and finishes with the full world
     assert out.returncode == 0, out.stderr[-3000:]
     finished = sorted(line for line in out.stdout.splitlines() if "iteration 1" in line)

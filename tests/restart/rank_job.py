@@ -63,8 +63,13 @@ def inject(call: CallWrapper, step: int) -> None:
 
 def train(call_wrapper: CallWrapper) -> dict[str, object]:
     call = call_wrapper
-    dist.init_process_group("gloo", store=call.store, rank=call.rank, world_size=call.world_size,
-                            timeout=timedelta(seconds=float(os.environ.get("PG_TIMEOUT", "60"))))
+    dist.init_process_group(
+        "gloo",
+        store=call.store,
+        rank=call.rank,
+        world_size=call.world_size,
+        timeout=timedelta(seconds=float(os.environ.get("PG_TIMEOUT", "60"))),
+    )
     value = torch.zeros(1, dtype=torch.float64)
     for step in range(STEPS):
         call.ping()
@@ -76,8 +81,13 @@ def train(call_wrapper: CallWrapper) -> dict[str, object]:
         dist.all_reduce(value)
         time.sleep(float(os.environ.get("STEP_SLEEP", "0.02")))
     dist.destroy_process_group()
-    return {"value": value.item(), "expected": expected(call.world_size, STEPS),
-            "world_size": call.world_size, "rank": call.rank, "iteration": call.iteration}
+    return {
+        "value": value.item(),
+        "expected": expected(call.world_size, STEPS),
+        "world_size": call.world_size,
+        "rank": call.rank,
+        "iteration": call.iteration,
+    }
 
 
 def finalize(state: RankState) -> None:
@@ -89,10 +99,16 @@ def main() -> None:
     wrapper = Wrapper(
         soft_timeout=float(os.environ.get("SOFT", "2")),
         hard_timeout=float(os.environ.get("HARD", "4")),
-        heartbeat_timeout=5, barrier_timeout=20, completion_timeout=20, last_call_wait=0.5,
-        termination_grace_time=0.5, max_iterations=int(os.environ.get("MAX_ITER", "5")),
-        finalize=finalize, timeout_policy=os.environ.get("TIMEOUT_POLICY", "warn"),
-        rank_assignment=RankAssignment(spares=int(os.environ.get("SPARES", "0"))))
+        heartbeat_timeout=5,
+        barrier_timeout=20,
+        completion_timeout=20,
+        last_call_wait=0.5,
+        termination_grace_time=0.5,
+        max_iterations=int(os.environ.get("MAX_ITER", "5")),
+        finalize=finalize,
+        timeout_policy=os.environ.get("TIMEOUT_POLICY", "warn"),
+        rank_assignment=RankAssignment(spares=int(os.environ.get("SPARES", "0"))),
+    )
     if KIND == "during_restart" and INITIAL == 1:
         os.environ["FAULT"] = "raise:1:2"
     result = wrapper(train)()

@@ -46,30 +46,48 @@ def processes_with(token: str) -> list[int]:
     return found
 
 
-def start_job(tmp: Path, fault: str = "none:-1:-1", timeout: float = 60,
-              env: dict[str, str] | None = None, job: str | None = None) -> tuple:
+def start_job(
+    tmp: Path,
+    fault: str = "none:-1:-1",
+    timeout: float = 60,
+    env: dict[str, str] | None = None,
+    job: str | None = None,
+) -> tuple:
     token = f"NCCL_DOCTOR_TEST_TOKEN={uuid.uuid4().hex}"
     out_dir, job_dir = tmp / "out", tmp / "job"
     out_dir.mkdir()
-    base = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "PYTHONPATH": str(REPO),
-            "RES_OPTIONS": os.environ.get("RES_OPTIONS", ""),
-            "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port()),
-            "WORLD_SIZE": str(WORLD), "FAULT": fault, "OUT_DIR": str(out_dir),
-            "NCCL_DOCTOR_JOB_DIR": str(job_dir), "NCCL_DOCTOR_HOME": str(tmp / "home"),
-            "TORCH_CPP_LOG_LEVEL": "ERROR", token.split("=")[0]: token.split("=")[1],
-            **(env or {})}
+    base = {
+        "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+        "PYTHONPATH": str(REPO),
+        "RES_OPTIONS": os.environ.get("RES_OPTIONS", ""),
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(free_port()),
+        "WORLD_SIZE": str(WORLD),
+        "FAULT": fault,
+        "OUT_DIR": str(out_dir),
+        "NCCL_DOCTOR_JOB_DIR": str(job_dir),
+        "NCCL_DOCTOR_HOME": str(tmp / "home"),
+        "TORCH_CPP_LOG_LEVEL": "ERROR",
+        token.split("=")[0]: token.split("=")[1],
+        **(env or {}),
+    }
     if job:
         base["NCCL_DOCTOR_JOB"] = job
     procs = {}
     for rank in range(WORLD):
         with (out_dir / f"out{rank}").open("w") as out, (out_dir / f"err{rank}").open("w") as err:
-            procs[rank] = subprocess.Popen([sys.executable, str(RANK_JOB)],
-                                           env={**base, "RANK": str(rank)}, stdout=out, stderr=err)
+            procs[rank] = subprocess.Popen(
+                [sys.executable, str(RANK_JOB)],
+                env={**base, "RANK": str(rank)},
+                stdout=out,
+                stderr=err,
+            )
     return procs, token, out_dir, job_dir
 
 
-def finish_job(procs: dict, token: str, out_dir: Path, job_dir: Path,
-               timeout: float = 60) -> JobRun:
+def finish_job(
+    procs: dict, token: str, out_dir: Path, job_dir: Path, timeout: float = 60
+) -> JobRun:
     deadline = time.monotonic() + timeout
     try:
         for proc in procs.values():
@@ -100,10 +118,12 @@ def finish_job(procs: dict, token: str, out_dir: Path, job_dir: Path,
             if line.startswith("RESULT "):
                 results[rank] = json.loads(line[7:])["result"]
         stderr[rank] = (out_dir / f"err{rank}").read_text()
-    return JobRun({r: p.returncode for r, p in procs.items()}, results, stderr, job_dir,
-                  out_dir, leftovers)
+    return JobRun(
+        {r: p.returncode for r, p in procs.items()}, results, stderr, job_dir, out_dir, leftovers
+    )
 
 
-def run_job(tmp: Path, fault: str = "none:-1:-1", timeout: float = 60,
-            env: dict[str, str] | None = None) -> JobRun:
+def run_job(
+    tmp: Path, fault: str = "none:-1:-1", timeout: float = 60, env: dict[str, str] | None = None
+) -> JobRun:
     return finish_job(*start_job(tmp, fault, timeout, env), timeout=timeout)

@@ -25,7 +25,8 @@ def assert_finished(run: JobRun, ranks: list[int], world_size: int, iteration: i
         assert result["value"] == result["expected"]
         assert run.returncodes[rank] == 0
     assert sorted(result_rank["rank"] for result_rank in run.results.values()) == list(
-        range(world_size)), "ranks are shifted to close the gaps"
+        range(world_size)
+    ), "ranks are shifted to close the gaps"
     assert run.leftovers == [], "no process may outlive the job"
 
 
@@ -50,8 +51,10 @@ def test_in_process_restart_keeps_every_rank(tmp_path: Path, fault: str) -> None
         assert "inject" in event["stack"], "a soft timeout carries the stuck rank's stack"
 
 
-@pytest.mark.parametrize(("fault", "code"), [("exit:2:3", 3), ("sigkill:2:3", -9),
-                                             ("sigterm:2:3", -15), ("hang_gil_held:2:3", -15)])
+@pytest.mark.parametrize(
+    ("fault", "code"),
+    [("exit:2:3", 3), ("sigkill:2:3", -9), ("sigterm:2:3", -15), ("hang_gil_held:2:3", -15)],
+)
 def test_a_lost_rank_is_dropped_and_ranks_shift(tmp_path: Path, fault: str, code: int) -> None:
     # GIVEN a 4-rank job WHEN rank 2 exits, is killed, or holds the GIL past the hard timeout
     run = run_job(tmp_path, fault)
@@ -113,8 +116,10 @@ def test_atomic_section_is_never_interrupted(tmp_path: Path) -> None:
 @pytest.mark.parametrize("policy", ["warn", "refuse"])
 def test_process_group_timeout_checked_against_hard_timeout(tmp_path: Path, policy: str) -> None:
     # GIVEN a job whose gloo timeout (3 s) is not longer than the hard timeout (4 s)
-    run = run_job(tmp_path, env={"PG_TIMEOUT": "3", "TIMEOUT_POLICY": policy, "STEPS": "30",
-                                 "STEP_SLEEP": "0.05"})
+    run = run_job(
+        tmp_path,
+        env={"PG_TIMEOUT": "3", "TIMEOUT_POLICY": policy, "STEPS": "30", "STEP_SLEEP": "0.05"},
+    )
     said = [r for r in range(WORLD) if "fail timeout.watchdog-vs-hard" in run.stderr[r]]
     if policy == "warn":  # THEN every rank says so, with preflight's check id, and goes on
         assert said == list(range(WORLD))

@@ -24,8 +24,16 @@ def test_recover_restarts_every_rank_of_a_healthy_job(tmp_path: Path, cli) -> No
             break
         time.sleep(0.1)
     # WHEN recover is asked for a graceful restart
-    out = cli("recover", "--job", "healthy", "--reason", "test", "--timeout", "30",
-              env={"NCCL_DOCTOR_JOB_DIR": str(job_dir), "PATH": "/usr/bin:/bin"})
+    out = cli(
+        "recover",
+        "--job",
+        "healthy",
+        "--reason",
+        "test",
+        "--timeout",
+        "30",
+        env={"NCCL_DOCTOR_JOB_DIR": str(job_dir), "PATH": "/usr/bin:/bin"},
+    )
     run = finish_job(*started)
     # THEN it reports every rank re-entered, and the job finishes whole
     assert out.returncode == 0, out.stdout + out.stderr
@@ -40,8 +48,12 @@ def test_recover_restarts_every_rank_of_a_healthy_job(tmp_path: Path, cli) -> No
 
 
 def test_recover_of_no_such_job_is_an_input_error(tmp_path: Path, cli) -> None:
-    out = cli("recover", "--job", "nothing-here",
-              env={"NCCL_DOCTOR_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"})
+    out = cli(
+        "recover",
+        "--job",
+        "nothing-here",
+        env={"NCCL_DOCTOR_HOME": str(tmp_path), "PATH": "/usr/bin:/bin"},
+    )
     assert out.returncode == 2
     assert out.stderr.startswith("nccl-doctor: no wrapped rank of job 'nothing-here'")
     assert "Traceback" not in out.stderr

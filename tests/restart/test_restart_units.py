@@ -29,29 +29,34 @@ from doctor.restart.watchdog import Phase, SharedProgress
 from doctor.subproc import free_port
 
 
-@pytest.mark.parametrize(("policy", "live", "expected"), [
-    (RankAssignment(), [0, 1, 2, 3], {0: (0, 4), 1: (1, 4), 2: (2, 4), 3: (3, 4)}),
-    (RankAssignment(), [0, 2, 3], {0: (0, 3), 2: (1, 3), 3: (2, 3)}),
-    (RankAssignment(spares=1), [0, 1, 2, 3], {0: (0, 3), 1: (1, 3), 2: (2, 3), 3: (None, 3)}),
-    (RankAssignment(spares=1), [0, 2, 3], {0: (0, 3), 2: (1, 3), 3: (2, 3)}),
-    (RankAssignment(spares=1), [0, 3], {0: (0, 2), 3: (1, 2)}),
-    (RankAssignment(group_size=2), [0, 1, 3], {0: (0, 2), 1: (1, 2), 3: (None, 2)}),
-])
-def test_rank_assignment(policy: RankAssignment, live: list[int],
-                         expected: dict[int, tuple[int | None, int]]) -> None:
+@pytest.mark.parametrize(
+    ("policy", "live", "expected"),
+    [
+        (RankAssignment(), [0, 1, 2, 3], {0: (0, 4), 1: (1, 4), 2: (2, 4), 3: (3, 4)}),
+        (RankAssignment(), [0, 2, 3], {0: (0, 3), 2: (1, 3), 3: (2, 3)}),
+        (RankAssignment(spares=1), [0, 1, 2, 3], {0: (0, 3), 1: (1, 3), 2: (2, 3), 3: (None, 3)}),
+        (RankAssignment(spares=1), [0, 2, 3], {0: (0, 3), 2: (1, 3), 3: (2, 3)}),
+        (RankAssignment(spares=1), [0, 3], {0: (0, 2), 3: (1, 2)}),
+        (RankAssignment(group_size=2), [0, 1, 3], {0: (0, 2), 1: (1, 2), 3: (None, 2)}),
+    ],
+)
+def test_rank_assignment(
+    policy: RankAssignment, live: list[int], expected: dict[int, tuple[int | None, int]]
+) -> None:
     assert policy.assign(live, 4) == {r: Assignment(*v) for r, v in expected.items()}
 
 
 def test_options_take_config_then_arguments_in_any_unit() -> None:
     config = RestartConfig(soft_timeout=20, hard_timeout=40, max_iterations=3)
-    options = RestartOptions.build(config, hard_timeout=timedelta(seconds=45),
-                                   barrier_timeout="2m")
+    options = RestartOptions.build(config, hard_timeout=timedelta(seconds=45), barrier_timeout="2m")
     assert (options.soft_timeout, options.hard_timeout, options.barrier_timeout) == (20, 45, 120)
     assert options.max_iterations == 3
 
 
-@pytest.mark.parametrize("overrides", [{"soft_timeout": 90}, {"hard_timeout": 500},
-                                       {"max_iterations": 0}, {"soft_timeout": "soon"}])
+@pytest.mark.parametrize(
+    "overrides",
+    [{"soft_timeout": 90}, {"hard_timeout": 500}, {"max_iterations": 0}, {"soft_timeout": "soon"}],
+)
 def test_impossible_options_are_refused(overrides: dict) -> None:
     with pytest.raises(ValueError):
         RestartOptions.build(None, **overrides)
@@ -72,7 +77,8 @@ def test_runtime_timeout_rules_match_preflight() -> None:
     assert judge("gloo", 91, options, {}) == []
     uninterruptible = judge("mpi", 120, options, {})
     assert [(f.check, f.severity) for f in uninterruptible] == [
-        ("timeout.backend-uninterruptible", Severity.WARN)]
+        ("timeout.backend-uninterruptible", Severity.WARN)
+    ]
     assert judge("mpi", 30, options, {})[0].check == "timeout.watchdog-vs-hard"
 
 
@@ -174,8 +180,11 @@ def test_a_monitor_process_does_not_outlive_a_rank_that_exited_before_the_store(
     options = RestartOptions.build(RestartConfig())
     session = Session("127.0.0.1", free_port(), "p/", hosting=False)
     progress = SharedProgress()
-    monitor = MonitorProcess(MonitorSpec(1, options, None), progress,
-                             lambda gone: connect_store(session, 2, options, False, gone))
+    monitor = MonitorProcess(
+        MonitorSpec(1, options, None),
+        progress,
+        lambda gone: connect_store(session, 2, options, False, gone),
+    )
     # WHEN the rank exits
     progress.enter(0, Phase.EXITING)
     monitor.close(wait=0)

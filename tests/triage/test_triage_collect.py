@@ -31,8 +31,7 @@ def test_sources_run_in_parallel_and_a_stuck_one_is_cut_at_the_deadline() -> Non
     def works(target, deadline):
         return Collected(stacks=(recorded_stack("gil", 2),))
 
-    sources = [FakeSource("stuck", stuck), FakeSource("broken", broken),
-               FakeSource("works", works)]
+    sources = [FakeSource("stuck", stuck), FakeSource("broken", broken), FakeSource("works", works)]
     try:
         # WHEN the collector runs them
         start = time.monotonic()
@@ -44,8 +43,10 @@ def test_sources_run_in_parallel_and_a_stuck_one_is_cut_at_the_deadline() -> Non
     assert took < FAST.interval + FAST.probe_timeout + 1.0
     assert [s.rank for s in evidence.stacks] == [2]
     reasons = {s.probe: s.reason for s in evidence.skipped}
-    assert reasons == {"stuck": "did not finish before the deadline",
-                       "broken": "py-spy is not installed"}
+    assert reasons == {
+        "stuck": "did not finish before the deadline",
+        "broken": "py-spy is not installed",
+    }
 
 
 def test_progress_hook_sees_every_source_and_the_snapshot() -> None:
@@ -61,11 +62,21 @@ def test_progress_hook_sees_every_source_and_the_snapshot() -> None:
         def finished(self, snapshot):
             events.append(f"verdict:{snapshot.verdict.hang_class.value}")
 
-    dead = Collected(processes=tuple(RankProcess(r, None if r == 1 else 100 + r, "h",
-                                                 alive=r != 1, status="missing" if r == 1
-                                                 else "sleeping") for r in range(4)))
-    snapshot = collect_snapshot(TARGET, FAST, progress=Hook(),
-                                sources=[FakeSource("proc", lambda t, d: dead)])
+    dead = Collected(
+        processes=tuple(
+            RankProcess(
+                r,
+                None if r == 1 else 100 + r,
+                "h",
+                alive=r != 1,
+                status="missing" if r == 1 else "sleeping",
+            )
+            for r in range(4)
+        )
+    )
+    snapshot = collect_snapshot(
+        TARGET, FAST, progress=Hook(), sources=[FakeSource("proc", lambda t, d: dead)]
+    )
     assert events == ["discovered", "proc:0", "verdict:rank_loss"]
     assert snapshot.verdict.hang_class is HangClass.RANK_LOSS
     assert snapshot.verdict.culprit_ranks == (1,)

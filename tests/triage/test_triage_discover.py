@@ -19,14 +19,20 @@ SPAWNS_WORKER = (
     "import os, subprocess, sys, time\n"
     "w = subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'])\n"
     "open(sys.argv[1], 'w').close()\n"
-    "try:\n    time.sleep(120)\nfinally:\n    w.kill(); w.wait()\n")
+    "try:\n    time.sleep(120)\nfinally:\n    w.kill(); w.wait()\n"
+)
 """A rank with a data-loader-like child that inherits its RANK."""
 EXITS = "import sys; open(sys.argv[1], 'w').close()"
 
 
 def job_env(job: str, rank: int, **extra: str) -> dict[str, str]:
-    return {"TORCHELASTIC_RUN_ID": job, "RANK": str(rank), "LOCAL_RANK": str(rank),
-            "WORLD_SIZE": "4", **extra}
+    return {
+        "TORCHELASTIC_RUN_ID": job,
+        "RANK": str(rank),
+        "LOCAL_RANK": str(rank),
+        "WORLD_SIZE": "4",
+        **extra,
+    }
 
 
 def test_ranks_lost_ranks_children_and_error_files(sleepers, tmp_path: Path) -> None:
@@ -35,9 +41,16 @@ def test_ranks_lost_ranks_children_and_error_files(sleepers, tmp_path: Path) -> 
     job = f"tj-{uuid.uuid4().hex[:8]}"
     attempt = tmp_path / "attempt_0"
     (attempt / "2").mkdir(parents=True)
-    (attempt / "2" / "error.json").write_text(json.dumps({"message": {
-        "message": "RuntimeError: CUDA error: an illegal memory access was encountered",
-        "extraInfo": {"py_callstack": "...", "timestamp": "1"}}}))
+    (attempt / "2" / "error.json").write_text(
+        json.dumps(
+            {
+                "message": {
+                    "message": "RuntimeError: CUDA error: an illegal memory access was encountered",
+                    "extraInfo": {"py_callstack": "...", "timestamp": "1"},
+                }
+            }
+        )
+    )
     procs = {}
     for rank in (0, 1, 2, 3):
         env = job_env(job, rank, TORCHELASTIC_ERROR_FILE=str(attempt / str(rank) / "error.json"))
@@ -67,8 +80,15 @@ def test_ranks_on_other_hosts_are_remote_not_lost(sleepers) -> None:
     # GIVEN local ranks 4..7 of an 8-rank job on two hosts (torchrun sets LOCAL_WORLD_SIZE)
     job = f"tj-{uuid.uuid4().hex[:8]}"
     for local in range(4):
-        sleepers({**job_env(job, 4 + local), "LOCAL_RANK": str(local), "WORLD_SIZE": "8",
-                  "LOCAL_WORLD_SIZE": "4"}, f"r{local}")
+        sleepers(
+            {
+                **job_env(job, 4 + local),
+                "LOCAL_RANK": str(local),
+                "WORLD_SIZE": "8",
+                "LOCAL_WORLD_SIZE": "4",
+            },
+            f"r{local}",
+        )
     target = discover_job(job, os.environ)
     assert target.remote == (0, 1, 2, 3) and not target.lost and target.ranks_expected == 4
 
@@ -80,10 +100,11 @@ def test_the_launch_registry_finds_ranks_and_dead_records(sleepers, tmp_path: Pa
     live = sleepers({"RANK": "0", "WORLD_SIZE": "2"}, "r0")
     host = socket.gethostname()
     register_rank(RankRecord(job, 0, 2, 0, host, live.pid, 0.0, agent=True), directory)
-    register_rank(RankRecord(job, 1, 2, 1, host, 2 ** 22 + 7, 0.0), directory)
+    register_rank(RankRecord(job, 1, 2, 1, host, 2**22 + 7, 0.0), directory)
     target = discover_job(job, env)
     assert [(r.rank, r.pid, r.has_agent, r.job_dir) for r in target.ranks] == [
-        (0, live.pid, True, directory)]
+        (0, live.pid, True, directory)
+    ]
     assert [(lost.rank, lost.status) for lost in target.lost] == [(1, "missing")]
 
 
@@ -93,7 +114,7 @@ def test_pids_and_input_errors(sleepers) -> None:
     target = discover_pids([a.pid, b.pid])
     assert [(r.rank, r.pid) for r in target.ranks] == [(0, a.pid), (1, b.pid)]
     with pytest.raises(NoSuchJobError):
-        discover_pids([2 ** 22 + 11])
+        discover_pids([2**22 + 11])
     with pytest.raises(NoSuchJobError):
         discover_job(f"nope-{uuid.uuid4().hex[:6]}", {"NCCL_DOCTOR_HOME": "/nonexistent"})
     with pytest.raises(UsageError):
@@ -102,13 +123,16 @@ def test_pids_and_input_errors(sleepers) -> None:
         discover_job("../etc", {})
 
 
-@pytest.mark.parametrize(("args", "message"), [
-    (["--job", "nope-zz-1"], "no rank of job 'nope-zz-1' runs on this host"),
-    (["--job", "a", "--pids", "1"], "exactly one of --job ID or --pids"),
-    ([], "exactly one of --job ID or --pids"),
-    (["--pids", "1,two"], "not 'two'"),
-    (["--pids", "1", "--interval", "0"], "--interval must be between"),
-])
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["--job", "nope-zz-1"], "no rank of job 'nope-zz-1' runs on this host"),
+        (["--job", "a", "--pids", "1"], "exactly one of --job ID or --pids"),
+        ([], "exactly one of --job ID or --pids"),
+        (["--pids", "1,two"], "not 'two'"),
+        (["--pids", "1", "--interval", "0"], "--interval must be between"),
+    ],
+)
 def test_cli_input_errors_are_one_sentence_and_exit_2(cli, args, message, tmp_path) -> None:
     env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(tmp_path)}
     done = cli("triage", *args, "--once", env=env)

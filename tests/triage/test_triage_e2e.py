@@ -40,8 +40,13 @@ CASES = [
 
 def triage(job: LocalJob, *args: str) -> subprocess.CompletedProcess[str]:
     env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(job.home)}
-    return subprocess.run([sys.executable, "-m", "doctor", "triage", "--job", job.job, *args],
-                          capture_output=True, text=True, env=env, timeout=60)
+    return subprocess.run(
+        [sys.executable, "-m", "doctor", "triage", "--job", job.job, *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
 
 
 @pytest.fixture(scope="module")
@@ -60,15 +65,20 @@ def job_for(jobs: dict[str, LocalJob], tmp: Path, fault: str, launch: str) -> Lo
         for other in jobs.values():
             other.stop()
         jobs.clear()
-        jobs[fault] = LocalJob(f"e2e-{fault}-{uuid.uuid4().hex[:6]}", fault, tmp,
-                               launch=launch, args=["--straggle", "0.15"]).start()
+        jobs[fault] = LocalJob(
+            f"e2e-{fault}-{uuid.uuid4().hex[:6]}",
+            fault,
+            tmp,
+            launch=launch,
+            args=["--straggle", "0.15"],
+        ).start()
     return jobs[fault]
 
 
-@pytest.mark.parametrize(("fault", "launch", "hang_class", "culprits", "says"), CASES,
-                         ids=[c[0] for c in CASES])
-def test_fault_is_found(jobs, tmp_path_factory, fault, launch, hang_class, culprits,
-                        says) -> None:
+@pytest.mark.parametrize(
+    ("fault", "launch", "hang_class", "culprits", "says"), CASES, ids=[c[0] for c in CASES]
+)
+def test_fault_is_found(jobs, tmp_path_factory, fault, launch, hang_class, culprits, says) -> None:
     # GIVEN a real 4-rank job that reached the injected fault
     job = job_for(jobs, tmp_path_factory.mktemp(fault), fault, launch)
     pids = [p.pid for p in job.procs]
@@ -105,11 +115,18 @@ def test_bundle_reproduces_the_verdict_with_analyze(jobs, tmp_path_factory) -> N
     assert "collective_mismatch" in done.stdout and f"bundle written: {out}" in done.stdout
     # THEN analyze, from the bundle alone, reaches the same verdict
     env = {"PATH": os.environ["PATH"]}
-    again = subprocess.run([sys.executable, "-m", "doctor", "analyze", str(out), "--json"],
-                           capture_output=True, text=True, env=env, timeout=60)
+    again = subprocess.run(
+        [sys.executable, "-m", "doctor", "analyze", str(out), "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
     doc = json.loads(again.stdout)
     assert again.returncode == 1, again.stderr
     assert (doc["verdict"]["hang_class"], doc["verdict"]["culprit_ranks"]) == (
-        "collective_mismatch", [2])
+        "collective_mismatch",
+        [2],
+    )
     # AND the bundle carried the Flight Recorder dumps the agent wrote
     assert doc["groups"], "the bundle's Flight Recorder dumps were not aligned"

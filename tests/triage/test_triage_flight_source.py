@@ -56,6 +56,6 @@ def test_dumps_already_written_are_read_and_stale_ones_ignored(tmp_path: Path) -
     assert got.flight is not None and got.flight.ranks_read == (0, 1, 2, 3)
     assert got.fr_files == tuple(Path(f"{prefix}{r}") for r in range(4))
     # AND a dump older than the rank's process is not this run's
-    old = time.time() - 10 ** 7
+    old = time.time() - 10**7
     os.utime(f"{prefix}0", (old, old))
     assert written_dump(ranks[0]) is None and written_dump(ranks[1]) is not None

@@ -44,14 +44,16 @@ def test_network_errors_and_unsupported_ops() -> None:
     assert [e.kind for e in net] == ["network"] and "status=12" in net[0].text
     unsupported = events("unsupported_torch.log")
     assert [(e.kind, e.rank, e.op) for e in unsupported] == [
-        ("unsupported_op", 2, "allgather_into_tensor_coalesced")]
+        ("unsupported_op", 2, "allgather_into_tensor_coalesced")
+    ]
     died = events("gloo_peer_died.log", rank=1)
     assert [(e.kind, e.rank) for e in died] == [("network", 1)]
 
 
 def test_debug_file_template_and_tail(tmp_path: Path) -> None:
     assert resolve_debug_file("/logs/nccl.%h.%p.log", "node7", 4242) == Path(
-        "/logs/nccl.node7.4242.log")
+        "/logs/nccl.node7.4242.log"
+    )
     big = tmp_path / "big.log"
     big.write_text("x" * 5000 + "\nlast line\n")
     assert read_tail(big, 20).endswith("last line\n") and len(read_tail(big, 20)) == 20

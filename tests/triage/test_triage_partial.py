@@ -36,8 +36,10 @@ if [ "$pid" = "$GONE_PID" ]; then kill -9 "$pid"; sleep 0.2; fi
 exec {pyspy} "$@"
 """
 
-needs_root = pytest.mark.skipif(os.geteuid() != 0 or not shutil.which("setpriv"),
-                                reason="dropping privileges to deny ptrace needs root and setpriv")
+needs_root = pytest.mark.skipif(
+    os.geteuid() != 0 or not shutil.which("setpriv"),
+    reason="dropping privileges to deny ptrace needs root and setpriv",
+)
 
 
 @pytest.fixture
@@ -55,9 +57,13 @@ def test_denied_slow_and_gone_ranks_give_a_partial_answer(cli, sleepers, wrapper
     # GIVEN four rank processes: one py-spy may not trace, one where py-spy hangs,
     # one that dies as py-spy starts, one readable
     ranks = [sleepers({"RANK": str(r), "WORLD_SIZE": "4"}, f"r{r}") for r in range(4)]
-    env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_PYSPY": str(wrapper),
-           "DENY_PID": str(ranks[1].pid), "SLOW_PID": str(ranks[2].pid),
-           "GONE_PID": str(ranks[3].pid)}
+    env = {
+        "PATH": os.environ["PATH"],
+        "NCCL_DOCTOR_PYSPY": str(wrapper),
+        "DENY_PID": str(ranks[1].pid),
+        "SLOW_PID": str(ranks[2].pid),
+        "GONE_PID": str(ranks[3].pid),
+    }
     pids = ",".join(str(p.pid) for p in ranks)
     # WHEN triage looks once
     start = time.monotonic()
@@ -87,7 +93,8 @@ AGENT_RANK = (
     "def load_batch():\n"
     "    open(sys.argv[1], 'w').close()\n"
     "    time.sleep(120)\n"
-    "load_batch()\n")
+    "load_batch()\n"
+)
 
 
 @needs_root
@@ -95,14 +102,18 @@ def test_when_ptrace_is_denied_the_in_rank_agent_answers(sleepers, wrapper, tmp_
     # GIVEN a rank started with the in-rank agent and registered like `nccl-doctor launch` does
     job = f"agent-{uuid.uuid4().hex[:8]}"
     directory = tmp_path / "jobs" / job
-    rank = sleepers({"JOBDIR": str(directory), "RANK": "0", "WORLD_SIZE": "1"}, "agent",
-                    AGENT_RANK)
-    register_rank(RankRecord(job, 0, 1, 0, socket.gethostname(), rank.pid, time.time(),
-                             agent=True), directory)
+    rank = sleepers({"JOBDIR": str(directory), "RANK": "0", "WORLD_SIZE": "1"}, "agent", AGENT_RANK)
+    register_rank(
+        RankRecord(job, 0, 1, 0, socket.gethostname(), rank.pid, time.time(), agent=True), directory
+    )
     target = discover_job(job, {"NCCL_DOCTOR_HOME": str(tmp_path)})
     # WHEN py-spy is denied for it
-    source = PySpySource({**os.environ, "NCCL_DOCTOR_PYSPY": str(wrapper),
-                          "DENY_PID": str(rank.pid)}, window=0.2, samples=2, probe_timeout=2.0)
+    source = PySpySource(
+        {**os.environ, "NCCL_DOCTOR_PYSPY": str(wrapper), "DENY_PID": str(rank.pid)},
+        window=0.2,
+        samples=2,
+        probe_timeout=2.0,
+    )
     got = source.collect(target, time.monotonic() + 5)
     # THEN its stack comes from the agent's faulthandler dump, with no problem reported
     assert not got.skipped

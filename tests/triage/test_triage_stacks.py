@@ -55,9 +55,21 @@ def test_signature_drops_frames_inside_the_collective_and_keeps_call_sites() -> 
     # AND a sample caught deeper inside c10d has the same signature
     main = normal.main
     assert main is not None
-    deeper = RankStack(0, (ThreadStack(1, "MainThread", (
-        Frame("_WorldMeta.WORLD", "torch/distributed/distributed_c10d.py", 819),
-        *main.frames), is_main=True),), "py-spy")
+    deeper = RankStack(
+        0,
+        (
+            ThreadStack(
+                1,
+                "MainThread",
+                (
+                    Frame("_WorldMeta.WORLD", "torch/distributed/distributed_c10d.py", 819),
+                    *main.frames,
+                ),
+                is_main=True,
+            ),
+        ),
+        "py-spy",
+    )
     assert signature(deeper) == signature(normal)
 
 
@@ -65,8 +77,10 @@ def test_a_loop_sampled_at_two_lines_is_one_signature() -> None:
     stack = recorded_stack("gil", 2)
     main = stack.main
     assert main is not None
-    moved = (Frame(main.frames[0].name, main.frames[0].filename, main.frames[0].line + 1),
-             *main.frames[1:])
+    moved = (
+        Frame(main.frames[0].name, main.frames[0].filename, main.frames[0].line + 1),
+        *main.frames[1:],
+    )
     other = RankStack(2, (ThreadStack(1, "MainThread", moved, True, True, True),), "py-spy")
     assert signature(other) == signature(stack)
 

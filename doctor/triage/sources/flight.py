@@ -33,8 +33,10 @@ from doctor.triage.target import RankTarget, Target
 
 PROBE = "flight-recorder"
 DEFAULT_TEMP_PREFIX = "/tmp/nccl_trace_rank_"
-ENABLE_HINT = ("set TORCH_FR_BUFFER_SIZE (e.g. 2000) and start the ranks with `nccl-doctor launch` "
-               "(live dumps for gloo and NCCL) or set TORCH_NCCL_DEBUG_INFO_PIPE_FILE (NCCL)")
+ENABLE_HINT = (
+    "set TORCH_FR_BUFFER_SIZE (e.g. 2000) and start the ranks with `nccl-doctor launch` "
+    "(live dumps for gloo and NCCL) or set TORCH_NCCL_DEBUG_INFO_PIPE_FILE (NCCL)"
+)
 
 
 def trigger_pipe(pipe: Path, dump: Path, timeout: float) -> Path | None:
@@ -73,9 +75,10 @@ def _started(pid: int) -> float:
 def written_dump(rank: RankTarget) -> Path | None:
     """A dump the rank already wrote (on a timeout, or asked) since it started."""
     fr_on = rank.env.get("TORCH_FR_BUFFER_SIZE") or rank.env.get("TORCH_NCCL_TRACE_BUFFER_SIZE")
-    prefixes = [rank.env.get("TORCH_FR_DUMP_TEMP_FILE"),
-                rank.env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or (
-                    DEFAULT_TEMP_PREFIX if fr_on else None)]
+    prefixes = [
+        rank.env.get("TORCH_FR_DUMP_TEMP_FILE"),
+        rank.env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or (DEFAULT_TEMP_PREFIX if fr_on else None),
+    ]
     born = _started(rank.pid)
     for prefix in filter(None, prefixes):
         path = Path(f"{prefix}{rank.rank}")
@@ -102,7 +105,8 @@ def fresh_dump(rank: RankTarget, timeout: float) -> Path | None:
 
 def _live(rank: RankTarget) -> bool:
     return (rank.has_agent and rank.job_dir is not None) or bool(
-        rank.env.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE"))
+        rank.env.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
+    )
 
 
 def progress_of(analysis: FlightAnalysis, at: float) -> list[ProgressSample]:
@@ -111,11 +115,14 @@ def progress_of(analysis: FlightAnalysis, at: float) -> list[ProgressSample]:
     for group in analysis.groups:
         for pos in group.positions:
             enq, done = totals.setdefault(pos.rank, [0, 0])
-            totals[pos.rank] = [None if enq is None or pos.enqueued is None else enq + pos.enqueued,
-                                None if done is None or pos.completed is None
-                                else done + pos.completed]
-    return [ProgressSample(rank, at, last_enqueued_seq=e, last_completed_seq=c)
-            for rank, (e, c) in sorted(totals.items())]
+            totals[pos.rank] = [
+                None if enq is None or pos.enqueued is None else enq + pos.enqueued,
+                None if done is None or pos.completed is None else done + pos.completed,
+            ]
+    return [
+        ProgressSample(rank, at, last_enqueued_seq=e, last_completed_seq=c)
+        for rank, (e, c) in sorted(totals.items())
+    ]
 
 
 class FlightSource(Source):
@@ -149,21 +156,35 @@ class FlightSource(Source):
             paths.update(first)
             if first:
                 progress += progress_of(self._analyse(first, target), 0.0)
-                again = self._round([r for r in live if r.rank in first],
-                                    min(self.probe_timeout, deadline - time.monotonic() - 0.1))
+                again = self._round(
+                    [r for r in live if r.rank in first],
+                    min(self.probe_timeout, deadline - time.monotonic() - 0.1),
+                )
                 paths.update(again)
                 if again:
-                    progress += progress_of(self._analyse(again, target),
-                                            round(time.monotonic() - start, 3))
-        silent = [Skipped(r.rank, PROBE, "the rank did not answer a dump request in time (it "
-                          "may hold the GIL, or still be symbolizing its first dump)")
-                  for r in live if r.rank not in paths]
+                    progress += progress_of(
+                        self._analyse(again, target), round(time.monotonic() - start, 3)
+                    )
+        silent = [
+            Skipped(
+                r.rank,
+                PROBE,
+                "the rank did not answer a dump request in time (it "
+                "may hold the GIL, or still be symbolizing its first dump)",
+            )
+            for r in live
+            if r.rank not in paths
+        ]
         if not paths:
             why = f"no Flight Recorder dump: {ENABLE_HINT}"
             return Collected(skipped=tuple(silent) or (Skipped(None, PROBE, why),))
         analysis = self._analyse(paths, target)
-        return Collected(progress=tuple(progress), skipped=tuple(silent),
-                         fr_files=tuple(paths[r] for r in sorted(paths)), flight=analysis)
+        return Collected(
+            progress=tuple(progress),
+            skipped=tuple(silent),
+            fr_files=tuple(paths[r] for r in sorted(paths)),
+            flight=analysis,
+        )
 
     @staticmethod
     def _analyse(paths: dict[int, Path], target: Target) -> FlightAnalysis:

@@ -32,19 +32,31 @@ class _Rule:
 
 
 RULES = (
-    _Rule("watchdog_timeout", re.compile(
-        r"Watchdog caught collective operation timeout|detected by watchdog at work: \d+|"
-        r"Timed out waiting \d+ms for \w+ operation")),
+    _Rule(
+        "watchdog_timeout",
+        re.compile(
+            r"Watchdog caught collective operation timeout|detected by watchdog at work: \d+|"
+            r"Timed out waiting \d+ms for \w+ operation"
+        ),
+    ),
     _Rule("unsupported_op", re.compile(r"does not support (\w+)")),
-    _Rule("bootstrap", re.compile(
-        r"ncclRemoteError|socketPollConnect|Connection refused|"
-        r"Failed to initialize any NET plugin|Bootstrap : no socket interface found|"
-        r"bootstrap\.cc:\d+ NCCL WARN")),
-    _Rule("network", re.compile(
-        r"NET/IB ?: .*(?:error|status)|Got completion from peer|"
-        r"Connection closed by (?:remote )?peer|Connection reset by peer|"
-        r"socketProgress|Socket recv failed|ncclSystemError|"
-        r"Read error \[|Write error \[|NCCL WARN (?:NET|Net)")),
+    _Rule(
+        "bootstrap",
+        re.compile(
+            r"ncclRemoteError|socketPollConnect|Connection refused|"
+            r"Failed to initialize any NET plugin|Bootstrap : no socket interface found|"
+            r"bootstrap\.cc:\d+ NCCL WARN"
+        ),
+    ),
+    _Rule(
+        "network",
+        re.compile(
+            r"NET/IB ?: .*(?:error|status)|Got completion from peer|"
+            r"Connection closed by (?:remote )?peer|Connection reset by peer|"
+            r"socketProgress|Socket recv failed|ncclSystemError|"
+            r"Read error \[|Write error \[|NCCL WARN (?:NET|Net)"
+        ),
+    ),
 )
 _SEQ = re.compile(r"SeqNum=(\d+)|detected by watchdog at work: (\d+)")
 _OP = re.compile(r"OpType=(\w+)")
@@ -79,11 +91,16 @@ def parse_log(text: str, rank: int | None, pid_ranks: Mapping[int, int]) -> list
         op = _OP.search(line)
         pg = _PG.search(line)
         unsupported = rule.pattern.search(line) if rule.kind == "unsupported_op" else None
-        events.append(LogEvent(
-            rank=who, kind=rule.kind, text=body,
-            seq=int(next(g for g in seq.groups() if g)) if seq else None,
-            op=op.group(1) if op else (unsupported.group(1) if unsupported else None),
-            process_group=pg.group(1) if pg else None))
+        events.append(
+            LogEvent(
+                rank=who,
+                kind=rule.kind,
+                text=body,
+                seq=int(next(g for g in seq.groups() if g)) if seq else None,
+                op=op.group(1) if op else (unsupported.group(1) if unsupported else None),
+                process_group=pg.group(1) if pg else None,
+            )
+        )
     return events
 
 
@@ -131,13 +148,15 @@ def log_files(target: Target) -> list[tuple[int | None, Path]]:
     files: list[tuple[int | None, Path]] = []
     for rank in target.ranks:
         if rank.env.get("NCCL_DEBUG_FILE"):
-            files.append((rank.rank, resolve_debug_file(rank.env["NCCL_DEBUG_FILE"],
-                                                         rank.host, rank.pid)))
+            files.append(
+                (rank.rank, resolve_debug_file(rank.env["NCCL_DEBUG_FILE"], rank.host, rank.pid))
+            )
         if rank.record and rank.record.files.get("nccl_debug_file"):
             files.append((rank.rank, Path(rank.record.files["nccl_debug_file"])))
         if rank.env.get("TORCHELASTIC_ERROR_FILE"):
-            files.append((rank.rank, Path(rank.env["TORCHELASTIC_ERROR_FILE"]).with_name(
-                "stderr.log")))
+            files.append(
+                (rank.rank, Path(rank.env["TORCHELASTIC_ERROR_FILE"]).with_name("stderr.log"))
+            )
         files.extend((rank.rank, path) for path in _redirected(rank.pid))
     if target.launcher:
         files.extend((None, path) for path in _redirected(target.launcher.pid))

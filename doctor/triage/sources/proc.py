@@ -45,8 +45,9 @@ def _read(pid: int) -> _Reading | str:
                 calls: int | None = io.read_count + io.write_count
             except (psutil.AccessDenied, AttributeError):
                 calls = None
-            return _Reading(status, times.user + times.system, calls, proc.num_threads(),
-                            proc.memory_info().rss)
+            return _Reading(
+                status, times.user + times.system, calls, proc.num_threads(), proc.memory_info().rss
+            )
     except psutil.ZombieProcess:
         return "zombie"
     except psutil.NoSuchProcess:
@@ -75,25 +76,49 @@ class ProcSource(Source):
             if problem:
                 skipped.append(Skipped(rank.rank, self.name, problem))
         for lost in target.lost:
-            processes.append(RankProcess(lost.rank, lost.pid, target.host, alive=False,
-                                         status=lost.status, exit_code=lost.exit_code,
-                                         error=lost.error))
-        return Collected(processes=tuple(sorted(processes, key=lambda p: p.rank)),
-                         skipped=tuple(skipped))
+            processes.append(
+                RankProcess(
+                    lost.rank,
+                    lost.pid,
+                    target.host,
+                    alive=False,
+                    status=lost.status,
+                    exit_code=lost.exit_code,
+                    error=lost.error,
+                )
+            )
+        return Collected(
+            processes=tuple(sorted(processes, key=lambda p: p.rank)), skipped=tuple(skipped)
+        )
 
-    def _judge(self, target: Target, rank: RankTarget, a: _Reading | str,
-               b: _Reading | str) -> tuple[RankProcess, str]:
-        base = RankProcess(rank.rank, rank.pid, target.host, alive=True,
-                           local_rank=rank.local_rank, world_size=rank.world_size)
+    def _judge(
+        self, target: Target, rank: RankTarget, a: _Reading | str, b: _Reading | str
+    ) -> tuple[RankProcess, str]:
+        base = RankProcess(
+            rank.rank,
+            rank.pid,
+            target.host,
+            alive=True,
+            local_rank=rank.local_rank,
+            world_size=rank.world_size,
+        )
         if isinstance(b, str):
             if b == "access denied":
                 return replace(base, status="unknown"), "psutil: access denied"
-            return (replace(base, alive=False, status=b),
-                    f"the process exited during collection ({b})")
+            return (
+                replace(base, alive=False, status=b),
+                f"the process exited during collection ({b})",
+            )
         cpu = calls = None
         if isinstance(a, _Reading):
             cpu = round(b.cpu - a.cpu, 3)
             if a.io_calls is not None and b.io_calls is not None:
                 calls = b.io_calls - a.io_calls
-        return replace(base, status=b.status, cpu_seconds_delta=cpu, num_threads=b.threads,
-                       rss_bytes=b.rss, io_calls_delta=calls), ""
+        return replace(
+            base,
+            status=b.status,
+            cpu_seconds_delta=cpu,
+            num_threads=b.threads,
+            rss_bytes=b.rss,
+            io_calls_delta=calls,
+        ), ""

@@ -46,14 +46,25 @@ def parse_dump(text: str, rank: int) -> RankStack:
     """A ``py-spy dump --json`` answer as a ``RankStack`` (innermost frame first)."""
     threads = []
     for item in json.loads(text):
-        frames = tuple(Frame(f.get("name", "?"), f.get("short_filename") or f.get("filename", "?"),
-                             int(f.get("line") or 0)) for f in item.get("frames", []))
-        threads.append(ThreadStack(
-            thread_id=int(item.get("os_thread_id") or item.get("thread_id") or 0),
-            name=item.get("thread_name") or "", frames=frames,
-            holds_gil=bool(item.get("owns_gil")), active=bool(item.get("active")),
-            is_main=item.get("os_thread_id") == item.get("pid")
-            or item.get("thread_name") == "MainThread"))
+        frames = tuple(
+            Frame(
+                f.get("name", "?"),
+                f.get("short_filename") or f.get("filename", "?"),
+                int(f.get("line") or 0),
+            )
+            for f in item.get("frames", [])
+        )
+        threads.append(
+            ThreadStack(
+                thread_id=int(item.get("os_thread_id") or item.get("thread_id") or 0),
+                name=item.get("thread_name") or "",
+                frames=frames,
+                holds_gil=bool(item.get("owns_gil")),
+                active=bool(item.get("active")),
+                is_main=item.get("os_thread_id") == item.get("pid")
+                or item.get("thread_name") == "MainThread",
+            )
+        )
     return RankStack(rank, tuple(threads), "py-spy")
 
 
@@ -94,8 +105,10 @@ def ptrace_hint() -> str:
     except OSError:
         scope = ""
     where = f"kernel.yama.ptrace_scope={scope}; " if scope and scope != "0" else ""
-    return (f"ptrace denied ({where}run triage as the job's user with CAP_SYS_PTRACE, "
-            "or start the ranks with `nccl-doctor launch` for the in-rank agent)")
+    return (
+        f"ptrace denied ({where}run triage as the job's user with CAP_SYS_PTRACE, "
+        "or start the ranks with `nccl-doctor launch` for the in-rank agent)"
+    )
 
 
 NATIVE_MIN_S = 0.6
@@ -106,8 +119,9 @@ def needs_native(stack: RankStack) -> bool:
     """A main thread blocked in C under user code: ``work.wait()`` of an async collective
     looks like that in Python frames alone; native frames tell (``c10d::Work::wait``)."""
     main = stack.main
-    return bool(main and main.frames and not main.active
-                and rank_state(stack) is RankState.USER_CODE)
+    return bool(
+        main and main.frames and not main.active and rank_state(stack) is RankState.USER_CODE
+    )
 
 
 class PySpySource(Source):
@@ -119,8 +133,13 @@ class PySpySource(Source):
 
     name = "py-spy"
 
-    def __init__(self, env: Mapping[str, str], window: float = 1.0, samples: int = 5,
-                 probe_timeout: float = 1.0) -> None:
+    def __init__(
+        self,
+        env: Mapping[str, str],
+        window: float = 1.0,
+        samples: int = 5,
+        probe_timeout: float = 1.0,
+    ) -> None:
         self.env = env
         self.window = window
         self.samples = max(samples, 1)
@@ -133,8 +152,10 @@ class PySpySource(Source):
         start = time.monotonic()
         step = self.window / (self.samples - 1) if self.samples > 1 else 0.0
         times = [start + i * step for i in range(self.samples)]
-        calls = {r.rank: (lambda r=r: self._sample_rank(binary, r, times, start, deadline))
-                 for r in target.ranks}
+        calls = {
+            r.rank: (lambda r=r: self._sample_rank(binary, r, times, start, deadline))
+            for r in target.ranks
+        }
         outcomes = fanout(calls, deadline)
         stacks, progress, skipped = [], [], []
         for rank in target.ranks:
@@ -151,8 +172,9 @@ class PySpySource(Source):
                 skipped.append(Skipped(rank.rank, self.name, problem))
         return Collected(stacks=tuple(stacks), progress=tuple(progress), skipped=tuple(skipped))
 
-    def _sample_rank(self, binary: str, rank: RankTarget, times: list[float], start: float,
-                     deadline: float) -> tuple[RankStack | None, list[ProgressSample], str]:
+    def _sample_rank(
+        self, binary: str, rank: RankTarget, times: list[float], start: float, deadline: float
+    ) -> tuple[RankStack | None, list[ProgressSample], str]:
         """Sample one rank at ``times``; its newest stack, every sample, and what went wrong."""
         newest: RankStack | None = None
         samples: list[ProgressSample] = []
@@ -169,9 +191,14 @@ class PySpySource(Source):
                     break  # it will not come back, or would only eat the others' time
                 continue
             newest = stack
-            samples.append(ProgressSample(rank.rank, round(time.monotonic() - start, 3),
-                                          stack_signature=signature(stack),
-                                          state=rank_state(stack).value))
+            samples.append(
+                ProgressSample(
+                    rank.rank,
+                    round(time.monotonic() - start, 3),
+                    stack_signature=signature(stack),
+                    state=rank_state(stack).value,
+                )
+            )
         if newest is not None and problem and samples:
             problem = f"{problem} (in {len(times) - len(samples)} of {len(times)} samples)"
         left = deadline - time.monotonic() - 0.1
@@ -180,8 +207,9 @@ class PySpySource(Source):
             newest = native if native is not None and native.main else newest
         return newest, samples, problem
 
-    def _dump(self, binary: str, rank: RankTarget, timeout: float,
-              native: bool = False) -> tuple[RankStack | None, str]:
+    def _dump(
+        self, binary: str, rank: RankTarget, timeout: float, native: bool = False
+    ) -> tuple[RankStack | None, str]:
         argv = [binary, "dump", "--json", "--pid", str(rank.pid)]
         done = run(argv + (["--native"] if native else []), timeout, env=self.env)
         if done.ok:

@@ -48,8 +48,10 @@ NARROW_BELOW = 120
 """Terminal width (columns) under which the panes stack vertically."""
 
 PANE_TITLES = {
-    "ranks": "ranks", "grid-pane": "Flight Recorder: collectives by rank",
-    "groups-pane": "stack groups", "stack-pane": "selected rank",
+    "ranks": "ranks",
+    "grid-pane": "Flight Recorder: collectives by rank",
+    "groups-pane": "stack groups",
+    "stack-pane": "selected rank",
 }
 """Border titles; the verdict pane is the rich panel ``--once`` prints, titled by itself."""
 
@@ -83,10 +85,16 @@ class TriageApp(App[int]):
     collecting = reactive(False, bindings=True)
     problem = reactive("")
 
-    def __init__(self, provider: Provider, interval: float, job: str, *,
-                 on_bundle: BundleWriter | None = None,
-                 on_recover: RecoveryRequest | None = None,
-                 bundle_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        provider: Provider,
+        interval: float,
+        job: str,
+        *,
+        on_bundle: BundleWriter | None = None,
+        on_recover: RecoveryRequest | None = None,
+        bundle_dir: Path | None = None,
+    ) -> None:
         super().__init__()
         self.provider = provider
         self.interval = interval
@@ -99,21 +107,28 @@ class TriageApp(App[int]):
 
     def compose(self) -> ComposeResult:
         yield StatusLine(self.job, self.interval).data_bind(
-            TriageApp.paused, TriageApp.pending, TriageApp.collecting, TriageApp.problem,
-            snapshot=TriageApp.shown)
+            TriageApp.paused,
+            TriageApp.pending,
+            TriageApp.collecting,
+            TriageApp.problem,
+            snapshot=TriageApp.shown,
+        )
         with Container(id="main"):
             with Vertical(id="left"):
                 yield RankTable(id="ranks").data_bind(
-                    TriageApp.selected_rank, snapshot=TriageApp.shown)
+                    TriageApp.selected_rank, snapshot=TriageApp.shown
+                )
                 with VerticalScroll(id="grid-pane"):
                     yield FlightGrid().data_bind(TriageApp.selected_rank, snapshot=TriageApp.shown)
                 with Container(id="stacks"):
                     with VerticalScroll(id="groups-pane"):
-                        yield StackGroups().data_bind(TriageApp.selected_rank,
-                                                      snapshot=TriageApp.shown)
+                        yield StackGroups().data_bind(
+                            TriageApp.selected_rank, snapshot=TriageApp.shown
+                        )
                     with VerticalScroll(id="stack-pane"):
-                        yield StackView().data_bind(snapshot=TriageApp.shown,
-                                                    rank=TriageApp.selected_rank)
+                        yield StackView().data_bind(
+                            snapshot=TriageApp.shown, rank=TriageApp.selected_rank
+                        )
             with VerticalScroll(id="verdict-pane"):
                 yield VerdictPanel().data_bind(snapshot=TriageApp.shown)
         yield Footer()
@@ -212,8 +227,9 @@ class TriageApp(App[int]):
             if yes:
                 self.request_recovery(on_recover)
 
-        self.push_screen(Confirm(f"Ask every rank of job {self.job} for an in-process restart?"),
-                         answered)
+        self.push_screen(
+            Confirm(f"Ask every rank of job {self.job} for an in-process restart?"), answered
+        )
 
     @work(thread=True, group="recover")
     def request_recovery(self, on_recover: RecoveryRequest) -> None:
@@ -222,15 +238,15 @@ class TriageApp(App[int]):
         except Exception as exc:  # a refused request is reported, the TUI keeps running
             self.post_message(ActionFailed("recover", str(exc)))
         else:
-            self.post_message(RecoveryRequested(answer if isinstance(answer, str)
-                                                else "recovery requested"))
+            self.post_message(
+                RecoveryRequested(answer if isinstance(answer, str) else "recovery requested")
+            )
 
     def on_recovery_requested(self, message: RecoveryRequested) -> None:
         self.notify(message.answer, title="recover", timeout=10)
 
     def on_action_failed(self, message: ActionFailed) -> None:
-        self.notify(message.error, title=f"{message.action} failed", severity="error",
-                    timeout=15)
+        self.notify(message.error, title=f"{message.action} failed", severity="error", timeout=15)
 
     # -- keys ---------------------------------------------------------------------------------
 
@@ -265,9 +281,13 @@ class TriageApp(App[int]):
         self.exit(self.exit_code)
 
 
-def run_tui(provider: Provider, interval: float, job: str,
-            on_bundle: BundleWriter | None = None,
-            on_recover: RecoveryRequest | None = None) -> int:
+def run_tui(
+    provider: Provider,
+    interval: float,
+    job: str,
+    on_bundle: BundleWriter | None = None,
+    on_recover: RecoveryRequest | None = None,
+) -> int:
     """Run the TUI until the person quits; returns the exit code for the last verdict shown."""
     app = TriageApp(provider, interval, job, on_bundle=on_bundle, on_recover=on_recover)
     result = app.run()

@@ -24,13 +24,27 @@ ABSENT = "absent"
 """The state of a cell the analysis blames for having no record (a collective never issued)."""
 
 _OP_ABBREVIATIONS = {
-    "all_reduce": "AR", "allreduce": "AR", "all_reduce_coalesced": "ARc",
-    "all_gather": "AG", "allgather": "AG", "_allgather_base": "AG", "all_gather_into_tensor": "AG",
-    "allgather_into_tensor_coalesced": "AGc", "all_gather_into_tensor_coalesced": "AGc",
-    "reduce_scatter": "RS", "reduce_scatter_tensor": "RS", "_reduce_scatter_base": "RS",
+    "all_reduce": "AR",
+    "allreduce": "AR",
+    "all_reduce_coalesced": "ARc",
+    "all_gather": "AG",
+    "allgather": "AG",
+    "_allgather_base": "AG",
+    "all_gather_into_tensor": "AG",
+    "allgather_into_tensor_coalesced": "AGc",
+    "all_gather_into_tensor_coalesced": "AGc",
+    "reduce_scatter": "RS",
+    "reduce_scatter_tensor": "RS",
+    "_reduce_scatter_base": "RS",
     "reduce_scatter_tensor_coalesced": "RSc",
-    "broadcast": "BC", "reduce": "RD", "gather": "GA", "scatter": "SC",
-    "all_to_all": "A2A", "alltoall": "A2A", "alltoall_base": "A2A", "all_to_all_single": "A2A",
+    "broadcast": "BC",
+    "reduce": "RD",
+    "gather": "GA",
+    "scatter": "SC",
+    "all_to_all": "A2A",
+    "alltoall": "A2A",
+    "alltoall_base": "A2A",
+    "all_to_all_single": "A2A",
     "barrier": "BAR",
 }
 
@@ -78,11 +92,12 @@ def _window(seqs: list[int], focus: int | None, width: int) -> tuple[int, ...]:
     start = max(0, len(seqs) - width)
     if focus is not None and focus in seqs:
         start = min(start, max(0, seqs.index(focus) - 2))
-    return tuple(seqs[start:start + width])
+    return tuple(seqs[start : start + width])
 
 
-def _group(name: str, cells: dict[tuple[int, int], RankOp],
-           alignment: GroupAlignment | None, width: int) -> GridGroup:
+def _group(
+    name: str, cells: dict[tuple[int, int], RankOp], alignment: GroupAlignment | None, width: int
+) -> GridGroup:
     members = alignment.members if alignment else ()
     ranks = sorted({rank for rank, _ in cells} | set(members))
     seqs = sorted({seq for _, seq in cells})
@@ -118,15 +133,18 @@ def _group(name: str, cells: dict[tuple[int, int], RankOp],
     return GridGroup(name, alignment.desc if alignment else "", shown, rows, label)
 
 
-def grid_groups(ops: Iterable[RankOp], alignments: Iterable[GroupAlignment] = (),
-                width: int = WINDOW) -> list[GridGroup]:
+def grid_groups(
+    ops: Iterable[RankOp], alignments: Iterable[GroupAlignment] = (), width: int = WINDOW
+) -> list[GridGroup]:
     """One grid per process group with recorded collectives, in group order (0, 1, .., 10)."""
     by_group: dict[str, dict[tuple[int, int], RankOp]] = {}
     for op in ops:
         by_group.setdefault(op.group, {})[(op.rank, op.seq)] = op
     known = {a.name: a for a in alignments}
-    return [_group(name, by_group[name], known.get(name), width)
-            for name in sorted(by_group, key=lambda g: (len(g), g))]
+    return [
+        _group(name, by_group[name], known.get(name), width)
+        for name in sorted(by_group, key=lambda g: (len(g), g))
+    ]
 
 
 def flight_grid(evidence: Evidence, width: int = WINDOW) -> list[GridGroup]:

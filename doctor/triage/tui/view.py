@@ -138,7 +138,7 @@ def call_frames(stack: RankStack | None) -> tuple[Frame, ...]:
     main = stack.main if stack else None
     if main is None:
         return ()
-    return main.frames[stacks.decisive_index(stack) or 0:]
+    return main.frames[stacks.decisive_index(stack) or 0 :]
 
 
 def stack_groups(snapshot: TriageSnapshot, index: RankIndex | None = None) -> list[StackGroup]:
@@ -151,8 +151,10 @@ def stack_groups(snapshot: TriageSnapshot, index: RankIndex | None = None) -> li
     """
     ix = index or RankIndex.of(snapshot.evidence)
     live = [ix.stacks[r] for r in ix.ranks if r in ix.stacks and ix.alive(r)]
-    rows = [(g.ranks, g.state.value, call_frames(ix.stacks[g.ranks[0]]), "")
-            for g in stacks.group_by_signature(live)]
+    rows = [
+        (g.ranks, g.state.value, call_frames(ix.stacks[g.ranks[0]]), "")
+        for g in stacks.group_by_signature(live)
+    ]
     grouped = {r for ranks, *_ in rows for r in ranks}
     others: dict[tuple[str, str], list[int]] = {}
     for rank in ix.ranks:
@@ -162,13 +164,24 @@ def stack_groups(snapshot: TriageSnapshot, index: RankIndex | None = None) -> li
     rows += [(tuple(ranks), state, (), note) for (state, note), ranks in others.items()]
     rows.sort(key=lambda row: (-len(row[0]), row[0]))
     outliers = stacks.odd_ones_out(
-        [stacks.SignatureGroup(str(i), stacks.RankState.UNKNOWN, row[0], "")
-         for i, row in enumerate(rows)])
+        [
+            stacks.SignatureGroup(str(i), stacks.RankState.UNKNOWN, row[0], "")
+            for i, row in enumerate(rows)
+        ]
+    )
     odd = set() if outliers.tie else set(outliers.ranks)
     culprits = set(snapshot.verdict.culprit_ranks)
-    return [StackGroup(ranks=ranks, state=state, frames=frames, odd=bool(odd & set(ranks)),
-                       culprit=bool(culprits & set(ranks)), note=note)
-            for ranks, state, frames, note in rows]
+    return [
+        StackGroup(
+            ranks=ranks,
+            state=state,
+            frames=frames,
+            odd=bool(odd & set(ranks)),
+            culprit=bool(culprits & set(ranks)),
+            note=note,
+        )
+        for ranks, state, frames, note in rows
+    ]
 
 
 def _fr_position(sample: ProgressSample | None) -> str:
@@ -198,17 +211,19 @@ def rank_rows(snapshot: TriageSnapshot) -> list[RankRow]:
     for rank in ix.ranks:
         process = ix.processes.get(rank)
         frames = call_frames(ix.stacks.get(rank))
-        rows.append(RankRow(
-            rank=rank,
-            host=process.host if process else _NO_VALUE,
-            pid=str(process.pid) if process and process.pid is not None else _NO_VALUE,
-            state=ix.state(rank),
-            top_frame=frame_text(frames[0], brief=True) if frames else _NO_VALUE,
-            fr_position=_fr_position(ix.progress.get(rank)),
-            gpu=_gpu(ix.gpus.get(rank)),
-            culprit=rank in culprits,
-            odd=rank in odd,
-        ))
+        rows.append(
+            RankRow(
+                rank=rank,
+                host=process.host if process else _NO_VALUE,
+                pid=str(process.pid) if process and process.pid is not None else _NO_VALUE,
+                state=ix.state(rank),
+                top_frame=frame_text(frames[0], brief=True) if frames else _NO_VALUE,
+                fr_position=_fr_position(ix.progress.get(rank)),
+                gpu=_gpu(ix.gpus.get(rank)),
+                culprit=rank in culprits,
+                odd=rank in odd,
+            )
+        )
     return rows
 
 
@@ -218,8 +233,11 @@ def rank_detail(snapshot: TriageSnapshot, rank: int) -> RankDetail:
     process, stack = ix.processes.get(rank), ix.stacks.get(rank)
     parts = [f"rank {rank}", ix.state(rank)]
     if process is not None:
-        parts.append(f"pid {process.pid} on {process.host}" if process.pid is not None
-                     else f"on {process.host}")
+        parts.append(
+            f"pid {process.pid} on {process.host}"
+            if process.pid is not None
+            else f"on {process.host}"
+        )
         if process.exit_code is not None:
             parts.append(f"exit code {process.exit_code}")
         if process.cpu_seconds_delta is not None:
@@ -231,20 +249,24 @@ def rank_detail(snapshot: TriageSnapshot, rank: int) -> RankDetail:
         parts.append(f"stack from {stack.source}")
         main = stack.main
         threads = tuple(sorted(stack.threads, key=lambda t: t is not main))
-    return RankDetail(rank=rank, summary=" · ".join(parts), threads=threads,
-                      missing=ix.missing.get(rank, ()))
+    return RankDetail(
+        rank=rank, summary=" · ".join(parts), threads=threads, missing=ix.missing.get(rank, ())
+    )
 
 
 def playbook_section(markdown: str, heading: str = "What to do") -> str:
     """The body under one ``## heading`` of a playbook, for the verdict pane ('' if absent)."""
     lines = markdown.splitlines()
     try:
-        start = next(i for i, line in enumerate(lines)
-                     if line.lstrip("#").strip() == heading and line.startswith("#"))
+        start = next(
+            i
+            for i, line in enumerate(lines)
+            if line.lstrip("#").strip() == heading and line.startswith("#")
+        )
     except StopIteration:
         return ""
     body = []
-    for line in lines[start + 1:]:
+    for line in lines[start + 1 :]:
         if line.startswith("#"):
             break
         body.append(line)

@@ -12,8 +12,15 @@ from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.grid import ABSENT, GridCell, GridGroup, flight_grid, op_label, op_name
 
 OP_COLOURS = {
-    "AR": "blue", "ARc": "blue", "AG": "green", "AGc": "green", "RS": "magenta", "RSc": "magenta",
-    "BC": "cyan", "A2A": "yellow", "BAR": "white",
+    "AR": "blue",
+    "ARc": "blue",
+    "AG": "green",
+    "AGc": "green",
+    "RS": "magenta",
+    "RSc": "magenta",
+    "BC": "cyan",
+    "A2A": "yellow",
+    "BAR": "white",
 }
 LABEL_MAX = 16
 """Widest rank label of a collapsed row (``r0-28,30-31``); longer ones are cut with …."""
@@ -49,7 +56,7 @@ def _group(text: Text, group: GridGroup, selected_rank: int | None) -> None:
     for row, label in zip(group.rows, labels, strict=True):
         pointer = "▶" if selected_rank in row.ranks else " "
         if len(label) > label_width:
-            label = label[:label_width - 1] + "…"
+            label = label[: label_width - 1] + "…"
         text.append(f"{pointer}{label:<{label_width}} ")
         for cell in row.cells:
             _cell(text, cell, width)
@@ -64,8 +71,7 @@ def render_grid(groups: list[GridGroup], selected_rank: int | None, note: str) -
         _group(text, group, selected_rank)
     legend = sorted({op_name(c.op) for g in groups for r in g.rows for c in r.cells if c and c.op})
     text.append("  ".join(f"{op_label(o)}={o}" for o in legend), style="dim")
-    text.append("   underlined: started, italic: scheduled, red: differs or missing",
-                style="dim")
+    text.append("   underlined: started, italic: scheduled, red: differs or missing", style="dim")
     return text
 
 

@@ -14,11 +14,20 @@ def render_detail(detail: RankDetail) -> Text:
     text = Text(detail.summary, style="bold")
     text.append("\n")
     for thread in detail.threads:
-        flags = [f for f, on in (("main", thread.is_main), ("holds the GIL", thread.holds_gil),
-                                 ("idle", not thread.active)) if on]
+        flags = [
+            f
+            for f, on in (
+                ("main", thread.is_main),
+                ("holds the GIL", thread.holds_gil),
+                ("idle", not thread.active),
+            )
+            if on
+        ]
         text.append(f"\nThread {thread.thread_id} {thread.name!r}", style="bold cyan")
-        text.append(f" ({', '.join(flags)})\n" if flags else "\n",
-                    style="bold red" if thread.holds_gil else "dim")
+        text.append(
+            f" ({', '.join(flags)})\n" if flags else "\n",
+            style="bold red" if thread.holds_gil else "dim",
+        )
         for frame in thread.frames:
             text.append(f"  {frame_text(frame)}\n")
     if not detail.threads:

@@ -13,8 +13,16 @@ from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.widgets.palette import CULPRIT
 
 
-def render_status(job: str, interval: float, snapshot: TriageSnapshot | None, *, paused: bool,
-                  pending: bool, collecting: bool, problem: str) -> Text:
+def render_status(
+    job: str,
+    interval: float,
+    snapshot: TriageSnapshot | None,
+    *,
+    paused: bool,
+    pending: bool,
+    collecting: bool,
+    problem: str,
+) -> Text:
     text = Text()
     text.append("nccl-doctor triage", style="bold")
     text.append(f"  job {job}")
@@ -23,19 +31,22 @@ def render_status(job: str, interval: float, snapshot: TriageSnapshot | None, *,
         found = sum(1 for p in evidence.processes if p.alive)
         expected = evidence.ranks_expected if evidence.ranks_expected is not None else "?"
         clock = time.strftime("%H:%M:%S", time.localtime(snapshot.taken_at))
-        text.append(f" · {found}/{expected} ranks alive · collected {clock}"
-                    f" in {evidence.seconds:.1f} s")
+        text.append(
+            f" · {found}/{expected} ranks alive · collected {clock} in {evidence.seconds:.1f} s"
+        )
         text.append(" · ")
-        text.append(verdict.hang_class.value,
-                    style=CULPRIT if verdict.hang_class.is_hang else "bold green")
+        text.append(
+            verdict.hang_class.value, style=CULPRIT if verdict.hang_class.is_hang else "bold green"
+        )
         if verdict.culprit_ranks:
             text.append(f" rank {rank_ranges(verdict.culprit_ranks)}", style=CULPRIT)
     text.append(f" · every {interval:g} s")
     if collecting:
         text.append(" · collecting…", style="dim")
     if paused:
-        text.append(" · PAUSED" + (" (newer data waiting)" if pending else ""),
-                    style="reverse yellow")
+        text.append(
+            " · PAUSED" + (" (newer data waiting)" if pending else ""), style="reverse yellow"
+        )
     if problem:
         text.append(f" · {problem}", style="red")
     return text
@@ -58,6 +69,12 @@ class StatusLine(Widget):
         self.interval = interval
 
     def render(self) -> Text:
-        return render_status(self.job, self.interval, self.snapshot, paused=self.paused,
-                             pending=self.pending, collecting=self.collecting,
-                             problem=self.problem)
+        return render_status(
+            self.job,
+            self.interval,
+            self.snapshot,
+            paused=self.paused,
+            pending=self.pending,
+            collecting=self.collecting,
+            problem=self.problem,
+        )

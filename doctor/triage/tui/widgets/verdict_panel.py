@@ -14,7 +14,7 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-import playbooks
+from doctor import playbooks
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.view import playbook_section
 from doctor.verdict.render import evidence_table, skipped_table, verdict_panel

@@ -34,8 +34,10 @@ print("ready", flush=True)
 def start_rank(tmp_path: Path, hold_gil: bool) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
         [sys.executable, "-c", RANK, str(tmp_path), "30", "gil" if hold_gil else "free"],
-        stdout=subprocess.PIPE, text=True,
-        env={"TORCH_FR_BUFFER_SIZE": "100", "PATH": "/usr/bin:/bin"})
+        stdout=subprocess.PIPE,
+        text=True,
+        env={"TORCH_FR_BUFFER_SIZE": "100", "PATH": "/usr/bin:/bin"},
+    )
     assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
     return proc
 

@@ -1,7 +1,7 @@
 """Run the real triage TUI on a fake job, for the tmux test and the README screenshot.
 
-    python tests/tui/drive_tui.py [--ranks 8] [--culprit 3] [--interval 1]
-    python tests/tui/drive_tui.py --svg docs/tui.svg [--size 160x48]
+    python tests/triage/tui/drive_tui.py [--ranks 8] [--culprit 3] [--interval 1]
+    python tests/triage/tui/drive_tui.py --svg docs/tui.svg [--size 160x48]
 
 The first form is ``run_tui`` exactly as ``nccl-doctor triage`` calls it, on a
 terminal; it exits with ``run_tui``'s code. Bundles (written to the current
@@ -28,8 +28,9 @@ JOB = "llm-pretrain-0412"
 
 
 def write_bundle(snapshot: TriageSnapshot, path: Path) -> None:
-    data = json.dumps({"evidence": snapshot.evidence.to_json(),
-                       "verdict": snapshot.verdict.to_json()}).encode()
+    data = json.dumps(
+        {"evidence": snapshot.evidence.to_json(), "verdict": snapshot.verdict.to_json()}
+    ).encode()
     with tarfile.open(path, "w:gz") as tar:
         info = tarfile.TarInfo("triage.json")
         info.size = len(data)
@@ -40,8 +41,9 @@ def request_recovery() -> str:
     return f"restart requested for every rank of {JOB}"
 
 
-async def save_svg(provider: FakeProvider, interval: float, out: Path,
-                   size: tuple[int, int]) -> None:
+async def save_svg(
+    provider: FakeProvider, interval: float, out: Path, size: tuple[int, int]
+) -> None:
     app = TriageApp(provider, interval, JOB, on_bundle=write_bundle, on_recover=request_recovery)
     async with app.run_test(size=size) as pilot:
         await app.workers.wait_for_complete()
@@ -62,8 +64,9 @@ def main(argv: list[str]) -> int:
         width, height = (int(n) for n in args.size.split("x"))
         asyncio.run(save_svg(provider, args.interval, args.svg, (width, height)))
         return 0
-    return run_tui(provider, args.interval, JOB, on_bundle=write_bundle,
-                   on_recover=request_recovery)
+    return run_tui(
+        provider, args.interval, JOB, on_bundle=write_bundle, on_recover=request_recovery
+    )
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@ import pytest
 from rich.markdown import Markdown
 from tui_fakes import IN_LOADER, WAITING, cpu_stuck_snapshot, rank_lost_snapshot
 
-import playbooks
+from doctor import playbooks
 from doctor.triage.tui.app import bundle_name
 from doctor.triage.tui.view import (
     frame_text,
@@ -21,13 +21,18 @@ from doctor.triage.tui.view import (
 from doctor.triage.tui.widgets.verdict_panel import render_verdict
 
 
-@pytest.mark.parametrize(("path", "expected"), [
-    ("/opt/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py",
-     "torch/distributed/distributed_c10d.py"),
-    ("/usr/lib/python3/dist-packages/numpy/core.py", "numpy/core.py"),
-    ("/home/ml/llm/train.py", "llm/train.py"),
-    ("train.py", "train.py"),
-])
+@pytest.mark.parametrize(
+    ("path", "expected"),
+    [
+        (
+            "/opt/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py",
+            "torch/distributed/distributed_c10d.py",
+        ),
+        ("/usr/lib/python3/dist-packages/numpy/core.py", "numpy/core.py"),
+        ("/home/ml/llm/train.py", "llm/train.py"),
+        ("train.py", "train.py"),
+    ],
+)
 def test_short_path_keeps_the_recognisable_part(path, expected):
     assert short_path(path) == expected
 
@@ -56,8 +61,9 @@ def test_rank_rows_mark_the_culprit_and_the_odd_stack():
 def test_rank_rows_include_ranks_expected_but_never_seen():
     # GIVEN a job of 4 ranks where rank 3 left no process and no stack at all
     snap = cpu_stuck_snapshot(ranks=4, culprit=-1)
-    evidence = replace(snap.evidence,
-                       processes=snap.evidence.processes[:3], stacks=snap.evidence.stacks[:3])
+    evidence = replace(
+        snap.evidence, processes=snap.evidence.processes[:3], stacks=snap.evidence.stacks[:3]
+    )
     rows = rank_rows(replace(snap, evidence=evidence))
     # THEN it still has a row, that says so
     assert [(r.rank, r.state, r.pid, r.top_frame) for r in rows][3] == (3, "missing", "–", "–")
@@ -74,7 +80,9 @@ def test_stack_groups_collapse_identical_stacks_largest_first():
     groups = stack_groups(cpu_stuck_snapshot(ranks=32, culprit=17))
     # THEN two groups: the 31 waiting ranks, then the odd one out
     assert [(len(g.ranks), g.state, g.odd, g.culprit) for g in groups] == [
-        (31, "in_collective", False, False), (1, "data_loading", True, True)]
+        (31, "in_collective", False, False),
+        (1, "data_loading", True, True),
+    ]
     assert groups[1].ranks == (17,)
     assert groups[0].frames == WAITING
 
@@ -82,7 +90,9 @@ def test_stack_groups_collapse_identical_stacks_largest_first():
 def test_stack_groups_keep_a_rank_without_stack_apart_with_the_reason():
     groups = stack_groups(rank_lost_snapshot(ranks=4, lost=2))
     assert [(g.ranks, g.state, g.note) for g in groups] == [
-        ((0, 1, 3), "in_collective", ""), ((2,), "dead", "py-spy: process is gone")]
+        ((0, 1, 3), "in_collective", ""),
+        ((2,), "dead", "py-spy: process is gone"),
+    ]
 
 
 def test_stack_groups_of_a_tie_mark_no_group_odd():
@@ -94,8 +104,10 @@ def test_stack_groups_of_a_tie_mark_no_group_odd():
 
 def test_rank_detail_lists_the_main_thread_first_and_what_is_missing():
     detail = rank_detail(cpu_stuck_snapshot(), 3)
-    assert detail.summary == ("rank 3 · data_loading · pid 41233 on gpu-node-07 · "
-                              "cpu 0.93 s during collection · stack from py-spy")
+    assert detail.summary == (
+        "rank 3 · data_loading · pid 41233 on gpu-node-07 · "
+        "cpu 0.93 s during collection · stack from py-spy"
+    )
     assert [t.name for t in detail.threads] == ["MainThread", "Thread-1 (_pin_memory_loop)"]
     assert detail.threads[0].frames == IN_LOADER
     lost = rank_detail(rank_lost_snapshot(lost=2), 2)
@@ -108,8 +120,9 @@ def test_bundle_name_is_safe_and_names_the_snapshot_time():
 
 
 def test_playbook_section_takes_one_heading_body():
-    markdown = ("# cpu_stuck\n\n## Why it matters\nx\n\n"
-                "## What to do\n1. look\n2. fix\n\n## References\n")
+    markdown = (
+        "# cpu_stuck\n\n## Why it matters\nx\n\n## What to do\n1. look\n2. fix\n\n## References\n"
+    )
     assert playbook_section(markdown) == "1. look\n2. fix"
     assert playbook_section("# no sections\n") == ""
 

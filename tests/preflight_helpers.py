@@ -5,13 +5,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from checks.facts import Facts, PtraceFacts
+from doctor.checks.facts import Facts, PtraceFacts
 from doctor.config import parse_config
 from doctor.model import Finding, Severity
 
 HOST_INTERFACES = {"lo": True, "eth0": True, "ifb0": False}
-PTRACE_OK = PtraceFacts(scope=None, cap_sys_ptrace=True, attach_error=None,
-                        pyspy="/usr/bin/py-spy")
+PTRACE_OK = PtraceFacts(scope=None, cap_sys_ptrace=True, attach_error=None, pyspy="/usr/bin/py-spy")
 
 # Every real tuning variable a multi-node H100 job over InfiniBand sets, at valid values.
 H100_MULTINODE_ENV = {
@@ -73,8 +72,11 @@ def config(toml: str = "") -> Any:
 
 def facts(env: Mapping[str, str] | None = None, toml: str = "", **overrides: Any) -> Facts:
     base: dict[str, Any] = {
-        "env": dict(env or {}), "config": config(toml), "interfaces": HOST_INTERFACES,
-        "ptrace": PTRACE_OK, "versions": {"python": "3.11.7", "torch": "2.13.0+cpu"},
+        "env": dict(env or {}),
+        "config": config(toml),
+        "interfaces": HOST_INTERFACES,
+        "ptrace": PTRACE_OK,
+        "versions": {"python": "3.11.7", "torch": "2.13.0+cpu"},
     }
     base.update(overrides)
     return Facts(**base)
@@ -82,5 +84,8 @@ def facts(env: Mapping[str, str] | None = None, toml: str = "", **overrides: Any
 
 def triples(findings: list[Finding], *, include_pass: bool = False) -> set[tuple[str, str, str]]:
     """(check, severity, subject) of the findings that matter (not pass/skip/info by default)."""
-    return {(f.check, f.severity.value, f.subject) for f in findings
-            if include_pass or f.severity in (Severity.FAIL, Severity.WARN)}
+    return {
+        (f.check, f.severity.value, f.subject)
+        for f in findings
+        if include_pass or f.severity in (Severity.FAIL, Severity.WARN)
+    }

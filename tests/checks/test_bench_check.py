@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from checks import bench
-from checks.facts import Facts
 from doctor.bench.model import params_from_probe
 from doctor.bench.probe import ProbeResult
 from doctor.bench.result import BenchResult, Measured, Timing, build_result
+from doctor.checks import bench
+from doctor.checks.facts import Facts
 from doctor.model import Severity
 
 PROBE = ProbeResult(alpha_us=100.0, link_gbps=1.0, reduce_gbps=10.0)
@@ -19,11 +19,9 @@ def result_at(efficiency: float, backend: str = "gloo") -> BenchResult:
     sizes = [1 << k for k in range(18, 27, 2)]
     times = []
     for size in sizes:
-        predicted = build_result(Measured(backend, 4, PROBE, (Timing(size, 1.0),)),
-                                 params).rows[0]
+        predicted = build_result(Measured(backend, 4, PROBE, (Timing(size, 1.0),)), params).rows[0]
         # time such that measured busbw = efficiency * predicted busbw
-        times.append(Timing(size, size * 1.5 / (predicted.predicted_busbw_gbps * efficiency
-                                                * 1e3)))
+        times.append(Timing(size, size * 1.5 / (predicted.predicted_busbw_gbps * efficiency * 1e3)))
     return build_result(Measured(backend, 4, PROBE, tuple(times)), params)
 
 
@@ -49,8 +47,9 @@ def test_nccl_causes_name_the_variables_that_are_set() -> None:
     assert "PCIe fallback" in finding.message and "too few channels" in finding.message
 
 
-@pytest.mark.parametrize(("raw", "expected"), [
-    ("", 0.7), ("0.5", 0.5), ("abc", 0.7), ("0", 0.7), ("3", 0.7)])
+@pytest.mark.parametrize(
+    ("raw", "expected"), [("", 0.7), ("0.5", 0.5), ("abc", 0.7), ("0", 0.7), ("3", 0.7)]
+)
 def test_minimum_fraction_is_configurable(raw: str, expected: float) -> None:
     env = {bench.MIN_EFFICIENCY_ENV: raw} if raw else {}
     assert bench.min_efficiency(env) == expected

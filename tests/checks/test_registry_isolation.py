@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from checks.facts import Facts
-from checks.registry import run_family
+from doctor.checks.facts import Facts
+from doctor.checks.registry import run_family
 from doctor.model import Severity
 
 

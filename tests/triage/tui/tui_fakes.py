@@ -62,27 +62,55 @@ def fsdp_op(seq: int) -> str:
     return FSDP_STEP[(seq - SEQ - 1) % len(FSDP_STEP)]
 
 
-def flight(ranks: int, culprit: int, ops: dict[int, dict[int, str]] | None = None,
-           divergence: Divergence | None = None) -> FlightAnalysis:
+def flight(
+    ranks: int,
+    culprit: int,
+    ops: dict[int, dict[int, str]] | None = None,
+    divergence: Divergence | None = None,
+) -> FlightAnalysis:
     """Default process group of ``ranks`` ranks: 8 completed collectives, then #1842
     started everywhere except on ``culprit``, which never scheduled it. ``ops``
     overrides what a rank recorded at a sequence number."""
     kept = range(SEQ - 8, SEQ + 1)
     records = tuple(
-        RankOp(r, "0", seq, (ops or {}).get(r, {}).get(seq, fsdp_op(seq)),
-               "started" if seq == SEQ else "completed", ())
-        for r in range(ranks) for seq in kept if r != culprit or seq < SEQ)
+        RankOp(
+            r,
+            "0",
+            seq,
+            (ops or {}).get(r, {}).get(seq, fsdp_op(seq)),
+            "started" if seq == SEQ else "completed",
+            (),
+        )
+        for r in range(ranks)
+        for seq in kept
+        if r != culprit or seq < SEQ
+    )
     others = tuple(r for r in range(ranks) if r != culprit)
     if divergence is None and culprit in range(ranks):
-        divergence = Divergence("missing", SEQ, "all_reduce", (culprit,), others, False,
-                                f"pg 0: rank {culprit} never scheduled seq {SEQ} (all_reduce); "
-                                f"{len(others)} peer(s) reached seq {SEQ}")
+        divergence = Divergence(
+            "missing",
+            SEQ,
+            "all_reduce",
+            (culprit,),
+            others,
+            False,
+            f"pg 0: rank {culprit} never scheduled seq {SEQ} (all_reduce); "
+            f"{len(others)} peer(s) reached seq {SEQ}",
+        )
     positions = tuple(Position(r, SEQ - (r == culprit), SEQ - 1) for r in range(ranks))
     group = GroupAlignment("0", "default_pg", tuple(range(ranks)), positions, (), divergence)
     return FlightAnalysis(
-        ranks_read=tuple(range(ranks)), world_size=ranks, backend="nccl", versions=("2.9",),
-        groups=(group,), last_ops=(), stragglers=(), skipped=(), completion_known=True,
-        ops=records)
+        ranks_read=tuple(range(ranks)),
+        world_size=ranks,
+        backend="nccl",
+        versions=("2.9",),
+        groups=(group,),
+        last_ops=(),
+        stragglers=(),
+        skipped=(),
+        completion_known=True,
+        ops=records,
+    )
 
 
 def _stack(rank: int, main: tuple[Frame, ...], holds_gil: bool) -> RankStack:
@@ -93,28 +121,49 @@ def _stack(rank: int, main: tuple[Frame, ...], holds_gil: bool) -> RankStack:
     return RankStack(rank=rank, threads=threads, source="py-spy")
 
 
-def cpu_stuck_snapshot(ranks: int = 8, culprit: int = 3, taken_at: float = TAKEN_AT,
-                       host: str = "gpu-node-07") -> TriageSnapshot:
+def cpu_stuck_snapshot(
+    ranks: int = 8, culprit: int = 3, taken_at: float = TAKEN_AT, host: str = "gpu-node-07"
+) -> TriageSnapshot:
     """``ranks`` ranks in all_reduce #1842, except ``culprit``, still in its data loader."""
     others = [r for r in range(ranks) if r != culprit]
     evidence = Evidence(
         job="llm-pretrain-0412",
         ranks_expected=ranks,
         processes=tuple(
-            RankProcess(rank=r, pid=41230 + r, host=host, alive=True, local_rank=r % 8,
-                        world_size=ranks, status="running" if r == culprit else "sleeping",
-                        cpu_seconds_delta=0.93 if r == culprit else 0.01, num_threads=9)
-            for r in range(ranks)),
-        stacks=tuple(_stack(r, IN_LOADER if r == culprit else WAITING, r == culprit)
-                     for r in range(ranks)),
+            RankProcess(
+                rank=r,
+                pid=41230 + r,
+                host=host,
+                alive=True,
+                local_rank=r % 8,
+                world_size=ranks,
+                status="running" if r == culprit else "sleeping",
+                cpu_seconds_delta=0.93 if r == culprit else 0.01,
+                num_threads=9,
+            )
+            for r in range(ranks)
+        ),
+        stacks=tuple(
+            _stack(r, IN_LOADER if r == culprit else WAITING, r == culprit) for r in range(ranks)
+        ),
         gpus=tuple(
-            GpuSample(rank=r, index=r % 8, utilization_pct=0.0 if r == culprit else 100.0,
-                      power_w=88.0 if r == culprit else 312.0)
-            for r in range(ranks)),
+            GpuSample(
+                rank=r,
+                index=r % 8,
+                utilization_pct=0.0 if r == culprit else 100.0,
+                power_w=88.0 if r == culprit else 312.0,
+            )
+            for r in range(ranks)
+        ),
         progress=tuple(
-            ProgressSample(rank=r, time_s=taken_at, last_enqueued_seq=SEQ - (r == culprit),
-                           last_completed_seq=SEQ - 1)
-            for r in range(ranks)),
+            ProgressSample(
+                rank=r,
+                time_s=taken_at,
+                last_enqueued_seq=SEQ - (r == culprit),
+                last_completed_seq=SEQ - 1,
+            )
+            for r in range(ranks)
+        ),
         flight=flight(ranks, culprit),
         seconds=0.8,
     )
@@ -123,13 +172,19 @@ def cpu_stuck_snapshot(ranks: int = 8, culprit: int = 3, taken_at: float = TAKEN
         hang_class=HangClass.CPU_STUCK,
         culprit_ranks=(culprit,),
         confidence=Confidence.HIGH,
-        summary=(f"rank {culprit} never reached all_reduce #{SEQ}: its main thread is in the "
-                 f"data loader at {loader} while {len(others)} ranks wait."),
+        summary=(
+            f"rank {culprit} never reached all_reduce #{SEQ}: its main thread is in the "
+            f"data loader at {loader} while {len(others)} ranks wait."
+        ),
         collective=CollectiveRef("0", SEQ, "all_reduce"),
         evidence=(
             EvidenceLine("py-spy", culprit, f"main thread in {loader}, holding the GIL"),
-            EvidenceLine("py-spy", None, f"ranks {others[0]}-{others[-1]} (except {culprit}) "
-                                         "wait in all_reduce (distributed_c10d.py:2811)"),
+            EvidenceLine(
+                "py-spy",
+                None,
+                f"ranks {others[0]}-{others[-1]} (except {culprit}) "
+                "wait in all_reduce (distributed_c10d.py:2811)",
+            ),
             EvidenceLine("process", culprit, "0.93 s of CPU during a 1 s window"),
             EvidenceLine("nvml", culprit, "GPU idle (0%) while peers spin at 100%"),
         ),
@@ -140,25 +195,43 @@ def cpu_stuck_snapshot(ranks: int = 8, culprit: int = 3, taken_at: float = TAKEN
 def collective_mismatch_snapshot(ranks: int = 4, culprit: int = 2) -> TriageSnapshot:
     """``culprit`` called all_gather where its peers called all_reduce #1842."""
     snap = cpu_stuck_snapshot(ranks=ranks, culprit=-1)
-    gather = (Frame("all_gather_into_tensor", f"{TORCH}/distributed/distributed_c10d.py", 3788),
-              *WAITING[1:2], Frame("sync_metrics", TRAIN, 71), *WAITING[3:])
+    gather = (
+        Frame("all_gather_into_tensor", f"{TORCH}/distributed/distributed_c10d.py", 3788),
+        *WAITING[1:2],
+        Frame("sync_metrics", TRAIN, 71),
+        *WAITING[3:],
+    )
     others = tuple(r for r in range(ranks) if r != culprit)
     divergence = Divergence(
-        "mismatch", SEQ, "all_reduce", (culprit,), others, False,
+        "mismatch",
+        SEQ,
+        "all_reduce",
+        (culprit,),
+        others,
+        False,
         f"pg 0 seq {SEQ}: rank {culprit} issued _allgather_base[4096]/Float where "
-        f"{len(others)} ranks issued all_reduce[1024]/Float")
+        f"{len(others)} ranks issued all_reduce[1024]/Float",
+    )
     evidence = replace(
         snap.evidence,
-        stacks=tuple(_stack(r, gather, False) if r == culprit else s
-                     for r, s in enumerate(snap.evidence.stacks)),
-        flight=flight(ranks, -1, {culprit: {SEQ: "_allgather_base"}}, divergence))
+        stacks=tuple(
+            _stack(r, gather, False) if r == culprit else s
+            for r, s in enumerate(snap.evidence.stacks)
+        ),
+        flight=flight(ranks, -1, {culprit: {SEQ: "_allgather_base"}}, divergence),
+    )
     verdict = Verdict(
-        HangClass.COLLECTIVE_MISMATCH, (culprit,), Confidence.HIGH,
+        HangClass.COLLECTIVE_MISMATCH,
+        (culprit,),
+        Confidence.HIGH,
         f"rank {culprit} called all_gather where {len(others)} ranks called all_reduce "
         f"#{SEQ} of process group 0.",
         collective=CollectiveRef("0", SEQ, "all_reduce"),
-        evidence=(EvidenceLine("flight-recorder", culprit, divergence.text),
-                  EvidenceLine("py-spy", culprit, "all_gather_into_tensor (train.py:71)")))
+        evidence=(
+            EvidenceLine("flight-recorder", culprit, divergence.text),
+            EvidenceLine("py-spy", culprit, "all_gather_into_tensor (train.py:71)"),
+        ),
+    )
     return TriageSnapshot(evidence=evidence, verdict=verdict, taken_at=TAKEN_AT)
 
 
@@ -175,14 +248,21 @@ def rank_lost_snapshot(ranks: int = 4, lost: int = 2) -> TriageSnapshot:
     ev = snap.evidence
     evidence = replace(
         ev,
-        processes=tuple(replace(p, alive=False, pid=None, status="dead", exit_code=-9,
-                                cpu_seconds_delta=None)
-                        if p.rank == lost else p for p in ev.processes),
+        processes=tuple(
+            replace(p, alive=False, pid=None, status="dead", exit_code=-9, cpu_seconds_delta=None)
+            if p.rank == lost
+            else p
+            for p in ev.processes
+        ),
         stacks=tuple(s for s in ev.stacks if s.rank != lost),
         skipped=(Skipped(lost, "py-spy", "process is gone"),),
     )
-    verdict = Verdict(HangClass.RANK_LOSS, (lost,), Confidence.HIGH,
-                      f"rank {lost} died (SIGKILL) while the others wait in all_reduce.")
+    verdict = Verdict(
+        HangClass.RANK_LOSS,
+        (lost,),
+        Confidence.HIGH,
+        f"rank {lost} died (SIGKILL) while the others wait in all_reduce.",
+    )
     return TriageSnapshot(evidence=evidence, verdict=verdict, taken_at=TAKEN_AT)
 
 
@@ -194,8 +274,11 @@ class FakeProvider:
     holds every call until released, to observe the TUI while collection runs.
     """
 
-    def __init__(self, script: Sequence[TriageSnapshot | Exception] | None = None,
-                 gate: threading.Event | None = None) -> None:
+    def __init__(
+        self,
+        script: Sequence[TriageSnapshot | Exception] | None = None,
+        gate: threading.Event | None = None,
+    ) -> None:
         self.script = list(script or [cpu_stuck_snapshot()])
         self.gate = gate
         self.calls = 0

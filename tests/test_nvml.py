@@ -10,14 +10,23 @@ from doctor.nvml_fake import bundled_fleets
 
 
 def test_bundled_fleets() -> None:
-    assert set(bundled_fleets()) >= {"healthy-8xh100", "pcie-degraded", "xid79", "throttled",
-                                     "ecc-nvlink", "healthy-8xa100"}
+    assert set(bundled_fleets()) >= {
+        "healthy-8xh100",
+        "pcie-degraded",
+        "xid79",
+        "throttled",
+        "ecc-nvlink",
+        "healthy-8xa100",
+    }
 
 
 def test_healthy_h100_reads_as_plain_data() -> None:
     fleet = read_fleet({"NCCL_DOCTOR_FAKE_NVML": "healthy-8xh100"})
-    assert (fleet.source, fleet.unavailable, fleet.driver) == ("fake:healthy-8xh100", "",
-                                                               "550.90.07")
+    assert (fleet.source, fleet.unavailable, fleet.driver) == (
+        "fake:healthy-8xh100",
+        "",
+        "550.90.07",
+    )
     g = fleet.gpus[3]
     assert (g.index, g.name, g.bus_id) == (3, "NVIDIA H100 80GB HBM3", "00000000:5D:00.0")
     assert (g.power_w, g.power_limit_w) == (71.5, 700.0), "milliwatts converted"
@@ -31,8 +40,11 @@ def test_healthy_h100_reads_as_plain_data() -> None:
 def test_counters_and_masks_from_the_faulty_fleet() -> None:
     fleet = read_fleet({"NCCL_DOCTOR_FAKE_NVML": "ecc-nvlink"})
     g1 = fleet.gpus[1]
-    assert (g1.ecc_volatile_uncorrected, g1.ecc_aggregate_uncorrected,
-            g1.ecc_volatile_corrected) == (2, 5, 118)
+    assert (
+        g1.ecc_volatile_uncorrected,
+        g1.ecc_aggregate_uncorrected,
+        g1.ecc_volatile_corrected,
+    ) == (2, 5, 118)
     assert (g1.remapped_rows_uncorrectable, g1.remap_pending, g1.remap_failure) == (2, True, False)
     assert g1.recovery_action == "gpu_reset"
     assert [link.link for link in fleet.gpus[4].nvlinks if not link.active] == [3, 7]
@@ -51,8 +63,11 @@ def test_a_lost_gpu_and_its_kernel_xid() -> None:
 
 def test_live_xid_events_come_through_the_event_set(tmp_path: Path) -> None:
     path = tmp_path / "fleet.json"
-    path.write_text(json.dumps({"gpus": [{"name": "NVIDIA H100", "bus_id": "0000:18:00.0",
-                                          "xid_events_live": [94]}]}))
+    path.write_text(
+        json.dumps(
+            {"gpus": [{"name": "NVIDIA H100", "bus_id": "0000:18:00.0", "xid_events_live": [94]}]}
+        )
+    )
     fleet = read_fleet({"NCCL_DOCTOR_FAKE_NVML": str(path)})
     assert fleet.gpus[0].xid_events == (94,)
     assert fleet.gpus[0].ecc_volatile_uncorrected is None, "unsupported query -> None"
@@ -72,8 +87,7 @@ def test_bad_fleet_files_make_nvml_unavailable(tmp_path: Path) -> None:
     assert "malformed" in read_fleet({"NCCL_DOCTOR_FAKE_NVML": str(bad)}).unavailable
     driverless = tmp_path / "driverless.json"
     driverless.write_text(json.dumps({"init_error": True, "gpus": []}))
-    assert "NVML cannot start" in read_fleet({"NCCL_DOCTOR_FAKE_NVML": str(driverless)}
-                                             ).unavailable
+    assert "NVML cannot start" in read_fleet({"NCCL_DOCTOR_FAKE_NVML": str(driverless)}).unavailable
 
 
 def test_this_host_has_no_nvml() -> None:
@@ -82,9 +96,11 @@ def test_this_host_has_no_nvml() -> None:
 
 
 def test_kernel_log_parsing_and_bus_ids() -> None:
-    text = ("[ 1.0] NVRM: Xid (PCI:0000:9a:00): 79, pid='<unknown>', GPU has fallen off the bus.\n"
-            "[ 2.0] NVRM: Xid (PCI:0000:9a:00): 48, pid=12\n"
-            "[ 3.0] nothing here\n")
+    text = (
+        "[ 1.0] NVRM: Xid (PCI:0000:9a:00): 79, pid='<unknown>', GPU has fallen off the bus.\n"
+        "[ 2.0] NVRM: Xid (PCI:0000:9a:00): 48, pid=12\n"
+        "[ 3.0] nothing here\n"
+    )
     assert parse_kernel_xids(text) == {(0, 0x9A, 0): [79, 48]}
     assert bus_key("00000000:9A:00.0") == bus_key("0000:9a:00") == (0, 0x9A, 0)
     assert bus_key("garbage") is None

@@ -15,12 +15,17 @@ import pytest
 
 TMUX = shutil.which("tmux")
 DRIVER = Path(__file__).with_name("drive_tui.py")
-ENV = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": os.environ.get("HOME", "/tmp"),
-       "LANG": "C.UTF-8", "TERM": "xterm-256color"}
+ENV = {
+    "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
+    "HOME": os.environ.get("HOME", "/tmp"),
+    "LANG": "C.UTF-8",
+    "TERM": "xterm-256color",
+}
 """The tmux server's environment, which the TUI inherits: a 256-colour UTF-8 terminal."""
 
 pytestmark = pytest.mark.skipif(
-    TMUX is None, reason="tmux is not installed (apt-get install tmux); it is the real terminal")
+    TMUX is None, reason="tmux is not installed (apt-get install tmux); it is the real terminal"
+)
 
 
 class Terminal:
@@ -31,8 +36,13 @@ class Terminal:
 
     def tmux(self, *args: str) -> str:
         assert TMUX is not None
-        done = subprocess.run([TMUX, "-S", str(self.socket), *args], capture_output=True,
-                              text=True, timeout=10, env=ENV)
+        done = subprocess.run(
+            [TMUX, "-S", str(self.socket), *args],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            env=ENV,
+        )
         done.check_returncode()
         return done.stdout
 
@@ -55,8 +65,10 @@ class Terminal:
 @pytest.fixture
 def terminal(tmp_path: Path):
     term = Terminal(tmp_path / "tmux.sock")
-    command = (f"cd {tmp_path} && {sys.executable} {DRIVER} --interval 0.5; "
-               f"echo $? > {tmp_path}/exit-code; sleep 60")
+    command = (
+        f"cd {tmp_path} && {sys.executable} {DRIVER} --interval 0.5; "
+        f"echo $? > {tmp_path}/exit-code; sleep 60"
+    )
     term.tmux("new-session", "-d", "-s", "tui", "-x", "160", "-y", "48", command)
     try:
         yield term

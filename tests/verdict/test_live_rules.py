@@ -29,14 +29,17 @@ def best(evidence: Evidence) -> Candidate:
     return found[0]
 
 
-@pytest.mark.parametrize(("fault", "cls", "culprits"), [
-    ("dataloader", HangClass.CPU_STUCK, (2,)),
-    ("gil", HangClass.CPU_STUCK, (2,)),
-    ("compile", HangClass.COMPILE_WARMUP, (2,)),
-    ("wrong-collective", HangClass.COLLECTIVE_MISMATCH, (2,)),
-    ("except-clause", HangClass.COLLECTIVE_MISMATCH, (2,)),
-    ("subgroup-mismatch", HangClass.COLLECTIVE_MISMATCH, (2,)),
-])
+@pytest.mark.parametrize(
+    ("fault", "cls", "culprits"),
+    [
+        ("dataloader", HangClass.CPU_STUCK, (2,)),
+        ("gil", HangClass.CPU_STUCK, (2,)),
+        ("compile", HangClass.COMPILE_WARMUP, (2,)),
+        ("wrong-collective", HangClass.COLLECTIVE_MISMATCH, (2,)),
+        ("except-clause", HangClass.COLLECTIVE_MISMATCH, (2,)),
+        ("subgroup-mismatch", HangClass.COLLECTIVE_MISMATCH, (2,)),
+    ],
+)
 def test_each_recorded_fault_names_its_class_and_culprit(fault, cls, culprits) -> None:
     # GIVEN the recorded stacks of a real hung job and no read/write calls in the window
     evidence = fault_evidence(fault)
@@ -63,8 +66,13 @@ def test_a_dead_rank_is_rank_loss_whatever_the_others_do() -> None:
 
 def test_a_one_to_one_disagreement_is_a_low_confidence_tie() -> None:
     # GIVEN two ranks only, one in all_reduce and one in all_gather
-    evidence = hung_evidence([recorded_stack("wrong-collective", 0),
-                              replace(recorded_stack("wrong-collective", 2), rank=1)], world=2)
+    evidence = hung_evidence(
+        [
+            recorded_stack("wrong-collective", 0),
+            replace(recorded_stack("wrong-collective", 2), rank=1),
+        ],
+        world=2,
+    )
     c = best(evidence)
     assert c.hang_class is HangClass.COLLECTIVE_MISMATCH
     assert c.culprit_ranks == (0, 1) and c.confidence is Confidence.LOW and "tie" in c.summary
@@ -73,13 +81,18 @@ def test_a_one_to_one_disagreement_is_a_low_confidence_tie() -> None:
 def test_progress_comes_from_io_calls_or_flight_recorder_sequence_ids() -> None:
     hung = fault_evidence("dataloader")
     assert job_progress(hung) is False
-    assert job_progress(replace(hung, processes=tuple(
-        replace(p, io_calls_delta=40) for p in hung.processes))) is True
-    no_io = replace(hung, processes=tuple(replace(p, io_calls_delta=None)
-                                          for p in hung.processes))
+    assert (
+        job_progress(
+            replace(hung, processes=tuple(replace(p, io_calls_delta=40) for p in hung.processes))
+        )
+        is True
+    )
+    no_io = replace(hung, processes=tuple(replace(p, io_calls_delta=None) for p in hung.processes))
     assert job_progress(no_io) is None
-    moving = no_io.progress + (ProgressSample(0, 0.0, last_enqueued_seq=10),
-                               ProgressSample(0, 1.0, last_enqueued_seq=14))
+    moving = no_io.progress + (
+        ProgressSample(0, 0.0, last_enqueued_seq=10),
+        ProgressSample(0, 1.0, last_enqueued_seq=14),
+    )
     assert job_progress(replace(no_io, progress=moving)) is True
 
 
@@ -91,8 +104,9 @@ def _straggler_job(samples: int, late_in: int) -> Evidence:
     for i in range(samples):
         for s in waiting:
             progress.append(ProgressSample(s.rank, i * 0.25, state="in_collective"))
-        progress.append(ProgressSample(2, i * 0.25, state="data_loading" if i < late_in
-                                       else "in_collective"))
+        progress.append(
+            ProgressSample(2, i * 0.25, state="data_loading" if i < late_in else "in_collective")
+        )
     base = hung_evidence(waiting + [late], io=35)
     return replace(base, progress=tuple(progress))
 
@@ -102,7 +116,10 @@ def test_a_progressing_job_with_one_rank_mostly_late_is_a_straggler() -> None:
     assert straggler_counts(LiveView.of(evidence))[2] == 4
     c = best(evidence)
     assert (c.hang_class, c.culprit_ranks, c.confidence) == (
-        HangClass.STRAGGLER, (2,), Confidence.HIGH)
+        HangClass.STRAGGLER,
+        (2,),
+        Confidence.HIGH,
+    )
     assert classify(evidence).hang_class is HangClass.STRAGGLER
 
 
@@ -119,9 +136,11 @@ def test_a_late_rank_whose_peers_take_turns_waiting_is_not_a_straggler() -> None
     # GIVEN rank 2 in its own code in 3 of 5 samples while two of the other three wait,
     # a different two each time (a healthy job in lock step: someone is always last)
     table = ["WWUU", "WUUW", "UWUW", "UUUU", "UUUU"]  # per sample: ranks 0..3, Wait/User
-    progress = tuple(ProgressSample(rank, i * 0.25, state="in_collective" if c == "W"
-                                    else "user_code")
-                     for i, row in enumerate(table) for rank, c in enumerate(row))
+    progress = tuple(
+        ProgressSample(rank, i * 0.25, state="in_collective" if c == "W" else "user_code")
+        for i, row in enumerate(table)
+        for rank, c in enumerate(row)
+    )
     evidence = replace(_straggler_job(samples=5, late_in=3), progress=progress)
     assert straggler_counts(LiveView.of(evidence))[2] == 3
     # THEN no rank is a straggler: no peer waited in most samples
@@ -131,25 +150,39 @@ def test_a_late_rank_whose_peers_take_turns_waiting_is_not_a_straggler() -> None
 def test_an_unreadable_rank_while_the_rest_wait_is_named_with_what_is_missing() -> None:
     # GIVEN ranks 0, 1, 3 waiting in all_reduce and rank 2 unreadable (ptrace denied)
     evidence = fault_evidence("dataloader")
-    evidence = replace(evidence, stacks=tuple(s for s in evidence.stacks if s.rank != 2),
-                       skipped=(Skipped(2, "py-spy", "ptrace denied"),))
+    evidence = replace(
+        evidence,
+        stacks=tuple(s for s in evidence.stacks if s.rank != 2),
+        skipped=(Skipped(2, "py-spy", "ptrace denied"),),
+    )
     c = best(evidence)
     assert c.culprit_ranks == (2,) and c.confidence is Confidence.LOW
     assert "rank 2 could not be read" in c.summary and "stack of rank 2" in c.missing_evidence
 
 
 def test_every_rank_in_the_same_collective_says_what_evidence_would_decide() -> None:
-    evidence = hung_evidence([recorded_stack("dataloader", r) for r in (0, 1, 3)]
-                             + [replace(recorded_stack("dataloader", 3), rank=2)])
+    evidence = hung_evidence(
+        [recorded_stack("dataloader", r) for r in (0, 1, 3)]
+        + [replace(recorded_stack("dataloader", 3), rank=2)]
+    )
     c = best(evidence)
     assert c.hang_class is HangClass.UNKNOWN and c.missing_evidence
 
 
 def test_log_and_nvml_signals_become_candidates() -> None:
-    evidence = Evidence("job", 4, logs=(
-        LogEvent(2, "unsupported_op", "Backend gloo does not support allgather_into_tensor_"
-                 "coalesced", op="allgather_into_tensor_coalesced"),), gpus=(
-        GpuSample(3, 3, xid_events=(79,)),))
+    evidence = Evidence(
+        "job",
+        4,
+        logs=(
+            LogEvent(
+                2,
+                "unsupported_op",
+                "Backend gloo does not support allgather_into_tensor_coalesced",
+                op="allgather_into_tensor_coalesced",
+            ),
+        ),
+        gpus=(GpuSample(3, 3, xid_events=(79,)),),
+    )
     found = {c.hang_class: c for c in candidates(evidence)}
     assert found[HangClass.UNSUPPORTED_OP].culprit_ranks == (2,)
     assert found[HangClass.GPU_HANG].culprit_ranks == (3,)
@@ -169,8 +202,11 @@ def test_sub_groups_named_by_flight_recorder_get_their_own_odd_ones_out() -> Non
 
 
 def _in(op: str, rank: int) -> RankStack:
-    frames = (Frame(op, "torch/distributed/distributed_c10d.py", 100),
-              Frame("setup", "train.py", 12), Frame("<module>", "train.py", 40))
+    frames = (
+        Frame(op, "torch/distributed/distributed_c10d.py", 100),
+        Frame("setup", "train.py", 12),
+        Frame("<module>", "train.py", 40),
+    )
     return RankStack(rank, (ThreadStack(rank, "MainThread", frames, is_main=True),), "py-spy")
 
 
@@ -184,12 +220,13 @@ def test_ranks_stuck_creating_a_group_are_a_bootstrap_hang() -> None:
 
 def test_another_thread_holding_the_gil_is_shown() -> None:
     # GIVEN rank 2 whose main thread waits for the GIL that a logging thread holds
-    main = ThreadStack(1, "MainThread", (Frame("write_checkpoint", "train.py", 80),),
-                       is_main=True)
-    spinner = ThreadStack(2, "metrics-logger", (Frame("_flush", "metrics.py", 33),),
-                          holds_gil=True, active=True)
+    main = ThreadStack(1, "MainThread", (Frame("write_checkpoint", "train.py", 80),), is_main=True)
+    spinner = ThreadStack(
+        2, "metrics-logger", (Frame("_flush", "metrics.py", 33),), holds_gil=True, active=True
+    )
     stacks = [recorded_stack("gil", r) for r in (0, 1, 3)] + [
-        RankStack(2, (main, spinner), "py-spy")]
+        RankStack(2, (main, spinner), "py-spy")
+    ]
     c = best(hung_evidence(stacks))
     assert (c.hang_class, c.culprit_ranks) == (HangClass.CPU_STUCK, (2,))
     assert any("thread metrics-logger holds the GIL at _flush" in e.text for e in c.evidence)

@@ -16,9 +16,15 @@ from doctor.triage.sources.pyspy import parse_dump
 from doctor.triage.target import Target
 from doctor.verdict.stacks import rank_state, signature
 
-DATA = Path(__file__).parent / "data"
-FAULT_FIXTURES = ("dataloader", "gil", "compile", "wrong-collective", "except-clause",
-                  "subgroup-mismatch")
+DATA = Path(__file__).parent / "triage" / "data"
+FAULT_FIXTURES = (
+    "dataloader",
+    "gil",
+    "compile",
+    "wrong-collective",
+    "except-clause",
+    "subgroup-mismatch",
+)
 """Recorded ``py-spy dump --json`` of the four ranks of a real hung demo job per fault."""
 
 
@@ -28,11 +34,17 @@ def recorded_stack(fault: str, rank: int) -> RankStack:
 
 def hung_evidence(stacks: list[RankStack], io: int = 0, world: int = 4) -> Evidence:
     """Evidence of a job whose live ranks made ``io`` read/write calls in the window."""
-    procs = tuple(RankProcess(r, 1000 + r, "h", True, status="sleeping", cpu_seconds_delta=0.0,
-                              io_calls_delta=io) for r in range(world))
-    progress = tuple(ProgressSample(s.rank, t, stack_signature=signature(s),
-                                    state=rank_state(s).value)
-                     for t in (0.0, 0.5, 1.0) for s in stacks)
+    procs = tuple(
+        RankProcess(
+            r, 1000 + r, "h", True, status="sleeping", cpu_seconds_delta=0.0, io_calls_delta=io
+        )
+        for r in range(world)
+    )
+    progress = tuple(
+        ProgressSample(s.rank, t, stack_signature=signature(s), state=rank_state(s).value)
+        for t in (0.0, 0.5, 1.0)
+        for s in stacks
+    )
     return Evidence("job", world, processes=procs, stacks=tuple(stacks), progress=progress)
 
 
@@ -41,10 +53,12 @@ def fault_evidence(fault: str) -> Evidence:
 
 
 def kill_rank(evidence: Evidence, rank: int, status: str = "zombie") -> Evidence:
-    procs = tuple(replace(p, alive=False, status=status) if p.rank == rank else p
-                  for p in evidence.processes)
-    return replace(evidence, processes=procs,
-                   stacks=tuple(s for s in evidence.stacks if s.rank != rank))
+    procs = tuple(
+        replace(p, alive=False, status=status) if p.rank == rank else p for p in evidence.processes
+    )
+    return replace(
+        evidence, processes=procs, stacks=tuple(s for s in evidence.stacks if s.rank != rank)
+    )
 
 
 class FakeSource(Source):
@@ -62,12 +76,16 @@ SLEEPER = "import os, sys, time; open(sys.argv[1], 'w').close(); time.sleep(120)
 """A cheap stand-in for a rank: says it is ready, then waits (no torch import)."""
 
 
-def start_sleeper(tmp: Path, env: Mapping[str, str], name: str,
-                  code: str = SLEEPER) -> subprocess.Popen[bytes]:
+def start_sleeper(
+    tmp: Path, env: Mapping[str, str], name: str, code: str = SLEEPER
+) -> subprocess.Popen[bytes]:
     ready = tmp / f"{name}.ready"
-    proc = subprocess.Popen([sys.executable, "-c", code, str(ready)],
-                            env={**os.environ, **env}, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", code, str(ready)],
+        env={**os.environ, **env},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     end = time.monotonic() + 20
     while not ready.exists() and time.monotonic() < end and proc.poll() is None:
         time.sleep(0.02)

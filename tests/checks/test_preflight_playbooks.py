@@ -8,26 +8,50 @@ import pytest
 from clitools import clean_env, run_cli
 from preflight_helpers import facts
 
-import playbooks
-from checks.registry import run_checks
+from doctor import playbooks
+from doctor.checks.registry import run_checks
 
 OWN_FAMILIES = ("env", "lane", "net", "nvls", "plugin", "timeout", "diag", "stack")
 DESIGN_IDS = {
-    "env.unknown", "env.deprecated", "env.invalid-value", "env.debug-in-production",
-    "lane.ib-leak", "lane.ib-disabled-multinode", "net.socket-ifname", "nvls.restart",
-    "plugin.restart", "plugin.missing", "timeout.watchdog-vs-hard", "timeout.soft-vs-hard",
-    "timeout.heartbeat-vs-warmup", "timeout.watchdog-vs-warmup", "timeout.monitoring-disabled",
-    "diag.ptrace", "diag.flight-recorder", "stack.versions",
+    "env.unknown",
+    "env.deprecated",
+    "env.invalid-value",
+    "env.debug-in-production",
+    "lane.ib-leak",
+    "lane.ib-disabled-multinode",
+    "net.socket-ifname",
+    "nvls.restart",
+    "plugin.restart",
+    "plugin.missing",
+    "timeout.watchdog-vs-hard",
+    "timeout.soft-vs-hard",
+    "timeout.heartbeat-vs-warmup",
+    "timeout.watchdog-vs-warmup",
+    "timeout.monitoring-disabled",
+    "diag.ptrace",
+    "diag.flight-recorder",
+    "stack.versions",
 }
 
 
 def emitted_ids() -> set[str]:
     """Check ids emitted over a clean, a broken and a restart-enabled environment."""
-    broken = {"NCCL_X": "1", "NCCL_BLOCKING_WAIT": "1", "NCCL_BUFFSIZE": "1k",
-              "NCCL_DEBUG": "TRACE", "NCCL_IB_HCA": "m", "NCCL_SOCKET_IFNAME": "zz",
-              "NCCL_TUNER_PLUGIN": "nope", "TORCH_NCCL_ENABLE_MONITORING": "0"}
-    scenarios = [facts({}), facts(broken), facts({}, "[restart]\nenabled = true\n"),
-                 facts({"NCCL_IB_DISABLE": "1"}, '[compile]\nwarmup = "1h"\n', lane="multi-node")]
+    broken = {
+        "NCCL_X": "1",
+        "NCCL_BLOCKING_WAIT": "1",
+        "NCCL_BUFFSIZE": "1k",
+        "NCCL_DEBUG": "TRACE",
+        "NCCL_IB_HCA": "m",
+        "NCCL_SOCKET_IFNAME": "zz",
+        "NCCL_TUNER_PLUGIN": "nope",
+        "TORCH_NCCL_ENABLE_MONITORING": "0",
+    }
+    scenarios = [
+        facts({}),
+        facts(broken),
+        facts({}, "[restart]\nenabled = true\n"),
+        facts({"NCCL_IB_DISABLE": "1"}, '[compile]\nwarmup = "1h"\n', lane="multi-node"),
+    ]
     return {f.check for s in scenarios for f in run_checks(s).findings}
 
 

@@ -13,7 +13,7 @@ from doctor.bundle import load_evidence, write_bundle
 from doctor.verdict.classify import classify
 from doctor.verdict.render import to_json
 
-GLOO = Path(__file__).resolve().parent.parent / "fixtures" / "fr" / "gloo-wrong-collective"
+GLOO = Path(__file__).resolve().parent / "fixtures" / "fr" / "gloo-wrong-collective"
 
 
 def test_analyze_of_a_bundle_reproduces_its_verdict(tmp_path: Path) -> None:

@@ -135,8 +135,9 @@ async def test_refresh_never_starts_a_second_collection_while_one_runs():
 
 
 async def test_a_failed_collection_is_shown_and_the_next_one_recovers():
-    provider = FakeProvider([cpu_stuck_snapshot(), RuntimeError("py-spy not found"),
-                             healthy_snapshot()])
+    provider = FakeProvider(
+        [cpu_stuck_snapshot(), RuntimeError("py-spy not found"), healthy_snapshot()]
+    )
     app = _app(provider)
     async with app.run_test(size=WIDE) as pilot:
         await _settle(app, pilot)
@@ -152,8 +153,9 @@ async def test_a_failed_collection_is_shown_and_the_next_one_recovers():
 
 
 async def test_a_new_set_of_ranks_rebuilds_the_table_and_keeps_the_selection():
-    provider = FakeProvider([cpu_stuck_snapshot(ranks=4, culprit=1),
-                             cpu_stuck_snapshot(ranks=6, culprit=1)])
+    provider = FakeProvider(
+        [cpu_stuck_snapshot(ranks=4, culprit=1), cpu_stuck_snapshot(ranks=6, culprit=1)]
+    )
     app = _app(provider)
     async with app.run_test(size=WIDE) as pilot:
         await _settle(app, pilot)
@@ -225,8 +227,9 @@ async def test_keys_without_a_callback_are_hidden(provider):
     app = _app(provider)
     async with app.run_test(size=WIDE) as pilot:
         await _settle(app, pilot)
-        shown = {b.binding.action for b in app.active_bindings.values()
-                 if b.enabled and b.binding.show}
+        shown = {
+            b.binding.action for b in app.active_bindings.values() if b.enabled and b.binding.show
+        }
         assert {"refresh_now", "pause", "quit", "help"} <= shown
         assert not {"bundle", "recover", "resume"} & shown
         await pilot.press("r", "b")
@@ -252,8 +255,11 @@ async def test_narrow_class_follows_the_terminal_width(provider):
 
 
 async def test_quit_returns_the_exit_code_of_the_verdict_on_screen():
-    for snapshot, key, code in ((cpu_stuck_snapshot(), "q", 1), (healthy_snapshot(), "q", 0),
-                                (cpu_stuck_snapshot(), "ctrl+c", 1)):
+    for snapshot, key, code in (
+        (cpu_stuck_snapshot(), "q", 1),
+        (healthy_snapshot(), "q", 0),
+        (cpu_stuck_snapshot(), "ctrl+c", 1),
+    ):
         app = _app(FakeProvider([snapshot]))
         async with app.run_test(size=WIDE) as pilot:
             await _settle(app, pilot)
@@ -265,8 +271,9 @@ async def test_quit_returns_the_exit_code_of_the_verdict_on_screen():
 async def test_the_grid_scrolls_to_the_selected_ranks_row():
     # GIVEN 12 process groups of one rank each: more rows than the grid pane has
     snap = cpu_stuck_snapshot(ranks=12, culprit=11)
-    ops = tuple(RankOp(r, str(r), seq, "all_reduce", "completed", ())
-                for r in range(12) for seq in (1, 2))
+    ops = tuple(
+        RankOp(r, str(r), seq, "all_reduce", "completed", ()) for r in range(12) for seq in (1, 2)
+    )
     evidence = replace(snap.evidence, flight=replace(snap.evidence.flight, groups=(), ops=ops))
     app = _app(FakeProvider([replace(snap, evidence=evidence)]))
     async with app.run_test(size=WIDE) as pilot:

@@ -15,8 +15,11 @@ pytestmark = pytest.mark.usefixtures("frozen_clock", "pinned_versions", "fixed_p
 @pytest.fixture
 def fixed_playbook(monkeypatch: pytest.MonkeyPatch) -> None:
     """Playbooks are edited as prose; the screenshots should change only with the TUI."""
-    monkeypatch.setattr(verdict_panel, "playbook_steps",
-                        lambda playbook: "1. Read the culprit's stack.\n2. Fix that code.")
+    monkeypatch.setattr(
+        verdict_panel,
+        "playbook_steps",
+        lambda playbook: "1. Read the culprit's stack.\n2. Fix that code.",
+    )
 
 
 async def _collected(pilot) -> None:
@@ -25,8 +28,9 @@ async def _collected(pilot) -> None:
 
 
 def _app(snapshot: TriageSnapshot) -> TriageApp:
-    return TriageApp(FakeProvider([snapshot]), 3600, "llm-pretrain-0412",
-                     on_bundle=lambda s, p: None)
+    return TriageApp(
+        FakeProvider([snapshot]), 3600, "llm-pretrain-0412", on_bundle=lambda s, p: None
+    )
 
 
 def test_wide_terminal_shows_every_pane_side_by_side(snap_compare):

@@ -60,15 +60,20 @@ def test_evidence_survives_json() -> None:
     # GIVEN evidence of every kind WHEN written as JSON and read back THEN it is equal
     frame = Frame("all_reduce", "torch/distributed/distributed_c10d.py", 3252)
     evidence = Evidence(
-        job="j", ranks_expected=2,
-        processes=(RankProcess(0, 11, "h", True, local_rank=0, cpu_seconds_delta=0.0),
-                   RankProcess(1, None, "h", False, exit_code=-9)),
-        stacks=(RankStack(0, (ThreadStack(11, "MainThread", (frame,), True, True, True),),
-                          "py-spy"),),
+        job="j",
+        ranks_expected=2,
+        processes=(
+            RankProcess(0, 11, "h", True, local_rank=0, cpu_seconds_delta=0.0),
+            RankProcess(1, None, "h", False, exit_code=-9),
+        ),
+        stacks=(
+            RankStack(0, (ThreadStack(11, "MainThread", (frame,), True, True, True),), "py-spy"),
+        ),
         gpus=(GpuSample(0, 0, throttle_reasons=("HW_SLOWDOWN",), xid_events=(79,)),),
         logs=(LogEvent(0, "watchdog_timeout", "x", seq=12, op="ALLREDUCE"),),
         progress=(ProgressSample(0, 1.5, 12, 11, "sig"),),
-        skipped=(Skipped(1, "py-spy", "process gone"),), seconds=0.8,
+        skipped=(Skipped(1, "py-spy", "process gone"),),
+        seconds=0.8,
     )
     assert Evidence.from_json(json.loads(json.dumps(evidence.to_json()))) == evidence
     assert str(frame) == "all_reduce (torch/distributed/distributed_c10d.py:3252)"

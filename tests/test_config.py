@@ -20,8 +20,18 @@ from doctor.errors import ConfigError
 
 @pytest.mark.parametrize(
     ("raw", "seconds"),
-    [("90s", 90), ("10m", 600), ("2h", 7200), ("1h30m", 5400), ("500ms", 0.5), (45, 45),
-     (2.5, 2.5), ("120", 120), (" 3 m ", 180), ("1d", 86400)],
+    [
+        ("90s", 90),
+        ("10m", 600),
+        ("2h", 7200),
+        ("1h30m", 5400),
+        ("500ms", 0.5),
+        (45, 45),
+        (2.5, 2.5),
+        ("120", 120),
+        (" 3 m ", 180),
+        ("1d", 86400),
+    ],
 )
 def test_parse_duration_accepts_units_and_numbers(raw: object, seconds: float) -> None:
     assert parse_duration(raw) == seconds
@@ -33,8 +43,10 @@ def test_parse_duration_rejects_garbage(raw: object) -> None:
         parse_duration(raw)
 
 
-@pytest.mark.parametrize(("seconds", "text"), [(600, "10m"), (90, "90s"), (7200, "2h"),
-                                               (0.5, "0.5s"), (3600 + 60, "61m")])
+@pytest.mark.parametrize(
+    ("seconds", "text"),
+    [(600, "10m"), (90, "90s"), (7200, "2h"), (0.5, "0.5s"), (3600 + 60, "61m")],
+)
 def test_format_duration_is_the_shortest_exact_spelling(seconds: float, text: str) -> None:
     assert format_duration(seconds) == text
 
@@ -75,13 +87,15 @@ def test_the_design_example_parses_to_seconds() -> None:
 @pytest.mark.parametrize(
     ("text", "needle"),
     [
-        ("[restart]\nenabled = true\nhard_timout = \"90s\"\n",
-         "line 3): unknown key 'restart.hard_timout'"),
+        (
+            '[restart]\nenabled = true\nhard_timout = "90s"\n',
+            "line 3): unknown key 'restart.hard_timout'",
+        ),
         ("[restarts]\nenabled = true\n", "line 1): unknown section [restarts]"),
-        ("[restart]\nsoft_timeout = \"soon\"\n", "line 2): restart.soft_timeout"),
-        ("[restart]\nenabled = \"yes\"\n", "line 2): restart.enabled: must be true or false"),
+        ('[restart]\nsoft_timeout = "soon"\n', "line 2): restart.soft_timeout"),
+        ('[restart]\nenabled = "yes"\n', "line 2): restart.enabled: must be true or false"),
         ("[restart]\nmax_iterations = 0\n", "line 2): restart.max_iterations"),
-        ("[lane]\nkind = \"two-node\"\n", "line 2): lane.kind: must be one of"),
+        ('[lane]\nkind = "two-node"\n', "line 2): lane.kind: must be one of"),
         ("lane = 3\n", "line 1): [lane] must be a table"),
     ],
 )
@@ -101,7 +115,8 @@ def test_malformed_toml_is_a_config_error(tmp_path: Path) -> None:
 def test_pyproject_tool_table_is_found_and_its_lines_named(tmp_path: Path) -> None:
     # GIVEN a pyproject.toml whose [tool.nccl-doctor.restart] has a typo on line 5
     (tmp_path / "pyproject.toml").write_text(
-        "[project]\nname = 'x'\n\n[tool.nccl-doctor.restart]\nsoft_timout = '1s'\n")
+        "[project]\nname = 'x'\n\n[tool.nccl-doctor.restart]\nsoft_timout = '1s'\n"
+    )
     # WHEN the config is loaded from that directory THEN the error names line 5
     with pytest.raises(ConfigError, match=r"line 5\): unknown key 'restart.soft_timout'"):
         load_config(None, {}, tmp_path)

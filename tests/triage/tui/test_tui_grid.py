@@ -12,13 +12,20 @@ from doctor.triage.tui.grid import ABSENT, GridCell, flight_grid, grid_groups, o
 
 
 def _ops(pg: str, ops_by_rank: dict[int, list[str]], state: str = "completed") -> list[RankOp]:
-    return [RankOp(rank, pg, seq, op, state, ())
-            for rank, ops in ops_by_rank.items() for seq, op in enumerate(ops, start=1)]
+    return [
+        RankOp(rank, pg, seq, op, state, ())
+        for rank, ops in ops_by_rank.items()
+        for seq, op in enumerate(ops, start=1)
+    ]
 
 
 def _odd(group) -> list[tuple[int, int]]:
-    return [(row.ranks, seq) for row in group.rows
-            for seq, cell in zip(group.seqs, row.cells, strict=True) if cell and cell.odd]
+    return [
+        (row.ranks, seq)
+        for row in group.rows
+        for seq, cell in zip(group.seqs, row.cells, strict=True)
+        if cell and cell.odd
+    ]
 
 
 def test_grid_marks_the_rank_whose_op_differs():
@@ -33,8 +40,11 @@ def test_grid_marks_the_rank_whose_op_differs():
 
 def test_grid_marks_what_the_analysis_blames_even_when_op_names_agree():
     # GIVEN a size mismatch: same op names, the analysis blames rank 1 at seq 2
-    flight_ = flight(2, culprit=-1, divergence=Divergence(
-        "mismatch", SEQ - 3, "all_reduce", (1,), (0,), False, "sizes differ"))
+    flight_ = flight(
+        2,
+        culprit=-1,
+        divergence=Divergence("mismatch", SEQ - 3, "all_reduce", (1,), (0,), False, "sizes differ"),
+    )
     (group,) = grid_groups(flight_.ops, flight_.groups)
     assert group.divergence == f"mismatch at #{SEQ - 3}"
     assert _odd(group) == [((1,), SEQ - 3)]
@@ -95,9 +105,16 @@ def test_no_flight_recorder_no_grid():
     assert flight_grid(replace(snap.evidence, flight=None)) == []
 
 
-@pytest.mark.parametrize(("op", "label"), [
-    ("nccl:all_reduce", "AR"), ("gloo:all_gather", "AG"), ("_allgather_base", "AG"),
-    ("allgather_into_tensor_coalesced", "AGc"), ("nccl:all_to_all", "A2A"), ("custom_op", "cus"),
-])
+@pytest.mark.parametrize(
+    ("op", "label"),
+    [
+        ("nccl:all_reduce", "AR"),
+        ("gloo:all_gather", "AG"),
+        ("_allgather_base", "AG"),
+        ("allgather_into_tensor_coalesced", "AGc"),
+        ("nccl:all_to_all", "A2A"),
+        ("custom_op", "cus"),
+    ],
+)
 def test_op_label_fits_a_grid_cell(op, label):
     assert op_label(op) == label

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from checks import gpu
+from doctor.checks import gpu
 from doctor.model import Finding, Severity
 from doctor.nvml import Fleet, NvLink, read_fleet
 
@@ -19,8 +19,11 @@ def fleet(name: str) -> Fleet:
 
 def fired(findings: list[Finding]) -> set[tuple[str, str, str]]:
     """(check, severity, subject prefix) of every finding that is not a pass."""
-    return {(f.check, f.severity.value, f.subject.split(" (")[0]) for f in findings
-            if f.severity is not Severity.PASS}
+    return {
+        (f.check, f.severity.value, f.subject.split(" (")[0])
+        for f in findings
+        if f.severity is not Severity.PASS
+    }
 
 
 # (fleet, every non-pass finding it must give: check, severity, subject)
@@ -28,22 +31,42 @@ EXPECTED = [
     ("healthy-8xh100", set()),
     ("healthy-8xa100", set()),
     ("pcie-degraded", {("gpu.pcie-link", "warn", "GPU 3"), ("gpu.pcie-link", "warn", "GPU 5")}),
-    ("xid79", {("gpu.xid", "fail", "GPU 5"), ("gpu.xid", "fail", "PCI 0000:ab:00"),
-               ("gpu.xid", "warn", "GPU 1")}),
-    ("throttled", {("gpu.throttle", "fail", "GPU 2"), ("gpu.throttle", "warn", "GPU 6"),
-                   ("gpu.clocks", "warn", "GPU 2")}),
-    ("ecc-nvlink", {("gpu.ecc", "fail", "GPU 1"), ("gpu.retired-pages", "fail", "GPU 1"),
-                    ("gpu.recovery-action", "fail", "GPU 1"),
-                    ("gpu.persistence", "warn", "GPU 0, GPU 1, GPU 2, GPU 3, GPU 4, GPU 5, "
-                                                "GPU 6, GPU 7"),
-                    ("gpu.mig", "warn", "GPU 7"), ("gpu.processes", "warn", "GPU 0"),
-                    ("nvlink.down", "fail", "GPU 4"), ("nvlink.errors", "warn", "GPU 6")}),
+    (
+        "xid79",
+        {
+            ("gpu.xid", "fail", "GPU 5"),
+            ("gpu.xid", "fail", "PCI 0000:ab:00"),
+            ("gpu.xid", "warn", "GPU 1"),
+        },
+    ),
+    (
+        "throttled",
+        {
+            ("gpu.throttle", "fail", "GPU 2"),
+            ("gpu.throttle", "warn", "GPU 6"),
+            ("gpu.clocks", "warn", "GPU 2"),
+        },
+    ),
+    (
+        "ecc-nvlink",
+        {
+            ("gpu.ecc", "fail", "GPU 1"),
+            ("gpu.retired-pages", "fail", "GPU 1"),
+            ("gpu.recovery-action", "fail", "GPU 1"),
+            ("gpu.persistence", "warn", "GPU 0, GPU 1, GPU 2, GPU 3, GPU 4, GPU 5, GPU 6, GPU 7"),
+            ("gpu.mig", "warn", "GPU 7"),
+            ("gpu.processes", "warn", "GPU 0"),
+            ("nvlink.down", "fail", "GPU 4"),
+            ("nvlink.errors", "warn", "GPU 6"),
+        },
+    ),
 ]
 
 
 @pytest.mark.parametrize(("name", "expected"), EXPECTED, ids=[e[0] for e in EXPECTED])
-def test_each_fleet_fires_exactly_its_faults(name: str, expected: set[tuple[str, str, str]]
-                                             ) -> None:
+def test_each_fleet_fires_exactly_its_faults(
+    name: str, expected: set[tuple[str, str, str]]
+) -> None:
     findings = gpu.evaluate(fleet(name))
     assert fired(findings) == expected
     assert {f.check for f in findings} == set(IDS), "every rule reports on every fleet"
@@ -62,7 +85,7 @@ def test_no_gpu_is_skip_for_every_rule_never_warn() -> None:
 
 
 def test_this_host_without_a_gpu_skips_through_run() -> None:
-    from checks.facts import Facts
+    from doctor.checks.facts import Facts
 
     findings = gpu.run(Facts(env={}))
     assert {f.severity for f in findings} == {Severity.SKIP}
@@ -81,19 +104,23 @@ def one_gpu(name: str = "healthy-8xh100", **changes: object) -> Fleet:
     return replace(base, gpus=(replace(base.gpus[0], **changes),))
 
 
-@pytest.mark.parametrize(("rule", "changes", "severity", "words"), [
-    (gpu.ecc, {"ecc_aggregate_uncorrected": 3}, "warn", "in the GPU's lifetime"),
-    (gpu.ecc, {"ecc_enabled": False}, "warn", "ECC is off"),
-    (gpu.retired_pages, {"remap_failure": True}, "fail", "row remap failed"),
-    (gpu.retired_pages, {"retired_pages_pending": True}, "fail", "waits for a GPU reset"),
-    (gpu.throttle, {"throttle_reasons": ("hw_power_brake_slowdown",)}, "fail", "power_brake"),
-    (gpu.xid, {"xid_events": (48,)}, "fail", "double-bit ECC"),
-    (gpu.xid, {"xid_events": (999,)}, "warn", "XID catalogue"),
-    (gpu.recovery_action, {"recovery_action": "node_reboot"}, "fail", "node_reboot"),
-    (gpu.nvlink_errors, {"nvlinks": (NvLink(0, True, replay_errors=5),)}, "warn", "5 replay"),
-])
-def test_rule_details(rule: gpu.Rule, changes: dict[str, object], severity: str,
-                      words: str) -> None:
+@pytest.mark.parametrize(
+    ("rule", "changes", "severity", "words"),
+    [
+        (gpu.ecc, {"ecc_aggregate_uncorrected": 3}, "warn", "in the GPU's lifetime"),
+        (gpu.ecc, {"ecc_enabled": False}, "warn", "ECC is off"),
+        (gpu.retired_pages, {"remap_failure": True}, "fail", "row remap failed"),
+        (gpu.retired_pages, {"retired_pages_pending": True}, "fail", "waits for a GPU reset"),
+        (gpu.throttle, {"throttle_reasons": ("hw_power_brake_slowdown",)}, "fail", "power_brake"),
+        (gpu.xid, {"xid_events": (48,)}, "fail", "double-bit ECC"),
+        (gpu.xid, {"xid_events": (999,)}, "warn", "XID catalogue"),
+        (gpu.recovery_action, {"recovery_action": "node_reboot"}, "fail", "node_reboot"),
+        (gpu.nvlink_errors, {"nvlinks": (NvLink(0, True, replay_errors=5),)}, "warn", "5 replay"),
+    ],
+)
+def test_rule_details(
+    rule: gpu.Rule, changes: dict[str, object], severity: str, words: str
+) -> None:
     [finding] = rule(one_gpu(**changes))
     assert finding.severity.value == severity
     assert words in finding.message
