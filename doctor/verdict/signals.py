@@ -125,4 +125,5 @@ def gpu_candidates(evidence: Evidence) -> list[Candidate]:
 
 
 def signal_candidates(evidence: Evidence, dead: Sequence[int]) -> list[Candidate]:
-    return log_candidates(evidence, dead) + gpu_candidates(evidence)
+    """NVML's word; log lines are judged by ``doctor.verdict.log_rules``."""
+    return gpu_candidates(evidence)
