@@ -12,7 +12,8 @@ Reading never extracts to disk: members are read into memory, and only plain
 files with relative names inside the bundle are accepted (no links, no
 absolute paths, no ``..``), so a hostile bundle cannot write anywhere.
 ``load_evidence`` also takes a folder laid out the same way, a folder or
-archive of bare dumps, or explicit dump files.
+archive of bare dumps, explicit dump files, and logs (``doctor.logs``: a job's
+combined output, NCCL debug files, RAS reports, kernel Xid lines), alone or mixed.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from doctor.errors import InputError
 from doctor.evidence import Evidence
 from doctor.flight.align import align
 from doctor.flight.reader import read_flight
+from doctor.logs import read_logs
 from doctor.model import Verdict
 
 EVIDENCE_SCHEMA = "nccl-doctor/evidence/v1"
@@ -130,23 +132,29 @@ def load_evidence(paths: Sequence[Path]) -> Evidence:
             break
     t0 = time.monotonic()
     fr = read_flight(paths)
-    if not fr.dumps and base is None:
+    logs = read_logs(paths)
+    texts = {Path(f).name for f in logs.files}
+    fr_skipped = tuple(s for s in fr.skipped if s.reason.split(":", 1)[0] not in texts)
+    if not fr.dumps and base is None and not logs.files:
         why = f" ({fr.skipped[0].reason})" if fr.skipped else ""
         raise InputError(
-            f"found no readable Flight Recorder dump or triage bundle in "
+            f"found no readable Flight Recorder dump, triage bundle or log in "
             f"{', '.join(map(str, paths))}{why}"
         )
     if base is None:
         base = Evidence(job=paths[0].name, ranks_expected=None, seconds=time.monotonic() - t0)
     flight = (
-        align(fr.dumps, fr.skipped, world_size=base.ranks_expected)
-        if fr.dumps or fr.skipped
+        align(fr.dumps, fr_skipped, world_size=base.ranks_expected)
+        if fr.dumps or fr_skipped
         else None
     )
     return Evidence(
         **{
             **{f: getattr(base, f) for f in base.__dataclass_fields__},
             "flight": flight,
-            "skipped": tuple(dict.fromkeys(base.skipped + fr.skipped)),
+            "logs": base.logs + logs.events,
+            "stacks": base.stacks + logs.stacks,
+            "log_files": tuple(dict.fromkeys(base.log_files + logs.files)),
+            "skipped": tuple(dict.fromkeys(base.skipped + fr_skipped + logs.skipped)),
         }
     )

@@ -34,7 +34,7 @@ class LogReading:
     stacks: tuple[RankStack, ...]
     skipped: tuple[Skipped, ...]
     files: tuple[str, ...]
-    """The files that held at least one event or stack."""
+    """Every text file read (whether or not it said anything)."""
 
 
 def is_text(path: Path) -> bool:
@@ -46,7 +46,7 @@ def is_text(path: Path) -> bool:
             head = f.read(_BINARY_PROBE)
     except (OSError, EOFError, gzip.BadGzipFile):
         return False
-    return b"\0" not in head
+    return b"\0" not in head and not head.startswith(b"\x80")  # a pickle (a dump) is not text
 
 
 def _open(path: Path) -> BinaryIO:
@@ -149,5 +149,4 @@ def resolve(parsed: Sequence[tuple[Path, Parsed]], skipped: list[Skipped]) -> Lo
                 )
                 continue
             stacks.append(RankStack(rank, dump.threads, "file"))
-    files = tuple(str(path) for path, p in parsed if p.events or p.stacks)
-    return LogReading(events, tuple(stacks), tuple(skipped), files)
+    return LogReading(events, tuple(stacks), tuple(skipped), tuple(str(p) for p, _ in parsed))

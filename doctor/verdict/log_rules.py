@@ -393,6 +393,23 @@ def straggler(view: LogView) -> list[Candidate]:
     ]
 
 
+def _silent_logs(files: int) -> Candidate:
+    return Candidate(
+        HangClass.UNKNOWN,
+        (),
+        Confidence.LOW,
+        f"the logs ({files} file{'s' if files > 1 else ''}) hold no line that tells: no watchdog "
+        "timeout, NCCL warning, traceback, launcher exit report, RAS report or Xid",
+        1,
+        missing_evidence=(
+            "the job's stderr with TORCH_NCCL_DESYNC_DEBUG=1 and NCCL_DEBUG=WARN",
+            "Flight Recorder dumps (TORCH_FR_BUFFER_SIZE)",
+            "an NCCL RAS report (ncclras) taken during the hang",
+        ),
+        rule="log_silent",
+    )
+
+
 RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     unsupported_op,
     mismatch,
@@ -410,8 +427,9 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
 
 
 def candidates(evidence: Evidence) -> list[Candidate]:
-    """Every log rule's conclusions; none when the evidence holds no log events."""
+    """Every log rule's conclusions; for logs that said nothing, what would have."""
     if not evidence.logs:
-        return []
+        only_logs = evidence.flight is None and not (evidence.stacks or evidence.processes)
+        return [_silent_logs(len(evidence.log_files))] if evidence.log_files and only_logs else []
     view = LogView.of(evidence)
     return [c for rule in RULES for c in rule(view)]

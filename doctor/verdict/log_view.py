@@ -60,7 +60,11 @@ def ranks_of(events: Iterable[LogEvent]) -> tuple[int, ...]:
 
 
 def lines_of(events: Sequence[LogEvent]) -> tuple[EvidenceLine, ...]:
-    return tuple(EvidenceLine(SOURCE, e.rank, e.text) for e in events[:MAX_LINES])
+    """The evidence lines of ``events``: one per distinct text (one line can hold several)."""
+    texts = dict.fromkeys((e.text, e.rank) for e in events)
+    unique = dict.fromkeys(text for text, _ in texts)
+    ranks = {text: rank for text, rank in reversed(list(texts))}
+    return tuple(EvidenceLine(SOURCE, ranks[t], t) for t in list(unique)[:MAX_LINES])
 
 
 def where(events: Sequence[LogEvent]) -> str:

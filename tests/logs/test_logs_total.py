@@ -50,3 +50,16 @@ def test_structures_that_never_close_are_bounded() -> None:
     text += ["Job summary", "Errors", "DEAD"]
     parsed = parse_text(text, "open")
     assert parsed.lines == len(text)
+
+
+def test_the_gate_that_skips_lines_loses_nothing_on_real_text(monkeypatch) -> None:
+    # GIVEN every corpus text and recorded log, parsed with the gate and without it
+    from doctor.logs import parse
+
+    texts = [p for p in sorted(REAL.glob("*/*")) if p.name != "case.toml"]
+    texts += sorted((REAL.parents[1] / "triage" / "data" / "logs").glob("*"))
+    gated = [parse_text(p.read_text(errors="replace").splitlines(), p.name).events for p in texts]
+    monkeypatch.setattr(parse, "worth_a_look", lambda raw: True)
+    every = [parse_text(p.read_text(errors="replace").splitlines(), p.name).events for p in texts]
+    # THEN the events are the same: the gate only skips lines no parser reads
+    assert gated == every
