@@ -15,6 +15,8 @@ What each message proves:
   CollectiveFingerPrint(...), but Rank B is running collective: ...`` (DETAIL debug).
 * torch's Flight Recorder analyzer (``fr_trace``): ``missing ranks: {1}`` of a collective
   not every rank joined, ``Culprit rank R; Error type: COLLECTIVE_TYPE_MISMATCH``.
+* Compilation in progress: torch.compile's dynamo and inductor, JIT extension builds
+  (``Building extension module``, Megatron's ``compiling and loading fused kernels``).
 * Store and rendezvous failures (client socket timeouts, ``waiting for clients``,
   ``Address already in use``) are bootstrap failures; a store connection the other side
   closed mid-job is a peer gone.
@@ -58,6 +60,11 @@ _MISMATCH = re.compile(
     r"(\w+)|input shapes into the collective are mismatched|Mismatch between collective"
 )
 _DDP_STATS = re.compile(r"\[Rank (\d+) / (\d+)\] Training \S+ unused_parameter_size")
+_COMPILING = re.compile(
+    r"compiling and loading fused kernels|Emitting ninja build file|Building extension module|"
+    r"torchdynamo start tracing|calling compiler function|AUTOTUNE \w+\(|"
+    r"Compiling (?:FX graph|kernels?)|torch\._inductor\.compile_fx"
+)
 _FR_MISSING = re.compile(r"missing ranks: \{([\d, ]+)\}")
 _FR_CULPRIT = re.compile(r"Culprit rank (\d+); Error type: (\w+)")
 _MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
@@ -154,6 +161,8 @@ class C10dParser:
         if m := _FR_MISSING.search(text):
             for rank in _ranks(m.group(1)):
                 self._event(kinds.DESYNC, rank=rank)
+        if _COMPILING.search(text):
+            self._event(kinds.COMPILING)
         if m := _DDP_STATS.search(text):
             self._event(kinds.PROGRESS, rank=int(m.group(1)), nranks=int(m.group(2)))
         if m := _MONITORED.search(text):

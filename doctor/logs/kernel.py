@@ -62,9 +62,7 @@ _OFF_BUS = re.compile(
     r".*?(?:fallen off the bus|GPU is lost)"
 )
 _GPU_NAMED = re.compile(r"NVRM: The NVIDIA GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})")
-_GPU_FAILED = re.compile(
-    r"fallen off the bus|not responding to commands|probe routine failed"
-)
+_GPU_FAILED = re.compile(r"fallen off the bus|not responding to commands|probe routine failed")
 _JOURNAL_HOST = re.compile(
     r"^(?:\w{3} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.+-]+) ([\w.-]+) kernel:"
 )

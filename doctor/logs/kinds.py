@@ -47,6 +47,9 @@ GPU_FAULT = "gpu_fault"
 CUDA_ERROR = "cuda_error"
 """A CUDA error inside a rank (illegal memory access, launch failure): the GPU stopped
 that rank's work, whether by a hardware fault or a bug in a kernel."""
+COMPILING = "compiling"
+"""A rank says it is compiling: torch.compile (dynamo, inductor, autotuning) or a JIT
+extension build (torch.utils.cpp_extension, Megatron's fused kernels, DeepSpeed ops)."""
 OUTLIER = "outlier"
 """NCCL's own diagnostics measured ``rank``'s link far from the median (``NCCL DIAG``)."""
 PROGRESS = "progress"
@@ -78,6 +81,7 @@ ALL = (
     UNSUPPORTED_OP,
     GPU_FAULT,
     CUDA_ERROR,
+    COMPILING,
     OUTLIER,
     PROGRESS,
     RAS_DEAD,

@@ -19,6 +19,14 @@ from doctor.logs.lines import Line
 _FRAME = re.compile(r'^\s+File "([^"]{1,500})", line (\d+), in (\S{1,200})')
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]{0,200}(?:Error|Exception|Interrupt|Exit|Failure)\b\w*)")
 _MAIN_FIRST = re.compile(r"\bin (?:local_)?main_process_first\b|\.(?:local_)?main_process_first\(")
+PRIMITIVES = frozenset(
+    "all_reduce broadcast barrier all_gather all_gather_into_tensor reduce_scatter "
+    "reduce_scatter_tensor all_to_all all_to_all_single reduce gather scatter send recv "
+    "monitored_barrier".split()
+)
+"""torch.distributed's collectives themselves (not wrappers like broadcast_object_list)."""
+_C10D_FRAME = re.compile(r'distributed_c10d\.py", line \d+, in (\w+)')
+_C10D_CALL = re.compile(r"^\s+(?:dist|torch\.distributed)\.(\w+)\(")
 MAX_LINES = 2000
 """A traceback longer than this is not one (a log that indents everything): stop reading."""
 
@@ -60,8 +68,13 @@ class Traceback:
 
 
 def events(line: Line) -> list[LogEvent]:
-    """A frame (or its source line) inside a main-process-first section, even in a traceback
-    whose header the excerpt lost."""
-    if "main_process_first" in line.text and _MAIN_FIRST.search(line.text):
+    """What a traceback's frame says even when the excerpt lost the traceback's header: the
+    collective the rank was in (a ``distributed_c10d.py`` frame, or a ``dist.barrier(``
+    source line), or a main-process-first section around it."""
+    text = line.text
+    if "main_process_first" in text and _MAIN_FIRST.search(text):
         return [line.event(kinds.WAITS_FOR_MAIN)]
+    m = _C10D_FRAME.search(text) if "distributed_c10d" in text else _C10D_CALL.match(text)
+    if m and m.group(1) in PRIMITIVES:
+        return [line.event(kinds.COLLECTIVE_AT, op=m.group(1))]
     return []

@@ -12,6 +12,7 @@ rule                    strength  fires when the logs show
 log_unsupported_op      85        the backend rejected an op (``does not support``)
 log_mismatch            84        torch's collective check found ranks disagreeing, or two
                                   ranks ran different ops (or sizes) at one sequence number
+log_stack_calls         66        tracebacks printed at a timeout are in different collectives
 log_gpu_fault           84        a hardware Xid, uncorrectable ECC, a GPU off the bus or
                                   ``ERR!`` in nvidia-smi, on a rank's GPU (or a host's)
 log_rank_loss           82/55/45  a rank's process died of its own cause (killed, OOM, a
@@ -23,6 +24,8 @@ log_bootstrap           76/40     communicator or store creation failed (40 once
 log_network             70/50/30  NCCL reports a transport error (70), or only connections
                                   closed by a peer (50); 30 when a rank's death explains them
 log_cuda_error          60        a CUDA error stopped a rank's GPU work
+log_compile             74        a collective timed out while a rank said it was compiling
+                                  (torch.compile, a JIT kernel build)
 log_straggler           60        NCCL's diagnostics measured one rank's link far off
 log_laggard             45        a desync report, a monitored barrier, RAS counts or the
                                   ranks' own sequence numbers single out ranks that never
@@ -54,6 +57,7 @@ from doctor.logs.who import host_key
 from doctor.model import CollectiveRef, Confidence, HangClass
 from doctor.verdict import log_waits
 from doctor.verdict.candidate import Candidate
+from doctor.verdict.live import FR_HINT
 from doctor.verdict.log_view import LogView, lines_of, ranks_of, where
 from doctor.verdict.signals import names
 
@@ -117,7 +121,7 @@ def mismatch(view: LogView) -> list[Candidate]:
     if named and not culprits:
         culprits, tie = named, False
     if not detected and not culprits:
-        return []
+        return _different_calls(view)
     found = detected + [e for e in view.of_kind(kinds.COLLECTIVE_AT) if e.rank in culprits]
     summary = (
         f"{names(culprits)} ran a different collective than the others at sequence number {ref.seq}"
@@ -138,6 +142,40 @@ def mismatch(view: LogView) -> list[Candidate]:
             collective=ref,
             evidence=lines_of(found),
             rule="log_mismatch",
+        )
+    ]
+
+
+def _different_calls(view: LogView) -> list[Candidate]:
+    """Tracebacks printed at a timeout show the ranks in different collectives (barrier on
+    some, broadcast on others): they called different collectives at the same point."""
+    calls = [e for e in view.of_kind(kinds.COLLECTIVE_AT) if e.seq is None and e.op]
+    ops = sorted({e.op for e in calls if e.op})
+    positions = {e.seq for e in view.of_kind(kinds.COLLECTIVE_AT) if e.seq is not None}
+    stuck = (
+        view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.DESYNC)
+        or len(positions) > 1
+        or [e for e in view.of_kind(kinds.EXCEPTION) if "imed out" in e.text or "imeout" in e.text]
+    )
+    if len(ops) < 2 or not stuck:
+        return []
+    by_op = {op: ranks_of(e for e in calls if e.op == op) for op in ops}
+    summary = (
+        f"the stacks printed at the timeout are in different collectives ({', '.join(ops)}): "
+        "the ranks called different collectives at the same point (a rank-conditional path); "
+        "make every rank issue the same collectives in the same order"
+    )
+    culprits = min(by_op.values(), key=len) if all(by_op.values()) else ()
+    return [
+        Candidate(
+            HangClass.COLLECTIVE_MISMATCH,
+            culprits,
+            Confidence.LOW,
+            summary,
+            66,
+            evidence=lines_of(calls),
+            missing_evidence=(FR_HINT,),
+            rule="log_stack_calls",
         )
     ]
 
@@ -371,6 +409,33 @@ def main_first(view: LogView) -> list[Candidate]:
     ]
 
 
+def compiling(view: LogView) -> list[Candidate]:
+    """A collective timed out while a rank said it was compiling, and nothing failed harder."""
+    found = view.of_kind(kinds.COMPILING)
+    timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
+    if not found or not timeouts:
+        return []
+    ranks = ranks_of(found)
+    waiting = ranks_of(timeouts)
+    summary = (
+        f"{names(ranks) if ranks else 'a rank'} was compiling ({found[-1].text[:120]}) when "
+        f"{names(waiting) if waiting else 'the others'} timed out waiting: the compilation "
+        "outlasted the collective timeout; raise the timeout for the first steps, warm the "
+        "compile cache, or build the kernels before launch"
+    )
+    return [
+        Candidate(
+            HangClass.COMPILE_WARMUP,
+            ranks,
+            Confidence.MEDIUM,
+            summary,
+            74,
+            evidence=lines_of(found[-2:] + timeouts[:2]),
+            rule="log_compile",
+        )
+    ]
+
+
 def straggler(view: LogView) -> list[Candidate]:
     found = view.of_kind(kinds.OUTLIER)
     if not found:
@@ -419,6 +484,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     network,
     cuda_error,
     main_first,
+    compiling,
     straggler,
     log_waits.laggards,
     log_waits.stalled,
@@ -428,8 +494,9 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
 
 def candidates(evidence: Evidence) -> list[Candidate]:
     """Every log rule's conclusions; for logs that said nothing, what would have."""
-    if not evidence.logs:
-        only_logs = evidence.flight is None and not (evidence.stacks or evidence.processes)
-        return [_silent_logs(len(evidence.log_files))] if evidence.log_files and only_logs else []
+    if not evidence.logs and not evidence.log_files:
+        return []
     view = LogView.of(evidence)
-    return [c for rule in RULES for c in rule(view)]
+    found = [c for rule in RULES for c in rule(view)]
+    only_logs = evidence.flight is None and not (evidence.stacks or evidence.processes)
+    return found or ([_silent_logs(len(evidence.log_files))] if only_logs else [])

@@ -60,8 +60,10 @@ def test_fingerprint_mismatch_names_both_ranks_and_their_ops() -> None:
     # GIVEN TORCH_DISTRIBUTED_DEBUG=DETAIL's mismatch line from a real thread
     text = (REAL / "speechbrain-2401-ckpt-broadcast-main-only" / "output.log").read_text()
     events = parse_lines(text.splitlines())
-    at = {(e.rank, e.seq, e.op, e.numel) for e in of(kinds.COLLECTIVE_AT, events)}
+    at = {(e.rank, e.seq, e.op, e.numel) for e in of(kinds.COLLECTIVE_AT, events) if e.seq}
     assert at == {(1, 485, "ALLREDUCE", 25), (0, 485, "BROADCAST", 1)}
+    # AND the frames of rank 0's traceback say which collective it was in
+    assert {e.op for e in of(kinds.COLLECTIVE_AT, events) if e.seq is None} == {"broadcast"}
     assert of(kinds.MISMATCH_DETECTED, events)
     # AND torchelastic's own failure line becomes an exit with its pid and code
     assert [(e.pid, e.code) for e in of(kinds.EXIT, events)] == [(170581, 1)]
