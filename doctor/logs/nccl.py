@@ -26,7 +26,17 @@ _INIT = re.compile(r"\bcomm 0x[0-9a-f]+ rank (\d+) n[Rr]anks (\d+)(?:.*?\bbusId 
 _ADDRESS = re.compile(
     r"(?:Bootstrap|OOB) ?: ?(?:Using )?\[?\d*\]?([\w.-]+):([\d.]+|[0-9a-fA-F:]+)<"
 )
-_ADDR_PORT = re.compile(r"([\w.-]+|[0-9a-fA-F:.]+)<\d+>")
+_ADDR_PORT = re.compile(r"([\w.:%\[\]-]+)<\d+>")
+_IB_STATUS = re.compile(r"Got completion (?:from peer \S+ )?with (?:error |status=)(\d+)")
+IB_STATUS: dict[int, str] = {
+    4: "local protection error: often ACS or the IOMMU blocking GPU Direct RDMA",
+    5: "work request flushed: the queue pair had already failed",
+    10: "remote access error",
+    12: "transport retry counter exceeded: the peer's NIC does not answer (link, switch, "
+    "RoCE GID or routing)",
+    13: "receiver-not-ready retry counter exceeded",
+}
+"""``ibv_wc_status`` values (libibverbs' ``verbs.h``) NCCL prints in ``Got completion``."""
 _NAMED_PEER = re.compile(r"(?:peer|node) \[?([\w.:-]*\w)\]?")
 _NETWORK = re.compile(
     r"NET/IB ?: ?Got completion (?:from peer \S+ )?with (?:error|status)|"
@@ -110,7 +120,10 @@ def events(line: Line) -> list[LogEvent]:
     if _SETUP_WARN.search(text):
         return [event(kinds.BOOTSTRAP, peer=_peer(text))]
     if _NETWORK.search(text):
-        return [event(kinds.NETWORK, peer=_peer(text))]
+        status = _IB_STATUS.search(text)
+        return [
+            event(kinds.NETWORK, peer=_peer(text), code=int(status.group(1)) if status else None)
+        ]
     if _PEER_GONE.search(text):
         return [event(kinds.PEER_GONE, peer=_peer(text))]
     if _BOOTSTRAP.search(text):

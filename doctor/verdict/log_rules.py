@@ -53,12 +53,13 @@ from doctor.evidence import Evidence, LogEvent
 from doctor.logs import kinds
 from doctor.logs.kernel import XID_MEANING
 from doctor.logs.launcher import ROOT_CAUSE
+from doctor.logs.nccl import IB_STATUS
 from doctor.logs.who import host_key
 from doctor.model import CollectiveRef, Confidence, HangClass
 from doctor.verdict import log_waits
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.live import FR_HINT
-from doctor.verdict.log_view import LogView, lines_of, ranks_of, where
+from doctor.verdict.log_view import LogView, lines_of, quote, ranks_of, where
 from doctor.verdict.signals import names
 
 COLLATERAL_CODES = frozenset({-6, -15, -2})
@@ -189,7 +190,7 @@ def gpu_fault(view: LogView) -> list[Candidate]:
     what = (
         ", ".join(f"Xid {x} ({XID_MEANING.get(x, 'see NVIDIA Xid catalog')})" for x in xids)
         if xids
-        else found[0].text[:120]
+        else quote(found[0])
     )
     devices = sorted({e.device for e in found if e.device})
     summary = (
@@ -284,7 +285,7 @@ def _loss(
 def _exit_text(e: LogEvent) -> str:
     from doctor.verdict.live import exit_text
 
-    return exit_text(e.code) if e.code is not None else e.text[:80]
+    return exit_text(e.code) if e.code is not None else quote(e, 80)
 
 
 def _ras_lostranks_of(dead: Sequence[LogEvent], missing: Sequence[LogEvent]) -> tuple[int, ...]:
@@ -309,7 +310,7 @@ def bootstrap(view: LogView) -> list[Candidate]:
     peers = sorted({e.peer for e in found if e.peer})
     summary = (
         f"communicator creation failed{' on ' + names(ranks) if ranks else ''}{where(found)} "
-        f"({found[0].text[:140]})"
+        f"({quote(found[0])})"
         + (f", reaching {', '.join(peers[:3])}" if peers else "")
         + ": check MASTER_ADDR/port reachability, NCCL_SOCKET_IFNAME and the host's "
         "interfaces and fabric (NVLS: fabric manager)"
@@ -338,12 +339,18 @@ def network(view: LogView) -> list[Candidate]:
     reporters = ranks_of(found)
     culprits = tuple(sorted(r for r, _n in named.most_common(4))) if named else reporters
     peers = sorted({e.peer for e in found if e.peer})
+    codes = Counter(e.code for e in errors if e.code is not None).most_common(1)
+    meaning = (
+        f"; IB status {codes[0][0]}: {IB_STATUS[codes[0][0]]}"
+        if codes and codes[0][0] in IB_STATUS
+        else ""
+    )
     summary = (
         ("NCCL reports transport errors" if errors else "connections were closed by a peer")
         + (f" on {names(reporters)}" if reporters else "")
         + where(found)
         + (f" with {', '.join(peers[:3])}" if peers else "")
-        + f" ({found[0].text[:140]}): check the links and NICs between them"
+        + f" ({quote(found[0])}){meaning}: check the links and NICs between them"
         + ("" if errors else ", and whether the peer process died")
     )
     explained = own or view.of_kind(kinds.RAS_DEAD) or view.dead
@@ -370,7 +377,7 @@ def cuda_error(view: LogView) -> list[Candidate]:
     ranks = ranks_of(found)
     summary = (
         f"a CUDA error stopped the GPU work of {names(ranks) if ranks else 'a rank'}"
-        f"{where(found)} ({found[0].text[:140]}): a faulty kernel or a failing GPU; run it "
+        f"{where(found)} ({quote(found[0])}): a faulty kernel or a failing GPU; run it "
         "with CUDA_LAUNCH_BLOCKING=1 and check the host's Xid lines"
     )
     return [
@@ -415,10 +422,10 @@ def compiling(view: LogView) -> list[Candidate]:
     timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
     if not found or not timeouts:
         return []
-    ranks = ranks_of(found)
     waiting = ranks_of(timeouts)
+    ranks = tuple(r for r in ranks_of(found) if r not in waiting)  # a waiter is not compiling
     summary = (
-        f"{names(ranks) if ranks else 'a rank'} was compiling ({found[-1].text[:120]}) when "
+        f"{names(ranks) if ranks else 'a rank'} was compiling ({quote(found[-1])}) when "
         f"{names(waiting) if waiting else 'the others'} timed out waiting: the compilation "
         "outlasted the collective timeout; raise the timeout for the first steps, warm the "
         "compile cache, or build the kernels before launch"

@@ -6,6 +6,7 @@ their rank with ``doctor.logs.who.Directory``, which learns the ties from the ev
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
@@ -14,6 +15,9 @@ from doctor.logs import kinds
 from doctor.logs.who import Directory, host_key
 from doctor.model import EvidenceLine
 
+_NOISE = re.compile(
+    r"^.*?NCCL (?:WARN|INFO|DIAG) |^\[?[EWIF]\d{4} [\d:. ]+\S+:\d+\] |^\[\d[\d\- :,.]+\] "
+)
 SOURCE = "log"
 MAX_LINES = 8
 
@@ -70,3 +74,11 @@ def lines_of(events: Sequence[LogEvent]) -> tuple[EvidenceLine, ...]:
 def where(events: Sequence[LogEvent]) -> str:
     hosts = sorted({host_key(e.host) for e in events if e.host})
     return f" on {', '.join(hosts[:4])}" if hosts else ""
+
+
+def quote(e: LogEvent, chars: int = 120) -> str:
+    """The telling part of an event's line: without NCCL's or a logger's prefix, cut at a word."""
+    text = _NOISE.sub("", e.text, count=1).strip()
+    if len(text) <= chars:
+        return text
+    return text[:chars].rsplit(" ", 1)[0].rstrip(",;:") + " ..."
