@@ -44,3 +44,17 @@ class Block(Protocol):
     def close(self) -> list[Fact]:
         """The facts the end of the block completes."""
         ...
+
+
+class Collecting:
+    """What most blocks share: the facts they read, handed out by ``take``."""
+
+    def __init__(self) -> None:
+        self._out: list[Fact] = []
+
+    def take(self) -> list[Fact]:
+        out, self._out = self._out, []
+        return out
+
+    def close(self) -> list[Fact]:
+        return self.take()

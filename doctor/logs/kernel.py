@@ -15,6 +15,7 @@ import re
 
 from doctor.evidence import LogEvent
 from doctor.logs import kinds
+from doctor.logs.block import Collecting
 from doctor.logs.lines import Line
 
 XID_MEANING: dict[int, str] = {
@@ -97,7 +98,7 @@ def events(line: Line) -> list[LogEvent]:
     return []
 
 
-class NvrmGpu:
+class NvrmGpu(Collecting):
     """The driver's several-line notice: ``NVRM: The NVIDIA GPU 0000:b3:00.0`` / ``NVRM: (PCI ID:
     ..) installed in this system has`` / ``NVRM: fallen off the bus and is not responding``,
     or a GPU the driver could not bring up (``The NVIDIA probe routine failed``)."""
@@ -109,11 +110,11 @@ class NvrmGpu:
         return "NVRM: The NVIDIA GPU" in line.text
 
     def __init__(self, line: Line) -> None:
+        super().__init__()
         m = _GPU_NAMED.search(line.text)
         self._bus = m.group(1).lower() if m else ""
         self._first = line
         self._seen = 0
-        self._out: list[LogEvent] = []
 
     def feed(self, line: Line) -> bool:
         self._seen += 1
@@ -133,10 +134,3 @@ class NvrmGpu:
             )
             self._seen = self.LINES
         return True
-
-    def take(self) -> list[LogEvent]:
-        out, self._out = self._out, []
-        return out
-
-    def close(self) -> list[LogEvent]:
-        return self.take()

@@ -15,7 +15,7 @@ import signal
 
 from doctor.evidence import LogEvent
 from doctor.logs import kinds
-from doctor.logs.block import Fact
+from doctor.logs.block import Collecting, Fact
 from doctor.logs.lines import Line
 
 ROOT_CAUSE = "first observed failure"
@@ -98,7 +98,7 @@ _RANK = re.compile(r"(\d+)")
 _EXITCODE = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?")
 
 
-class ElasticFailures:
+class ElasticFailures(Collecting):
     """torchelastic's ``ChildFailedError`` summary: ``Failures:`` and ``Root Cause``
     sections of ``[i]:`` entries with ``host``, ``rank``, ``exitcode``, ``traceback``."""
 
@@ -107,11 +107,11 @@ class ElasticFailures:
         return "Failures:" in line.text or "Root Cause" in line.text
 
     def __init__(self, line: Line) -> None:
+        super().__init__()
         self._root = "Root Cause" in line.text
         self._entry: dict[str, str] = {}
         self._where = line.where
         self._line = line
-        self._out: list[Fact] = []
 
     def feed(self, line: Line) -> bool:
         text = line.text
@@ -154,10 +154,6 @@ class ElasticFailures:
                 text=text[:400],
             )
         )
-
-    def take(self) -> list[Fact]:
-        out, self._out = self._out, []
-        return out
 
     def close(self) -> list[Fact]:
         self._flush()

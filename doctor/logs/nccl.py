@@ -86,8 +86,8 @@ def _peer(text: str) -> str:
     for m in _ADDR_PORT.finditer(text):
         if not m.group(1).startswith("0.0.0.0"):
             return m.group(0)
-    m = _NAMED_PEER.search(text)
-    return m.group(1) if m else ""
+    named = _NAMED_PEER.search(text)
+    return named.group(1) if named else ""
 
 
 def events(line: Line) -> list[LogEvent]:

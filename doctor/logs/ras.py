@@ -26,7 +26,7 @@ from typing import Any
 
 from doctor.evidence import LogEvent
 from doctor.logs import kinds
-from doctor.logs.block import Fact
+from doctor.logs.block import Collecting, Fact
 from doctor.logs.lines import Line
 
 _START = re.compile(
@@ -77,7 +77,7 @@ def monitor_events(line: Line) -> list[LogEvent]:
     return []
 
 
-class RasText:
+class RasText(Collecting):
     """One RAS text report, header to last section."""
 
     @staticmethod
@@ -85,6 +85,7 @@ class RasText:
         return bool(_START.match(line.text))
 
     def __init__(self, line: Line) -> None:
+        super().__init__()
         self._first = line
         self._rows: list[tuple[str, str]] = []
         """(status, errors) of each row of the communicators table."""
@@ -97,7 +98,6 @@ class RasText:
         self._op = "collective"
         self._value: int | None = None
         self._error = ""
-        self._out: list[Fact] = []
 
     def feed(self, line: Line) -> bool:
         text = line.text.rstrip()
@@ -161,10 +161,6 @@ class RasText:
             line.event(kind, process_group=self._comm or None, **{"host": "", **fields})
         )
 
-    def take(self) -> list[Fact]:
-        out, self._out = self._out, []
-        return out
-
     def close(self) -> list[Fact]:
         """A report with nothing wrong says the job runs: every communicator OK, or ranks
         differing only in status while communicators are created or torn down."""
@@ -205,6 +201,10 @@ def from_json(doc: Any, line: Line) -> list[LogEvent]:
     return out
 
 
+def _dict(value: Any) -> dict[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
 def _int(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
 
@@ -231,7 +231,7 @@ def _comm_events(comm: dict[str, Any], line: Line) -> list[LogEvent]:
         )
 
     for missing in [r for r in comm.get("missing_ranks") or [] if isinstance(r, dict)][:4096]:
-        status = missing.get("status") if isinstance(missing.get("status"), dict) else {}
+        status = _dict(missing.get("status"))
         dead = bool(status.get("considered_dead"))
         event(
             kinds.RAS_DEAD if dead else kinds.RAS_MISSING,
@@ -240,7 +240,7 @@ def _comm_events(comm: dict[str, Any], line: Line) -> list[LogEvent]:
             + ("is considered dead" if dead else "sent no data (unresponsive)"),
         )
     for rank in ranks:
-        status = rank.get("status") if isinstance(rank.get("status"), dict) else {}
+        status = _dict(rank.get("status"))
         for key in ("init_state", "async_error"):
             code = _int(status.get(key))
             if code not in (None, 0, 7):

@@ -12,7 +12,7 @@ import re
 
 from doctor.evidence import LogEvent
 from doctor.logs import kinds
-from doctor.logs.block import Fact
+from doctor.logs.block import Collecting
 from doctor.logs.lines import Line
 
 _BUS = r"(?:[0-9A-Fa-f]{4})?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})\.\d"
@@ -31,7 +31,7 @@ def events(line: Line) -> list[LogEvent]:
     return [line.event(kinds.GPU_FAULT, device=bus.lower())]
 
 
-class SmiTable:
+class SmiTable(Collecting):
     """The GPU table, from the ``NVIDIA-SMI`` banner to the last border."""
 
     @staticmethod
@@ -39,10 +39,10 @@ class SmiTable:
         return "NVIDIA-SMI" in line.text and "Driver Version" in line.text
 
     def __init__(self, line: Line) -> None:
+        super().__init__()
         self._gpu: tuple[str, str] | None = None
         """(index, bus id) of the GPU whose rows are being read."""
         self._reported = False
-        self._out: list[Fact] = []
 
     def feed(self, line: Line) -> bool:
         text = line.text.strip()
@@ -63,10 +63,3 @@ class SmiTable:
         if self._gpu and not self._reported:
             self._reported = True
             self._out.append(line.event(kinds.GPU_FAULT, device=self._gpu[1], text=text))
-
-    def take(self) -> list[Fact]:
-        out, self._out = self._out, []
-        return out
-
-    def close(self) -> list[Fact]:
-        return self.take()

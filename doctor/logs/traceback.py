@@ -13,7 +13,7 @@ import re
 
 from doctor.evidence import LogEvent
 from doctor.logs import kinds
-from doctor.logs.block import Fact
+from doctor.logs.block import Collecting
 from doctor.logs.lines import Line
 
 _FRAME = re.compile(r'^\s+File "([^"]{1,500})", line (\d+), in (\S{1,200})')
@@ -31,7 +31,7 @@ MAX_LINES = 2000
 """A traceback longer than this is not one (a log that indents everything): stop reading."""
 
 
-class Traceback:
+class Traceback(Collecting):
     """One traceback, from its header to its exception line."""
 
     @staticmethod
@@ -39,10 +39,10 @@ class Traceback:
         return "Traceback (most recent call last)" in line.text
 
     def __init__(self, line: Line) -> None:
+        super().__init__()
         self._first = line
         self._frame = ""
         self._lines = 0
-        self._out: list[Fact] = []
 
     def feed(self, line: Line) -> bool:
         self._lines += 1
@@ -58,13 +58,6 @@ class Traceback:
             where = f" [at {self._frame}]" if self._frame else ""
             self._out.append(line.event(kinds.EXCEPTION, text=text.strip()[:300] + where))
         return False
-
-    def take(self) -> list[Fact]:
-        out, self._out = self._out, []
-        return out
-
-    def close(self) -> list[Fact]:
-        return self.take()
 
 
 def events(line: Line) -> list[LogEvent]:

@@ -132,7 +132,7 @@ def stalled(view: LogView) -> list[Candidate]:
     timeouts = [e for e in view.of_kind(kinds.WATCHDOG_TIMEOUT) if e.rank is not None and e.seq]
     if not timeouts or any(c.rule == "log_laggard" for c in laggards(view)):
         return []
-    where = Counter((e.process_group or "0", e.seq) for e in timeouts)
+    where = Counter((e.process_group or "0", e.seq or 0) for e in timeouts)
     (group, seq), _n = where.most_common(1)[0]
     ranks = ranks_of(timeouts)
     summary = (
