@@ -277,5 +277,5 @@ def candidates(evidence: Evidence) -> list[Candidate]:
         return []
     view = LogView.of(evidence)
     found = [c for rule in RULES for c in rule(view)]
-    only_logs = evidence.flight is None and not (evidence.stacks or evidence.processes)
+    only_logs = not evidence.has_flight and not (evidence.stacks or evidence.processes)
     return found or ([_silent_logs(len(evidence.log_files))] if only_logs else [])
