@@ -84,7 +84,7 @@ def default_sources(options: CollectOptions) -> list[Source]:
         ),
         ProcSource(window=options.interval),
         LogSource(),
-        RasSource(options.env),
+        RasSource(options.env, window=options.interval),
         NvmlSource(options.env),
         FlightSource(window=options.interval, probe_timeout=options.probe_timeout),
     ]

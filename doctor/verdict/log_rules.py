@@ -31,6 +31,7 @@ log_laggard             45        a desync report, a monitored barrier, RAS coun
                                   ranks' own sequence numbers single out ranks that never
                                   reached the collective the others wait in (unknown: why
                                   they did not is for their stacks to say)
+log_ras_frozen          70        RAS counts did not move across two reports, ranks behind
 log_stalled             25        every rank that logged timed out in the same collective,
                                   all issued it: GPU or network (unknown)
 log_healthy             30/15     RAS sees every communicator running; the job reports it
@@ -265,6 +266,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     main_first,
     compiling,
     straggler,
+    log_waits.ras_frozen,
     log_waits.laggards,
     log_waits.stalled,
     log_waits.healthy,

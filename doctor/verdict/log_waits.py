@@ -10,6 +10,10 @@ another collective, a dead process) the positions cannot say: the candidate is
 ``unknown`` with those ranks as culprits, which a specific rule about the same ranks
 refines (``doctor.verdict.classify``), and the missing evidence names their stacks.
 
+Two RAS reports or more: counts that did not move while ranks stay behind are a stuck
+communicator whose laggards never issued what the others did (``collective_mismatch``);
+counts that moved are a job in flight.
+
 When every rank that logged waits in the same collective and every one issued it, the
 collective itself did not finish: the GPU or the network (``unknown``, strength 25, for
 the GPU and network rules to refine). RAS counts one operation apart in a single report,
@@ -20,6 +24,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 
+from doctor.evidence import LogEvent
 from doctor.logs import kinds
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.verdict.candidate import Candidate
@@ -102,14 +107,19 @@ def _last_fingerprints(view: LogView) -> dict[int, int]:
     return last
 
 
-def _ras_laggards(view: LogView) -> dict[int, str]:
-    """Ranks RAS counts more than one operation behind the most common count."""
+def _ras_laggards(view: LogView, slack: int = 1) -> dict[int, str]:
+    """Ranks RAS counts more than ``slack`` operations behind the most common count (one
+    report of a running job often shows ranks one operation behind: NCCL's RAS guide)."""
     out: dict[int, str] = {}
     counts = view.of_kind(kinds.RAS_COUNT)
-    usual = {(e.process_group, e.op): e.seq for e in counts if e.rank is None and e.nranks}
+    usual: dict[tuple[str | None, str | None], tuple[int, int | None]] = {}
+    for e in counts:  # per communicator and op, the count of the largest group of ranks
+        key = (e.process_group, e.op)
+        if e.rank is None and e.nranks and e.nranks > usual.get(key, (0, None))[0]:
+            usual[key] = (e.nranks, e.seq)
     for e in counts:
-        front = usual.get((e.process_group, e.op))
-        if e.rank is not None and e.seq is not None and front is not None and e.seq < front - 1:
+        front = usual.get((e.process_group, e.op), (0, None))[1]
+        if e.rank is not None and e.seq is not None and front is not None and e.seq < front - slack:
             out[e.rank] = f"RAS: rank {e.rank} launched {e.seq} {e.op} operations, most {front}"
     return out
 
@@ -158,9 +168,57 @@ def stalled(view: LogView) -> list[Candidate]:
     ]
 
 
+def _report(e: LogEvent) -> str:
+    """Which RAS report an event came from: its file (or live query), less the line."""
+    return e.origin.rsplit(":", 1)[0] if e.origin.rsplit(":", 1)[-1].isdigit() else e.origin
+
+
+def ras_frozen(view: LogView) -> list[Candidate]:
+    """Two RAS reports or more: counts that moved are progress; counts that did not move,
+    with ranks behind, are a stuck communicator (NCCL's RAS guide: "if the output does not
+    change across subsequent RAS queries, it may indicate that the communicator is stuck";
+    frozen with a spread, the ranks behind never issued what the others did: a desync)."""
+    groups = [e for e in view.of_kind(kinds.RAS_COUNT) if e.rank is None and e.seq is not None]
+    reports = list(dict.fromkeys(_report(e) for e in groups))
+    if len(reports) < 2:
+        return []
+    first = {(e.process_group, e.op, e.seq) for e in groups if _report(e) == reports[0]}
+    last = {(e.process_group, e.op, e.seq) for e in groups if _report(e) == reports[-1]}
+    behind = _ras_laggards(view, slack=0)
+    if first != last or not behind:
+        return []  # moving (or nothing singled out): the healthy and laggard rules say so
+    ranks = tuple(sorted(behind))
+    summary = (
+        f"NCCL RAS counts did not move across {len(reports)} reports and {names(ranks)} "
+        f"{'stay' if len(ranks) > 1 else 'stays'} behind the others: the communicator is "
+        "stuck and the ranks behind never issued the collectives the others did (a desync)"
+    )
+    return [
+        Candidate(
+            HangClass.COLLECTIVE_MISMATCH,
+            ranks,
+            Confidence.MEDIUM,
+            summary,
+            70,
+            evidence=lines_of([e for e in view.of_kind(kinds.RAS_COUNT) if e.rank in ranks]),
+            missing_evidence=(STACKS_HINT,),
+            rule="log_ras_frozen",
+        )
+    ]
+
+
+def _ras_moved(view: LogView) -> bool:
+    groups = [e for e in view.of_kind(kinds.RAS_COUNT) if e.rank is None and e.seq is not None]
+    reports = list(dict.fromkeys(_report(e) for e in groups))
+    if len(reports) < 2:
+        return False
+    counts = [{(e.process_group, e.op, e.seq) for e in groups if _report(e) == r} for r in reports]
+    return counts[0] != counts[-1]
+
+
 def healthy(view: LogView) -> list[Candidate]:
     """Nothing failed, and something says the job runs (RAS, DIAG, DDP's statistics)."""
-    if any(e.kind in FAULTS for e in view.events) or _ras_laggards(view):
+    if any(e.kind in FAULTS for e in view.events) or (_ras_laggards(view) and not _ras_moved(view)):
         return []
     progress = view.of_kind(kinds.PROGRESS)
     in_flight = [e for e in view.of_kind(kinds.RAS_COUNT) if e.rank is None]

@@ -75,3 +75,17 @@ def test_ras_address_forms() -> None:
     assert ras_address({}) == ("localhost", 28028)
     assert ras_address({"NCCL_RAS_ADDR": "10.0.0.1:3000"}) == ("10.0.0.1", 3000)
     assert ras_address({"NCCL_RAS_ADDR": "[::1]:3001"}) == ("::1", 3001)
+
+
+def test_counts_singled_out_are_asked_twice_and_frozen_counts_are_a_stuck_communicator() -> None:
+    # GIVEN a RAS that keeps answering NVIDIA's sample of six ranks one operation behind
+    counts = (REAL / "ras-doc-counts-in-flight" / "ras.txt").read_text()
+    with ras_replay(counts) as (port, received):
+        got = RasSource({}, window=0.2).collect(target(port), time.monotonic() + 10)
+    # THEN RAS was asked twice across the window, and counts that did not move name the six
+    assert received.count("STATUS") == 2
+    verdict = classify(Evidence("job", 32, logs=got.logs))
+    assert (verdict.hang_class, verdict.culprit_ranks) == (
+        HangClass.COLLECTIVE_MISMATCH,
+        (0, 2, 3, 4, 5, 7),
+    )

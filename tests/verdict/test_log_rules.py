@@ -135,3 +135,28 @@ def test_live_dead_process_and_log_rank_loss_agree() -> None:
 def test_logs_with_nothing_in_them_are_unknown() -> None:
     verdict = judge(["step 1 loss 0.3", "step 2 loss 0.2"])
     assert verdict.hang_class is HangClass.UNKNOWN
+
+
+def test_ras_counts_that_did_not_move_are_a_stuck_communicator(tmp_path) -> None:
+    # GIVEN NVIDIA's sample of counts one operation apart (a running job, if they move)
+    from pathlib import Path
+
+    from doctor.logs import read_logs
+
+    sample = Path(__file__).parents[1] / "fixtures" / "real" / "ras-doc-counts-in-flight"
+    text = (sample / "ras.txt").read_text()
+    (tmp_path / "ras-1.txt").write_text(text)
+    (tmp_path / "ras-2.txt").write_text(text)
+    (tmp_path / "moved.txt").write_text(text.replace("6650", "6702").replace("6649", "6701"))
+
+    def verdict(*names: str):
+        reading = read_logs([tmp_path / n for n in names])
+        return classify(Evidence("job", 32, logs=reading.events))
+
+    # WHEN one report is read THEN a job in flight; WHEN the same counts twice THEN stuck,
+    # the six ranks behind named; WHEN the counts moved THEN in flight again
+    assert verdict("ras-1.txt").hang_class is HangClass.HEALTHY
+    frozen = verdict("ras-1.txt", "ras-2.txt")
+    assert frozen.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert frozen.culprit_ranks == (0, 2, 3, 4, 5, 7)
+    assert verdict("ras-1.txt", "moved.txt").hang_class is HangClass.HEALTHY

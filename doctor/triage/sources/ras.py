@@ -27,7 +27,8 @@ import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 
-from doctor.logs import parse_lines
+from doctor.evidence import LogEvent
+from doctor.logs import kinds, parse_lines
 from doctor.model import Skipped
 from doctor.triage.sources.interface import Collected, Source
 from doctor.triage.target import Target
@@ -165,15 +166,18 @@ def owned_by(inodes: set[str], pids: Iterable[int], proc: Path = Path("/proc")) 
 
 
 class RasSource(Source):
-    """Asks the RAS of this host once per triage; its report becomes log events.
+    """Asks the RAS of this host; its report becomes log events.
 
     Only a listener held by one of the job's own ranks is asked (another job's RAS on the
-    same node would describe that job)."""
+    same node would describe that job). When the first report singles out ranks by their
+    operation counts, RAS is asked again at the end of the window: counts that did not
+    move are a stuck communicator, counts that moved a job in flight (NCCL's RAS guide)."""
 
     name = "ras"
 
-    def __init__(self, env: Mapping[str, str]) -> None:
+    def __init__(self, env: Mapping[str, str], window: float = 1.0) -> None:
         self.env = env
+        self.window = window
 
     def collect(self, target: Target, deadline: float) -> Collected:
         rank_env = target.ranks[0].env if target.ranks else {}
@@ -188,12 +192,22 @@ class RasSource(Source):
         ):
             why = f"the RAS listener on port {address[1]} is not one of this job's ranks: not read"
             return Collected(skipped=(Skipped(None, self.name, why),))
+        second_at = time.monotonic() + self.window
+        events, skipped = self._ask(address, deadline, 1)
+        if any(e.kind == kinds.RAS_COUNT for e in events) and second_at < deadline - 1:
+            time.sleep(max(0.0, second_at - time.monotonic()))
+            more, more_skipped = self._ask(address, deadline, 2)
+            events, skipped = events + more, skipped + more_skipped
+        return Collected(logs=tuple(events), skipped=tuple(skipped))
+
+    def _ask(
+        self, address: tuple[str, int], deadline: float, nth: int
+    ) -> tuple[list[LogEvent], list[Skipped]]:
         try:
             text, cut = query_ras(address, deadline=deadline)
         except RasError as exc:
-            return Collected(skipped=(Skipped(None, self.name, str(exc)),))
-        events = parse_lines(text.splitlines(), origin=f"ras@{address[0]}:{address[1]}")
+            return [], [Skipped(None, self.name, str(exc))]
+        origin = f"ras@{address[0]}:{address[1]}#{nth}"
+        events = parse_lines(text.splitlines(), origin=origin)
         why = f"the RAS report was cut at {MAX_REPORT_BYTES} bytes"
-        return Collected(
-            logs=tuple(events), skipped=(Skipped(None, self.name, why),) if cut else ()
-        )
+        return events, [Skipped(None, self.name, why)] if cut else []
