@@ -1,12 +1,13 @@
-"""The labelled corpus of real logs: no case crashes; class accuracy against its target."""
+"""The labelled corpus of real logs: no case crashes; class accuracy holds its measured floor.
+
+Issue 13's target is 85%; the rules reach 80% (33 of 41). ``benchmarks/bench_logs.py``
+reports against the target and fails when it is missed; this test guards the floor.
+"""
 
 from __future__ import annotations
 
-import pytest
 from corpus import cases, score
 
-TARGET = 0.85
-"""Issue 13's target."""
 FLOOR = 0.75
 """What the rules reach today less a margin: a change that loses cases fails here."""
 
@@ -25,12 +26,3 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
     assert [o.case.name for o in result.outcomes if o.error] == []
     misses = [o.case.name for o in result.outcomes if not o.class_right]
     assert result.accuracy >= FLOOR, misses
-
-
-@pytest.mark.xfail(
-    strict=False,
-    reason="80% on 41 cases: the misses (README, 'Analyzing logs') hold no line that names "
-    "their cause, or name a laggard without saying why it lagged",
-)
-def test_accuracy_reaches_the_target() -> None:
-    assert score().accuracy >= TARGET
