@@ -14,6 +14,7 @@ import gc
 import inspect
 import os
 import re
+import shutil
 import sys
 import threading
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from doctor.agent import Agent, running_agent, stack_path
+from doctor.process_identity import this_process
 from doctor.restart.abort import (
     clear_pending,
     destroy_process_groups,
@@ -71,7 +73,9 @@ class CallWrapper:
         self.job = (
             env.get("NCCL_DOCTOR_JOB") or env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID")
         )
-        self.directory = wrapper.directory or job_directory(self.job, env)
+        self.directory, self._temporary = (
+            (wrapper.directory, False) if wrapper.directory else job_directory(self.job, env)
+        )
         fr_on = (
             int(env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE") or 0) > 0
         )
@@ -81,22 +85,27 @@ class CallWrapper:
         )
         self.progress = SharedProgress()
         spec = MonitorSpec(
-            self.initial_rank, self.opt, stack_path(self.directory, self.initial_rank)
+            self.initial_rank,
+            self.opt,
+            stack_path(self.directory, self.initial_rank),
+            self.directory,
+            this_process(),
         )
         self.monitor = MonitorProcess(
             spec, self.progress, lambda gone: self._connect(host=self.session.hosting, abandon=gone)
         )
         existing = running_agent()
-        self.agent = existing or Agent(self.directory, self.initial_rank)
+        self.agent: Agent | None = existing
         self._own_agent = existing is None
         try:
+            if self.agent is None:
+                self.agent = Agent(self.directory, self.initial_rank)
             self.rs = self._connect()
             self.watch = self._connect()
         except BaseException:  # no store: leave nothing behind
             self.progress.enter(0, Phase.EXITING)
             self.monitor.close(wait=0.2)
-            if self._own_agent:
-                self.agent.close()
+            self._release()
             raise
         self.watchdog = ProgressWatchdog(self.progress, self.opt.progress_watchdog_interval)
         self.watchdog.start()
@@ -170,8 +179,14 @@ class CallWrapper:
             publish(self, None)  # the registry must not show a finished rank as running
         self.watchdog.close()
         self.monitor.close(wait=0.2)
-        if self._own_agent:
+        self._release()
+
+    def _release(self) -> None:
+        """Close the agent this call started, and remove the temporary directory it made."""
+        if self._own_agent and self.agent is not None:
             self.agent.close()
+        if self._temporary:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
     def _on_wake(self) -> None:
         """The wake signal's handler, on the main thread: raise the pending restart."""

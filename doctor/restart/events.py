@@ -11,14 +11,15 @@ waits for it).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from doctor.registry import ensure_private_dir
 from doctor.restart.store import RestartStore
+from doctor.safeio import open_append, private_dir
 
 SCHEMA = "nccl-doctor/restart-event/v1"
 PHASES = ("detect", "abort", "delivered", "barrier", "reentry")
@@ -98,7 +99,8 @@ def gather_and_report(
     text = json.dumps(event, sort_keys=True)
     store.put_json("event", iteration, event)
     if directory is not None:
-        with (ensure_private_dir(directory) / "events.jsonl").open("a") as f:
+        fd = open_append(private_dir(directory) / "events.jsonl")
+        with os.fdopen(fd, "a") as f:
             f.write(text + "\n")
     print(f"nccl-doctor restart: {text}", file=sys.stderr, flush=True)
 

@@ -21,6 +21,7 @@ from doctor.registry import job_dir
 from doctor.restart.exceptions import RestartError, StoreAbandoned
 from doctor.restart.options import RestartOptions
 from doctor.restart.store import RestartStore
+from doctor.safeio import private_dir
 
 PROBE_INTERVAL = 0.02
 
@@ -94,8 +95,9 @@ def await_listener(host: str, port: int, timeout: float, abandon: Callable[[], b
     raise StoreAbandoned(f"stopped waiting for the store at {host}:{port}")
 
 
-def job_directory(job: str | None, env: Mapping[str, str]) -> Path:
-    """The registry directory of the job (launch's, or the launcher's id); else a private temp."""
+def job_directory(job: str | None, env: Mapping[str, str]) -> tuple[Path, bool]:
+    """The registry directory of the job (launch's, or the launcher's id); else a private
+    temporary one, which the wrapper removes when it ends (True: it is temporary)."""
     if env.get("NCCL_DOCTOR_JOB_DIR") or job:
-        return job_dir(job or "", env)
-    return Path(tempfile.mkdtemp(prefix="nccl-doctor-wrapper-"))
+        return private_dir(job_dir(job or "", env)), False
+    return Path(tempfile.mkdtemp(prefix="nccl-doctor-wrapper-")), True

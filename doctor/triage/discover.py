@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.errors import NoSuchJobError, UsageError
+from doctor.process_identity import start_time
 from doctor.registry import RankRecord, job_dir, list_jobs, read_ranks, valid_job_id
 from doctor.triage.target import ENV_KEYS, Launcher, LostRank, RankTarget, Target
 
@@ -223,7 +224,10 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
     records = read_ranks(directory) if directory.is_dir() else []
     chosen = pick_rank_processes(matches)
     for record in records:
-        info = read_proc(record.pid, proc) if record.host == host else None
+        # the record's pid counts only while it is still the process launch registered
+        # (same start time): a reused pid is someone else's process
+        alive = record.host == host and start_time(record.pid, proc) == record.pid_start
+        info = read_proc(record.pid, proc) if alive else None
         if info and _int(info.env, "RANK") in (record.rank, None):
             chosen.setdefault(
                 record.rank,
