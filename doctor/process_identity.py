@@ -56,6 +56,13 @@ def owner_uid(pid: int, proc: Path = PROC) -> int | None:
         return None
 
 
+def may_inspect(owner: int | None) -> bool:
+    """Whether this user may look at a process of ``owner``: its own, or any as root.
+
+    The trust rule of nccl-doctor: the invoking user, and for root the job's owner."""
+    return owner is not None and (os.geteuid() == 0 or owner == os.geteuid())
+
+
 def this_process() -> ProcessId:
     start = start_time(os.getpid())
     return ProcessId(os.getpid(), start if start is not None else 0)

@@ -64,16 +64,41 @@ def run(
 
 
 def stop_all(procs: Sequence[subprocess.Popen[Any]], grace: float = 5.0) -> None:
-    """Terminate every child, kill what outlives ``grace``, and always reap them."""
+    """Terminate every child, kill what outlives ``grace``, and always reap them. A child
+    that leads its own session (``start_new_session=True``) is stopped with everything it
+    started: its workers would otherwise outlive it, orphaned."""
+    leaders = {proc.pid for proc in procs if proc.poll() is None and _leads_group(proc.pid)}
     for proc in procs:
         if proc.poll() is None:
-            proc.terminate()
+            _signal(proc, signal.SIGTERM, proc.pid in leaders)
     for proc in procs:
         try:
             proc.wait(timeout=grace)
         except subprocess.TimeoutExpired:
             proc.kill()
             proc.wait(timeout=grace)
+    for pid in leaders:  # the group outlives its reaped leader while a member lives
+        try:
+            os.killpg(pid, signal.SIGKILL)
+        except OSError:
+            pass
+
+
+def _leads_group(pid: int) -> bool:
+    try:
+        return os.getpgid(pid) == pid
+    except OSError:
+        return False
+
+
+def _signal(proc: subprocess.Popen[Any], sig: int, group: bool) -> None:
+    try:
+        if group:
+            os.killpg(proc.pid, sig)
+        else:
+            proc.send_signal(sig)
+    except OSError:
+        pass
 
 
 def free_port() -> int:

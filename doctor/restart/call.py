@@ -33,6 +33,7 @@ from doctor.restart.abort import (
     socket_fds,
 )
 from doctor.restart.assignment import Assignment
+from doctor.restart.auth import job_key
 from doctor.restart.events import report_in_background
 from doctor.restart.exceptions import RestartError, RestartLimitError, RestartRequested
 from doctor.restart.health import gpu_health_check
@@ -81,15 +82,20 @@ class CallWrapper:
         )
         self.flight_recorder = fr_on if wrapper.flight_recorder is None else wrapper.flight_recorder
         self.session = Session.from_env(
-            env, wrapper.store_host, wrapper.store_port, self.initial_rank
+            env,
+            wrapper.store_host,
+            wrapper.store_port,
+            self.initial_rank,
+            job_key(self.directory, env),
         )
         self.progress = SharedProgress()
+        self.identity = this_process()
         spec = MonitorSpec(
             self.initial_rank,
             self.opt,
             stack_path(self.directory, self.initial_rank),
             self.directory,
-            this_process(),
+            self.identity,
         )
         self.monitor = MonitorProcess(
             spec, self.progress, lambda gone: self._connect(host=self.session.hosting, abandon=gone)

@@ -11,6 +11,7 @@ waits for it).
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import threading
@@ -83,7 +84,7 @@ def gather_and_report(
         for rank in ranks:
             if rank not in per_rank:
                 record = store.get_json(f"phases/{rank}", iteration)
-                if record is not None:
+                if _valid_phases(record):
                     per_rank[rank] = record
         time.sleep(0.01)
     fault = store.fault(iteration - 1) or {}
@@ -103,6 +104,17 @@ def gather_and_report(
         with os.fdopen(fd, "a") as f:
             f.write(text + "\n")
     print(f"nccl-doctor restart: {text}", file=sys.stderr, flush=True)
+
+
+def _valid_phases(record: object) -> bool:
+    """A rank's phase times: known phase names to finite numbers."""
+    return isinstance(record, dict) and all(
+        name in PHASES
+        and not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        for name, value in record.items()
+    )
 
 
 def report_in_background(*args: Any) -> threading.Thread:

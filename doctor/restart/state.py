@@ -42,7 +42,8 @@ def publish(call: CallWrapper, ctx: IterationContext | None) -> None:
         call.initial_rank,
         {
             "job": call.job,
-            "pid": os.getpid(),
+            "pid": call.identity.pid,
+            "pid_start": call.identity.start,
             "initial_rank": call.initial_rank,
             "initial_world_size": call.initial_world_size,
             "rank": call.rank,
