@@ -177,7 +177,7 @@ def check_value(spec: VarSpec, value: str) -> Problem | None:
             rule
             and rule.words
             and value.strip().lower() not in rule.words
-            and not (re.fullmatch(r"-?\d+", value.strip()) and int(value) in rule.ints)
+            and decimal(value) not in rule.ints
         ):
             options = "|".join(sorted(rule.words | {str(i) for i in rule.ints}))
             return Problem(f"{_short(value)} is not one of {options}; it is ignored")

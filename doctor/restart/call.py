@@ -40,6 +40,7 @@ from doctor.restart.health import gpu_health_check
 from doctor.restart.monitor_process import MonitorProcess, MonitorSpec
 from doctor.restart.monitor_thread import Interruptible, IterationContext, MonitorThread, Ticker
 from doctor.restart.session import Session, connect_store, job_directory
+from doctor.restart.spare import SpareConnection, open_tracked
 from doctor.restart.state import RankState, publish
 from doctor.restart.store import RestartStore
 from doctor.restart.watchdog import Phase, ProgressWatchdog, SharedProgress
@@ -121,6 +122,7 @@ class CallWrapper:
         self.iteration, self.rank, self.world_size = 0, self.initial_rank, self.initial_world_size
         self.active = True
         self.store = self.rs.pg_store(0)
+        self.spare = SpareConnection(lambda: self._connect().base, self.session.port)
         """The store for this iteration's ``init_process_group`` (a fresh prefix each time)."""
         self.last_fault: dict[str, Any] | None = None
         self.pg_findings: list[str] = []
@@ -255,13 +257,16 @@ class CallWrapper:
     def _iterate(
         self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], members: set[int]
     ) -> tuple[bool, T | None]:
-        baseline = socket_fds()
-        # opened after the baseline: shut by an abort, which is what unblocks a
-        # rendezvous stuck in store.get inside init_process_group
-        self.store = self.rs.pg_store(self.iteration, self._connect().base)
-        ctx = IterationContext(
-            self.iteration, self.initial_rank, members, baseline, self._fr_file()
+        # this iteration's own connection is shut by an abort (what unblocks a rendezvous
+        # stuck in store.get inside init_process_group), like every socket opened since
+        connection, pg_fds = self.spare.take(self.opt.barrier_timeout) or open_tracked(
+            lambda: self._connect().base, self.session.port
         )
+        self.store = self.rs.pg_store(self.iteration, connection)
+        ctx = IterationContext(
+            self.iteration, self.initial_rank, members, socket_fds() - pg_fds, self._fr_file()
+        )
+        self.spare.prepare(ctx, self.shared)
         self._ctx = ctx
         self.shared.delivered.clear()
         self.shared.armed = True
