@@ -58,7 +58,7 @@ class JobRef:
     pids: tuple[int, ...] = ()
 
     def discover(self, env: Mapping[str, str]) -> Target:
-        return discover_job(self.job, env) if self.job else discover_pids(self.pids)
+        return discover_job(self.job, env) if self.job is not None else discover_pids(self.pids)
 
 
 class ProgressHook:
