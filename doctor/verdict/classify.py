@@ -35,7 +35,7 @@ from dataclasses import replace
 
 from doctor.evidence import Evidence
 from doctor.model import Confidence, HangClass, Verdict
-from doctor.verdict import flight_rules, live
+from doctor.verdict import flight_rules, hosts, live
 from doctor.verdict.candidate import Candidate
 
 PRECEDENCE = (
@@ -71,9 +71,11 @@ def gather(evidence: Evidence) -> list[Candidate]:
         and c.confidence is not Confidence.LOW
         for c in live_found
     )
-    found = [
-        c for c in flight_rules.candidates(evidence) if not (moving and c.rule in SNAPSHOT_RULES)
-    ] + live_found
+    found = (
+        [c for c in flight_rules.candidates(evidence) if not (moving and c.rule in SNAPSHOT_RULES)]
+        + live_found
+        + hosts.host_candidates(evidence)
+    )
     return sorted(found, key=_order)
 
 

@@ -15,7 +15,7 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from doctor.evidence import Evidence, Frame
+from doctor.evidence import UNREACHED, Evidence, Frame, HostReach
 from doctor.model import CollectiveRef, Confidence, HangClass, Verdict
 from doctor.verdict.stacks import row_state, top_frame
 
@@ -163,7 +163,9 @@ def _ranks(evidence: Evidence) -> list[dict[str, Any]]:
                     "host": p.host,
                     "pid": p.pid,
                     "alive": p.alive,
-                    "state": row_state(p.alive, p.status, stacks.get(p.rank)),
+                    "state": UNREACHED
+                    if p.status == UNREACHED
+                    else row_state(p.alive, p.status, stacks.get(p.rank)),
                     "top_frame": top_frame(stacks.get(p.rank)) or None,
                 }
             )
@@ -198,7 +200,7 @@ def to_json(evidence: Evidence, verdict: Verdict) -> dict[str, Any]:
     """The ``nccl-doctor/triage/v1`` document of DESIGN.md (plus ``skipped`` and ``groups``)."""
     fa = evidence.flight
     found = (
-        sum(p.alive for p in evidence.processes)
+        sum(p.alive and p.status != UNREACHED for p in evidence.processes)
         if evidence.processes
         else (len(fa.ranks_read) if fa else 0)
     )
@@ -219,6 +221,7 @@ def to_json(evidence: Evidence, verdict: Verdict) -> dict[str, Any]:
             {"rank": r, "probe": "flight-recorder", "reason": "no dump for this rank"}
             for r in (fa.missing_dumps if fa else ())
         ],
+        **({"hosts": [_host_json(h) for h in evidence.hosts]} if evidence.hosts else {}),
         "groups": [
             {
                 "process_group": g.name,
@@ -232,6 +235,16 @@ def to_json(evidence: Evidence, verdict: Verdict) -> dict[str, Any]:
             for g in (fa.divergent if fa else ())
             if g.divergence is not None
         ],
+    }
+
+
+def _host_json(h: HostReach) -> dict[str, Any]:
+    return {
+        "host": h.host,
+        "reached": h.reached,
+        "reason": h.reason,
+        "ranks": list(h.ranks),
+        "seconds": h.seconds,
     }
 
 
