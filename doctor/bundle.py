@@ -7,6 +7,7 @@ Layout (read back by ``load_evidence``)::
     fr/<name>              raw Flight Recorder dumps, as the ranks wrote them
     stacks/rank_<N>.json   py-spy --json output per rank
     logs/<name>            NCCL / launcher logs
+    hosts/<host>.json      multi-host triage: every host document, as the host sent it
 
 Reading never extracts to disk: members are read into memory, and only plain
 files with relative names inside the bundle are accepted (no links, no
@@ -56,8 +57,9 @@ def write_bundle(
     verdict: Verdict,
     fr: Mapping[str, bytes] = {},  # noqa: B006 - read only
     stacks: Mapping[int, str] = {},  # noqa: B006
-    logs: Mapping[str, bytes] = {},
-) -> Path:  # noqa: B006
+    logs: Mapping[str, bytes] = {},  # noqa: B006
+    hosts: Mapping[str, bytes] = {},  # noqa: B006
+) -> Path:
     """Write the bundle atomically (temp file, then rename) and return its path."""
     tmp = out.with_name(f".{out.name}.tmp")
     with tarfile.open(tmp, "w:gz") as tar:
@@ -70,6 +72,8 @@ def write_bundle(
             _add(tar, f"stacks/rank_{int(rank)}.json", text.encode())
         for name, data in sorted(logs.items()):
             _add(tar, f"logs/{_safe_name(name)}", data)
+        for host, data in sorted(hosts.items()):
+            _add(tar, f"hosts/{_safe_name(host)}.json", data)
     tmp.replace(out)
     return out
 

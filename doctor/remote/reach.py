@@ -99,8 +99,9 @@ def plan_reach(
 
 def collect_round(
     reach: Reach, interval: float, timeout: float, env: Mapping[str, str]
-) -> Evidence:
-    """Every host's document within ``timeout`` seconds, merged into one ``Evidence``.
+) -> tuple[Evidence, tuple[tuple[str, str], ...]]:
+    """Every host's document within ``timeout`` seconds, merged into one ``Evidence``;
+    and the documents as received (a bundle keeps them).
 
     The transport gets the deadline less ``PROBE_S``; the hosts silent by then get a
     connect probe (``doctor.remote.probe``) in what is left, so the reason of each
@@ -115,6 +116,7 @@ def collect_round(
     else:
         answers = collect_via_ssh(reach.hosts, command, wait, env)
     answers = _probe_silent(reach, answers, start + timeout - time.monotonic(), env)
+    documents = tuple((h, a.text) for h, a in answers.items() if a.text is not None)
     return merge(
         reach.job,
         reach.hosts,
@@ -122,7 +124,7 @@ def collect_round(
         time.monotonic() - start,
         known_hosts=reach.known_hosts,
         world_size=reach.world_size,
-    )
+    ), documents
 
 
 def _probe_silent(
@@ -198,5 +200,5 @@ def snapshot_round(
     """One multi-host look, judged: what ``triage`` shows, bundles and prints."""
     from doctor.verdict.classify import classify
 
-    evidence = collect_round(reach, interval, timeout, env)
-    return TriageSnapshot(evidence, classify(evidence), time.time())
+    evidence, documents = collect_round(reach, interval, timeout, env)
+    return TriageSnapshot(evidence, classify(evidence), time.time(), documents)

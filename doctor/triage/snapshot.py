@@ -18,3 +18,6 @@ class TriageSnapshot:
     verdict: Verdict
     taken_at: float
     """Wall-clock time (``time.time()``) the collection finished."""
+    host_documents: tuple[tuple[str, str], ...] = ()
+    """Multi-host triage: (host, its ``nccl-doctor/host-evidence/v1`` JSON), as received;
+    a bundle keeps them."""

@@ -17,6 +17,8 @@ from rich.text import Text
 
 from doctor.evidence import UNREACHED, Evidence, Frame, HostReach
 from doctor.model import CollectiveRef, Confidence, HangClass, Verdict
+from doctor.ranks import rank_ranges
+from doctor.verdict import stacktree
 from doctor.verdict.stacks import row_state, top_frame
 
 SCHEMA = "nccl-doctor/triage/v1"
@@ -123,6 +125,31 @@ def culprit_stack(evidence: Evidence, verdict: Verdict) -> Panel | None:
     return Panel(text, title=f"rank {rank} stack ({source})", title_align="left")
 
 
+def divergence_text(evidence: Evidence) -> Text | None:
+    """Where the ranks' stacks part (the STAT-like prefix tree), when they do."""
+    lines = stacktree.branch_lines(stacktree.build(evidence.stacks)) if evidence.stacks else []
+    return Text("\n".join(lines) + "\n") if lines else None
+
+
+def hosts_table(evidence: Evidence) -> Table | None:
+    """Multi-host triage: every host, whether it answered, its ranks."""
+    if not evidence.hosts:
+        return None
+    t = Table(title="hosts", title_justify="left", show_edge=False)
+    for col in ("host", "reached", "ranks", "seconds", "note"):
+        t.add_column(col, justify="right" if col == "seconds" else "left")
+    for h in evidence.hosts:
+        t.add_row(
+            h.host,
+            "yes" if h.reached else "NO",
+            rank_ranges(h.ranks),
+            "" if h.seconds is None else f"{h.seconds:.1f}",
+            h.reason,
+            style="" if h.reached else "red",
+        )
+    return t
+
+
 def skipped_table(evidence: Evidence) -> Table | None:
     rows = [(s.rank, s.probe, s.reason) for s in evidence.skipped]
     if evidence.flight is not None:
@@ -147,6 +174,8 @@ def render(evidence: Evidence, verdict: Verdict) -> RenderableType:
         evidence_table(evidence, verdict),
         divergence_table(evidence),
         culprit_stack(evidence, verdict),
+        divergence_text(evidence),
+        hosts_table(evidence) if len(evidence.hosts) <= MAX_GROUP_ROWS else None,
         skipped_table(evidence),
     ]
     return Group(*(p for p in parts if p is not None))
@@ -222,6 +251,11 @@ def to_json(evidence: Evidence, verdict: Verdict) -> dict[str, Any]:
             for r in (fa.missing_dumps if fa else ())
         ],
         **({"hosts": [_host_json(h) for h in evidence.hosts]} if evidence.hosts else {}),
+        **(
+            {"stack_tree": stacktree.to_json(stacktree.build(evidence.stacks))}
+            if evidence.stacks
+            else {}
+        ),
         "groups": [
             {
                 "process_group": g.name,

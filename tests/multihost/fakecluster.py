@@ -201,16 +201,36 @@ class Cluster:
         sh("ip", "link", "set", self.names.veth(host), "up" if connected else "down")
 
     def sbatch(self, script: str, *args: str) -> str:
+        """Submit ``script`` on every host; ``args``: sbatch options (``--x=y``), then the
+        script's own arguments."""
+        opts = [a for a in args if a.startswith("--")]
+        rest = [a for a in args if not a.startswith("--")]
         done = sh(
             "sbatch",
             "--parsable",
             f"--nodes={self.names.hosts}",
-            *args,
+            *opts,
             script,
+            *rest,
             check=False,
         )
         assert done.returncode == 0, done.stderr
         return done.stdout.strip().split(";")[0]
+
+    def kill_rank(self, job: str, rank: int) -> int:
+        """SIGKILL the process of ``rank`` of SLURM job ``job`` (seen from the root PID
+        namespace); its pid."""
+        for proc in psutil.process_iter(["name", "environ"]):
+            env = proc.info["environ"] or {}
+            if (
+                env.get("SLURM_JOB_ID") == job
+                and env.get("RANK") == str(rank)
+                and (proc.info["name"] or "").startswith("python")
+            ):
+                proc.kill()
+                proc.wait(10)
+                return proc.pid
+        raise AssertionError(f"no rank {rank} of job {job} runs")
 
     def scancel(self, job: str) -> None:
         sh("scancel", "--signal=KILL", "--full", job, check=False)

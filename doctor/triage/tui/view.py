@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.evidence import (
+    UNREACHED,
     Evidence,
     Frame,
     GpuSample,
@@ -103,6 +104,9 @@ class RankIndex:
         for sample in sorted(evidence.progress, key=lambda p: p.time_s):
             progress[sample.rank] = sample
         missing: dict[int, list[str]] = {}
+        for host in evidence.hosts:
+            for rank in host.ranks if not host.reached else ():
+                missing.setdefault(rank, []).append(f"host {host.host} not reached: {host.reason}")
         for skipped in evidence.skipped:
             if skipped.rank is not None:
                 missing.setdefault(skipped.rank, []).append(f"{skipped.probe}: {skipped.reason}")
@@ -125,6 +129,8 @@ class RankIndex:
         process, stack = self.processes.get(rank), self.stacks.get(rank)
         if process is None and stack is None:
             return "missing"
+        if process is not None and process.status == UNREACHED:
+            return UNREACHED
         return stacks.row_state(self.alive(rank), process.status if process else "", stack)
 
 

@@ -1,0 +1,119 @@
+"""The session's 3-host cluster and the one phased job the multi-host tests share.
+
+The cluster (``fakecluster``) comes up once per session and is torn down, by
+PID, namespaces and bridge included, even when a test fails. The job runs two
+ranks on each host; tests switch its fault (``phased_job.py``) instead of
+starting a job each, so the suite pays for one torch start-up.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fakecluster import Cluster, ClusterNames, unavailable
+
+HERE = Path(__file__).parent
+RANKS_PER_HOST = 2
+
+
+@pytest.fixture(scope="session")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
+    names = ClusterNames.from_env(os.environ)
+    why = unavailable(names)
+    if why:
+        pytest.skip(why)
+    running = Cluster(names, tmp_path_factory.mktemp("cluster"))
+    try:
+        running.up()
+        yield running
+    finally:
+        running.down()
+
+
+@dataclass
+class PhasedJob:
+    """The running job, its control file, and triage as run on the login node."""
+
+    cluster: Cluster
+    job: str
+    control: Path
+    ready: Path
+    phase: int = 0
+    fault: str = ""
+
+    @property
+    def world(self) -> int:
+        return self.cluster.names.hosts * RANKS_PER_HOST
+
+    def enter(self, fault: str, rank: int = -1, timeout: float = 120) -> None:
+        """Switch the job to ``fault`` on ``rank`` and wait until it is there."""
+        if self.fault == f"{fault} {rank}":
+            return
+        self.phase += 1
+        self.control.write_text(f"{self.phase} {fault} {rank}\n")
+        want = [f"fault {self.phase} {rank}"] if rank >= 0 and fault != "straggler" else []
+        want += [] if want else [f"seen {self.phase} {r}" for r in range(self.world)]
+        _wait_lines(self.ready, want, timeout, self.log)
+        self.fault = f"{fault} {rank}"
+
+    def log(self) -> str:
+        out = self.cluster.base / "jobs" / f"{self.job}.out"
+        return out.read_text(errors="replace")[-3000:] if out.exists() else ""
+
+    def triage(self, *args: str, timeout: float = 60) -> tuple[dict[str, Any], float, int]:
+        """``nccl-doctor triage --job ID --once --json ARGS`` on the login node."""
+        env = {**os.environ, **self.cluster.env}
+        argv = [sys.executable, "-m", "doctor", "triage", "--job", self.job, "--once", "--json"]
+        start = time.monotonic()
+        done = subprocess.run(
+            self.cluster.login([*argv, *args]),
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+        wall = time.monotonic() - start
+        assert done.stdout, f"rc={done.returncode}\n{done.stderr[-3000:]}"
+        return json.loads(done.stdout), wall, done.returncode
+
+
+def _wait_lines(path: Path, lines: list[str], timeout: float, details: Any) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        have = set(path.read_text().splitlines()) if path.exists() else set()
+        if all(line in have for line in lines):
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"the job did not reach {lines} within {timeout}s\n{details()}")
+
+
+@pytest.fixture(scope="session")
+def phased_job(cluster: Cluster) -> Iterator[PhasedJob]:
+    """One job of 2 ranks per host, started healthy; cancelled at the end of the session."""
+    work = cluster.base / "jobs"
+    control, ready = work / "control", work / "ready"
+    control.write_text("0 none -1\n")
+    job = cluster.sbatch(
+        str(HERE / "phased_job.sbatch"),
+        f"--ntasks-per-node={RANKS_PER_HOST}",
+        f"--output={work}/%j.out",
+        sys.executable,
+        str(HERE / "phased_job.py"),
+        str(control),
+        str(ready),
+    )
+    running = PhasedJob(cluster, job, control, ready)
+    try:
+        _wait_lines(ready, [f"seen 0 {r}" for r in range(running.world)], 180, running.log)
+        yield running
+    finally:
+        cluster.scancel(job)
