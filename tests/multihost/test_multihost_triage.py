@@ -10,6 +10,8 @@ class and the culprit ranks, by either transport.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 
 pytestmark = pytest.mark.slow
@@ -54,6 +56,42 @@ def test_healthy_job(phased_job) -> None:
             ("h2", True, [2, 3]),
             ("h3", True, [4, 5]),
         ]
+
+
+def test_collect_sends_a_small_versioned_document_from_each_host(phased_job) -> None:
+    # GIVEN the running job WHEN each host's collect runs through one srun step
+    from doctor.remote.document import SCHEMA, parse_document
+    from doctor.remote.slurm import collect_via_srun
+    from doctor.remote.transport import collect_argv
+
+    env = {**os.environ, **phased_job.cluster.env}
+    answers = collect_via_srun(
+        phased_job.job, ["h1", "h2", "h3"], collect_argv(phased_job.job, 0.5, 8.0), 20, env
+    )
+    # THEN every host answers with a host-evidence/v1 document of its own two ranks,
+    # a few tens of KiB at most
+    for i, host in enumerate(["h1", "h2", "h3"]):
+        text = answers[host].text
+        assert text is not None, answers[host]
+        assert f'"schema":"{SCHEMA}"' in text
+        doc = parse_document(text)
+        assert (doc.host, doc.local_ranks) == (host, (2 * i, 2 * i + 1))
+        assert len(text) < 64 * 1024, len(text)
+        print(f"{host}: host document {len(text) / 1024:.1f} KiB, {len(doc.classes)} classes")
+
+
+def test_a_host_without_the_installation_is_named(phased_job) -> None:
+    # GIVEN an interpreter path that does not exist on the hosts
+    from doctor.remote.ssh import collect_via_ssh
+    from doctor.remote.transport import collect_argv
+
+    env = {**os.environ, **phased_job.cluster.env}
+    argv = collect_argv(phased_job.job, 0.5, 4.0, python="/nonexistent/venv/bin/python")
+    # WHEN collected over ssh
+    answers = collect_via_ssh(["h2"], argv, 10, env)
+    # THEN the host says so, instead of timing out
+    assert answers["h2"].text is None
+    assert "not installed" in answers["h2"].reason, answers["h2"]
 
 
 def test_straggler_on_another_host(phased_job) -> None:

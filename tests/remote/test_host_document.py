@@ -28,7 +28,9 @@ def eight_rank_host() -> Evidence:
         RankStack(r, recorded_stack("dataloader", 2 if r == 5 else 0).threads, "py-spy")
         for r in range(8)
     ]
-    return Evidence("job", 8, processes=base.processes, stacks=tuple(stacks), progress=base.progress)
+    return Evidence(
+        "job", 8, processes=base.processes, stacks=tuple(stacks), progress=base.progress
+    )
 
 
 def size(doc: dict) -> int:
@@ -100,7 +102,13 @@ def test_a_host_with_thousands_of_threads_and_huge_frames_stays_bounded() -> Non
         ('{"schema": "nccl-doctor/host-evidence/v9"}', "schema"),
         ("{", "not JSON"),
         (
-            json.dumps({"schema": SCHEMA, "frames": [], "classes": [{"ranks": [1], "threads": [[1, "m", 4, [3]]]}]}),
+            json.dumps(
+                {
+                    "schema": SCHEMA,
+                    "frames": [],
+                    "classes": [{"ranks": [1], "threads": [[1, "m", 4, [3]]]}],
+                }
+            ),
             "outside the frame table",
         ),
         (json.dumps({"schema": SCHEMA, "processes": [{"rank": "x", "bogus": 1}]}), "malformed"),

@@ -50,10 +50,17 @@ def test_hosts_merge_into_one_verdict_naming_the_culprit_on_another_host() -> No
     assert (verdict.hang_class.value, verdict.culprit_ranks) == ("cpu_stuck", (2,))
     doc = to_json(evidence, verdict)
     assert [(r["rank"], r["host"]) for r in doc["ranks"]] == [
-        (0, "h1"), (1, "h1"), (2, "h2"), (3, "h2"), (4, "h3"), (5, "h3")
+        (0, "h1"),
+        (1, "h1"),
+        (2, "h2"),
+        (3, "h2"),
+        (4, "h3"),
+        (5, "h3"),
     ]
     assert [(h["host"], h["reached"], h["ranks"]) for h in doc["hosts"]] == [
-        ("h1", True, [0, 1]), ("h2", True, [2, 3]), ("h3", True, [4, 5])
+        ("h1", True, [0, 1]),
+        ("h2", True, [2, 3]),
+        ("h3", True, [4, 5]),
     ]
     # AND the stack tree shows where rank 2 parts from the others
     tree = doc["stack_tree"]
@@ -62,13 +69,17 @@ def test_hosts_merge_into_one_verdict_naming_the_culprit_on_another_host() -> No
 
 def test_a_silent_host_is_evidence_its_ranks_the_culprits() -> None:
     # GIVEN every readable rank waiting (healthy stacks of a hung collective), h3 silent
-    answers = host_answers("wrong-collective", {"h3": "cannot connect to h3:22 (timed out): cut off"})
+    answers = host_answers(
+        "wrong-collective", {"h3": "cannot connect to h3:22 (timed out): cut off"}
+    )
     answers = {h: a for h, a in answers.items()}
     evidence = merge("7", HOSTS, answers, 5.0)
     # WHEN judged, the readable ranks all waiting in one collective
     evidence = replace(
         evidence,
-        stacks=tuple(replace(s, threads=recorded_stack("dataloader", 0).threads) for s in evidence.stacks),
+        stacks=tuple(
+            replace(s, threads=recorded_stack("dataloader", 0).threads) for s in evidence.stacks
+        ),
     )
     verdict = classify(evidence)
     # THEN h3's ranks are accounted for as unreached, and named as the culprits
@@ -119,5 +130,7 @@ def test_a_bundle_of_a_multi_host_triage_gives_the_same_verdict(tmp_path) -> Non
 
     with tarfile.open(out) as tar:
         assert {m.name for m in tar if m.name.startswith("hosts/")} == {
-            "hosts/h1.json", "hosts/h2.json", "hosts/h3.json"
+            "hosts/h1.json",
+            "hosts/h2.json",
+            "hosts/h3.json",
         }
