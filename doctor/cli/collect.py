@@ -32,6 +32,10 @@ def register(app: typer.Typer) -> None:
                 "--budget", help="seconds the whole collection may take", show_default=False
             ),
         ] = None,
+        until: Annotated[
+            float | None,
+            typer.Option("--until", hidden=True, help="the same deadline, as a wall-clock time"),
+        ] = None,
         frames: Annotated[
             bool,
             typer.Option("--frames", hidden=True, help="tagged short lines, for one srun stream"),
@@ -44,6 +48,11 @@ def register(app: typer.Typer) -> None:
         if not 0.05 <= interval <= 600:
             raise UsageError(f"--interval must be between 0.05 and 600 seconds, not {interval}")
         env = dict(os.environ)
+        if until is not None:
+            import time
+
+            left = until - time.time()
+            budget = left if budget is None else min(budget, left)
         doc = host_document(job, CollectOptions(interval=interval, env=env), budget)
         text = json.dumps(doc, separators=(",", ":"))
         if frames:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import shlex
 import sys
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -39,14 +40,17 @@ def collect_argv(
     """``sh -c`` that checks the interpreter exists there, then runs ``collect`` on the host.
 
     ``budget``: seconds the remote collection may take in all, so the host answers
-    before the caller's deadline. ``env``: variables the host needs (the shared job
+    before the caller's deadline; ``--until`` is the same deadline as a wall-clock time,
+    so a host whose interpreter was slow to start (a loaded node) shortens its sampling
+    instead of answering late. ``env``: variables the host needs (the shared job
     directory of a launched job), passed on the command line because neither srun's
     nor ssh's environment forwarding can be relied on.
     """
     py = python or sys.executable
     assignments = [f"{k}={v}" for k, v in sorted((env or {}).items())]
     argv = [py, "-m", "doctor", "collect", "--job", job, "--json", "--frames"]
-    argv += ["--interval", f"{interval:g}", "--budget", f"{budget:.2f}"]
+    until = time.time() + budget  # hosts of a cluster share a clock (NTP) to the millisecond
+    argv += ["--interval", f"{interval:g}", "--budget", f"{budget:.2f}", "--until", f"{until:.2f}"]
     here = '"${SLURMD_NODENAME:-$(hostname)}"'
     check = f'test -x "$1" || {{ echo {MISSING} {here} "$1"; exit 127; }}; shift; exec env "$@"'
     return ["/bin/sh", "-c", check, "sh", py, *assignments, *argv]

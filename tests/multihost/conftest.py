@@ -23,6 +23,10 @@ from fakecluster import Cluster, ClusterNames, unavailable
 
 HERE = Path(__file__).parent
 RANKS_PER_HOST = 2
+TRIAGE_TIMEOUT = 30
+"""Generous: on a quiet machine a round takes 2-3 s; on a loaded one (load 16 on 2 cores
+seen) starting Python on each host alone can take seconds. Only the cut-off test, which
+checks the deadline, sets its own."""
 
 
 @pytest.fixture(scope="session")
@@ -73,6 +77,8 @@ class PhasedJob:
         """``nccl-doctor triage --job ID --once --json ARGS`` on the login node."""
         env = {**os.environ, **self.cluster.env}
         argv = [sys.executable, "-m", "doctor", "triage", "--job", self.job, "--once", "--json"]
+        if "--timeout" not in args:
+            args = (*args, "--timeout", str(TRIAGE_TIMEOUT))
         start = time.monotonic()
         done = subprocess.run(
             self.cluster.login([*argv, *args]),

@@ -16,6 +16,7 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
+CUT_TIMEOUT = 10
 VIA = (("slurm", ()), ("ssh", ("--hosts", "h[1-3]")))
 
 
@@ -115,9 +116,10 @@ def test_host_cut_off_while_its_ranks_hang(phased_job) -> None:
     phased_job.enter("dataloader", 4)
     phased_job.cluster.cut(3)
     try:
-        # WHEN triaged with a 5 s deadline
+        # WHEN triaged with a deadline (short, but room for a loaded machine)
         found = [
-            (via, *phased_job.triage("--via", via, *extra, "--timeout", "5")) for via, extra in VIA
+            (via, *phased_job.triage("--via", via, *extra, "--timeout", str(CUT_TIMEOUT)))
+            for via, extra in VIA
         ]
     finally:
         phased_job.cluster.cut(3, connected=True)
@@ -126,8 +128,8 @@ def test_host_cut_off_while_its_ranks_hang(phased_job) -> None:
         v = doc["verdict"]
         assert (v["hang_class"], v["culprit_ranks"]) == ("network", [4, 5]), (via, doc)
         assert rc == 1
-        assert doc["collected"]["seconds"] <= 5.5, doc["collected"]
-        assert wall < 5 + 4, "the command (interpreter start-up included) overran the deadline"
+        assert doc["collected"]["seconds"] <= CUT_TIMEOUT + 0.5, doc["collected"]
+        assert wall < CUT_TIMEOUT + 5, "the command (with interpreter start-up) overran"
         h3 = next(h for h in doc["hosts"] if h["host"] == "h3")
         assert (h3["reached"], h3["ranks"]) == (False, [4, 5]), doc["hosts"]
         assert "cut off" in h3["reason"]
