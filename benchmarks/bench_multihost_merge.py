@@ -31,7 +31,7 @@ from doctor.evidence import Evidence  # noqa: E402
 from doctor.remote.document import to_document  # noqa: E402
 from doctor.remote.merge import merge  # noqa: E402
 from doctor.remote.transport import HostAnswer  # noqa: E402
-from doctor.verdict.classify import classify  # noqa: E402
+from doctor.verdict.classify import analyse  # noqa: E402
 from doctor.verdict.render import to_json  # noqa: E402
 
 TARGETS = {256: 2.0, 2048: 10.0}
@@ -64,8 +64,7 @@ def documents(hosts: int) -> dict[str, HostAnswer]:
 def judge(answers: dict[str, HostAnswer]) -> tuple[dict, float]:
     start = time.perf_counter()
     evidence = merge("bench", list(answers), answers, 1.0)
-    verdict = classify(evidence)
-    doc = to_json(evidence, verdict)
+    doc = to_json(evidence, analyse(evidence))
     return doc, time.perf_counter() - start
 
 

@@ -13,7 +13,9 @@ misses): ``MAX_THREADS`` per stack (the main thread and GIL holders first),
 ``MAX_FRAMES`` per thread (innermost and outermost kept), ``MAX_CLASSES`` per
 host, ``MAX_TEXT`` characters per string, ``MAX_EVENTS`` log events and
 ``MAX_SKIPPED`` skipped probes, and ``MAX_DOC_BYTES`` for the whole document,
-kept by dropping the non-main threads, then the rarest classes.
+kept by dropping the non-main threads, then the rarest classes, then the Flight
+Recorder dumps (``dumps``: the reduced dumps of ``doctor.flight.dump``, through
+``doctor.codec``, so the login node aligns every rank's dump across hosts).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from typing import Any
 
+from doctor.codec import DecodeError, decode, encode
 from doctor.evidence import (
     Evidence,
     Frame,
@@ -33,6 +36,7 @@ from doctor.evidence import (
     RankStack,
     ThreadStack,
 )
+from doctor.flight.dump import RankDump
 from doctor.model import Skipped
 
 SCHEMA = "nccl-doctor/host-evidence/v1"
@@ -81,6 +85,8 @@ class HostDocument:
     gpus: tuple[GpuSample, ...]
     logs: tuple[LogEvent, ...]
     skipped: tuple[Skipped, ...]
+    dumps: tuple[RankDump, ...] = ()
+    unreadable_dumps: tuple[Skipped, ...] = ()
     launcher: str = ""
     truncated: tuple[str, ...] = ()
     version: str = ""
@@ -192,11 +198,20 @@ def to_document(
             StackClass(c.ranks, RankStack(c.stack.rank, _main_only(c.stack), c.stack.source))
             for c in classes
         ]
+        keep = True
         while True:
-            doc = _encode(evidence, host, world_size, local_ranks, version, processes, mains, notes)
-            if len(mains) <= 1 or len(json.dumps(doc, separators=(",", ":"))) <= MAX_DOC_BYTES:
+            doc = _encode(
+                evidence, host, world_size, local_ranks, version, processes, mains, notes, keep
+            )
+            if len(json.dumps(doc, separators=(",", ":"))) <= MAX_DOC_BYTES:
                 break
-            mains = mains[: len(mains) // 2]
+            if len(mains) > 1:
+                mains = mains[: len(mains) // 2]
+            elif keep:
+                keep = False
+                notes.add("dumps: Flight Recorder dumps dropped to stay within the size bound")
+            else:
+                break
     return doc
 
 
@@ -213,6 +228,7 @@ def _encode(
     processes: Sequence[RankProcess],
     classes: Sequence[StackClass],
     notes: set[str],
+    keep_dumps: bool = True,
 ) -> dict[str, Any]:
     table = _FrameTable()
     encoded = [
@@ -252,6 +268,8 @@ def _encode(
         "gpus": [_plain(g) for g in evidence.gpus[:MAX_RANKS]],
         "logs": [_plain(e) for e in evidence.logs[:MAX_EVENTS]],
         "skipped": [_plain(s) for s in evidence.skipped[:MAX_SKIPPED]],
+        "dumps": [encode(d) for d in evidence.dumps[:MAX_RANKS]] if keep_dumps else [],
+        "unreadable_dumps": [_plain(s) for s in evidence.unreadable_dumps[:MAX_SKIPPED]],
         "truncated": sorted(notes)
         + (["logs"] if len(evidence.logs) > MAX_EVENTS else [])
         + (["skipped"] if len(evidence.skipped) > MAX_SKIPPED else []),
@@ -327,6 +345,12 @@ def _ranks(value: Any) -> tuple[int, ...]:
     return tuple(_int(r) for r in value)
 
 
+def _list(value: Any) -> list[Any]:
+    if not isinstance(value, list):
+        raise DocumentError(f"expected a list, got {type(value).__name__}")
+    return value
+
+
 def _records(cls: type, rows: Any, host: str | None = None) -> tuple[Any, ...]:
     if not isinstance(rows, list):
         raise DocumentError(f"{cls.__name__} records are not a list")
@@ -380,6 +404,10 @@ def from_document(doc: Mapping[str, Any], interner: Interner | None = None) -> H
             )
         )
     world = doc.get("world_size")
+    try:
+        dumps = tuple(decode(RankDump, d) for d in _list(doc.get("dumps", []))[:MAX_RANKS])
+    except DecodeError as exc:
+        raise DocumentError(f"a Flight Recorder dump is malformed ({exc})") from None
     return HostDocument(
         host=host,
         job=_str(doc.get("job", "")),
@@ -392,6 +420,8 @@ def from_document(doc: Mapping[str, Any], interner: Interner | None = None) -> H
         gpus=_records(GpuSample, doc.get("gpus", [])),
         logs=_records(LogEvent, doc.get("logs", [])),
         skipped=_records(Skipped, doc.get("skipped", [])),
+        dumps=dumps,
+        unreadable_dumps=_records(Skipped, doc.get("unreadable_dumps", [])),
         launcher=_str(doc.get("launcher", "")),
         truncated=tuple(_str(t) for t in doc.get("truncated", [])),
         version=_str(doc.get("version", "")),

@@ -66,4 +66,5 @@ def host_document(job: str, options: CollectOptions, budget: float | None = None
         evidence,
         skipped=tuple(s for s in evidence.skipped if s.probe != "discover"),
     )
-    return to_document(evidence, host, target.world_size, _local_ranks(target), __version__)
+    world = evidence.world_size or target.world_size
+    return to_document(evidence, host, world, _local_ranks(target), __version__)

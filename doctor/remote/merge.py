@@ -142,6 +142,9 @@ def merge(
         logs=tuple(e for d in docs.values() for e in d.logs),
         progress=tuple(s for d in docs.values() for s in d.progress),
         skipped=tuple(skipped),
+        dumps=tuple(d for doc in docs.values() for d in doc.dumps),
+        unreadable_dumps=tuple(s for doc in docs.values() for s in doc.unreadable_dumps),
+        world_size=world,
         seconds=round(seconds, 3),
         launcher="; ".join(sorted({f"{h}: {d.launcher}" for h, d in docs.items() if d.launcher}))[
             :1000

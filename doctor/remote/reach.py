@@ -198,7 +198,7 @@ def snapshot_round(
     reach: Reach, interval: float, timeout: float, env: Mapping[str, str]
 ) -> TriageSnapshot:
     """One multi-host look, judged: what ``triage`` shows, bundles and prints."""
-    from doctor.verdict.classify import classify
+    from doctor.verdict.classify import analyse
 
     evidence, documents = collect_round(reach, interval, timeout, env)
-    return TriageSnapshot(evidence, classify(evidence), time.time(), documents)
+    return TriageSnapshot(evidence, analyse(evidence), time.time(), documents)

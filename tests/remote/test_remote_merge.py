@@ -7,12 +7,13 @@ from dataclasses import replace
 
 from triage_helpers import hung_evidence, recorded_stack
 
-from doctor.bundle import load_evidence, write_bundle
+from doctor.analyze.format import write_bundle
+from doctor.analyze.load import load_evidence
 from doctor.evidence import UNREACHED, Evidence
 from doctor.remote.document import to_document
 from doctor.remote.merge import merge
 from doctor.remote.transport import HostAnswer
-from doctor.verdict.classify import classify
+from doctor.verdict.classify import analyse, classify
 from doctor.verdict.render import to_json
 
 HOSTS = ["h1", "h2", "h3"]
@@ -48,7 +49,7 @@ def test_hosts_merge_into_one_verdict_naming_the_culprit_on_another_host() -> No
     verdict = classify(evidence)
     # THEN the same classifier that judges one host names rank 2, and ranks carry hosts
     assert (verdict.hang_class.value, verdict.culprit_ranks) == ("cpu_stuck", (2,))
-    doc = to_json(evidence, verdict)
+    doc = to_json(evidence, analyse(evidence))
     assert [(r["rank"], r["host"]) for r in doc["ranks"]] == [
         (0, "h1"),
         (1, "h1"),
@@ -88,7 +89,7 @@ def test_a_silent_host_is_evidence_its_ranks_the_culprits() -> None:
     assert all(procs[r].host == "h3" for r in (4, 5))
     assert (verdict.hang_class.value, verdict.culprit_ranks) == ("network", (4, 5))
     assert "h3" in verdict.summary
-    doc = to_json(evidence, verdict)
+    doc = to_json(evidence, analyse(evidence))
     assert doc["collected"]["ranks_found"] == 4
     assert any(s["probe"] == "host" and "ranks 4-5 unread" in s["reason"] for s in doc["skipped"])
 
