@@ -23,7 +23,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "multihost"))
 
-from conftest import RANKS_PER_HOST, PhasedJob, _wait_lines  # noqa: E402
+from conftest import start_phased_job  # noqa: E402
 from fakecluster import Cluster, ClusterNames, unavailable  # noqa: E402
 
 TARGET_S = 5.0
@@ -48,20 +48,7 @@ def main() -> int:
     ok = True
     try:
         cluster.up()
-        work = base / "jobs"
-        control, ready = work / "control", work / "ready"
-        control.write_text("0 none -1\n")
-        job = cluster.sbatch(
-            str(HERE.parent / "tests" / "multihost" / "phased_job.sbatch"),
-            f"--ntasks-per-node={RANKS_PER_HOST}",
-            f"--output={work}/%j.out",
-            sys.executable,
-            str(HERE.parent / "tests" / "multihost" / "phased_job.py"),
-            str(control),
-            str(ready),
-        )
-        phased = PhasedJob(cluster, job, control, ready)
-        _wait_lines(ready, [f"seen 0 {r}" for r in range(phased.world)], 180, phased.log)
+        phased = start_phased_job(cluster)
         phased.enter("dataloader", 4)
         time.sleep(1)
         for via, extra in (("slurm", ()), ("ssh", ("--hosts", "h[1-3]"))):
@@ -78,7 +65,7 @@ def main() -> int:
                 f"right verdict {right}/{args.runs}; load {os.getloadavg()[0]:.1f}"
             )
             ok &= median <= TARGET_S and right == args.runs
-        cluster.scancel(job)
+        cluster.scancel(phased.job)
     finally:
         cluster.down()
     return 0 if ok else 1

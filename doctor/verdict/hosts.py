@@ -1,7 +1,7 @@
 """The rule over hosts that did not answer (multi-host triage): ``Evidence -> [Candidate]``.
 
-When every rank that could be read waits in a collective, no rank is seen
-elsewhere or dead, and some hosts did not answer, the peers wait for the
+When every rank on the hosts that answered was read and waits in a collective,
+no rank is dead, and some hosts did not answer, the peers wait for the
 ranks on those hosts: they are the culprits. Strength 62: above a transport
 error in a log (60) and the "could not be read" unknown (40, which it
 refines), below anything seen on a rank itself (a dead rank, a rank in its own
@@ -35,16 +35,19 @@ def host_candidates(evidence: Evidence) -> list[Candidate]:
     unreached = {p.rank for p in evidence.processes if p.status == UNREACHED}
     if any(not p.alive for p in evidence.processes):
         return []
-    states = [rank_state(s) for s in evidence.stacks if s.rank not in unreached]
-    if not states or any(s is not RankState.IN_COLLECTIVE for s in states):
+    states = {s.rank: rank_state(s) for s in evidence.stacks if s.rank not in unreached}
+    read = {p.rank for p in evidence.processes if p.status != UNREACHED}
+    if not states or set(states) != read:
+        return []  # a reached rank without a stack: the unreadable-rank rule speaks instead
+    if any(s is not RankState.IN_COLLECTIVE for s in states.values()):
         return []
     culprits = tuple(sorted(unreached))
     cut_off = all(_CUT_OFF.search(h.reason) for h in silent)
     where = ", ".join(f"{h.host} (ranks {rank_ranges(h.ranks)}: {h.reason})" for h in silent)
     waiting = sorted(s.rank for s in evidence.stacks if s.rank not in unreached)
     summary = (
-        f"{names(waiting) if len(waiting) <= 8 else f'{len(waiting)} ranks'} wait in a "
-        f"collective for {names(culprits)} on "
+        f"{names(waiting) if len(waiting) <= 8 else f'{len(waiting)} ranks'} "
+        f"{'waits' if len(waiting) == 1 else 'wait'} in a collective for {names(culprits)} on "
         + ", ".join(h.host for h in silent)
         + (
             ", which cannot be reached: a node cut off from the network; check its links "

@@ -22,6 +22,7 @@ import pytest
 from fakecluster import Cluster, ClusterNames, unavailable
 
 HERE = Path(__file__).parent
+LAUNCH_ID = "phased-launch"
 RANKS_PER_HOST = 2
 TRIAGE_TIMEOUT = 30
 """Generous: on a quiet machine a round takes 2-3 s; on a loaded one (load 16 on 2 cores
@@ -51,6 +52,9 @@ class PhasedJob:
     job: str
     control: Path
     ready: Path
+    job_dir: Path
+    """The shared ``NCCL_DOCTOR_JOB_DIR`` every rank's ``nccl-doctor launch`` registers in."""
+    launch_id: str
     phase: int = 0
     fault: str = ""
 
@@ -73,10 +77,13 @@ class PhasedJob:
         out = self.cluster.base / "jobs" / f"{self.job}.out"
         return out.read_text(errors="replace")[-3000:] if out.exists() else ""
 
-    def triage(self, *args: str, timeout: float = 60) -> tuple[dict[str, Any], float, int]:
+    def triage(
+        self, *args: str, job: str | None = None, env: dict[str, str] | None = None
+    ) -> tuple[dict[str, Any], float, int]:
         """``nccl-doctor triage --job ID --once --json ARGS`` on the login node."""
-        env = {**os.environ, **self.cluster.env}
-        argv = [sys.executable, "-m", "doctor", "triage", "--job", self.job, "--once", "--json"]
+        env = {**os.environ, **self.cluster.env, **(env or {})}
+        job = job or self.job
+        argv = [sys.executable, "-m", "doctor", "triage", "--job", job, "--once", "--json"]
         if "--timeout" not in args:
             args = (*args, "--timeout", str(TRIAGE_TIMEOUT))
         start = time.monotonic()
@@ -85,7 +92,7 @@ class PhasedJob:
             capture_output=True,
             text=True,
             env=env,
-            timeout=timeout,
+            timeout=TRIAGE_TIMEOUT + 60,
         )
         wall = time.monotonic() - start
         assert done.stdout, f"rc={done.returncode}\n{done.stderr[-3000:]}"
@@ -102,12 +109,13 @@ def _wait_lines(path: Path, lines: list[str], timeout: float, details: Any) -> N
     raise AssertionError(f"the job did not reach {lines} within {timeout}s\n{details()}")
 
 
-@pytest.fixture(scope="session")
-def phased_job(cluster: Cluster) -> Iterator[PhasedJob]:
-    """One job of 2 ranks per host, started healthy; cancelled at the end of the session."""
+def start_phased_job(cluster: Cluster) -> PhasedJob:
+    """Submit the phased job (2 ranks per host, each started by ``nccl-doctor launch`` with a
+    shared job directory) and wait until every rank runs."""
     work = cluster.base / "jobs"
-    control, ready = work / "control", work / "ready"
+    control, ready, job_dir = work / "control", work / "ready", work / "registry"
     control.write_text("0 none -1\n")
+    job_dir.mkdir(mode=0o700, exist_ok=True)
     job = cluster.sbatch(
         str(HERE / "phased_job.sbatch"),
         f"--ntasks-per-node={RANKS_PER_HOST}",
@@ -116,10 +124,23 @@ def phased_job(cluster: Cluster) -> Iterator[PhasedJob]:
         str(HERE / "phased_job.py"),
         str(control),
         str(ready),
+        str(job_dir),
+        LAUNCH_ID,
     )
-    running = PhasedJob(cluster, job, control, ready)
+    running = PhasedJob(cluster, job, control, ready, job_dir, LAUNCH_ID)
     try:
-        _wait_lines(ready, [f"seen 0 {r}" for r in range(running.world)], 180, running.log)
+        _wait_lines(ready, [f"seen 0 {r}" for r in range(running.world)], 240, running.log)
+    except BaseException:
+        cluster.scancel(job)
+        raise
+    return running
+
+
+@pytest.fixture(scope="session")
+def phased_job(cluster: Cluster) -> Iterator[PhasedJob]:
+    """The phased job, started healthy; cancelled at the end of the session."""
+    running = start_phased_job(cluster)
+    try:
         yield running
     finally:
-        cluster.scancel(job)
+        cluster.scancel(running.job)

@@ -66,7 +66,7 @@ class Control:
 
 def load_batch(torch: Any, ctl: Control, step: int) -> Any:
     if ctl.mine("straggler"):
-        time.sleep(0.4)
+        time.sleep(0.3)
     if ctl.mine("dataloader"):
         phase = ctl.phase
         ctl.note(f"fault {phase} {ctl.rank}")
