@@ -23,8 +23,9 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent / "tests" / "multihost"))
 
+from clusterconf import ClusterNames  # noqa: E402
 from conftest import start_phased_job  # noqa: E402
-from fakecluster import Cluster, ClusterNames, unavailable  # noqa: E402
+from fakecluster import Cluster, unavailable  # noqa: E402
 
 TARGET_S = 5.0
 

@@ -27,7 +27,8 @@ from collections.abc import Mapping, Sequence
 from doctor.evidence import UNREACHED, Evidence, HostReach, RankProcess, RankStack
 from doctor.model import Skipped
 from doctor.ranks import rank_ranges
-from doctor.remote.document import DocumentError, HostDocument, Interner, parse_document
+from doctor.remote.document import DocumentError, HostDocument
+from doctor.remote.reader import Interner, parse_document
 from doctor.remote.transport import HostAnswer
 
 

@@ -19,7 +19,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from fakecluster import Cluster, ClusterNames, unavailable
+from clusterconf import ClusterNames
+from fakecluster import Cluster, unavailable
 
 HERE = Path(__file__).parent
 LAUNCH_ID = "phased-launch"

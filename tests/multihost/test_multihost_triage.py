@@ -61,7 +61,8 @@ def test_healthy_job(phased_job) -> None:
 
 def test_collect_sends_a_small_versioned_document_from_each_host(phased_job) -> None:
     # GIVEN the running job WHEN each host's collect runs through one srun step
-    from doctor.remote.document import SCHEMA, parse_document
+    from doctor.remote.document import SCHEMA
+    from doctor.remote.reader import parse_document
     from doctor.remote.slurm import collect_via_srun
     from doctor.remote.transport import collect_argv
 

@@ -8,8 +8,9 @@ import pytest
 from clitools import clean_env
 from triage_helpers import start_sleeper
 
-from doctor.remote.document import SCHEMA, parse_document
+from doctor.remote.document import SCHEMA
 from doctor.remote.frames import Reassembler
+from doctor.remote.reader import parse_document
 from doctor.subproc import stop_all
 
 

@@ -14,11 +14,9 @@ from doctor.remote.document import (
     MAX_THREADS,
     SCHEMA,
     DocumentError,
-    Interner,
-    from_document,
-    parse_document,
     to_document,
 )
+from doctor.remote.reader import Interner, from_document, parse_document
 
 
 def eight_rank_host() -> Evidence:

@@ -135,3 +135,27 @@ def test_a_bundle_of_a_multi_host_triage_gives_the_same_verdict(tmp_path) -> Non
             "hosts/h2.json",
             "hosts/h3.json",
         }
+
+
+def test_the_tui_shows_hosts_groups_by_host_and_names_unreached_ones() -> None:
+    # GIVEN a multi-host snapshot whose host h3 did not answer
+    import time
+
+    from doctor.triage.snapshot import TriageSnapshot
+    from doctor.triage.tui.view import rank_rows, stack_groups
+    from doctor.triage.tui.widgets.stack_groups import render_groups
+
+    answers = host_answers("dataloader", {"h3": "cannot connect to h3:22 (timed out): cut off"})
+    evidence = merge("7", HOSTS, answers, 5.0)
+    snapshot = TriageSnapshot(evidence, analyse(evidence), time.time())
+    # WHEN the TUI's views are built
+    rows = {r.rank: r for r in rank_rows(snapshot)}
+    groups = stack_groups(snapshot)
+    # THEN the host column holds the real hosts, h3's ranks read "unreached" ...
+    assert [rows[r].host for r in range(6)] == ["h1", "h1", "h2", "h2", "h3", "h3"]
+    assert rows[4].state == rows[5].state == "unreached"
+    # ... groups say which hosts their ranks are on, and why h3's could not be read
+    silent = next(g for g in groups if g.ranks == (4, 5))
+    assert silent.hosts == "h3" and "host h3 not reached: cannot connect" in silent.note
+    text = render_groups(groups, None).plain
+    assert "on h3" in text and "on h[1-2]" in text

@@ -7,6 +7,7 @@ textual, and unit tested on plain evidence.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from doctor.evidence import (
@@ -54,6 +55,8 @@ class StackGroup:
     culprit: bool
     note: str = ""
     """Why a group has no stack (dead rank, py-spy skipped)."""
+    hosts: str = ""
+    """Multi-host triage: the hosts of the group's ranks, folded (``h[1-3]``)."""
 
 
 @dataclass(frozen=True)
@@ -177,6 +180,7 @@ def stack_groups(snapshot: TriageSnapshot, index: RankIndex | None = None) -> li
     )
     odd = set() if outliers.tie else set(outliers.ranks)
     culprits = set(snapshot.verdict.culprit_ranks)
+    hosts = _group_hosts(snapshot.evidence, ix)
     return [
         StackGroup(
             ranks=ranks,
@@ -185,9 +189,22 @@ def stack_groups(snapshot: TriageSnapshot, index: RankIndex | None = None) -> li
             odd=bool(odd & set(ranks)),
             culprit=bool(culprits & set(ranks)),
             note=note,
+            hosts=hosts(ranks),
         )
         for ranks, state, frames, note in rows
     ]
+
+
+def _group_hosts(evidence: Evidence, ix: RankIndex) -> Callable[[Sequence[int]], str]:
+    """Ranks -> their hosts, folded; '' for single-host triage (the host column says it)."""
+    if not evidence.hosts:
+        return lambda ranks: ""
+    from doctor.remote.hosts import fold
+
+    def hosts(ranks: Sequence[int]) -> str:
+        return fold({ix.processes[r].host for r in ranks if r in ix.processes})
+
+    return hosts
 
 
 def _fr_position(sample: ProgressSample | None) -> str:

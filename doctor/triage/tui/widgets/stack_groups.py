@@ -24,6 +24,8 @@ def render_groups(groups: list[StackGroup], selected_rank: int | None) -> Text:
         pointer = "▶ " if selected_rank in group.ranks else "  "
         text.append(pointer)
         text.append(f"{count} rank{'s' * (count != 1)} {rank_ranges(group.ranks)}", style=mark)
+        if group.hosts:
+            text.append(f" on {group.hosts}", style=mark)
         text.append("  ")
         text.append(group.state, style=state_style(group.state))
         if group.odd:
