@@ -9,7 +9,8 @@ the event loop, which it already has and tests.
 
 Extra ssh options (an identity, a config file) come from
 ``NCCL_DOCTOR_SSH_OPTIONS`` (``-F ~/.ssh/cluster_config``), like
-``PDSH_SSH_ARGS_APPEND``.
+``PDSH_SSH_ARGS_APPEND``; another ssh client (a wrapper script) from
+``NCCL_DOCTOR_SSH``.
 """
 
 from __future__ import annotations
@@ -19,10 +20,15 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from ClusterShell.Event import EventHandler
+from ClusterShell.NodeSet import NodeSet
+from ClusterShell.Task import Task
+
 from doctor.remote.frames import Reassembler
 from doctor.remote.transport import MAX_HOST_BYTES, MISSING, HostAnswer, remote_shell
 
 SSH_OPTIONS_ENV = "NCCL_DOCTOR_SSH_OPTIONS"
+SSH_PATH_ENV = "NCCL_DOCTOR_SSH"
 FANOUT = 64
 _STDERR_HINTS = (
     ("Permission denied", "ssh refused the login (no key this host accepts; BatchMode=yes)"),
@@ -34,10 +40,11 @@ _STDERR_HINTS = (
 )
 
 
-class _Handler:
+class _Handler(EventHandler):  # type: ignore[misc]
     """ClusterShell events -> per-host output, exit code and time of completion."""
 
     def __init__(self, start: float) -> None:
+        super().__init__()
         self.start = start
         self.frames = Reassembler()
         self.stderr: dict[str, list[str]] = {}
@@ -46,7 +53,6 @@ class _Handler:
         self.sizes: dict[str, int] = {}
         self.missing: set[str] = set()
 
-    # ClusterShell's EventHandler protocol (duck-typed: only the events we need)
     def ev_read(self, worker: Any, node: str, sname: str, msg: bytes) -> None:
         text = msg.decode(errors="replace")
         self.sizes[node] = self.sizes.get(node, 0) + len(msg)
@@ -66,11 +72,6 @@ class _Handler:
 
     def ev_hup(self, worker: Any, node: str, rc: int) -> None:
         self.codes[node] = rc
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("ev_") or name.startswith("_ev_"):
-            return lambda *args, **kwargs: None
-        raise AttributeError(name)
 
     def reason(self, node: str, timeout: float) -> str:
         if node in self.missing:
@@ -94,14 +95,13 @@ def collect_via_ssh(
     fanout: int = FANOUT,
 ) -> dict[str, HostAnswer]:
     """Run ``command`` on every host; each host's answer within ``timeout`` seconds."""
-    from ClusterShell.NodeSet import NodeSet
-    from ClusterShell.Task import Task
-
     start = time.monotonic()
     task = Task()  # a private task and engine: never the thread's shared task_self()
     task.set_info("fanout", fanout)
     task.set_info("connect_timeout", max(1, math.floor(min(timeout / 2, 10))))
     task.set_info("ssh_options", env.get(SSH_OPTIONS_ENV, ""))
+    if env.get(SSH_PATH_ENV):
+        task.set_info("ssh_path", env[SSH_PATH_ENV])
     handler = _Handler(start)
     try:
         task.shell(
