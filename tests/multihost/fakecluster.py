@@ -38,6 +38,10 @@ TOOLS += ("munged", "mungekey", "sshd", "ssh", "ssh-keygen")
 PACKAGES = "slurmctld slurmd slurm-client munge openssh-server"
 
 
+class ClusterBusy(RuntimeError):
+    """The names are taken (another run's cluster, another slurmctld): skip, do not fail."""
+
+
 def sh(*argv: str, check: bool = True, timeout: float = 30) -> subprocess.CompletedProcess[str]:
     return subprocess.run(argv, capture_output=True, text=True, check=check, timeout=timeout)
 
@@ -79,8 +83,9 @@ class Cluster:
     names: ClusterNames
     base: Path
     procs: dict[str, subprocess.Popen[bytes]] = field(default_factory=dict)
-    netns_up: list[str] = field(default_factory=list)
-    bridge_up: bool = False
+    owns_names: bool = False
+    """Set once ``up`` claimed the names (nobody else's cluster holds them): then, and only
+    then, ``down`` removes whatever network goes by them."""
 
     # ---- what tests use -------------------------------------------------------------
     @property
@@ -142,8 +147,9 @@ class Cluster:
         STATE_DIR.mkdir(mode=0o700, exist_ok=True)
         reclaim(self.names)
         if not _port_free(self.names.ctld_port):
-            raise RuntimeError(f"port {self.names.ctld_port} is in use: another slurmctld?")
+            raise ClusterBusy(f"port {self.names.ctld_port} is in use (another slurmctld?)")
         self._record()
+        self.owns_names = True
         self._files()
         self._network()
         self._daemons()
@@ -179,13 +185,11 @@ class Cluster:
     def _network(self) -> None:
         n = self.names
         sh("ip", "link", "add", n.bridge, "type", "bridge")
-        self.bridge_up = True
         sh("ip", "addr", "add", f"{n.ctl_addr}/24", "dev", n.bridge)
         sh("ip", "link", "set", n.bridge, "up")
         for i in range(1, n.hosts + 1):
             ns = n.netns(i)
             sh("ip", "netns", "add", ns)
-            self.netns_up.append(ns)
             sh("ip", "link", "add", n.veth(i), "type", "veth", "peer", "name", "eth0", "netns", ns)
             sh("ip", "link", "set", n.veth(i), "master", n.bridge, "up")
             sh("ip", "-n", ns, "addr", "add", f"{n.addr(i)}/24", "dev", "eth0")
@@ -272,8 +276,9 @@ class Cluster:
             if name in self.procs:
                 _terminate(self.procs[name].pid)
                 _reap(self.procs[name])
-        _remove_network(self.names)
-        (STATE_DIR / f"{self.names.tag}.json").unlink(missing_ok=True)
+        if self.owns_names:  # never another run's: only what this cluster claimed
+            _remove_network(self.names)
+            (STATE_DIR / f"{self.names.tag}.json").unlink(missing_ok=True)
 
 
 def _connects(addr: str, port: int) -> bool:
@@ -360,8 +365,9 @@ def reclaim(names: ClusterNames) -> None:
     if state is not None:
         try:
             owner = psutil.Process(state["owner"])
-            if abs(owner.create_time() - state["owner_started"]) < 1:
-                raise RuntimeError(f"cluster {names.tag!r} is in use by pid {owner.pid}")
+            alive = owner.status() != psutil.STATUS_ZOMBIE
+            if alive and abs(owner.create_time() - state["owner_started"]) < 1:
+                raise ClusterBusy(f"cluster {names.tag!r} is in use by pid {owner.pid}")
         except psutil.Error:
             pass
         pids = state.get("pids", {})
@@ -371,7 +377,10 @@ def reclaim(names: ClusterNames) -> None:
         for name in ("slurmctld", "munged"):
             if name in pids and _is(pids[name], name):
                 _terminate(pids[name])
-    if state is not None or _exists(names):
+    if state is None and _exists(names):
+        # a run writes its state before it creates anything: this network is not ours
+        raise ClusterBusy(f"{names.bridge} or the {names.tag}-h* namespaces exist, not ours")
+    if state is not None:
         _remove_network(names)
     path.unlink(missing_ok=True)
 
