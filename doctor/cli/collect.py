@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 import os
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 
@@ -65,12 +65,11 @@ def register(app: typer.Typer) -> None:
             _summary(doc)
 
 
-def _summary(doc: dict[str, object]) -> None:
+def _summary(doc: dict[str, Any]) -> None:
     """One line per fact for a person; the document itself is what --json prints."""
     from doctor.ranks import rank_ranges
 
     procs = doc.get("processes") or []
-    assert isinstance(procs, list)
     alive = [p["rank"] for p in procs if p.get("alive")]
     lost = [p["rank"] for p in procs if not p.get("alive")]
     print(f"host {doc['host']}: job {doc['job']}, ranks {rank_ranges(alive) or 'none'} alive")

@@ -118,10 +118,10 @@ def merge(
     skipped = [s for doc in docs.values() for s in doc.skipped]
     reach = []
     for host in hosts:
-        doc = docs.get(host)
-        if doc is not None:
-            ranks = tuple(sorted(p.rank for p in doc.processes))
-            note = "; ".join(f"bound hit: {t}" for t in doc.truncated)
+        answered = docs.get(host)
+        if answered is not None:
+            ranks = tuple(sorted(p.rank for p in answered.processes))
+            note = "; ".join(f"bound hit: {t}" for t in answered.truncated)
             reach.append(HostReach(host, True, note, ranks, answers[host].seconds))
             continue
         ranks = claims.get(host, ())

@@ -49,7 +49,8 @@ def unreachable(hosts: Sequence[str], port: int, timeout: float) -> dict[str, st
     """Per host: why it cannot be connected to ('' when it can), all within ``timeout``."""
     calls = {h: (lambda h=h: _connect(h, port, timeout)) for h in hosts}
     got = fanout(calls, time.monotonic() + timeout + 0.1)
-    return {
-        h: got[h].value if isinstance(got.get(h), Done) else f"cannot connect to {h}:{port}"
-        for h in hosts
-    }
+    out = {}
+    for h in hosts:
+        outcome = got.get(h)
+        out[h] = outcome.value if isinstance(outcome, Done) else f"cannot connect to {h}:{port}"
+    return out

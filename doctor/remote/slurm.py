@@ -130,13 +130,14 @@ def _read_until(
     frames = Reassembler()
     seconds: dict[str, float] = {}
     errors: dict[str, str] = {}
-    pending = {proc.stdout: b"", proc.stderr: b""}
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd = proc.stdout.fileno()
+    pending = {out_fd: b"", proc.stderr.fileno(): b""}
     received = 0
     with selectors.DefaultSelector() as sel:
-        for stream in pending:
-            assert stream is not None
-            os.set_blocking(stream.fileno(), False)
-            sel.register(stream, selectors.EVENT_READ)
+        for fd in pending:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
         while sel.get_map() and not nodes <= set(frames.done):
             left = deadline - time.monotonic()
             if left <= 0:
@@ -150,11 +151,11 @@ def _read_until(
                 if received > MAX_HOST_BYTES * max(len(nodes), 1):
                     errors[""] = "srun sent more output than any set of host documents"
                     return frames.done, seconds, errors
-                lines = (pending[key.fileobj] + chunk).split(b"\n")
-                pending[key.fileobj] = lines.pop()
+                lines = (pending[key.fd] + chunk).split(b"\n")
+                pending[key.fd] = lines.pop()
                 for raw in lines:
                     line = raw.decode(errors="replace")
-                    if key.fileobj is proc.stdout:
+                    if key.fd == out_fd:
                         host = frames.feed(line)
                         if host is not None:
                             seconds[host] = round(time.monotonic() - start, 3)

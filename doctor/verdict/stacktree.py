@@ -113,7 +113,7 @@ def to_json(tree: StackTree) -> dict[str, Any]:
             "ranks": rank_ranges(tree.ranks(node)),
             "count": tree.count(node),
         }
-        shown = []
+        shown: list[dict[str, Any]] = []
         for kid in kids:
             if budget[0] <= 0:
                 out["more_children"] = len(kids) - len(shown)
