@@ -20,9 +20,9 @@ SSH_PORT = 22
 SLURMD_PORT = 6818
 
 
-def slurmd_port(env: Mapping[str, str]) -> int:
-    """``SlurmdPort`` from ``scontrol show config`` (6818 where it cannot say)."""
-    done = run(["scontrol", "show", "config"], 3.0, env=env)
+def slurmd_port(env: Mapping[str, str], timeout: float = 3.0) -> int:
+    """``SlurmdPort`` from ``scontrol show config`` (6818 where it cannot say in time)."""
+    done = run(["scontrol", "show", "config"], timeout, env=env)
     for line in done.stdout.splitlines():
         key, _, value = line.partition("=")
         if key.strip() == "SlurmdPort" and value.strip().isdigit():

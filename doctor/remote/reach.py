@@ -133,7 +133,9 @@ def _probe_silent(
     silent = [h for h, a in answers.items() if a.text is None]
     if not silent or left < 0.2:
         return dict(answers)
-    port = probe.slurmd_port(env) if reach.via is Via.SLURM else probe.SSH_PORT
+    asked = time.monotonic()
+    port = probe.slurmd_port(env, left / 3) if reach.via is Via.SLURM else probe.SSH_PORT
+    left -= time.monotonic() - asked
     why = probe.unreachable(silent, port, max(0.1, left - 0.1))
     out = dict(answers)
     for host in silent:
