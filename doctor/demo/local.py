@@ -49,6 +49,7 @@ class LocalJob:
         if launch not in LAUNCHES:
             raise ValueError(f"launch must be one of {LAUNCHES}")
         self.job, self.fault, self.world, self.launch = job, fault, world, launch
+        self.fault_rank = fault_rank
         self.workdir = workdir
         self.ready_file = workdir / f"{job}.ready"
         self.home = workdir / "registry"
@@ -60,6 +61,8 @@ class LocalJob:
             "NCCL_DOCTOR_HOME": str(self.home),
             "PYTHONUNBUFFERED": "1",
         }
+        self.program = ["-m", "doctor.demo.job"]
+        self.torchrun_args: list[str] = ["--rdzv-id", job]
         self.job_args = [
             "--fault",
             fault,
@@ -108,10 +111,8 @@ class LocalJob:
                     "c10d",
                     "--rdzv-endpoint",
                     f"127.0.0.1:{free_port()}",
-                    "--rdzv-id",
-                    self.job,
-                    "-m",
-                    "doctor.demo.job",
+                    *self.torchrun_args,
+                    *self.program,
                     *self.job_args,
                 ],
                 self.base_env,
@@ -121,7 +122,7 @@ class LocalJob:
             module = (
                 ["-m", "doctor.demo.local", "--agent-rank"]
                 if self.launch == "agent"
-                else ["-m", "doctor.demo.job"]
+                else self.program
             )
             for rank in range(self.world):
                 env = {
@@ -139,12 +140,12 @@ class LocalJob:
         self.wait_ready(timeout)
         return self
 
-    def wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float, lines: int | None = None) -> None:
+        """Until ``lines`` ready lines (default: one per rank) are in the ready file."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if (
-                self.ready_file.exists()
-                and len(self.ready_file.read_text().splitlines()) >= self.world
+            if self.ready_file.exists() and len(self.ready_file.read_text().splitlines()) >= (
+                lines or self.world
             ):
                 return
             if self.procs and all(p.poll() is not None for p in self.procs):
@@ -164,6 +165,11 @@ class LocalJob:
                 tree += [top, *top.children(recursive=True)]
             except psutil.Error:
                 continue
+        for member in tree:  # a stopped process handles SIGTERM only once continued
+            try:
+                member.send_signal(signal.SIGCONT)
+            except psutil.Error:
+                pass
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for member in tree:
                 try:

@@ -1,9 +1,13 @@
 """Rules over live evidence (stacks, liveness, NVML, NCCL log lines): ``Evidence -> [Candidate]``.
 
-First the job's *progress* over the window (``job_progress``): Flight
-Recorder sequence ids that advanced, else read/write system calls on every
-live rank (a gloo rank blocked in a collective makes none), else unknown.
-Then each rule looks at the ranks' states (``doctor.verdict.stacks``):
+First the job's *progress* over the window (``job_progress``): proof that it
+moved, never its absence of complaints. Proof is Flight Recorder sequence ids
+that advanced, or every live rank either making read/write system calls (a
+gloo rank blocked in a collective makes none) or showing stacks that change
+while it uses CPU. Without proof there is no ``healthy``. Then each rule looks
+at the ranks' states (``doctor.verdict.stacks``), set by structure (a stopped
+process, a main thread waiting for a GIL another thread holds, a wait the
+kernel names) before names: a function name only says where a rank is.
 
 =================  ========  ====================================================
 rule               strength  fires when
@@ -11,8 +15,13 @@ rule               strength  fires when
 rank_loss          90        an expected rank is dead, a zombie or missing
 unsupported_op     85        a log says the backend does not support an op
 gpu_hang           85        NVML reports an XID or uncorrected ECC on a rank's GPU
+cpu_stuck          82        no proof of progress; a live rank cannot move by
+  (blocked)                  itself: stopped (T/t), its main thread waiting for
+                             the GIL another thread holds (most samples), or
+                             blocked in the kernel on a FIFO, a pipe, a network
+                             filesystem or in state D
 cpu_stuck          80        no progress; some ranks wait in a collective, others
-                             are in their own code (loader, GIL loop, I/O)
+                             are in their own code (loader, GIL, I/O, stopped)
 compile_warmup     80        the same, with the others in torch.compile/inductor
 bootstrap          75        a log shows a bootstrap failure, or ranks wait in
                              init_process_group/new_group without progress
@@ -25,8 +34,9 @@ straggler          60        progress; one rank is in its own code while the
 unknown            40/20     no progress; ranks that could not be read while the
                              rest wait (40); or every rank waits in one collective
                              and stacks cannot say more (20)
-healthy            30/15     progress and no straggler (30); no progress signal
-                             but no rank waits (15)
+unknown            15        no rank waits in a collective and nothing proved
+  (no_proof)                 progress: names the missing evidence
+healthy            30        proof of progress and no straggler
 =================  ========  ====================================================
 
 Culprits are the ranks that keep the others waiting, never the waiters. With
@@ -41,15 +51,18 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from doctor.evidence import Evidence, ProgressSample, RankStack
+from doctor.evidence import Evidence, ProgressSample, RankProcess, RankStack
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.verdict.candidate import Candidate
+from doctor.verdict.kernel import blocked_on, kernel_line
 from doctor.verdict.signals import names, signal_candidates
 from doctor.verdict.stacks import (
     BOOTSTRAP_OPS,
     ELSEWHERE,
+    STOPPED_STATUSES,
     RankState,
     collective_op,
+    gil_holder,
     group_by_signature,
     odd_ones_out,
     odd_ones_out_by_group,
@@ -60,6 +73,8 @@ from doctor.verdict.stacks import (
 
 PROGRESS_CALLS = 8
 """Read/write calls in half a window that count as progress (one gloo step makes dozens)."""
+MOVING_CPU_S = 0.05
+"""CPU seconds in half a window that, with stacks that change, show a rank at work."""
 FR_HINT = "Flight Recorder dumps (TORCH_FR_BUFFER_SIZE and `nccl-doctor launch`)"
 
 
@@ -80,6 +95,8 @@ class LiveView:
         for p in evidence.processes:
             if not p.alive:
                 states[p.rank] = RankState.DEAD
+            elif p.status in STOPPED_STATUSES:
+                states[p.rank] = RankState.STOPPED
             else:
                 states.setdefault(p.rank, RankState.UNKNOWN)
         samples: dict[int, list[ProgressSample]] = {}
@@ -106,15 +123,37 @@ class LiveView:
         )
 
 
-def job_progress(evidence: Evidence) -> bool | None:
-    """Whether the job moved during the window; None when nothing can say.
+def moving_ranks(evidence: Evidence) -> set[int]:
+    """Live ranks with proof of their own progress: at least ``PROGRESS_CALLS`` read/write
+    calls, or stacks that changed across the samples while the rank used CPU."""
+    signatures: dict[int, set[str]] = {}
+    for s in evidence.progress:
+        if s.stack_signature:
+            signatures.setdefault(s.rank, set()).add(s.stack_signature)
+    return {
+        p.rank
+        for p in evidence.processes
+        if p.alive
+        and p.status not in STOPPED_STATUSES
+        and (
+            (p.io_calls_delta or 0) >= PROGRESS_CALLS
+            or (
+                len(signatures.get(p.rank, ())) > 1 and (p.cpu_seconds_delta or 0.0) >= MOVING_CPU_S
+            )
+        )
+    }
 
-    In order: Flight Recorder sequence ids that moved between two reads; every
-    live rank making at least ``PROGRESS_CALLS`` read/write calls (a gloo rank
-    blocked in a collective makes none; a wrapper's heartbeat file or the agent
-    answering a dump makes a few); a rank waiting in a collective without
-    them; sequence ids read twice that did not move. The Flight Recorder reads
-    are taken after the window, so their cost never looks like progress.
+
+def job_progress(evidence: Evidence) -> bool | None:
+    """Whether the job moved during the window: True only with proof, None when nothing
+    can say.
+
+    In order: Flight Recorder sequence ids that moved between two reads; every live
+    rank moving (``moving_ranks``; a wrapper's heartbeat file or the agent answering a
+    dump makes a few calls, fewer than ``PROGRESS_CALLS``); a rank waiting in a
+    collective or stopped without moving (False); sequence ids read twice that did
+    not move (False). The Flight Recorder reads are taken after the window, so their
+    cost never looks like progress.
     """
     readings = [
         s
@@ -126,11 +165,14 @@ def job_progress(evidence: Evidence) -> bool | None:
         fr.setdefault(s.rank, set()).add((s.last_enqueued_seq, s.last_completed_seq))
     if any(len(v) > 1 for v in fr.values()):
         return True
-    alive = [p for p in evidence.processes if p.alive and p.io_calls_delta is not None]
-    if alive and all((p.io_calls_delta or 0) >= PROGRESS_CALLS for p in alive):
+    alive = [p for p in evidence.processes if p.alive]
+    moving = moving_ranks(evidence)
+    if alive and all(p.rank in moving for p in alive):
         return True
     waiting = {s.rank for s in evidence.stacks if rank_state(s) is RankState.IN_COLLECTIVE}
-    if any(p.rank in waiting and (p.io_calls_delta or 0) < PROGRESS_CALLS for p in alive):
+    stopped = {p.rank for p in alive if p.status in STOPPED_STATUSES}
+    measured = {p.rank for p in alive if p.io_calls_delta is not None}
+    if stopped or any(r in waiting and r not in moving for r in measured):
         return False
     return False if len(readings) > len(fr) else None
 
@@ -222,6 +264,8 @@ def rank_loss(view: LiveView) -> list[Candidate]:
 
 
 _WHERE = {
+    RankState.STOPPED: "stopped (kernel state T: SIGSTOP or a debugger)",
+    RankState.GIL_WAIT: "waiting for the GIL, which another thread of it holds,",
     RankState.DATA_LOADING: "in its data loader",
     RankState.GIL_LOOP: "in a Python loop holding the GIL",
     RankState.USER_CODE: "in its own code",
@@ -234,7 +278,8 @@ def stuck(view: LiveView) -> list[Candidate]:
     if view.progress:
         return []
     waiting = view.ranks_in(RankState.IN_COLLECTIVE)
-    elsewhere = view.ranks_in(*ELSEWHERE)
+    blocked_ranks = _blocked_ranks(view)  # the ``blocked`` rule speaks for those
+    elsewhere = tuple(r for r in view.ranks_in(*ELSEWHERE) if r not in blocked_ranks)
     if not waiting or not elsewhere:
         return []
     ref = view.waiting_ref(waiting)
@@ -253,12 +298,11 @@ def stuck(view: LiveView) -> list[Candidate]:
     ):
         if not culprits:
             continue
-        where = "; ".join(
-            f"{names([r])} is {_WHERE[view.states[r]]} at {view.stack(r)}" for r in culprits
-        )
+        where = "; ".join(_where(view, r) for r in culprits)
         lines = (
             [_py(r, f"main thread {_WHERE[view.states[r]]}: {view.stack(r)}") for r in culprits]
             + [wait_line]
+            + _native_lines(view, waiting)
             + _cpu_lines(view, culprits)
         )
         summary = f"{where}, while {names(waiting)} wait in {ref.op if ref else 'a collective'}"
@@ -270,8 +314,39 @@ def stuck(view: LiveView) -> list[Candidate]:
     return out
 
 
+def _process(view: LiveView, rank: int) -> RankProcess | None:
+    return next((p for p in view.evidence.processes if p.rank == rank), None)
+
+
+def _holder_text(stack: RankStack | None) -> str:
+    """``thread T holds the GIL at sleep (libc.so.6) < hold (x.py:9)``: the holder's innermost
+    frame and, under native frames, its first Python frame."""
+    holder = gil_holder(stack)
+    if holder is None or not holder.frames:
+        return ""
+    frames = [f for f in holder.frames if not f.name.startswith("0x")]
+    first = frames[0] if frames else holder.frames[0]
+    python = next((f for f in frames if f.line), None)
+    where = f"{first}" + (f" < {python}" if python is not None and python is not first else "")
+    return f"thread {holder.name or holder.thread_id} holds the GIL at {where}"
+
+
+def _where(view: LiveView, rank: int) -> str:
+    """Where a culprit is, by structure first (stopped, GIL, kernel wait), then by name."""
+    state = view.states[rank]
+    text = f"{names([rank])} is {_WHERE[state]}"
+    stack = next((s for s in view.evidence.stacks if s.rank == rank), None)
+    if state is RankState.GIL_WAIT and (holder := _holder_text(stack)):
+        text += f" {holder}; its main thread is at {view.stack(rank)}"
+    elif view.stack(rank):
+        text += f" at {view.stack(rank)}"
+    process = _process(view, rank)
+    kernel = blocked_on(process) if process is not None else ""
+    return f"{text}, {kernel}" if kernel else text
+
+
 def _cpu_lines(view: LiveView, ranks: Sequence[int]) -> list[EvidenceLine]:
-    """CPU and I/O of the culprits, and any other thread of theirs that holds the GIL."""
+    """CPU, I/O and kernel wait of the culprits, and any other thread that holds their GIL."""
     lines = []
     for p in view.evidence.processes:
         if p.rank in ranks and p.cpu_seconds_delta is not None:
@@ -279,20 +354,80 @@ def _cpu_lines(view: LiveView, ranks: Sequence[int]) -> list[EvidenceLine]:
                 EvidenceLine(
                     "process",
                     p.rank,
-                    f"used {p.cpu_seconds_delta:.2f}s CPU "
+                    f"state {p.status}, used {p.cpu_seconds_delta:.2f}s CPU "
                     f"and {p.io_calls_delta} read/write calls in the window",
                 )
             )
+        if p.rank in ranks and (kernel := kernel_line(p)):
+            lines.append(EvidenceLine("process", p.rank, f"main thread in the kernel: {kernel}"))
     for stack in view.evidence.stacks:
-        holder = next((t for t in stack.threads if t.holds_gil and not t.is_main), None)
-        if stack.rank in ranks and holder is not None and holder.frames:
-            lines.append(
-                _py(
-                    stack.rank,
-                    f"thread {holder.name or holder.thread_id} holds the GIL at {holder.frames[0]}",
-                )
-            )
+        if stack.rank in ranks and (holder := _holder_text(stack)):
+            lines.append(_py(stack.rank, holder))
     return lines
+
+
+def _native_lines(view: LiveView, waiting: Sequence[int]) -> list[EvidenceLine]:
+    """Where native frames showed the waiters' wait (DDP's reducer, a ``Work::wait``)."""
+    lines = []
+    for stack in view.evidence.stacks:
+        main = stack.main
+        if stack.rank not in waiting or main is None or not any(f.line == 0 for f in main.frames):
+            continue
+        source = (
+            f" (native frames of rank {stack.native_from}, whose Python stack is the same)"
+            if stack.native_from is not None
+            else ""
+        )
+        lines.append(_py(stack.rank, f"native wait: {view.stack(stack.rank)}{source}"))
+    return lines
+
+
+BLOCKED = (RankState.STOPPED, RankState.GIL_WAIT)
+
+
+def _blocked_ranks(view: LiveView) -> tuple[int, ...]:
+    """Live ranks that cannot move by themselves, by structure (see the module table)."""
+    out = []
+    for rank, state in sorted(view.states.items()):
+        process = _process(view, rank)
+        if state is RankState.GIL_WAIT:
+            seen = [RankState(s.state) for s in view.samples.get(rank, [])]
+            if seen and 2 * seen.count(RankState.GIL_WAIT) <= len(seen):
+                continue  # a moment's wait for the GIL is how threads share it
+        if state in BLOCKED or (process is not None and process.alive and blocked_on(process)):
+            out.append(rank)
+    return tuple(out)
+
+
+def blocked(view: LiveView) -> list[Candidate]:
+    """A live rank that cannot move by itself, with nothing proving the job moves."""
+    if view.progress:
+        return []
+    culprits = _blocked_ranks(view)
+    if not culprits:
+        return []
+    waiting = view.ranks_in(RankState.IN_COLLECTIVE)
+    others = [r for r in view.states if r not in culprits and view.states[r] is not RankState.DEAD]
+    ref = view.waiting_ref(waiting)
+    peers = (
+        f", while {names(waiting)} wait in {ref.op if ref else 'a collective'}"
+        if waiting
+        else (f"; {names(others)} cannot finish a collective without it" if others else "")
+    )
+    summary = "; ".join(_where(view, r) for r in culprits) + peers
+    lines = [_py(None, f"{names(waiting)} wait in {view.stack(waiting[0])}")] if waiting else []
+    return [
+        Candidate(
+            HangClass.CPU_STUCK,
+            culprits,
+            Confidence.HIGH if view.progress is False or waiting else Confidence.MEDIUM,
+            summary,
+            82,
+            collective=ref,
+            evidence=tuple(lines + _native_lines(view, waiting) + _cpu_lines(view, culprits)),
+            rule="blocked",
+        )
+    ]
 
 
 def mismatch(view: LiveView) -> list[Candidate]:
@@ -445,6 +580,34 @@ def all_waiting(view: LiveView) -> list[Candidate]:
     ]
 
 
+NO_PROOF = (
+    f"progress over the window: {FR_HINT} whose sequence ids advance",
+    "read/write calls on every rank, or stacks that change while they use CPU",
+)
+
+
+def no_proof(view: LiveView) -> Candidate:
+    """Nothing waits and nothing moves: never ``healthy`` without proof of progress."""
+    still = sorted(r for r in view.states if r not in moving_ranks(view.evidence))
+    unread = view.ranks_in(RankState.UNKNOWN)
+    missing = NO_PROOF + tuple(f"stack of rank {r}" for r in unread)
+    summary = (
+        "no rank waits in a known collective, but nothing proved that the job progresses: "
+        f"{names(still)} made no read/write calls and no stack change with CPU in the window"
+        if still
+        else "no rank waits in a known collective, but nothing proved that the job progresses"
+    )
+    return Candidate(
+        HangClass.UNKNOWN,
+        (),
+        Confidence.LOW,
+        summary + "; look again with a longer --interval, or turn on Flight Recorder",
+        15,
+        missing_evidence=missing,
+        rule="no_proof",
+    )
+
+
 def straggler_counts(view: LiveView) -> Counter[int]:
     """Per rank: samples in which it was elsewhere while most of the others waited."""
     counts: Counter[int] = Counter()
@@ -485,16 +648,7 @@ def progressing(view: LiveView) -> list[Candidate]:
             and not view.ranks_in(RankState.IN_COLLECTIVE)
             and view.states
         ):
-            return [
-                Candidate(
-                    HangClass.HEALTHY,
-                    (),
-                    Confidence.LOW,
-                    "no rank waits in a collective, but nothing measured progress either",
-                    15,
-                    rule="nobody_waits",
-                )
-            ]
+            return [no_proof(view)]
         return []
     counts = straggler_counts(view).most_common(2)
     total = min((len(v) for v in view.samples.values()), default=0)
@@ -535,6 +689,7 @@ def progressing(view: LiveView) -> list[Candidate]:
 
 RULES: tuple[Callable[[LiveView], list[Candidate]], ...] = (
     rank_loss,
+    blocked,
     stuck,
     mismatch,
     all_waiting,

@@ -5,8 +5,10 @@ triage started still did work in the first half, so only the second half
 counts. CPU time and read/write system calls over that span tell a rank
 that works (a gloo rank in a running job makes socket calls every step)
 from one that waits (a rank blocked in a collective makes none).
-Lost ranks from discovery are reported here too, so every expected rank has
-one ``RankProcess``.
+At the second reading, the kernel's view of each main thread (``wchan``,
+``syscall``: ``doctor.triage.sources.kernel``) says what a rank is blocked on
+whatever its Python function is called. Lost ranks from discovery are
+reported here too, so every expected rank has one ``RankProcess``.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ import psutil
 from doctor.evidence import RankProcess
 from doctor.model import Skipped
 from doctor.triage.sources.interface import Collected, Source
+from doctor.triage.sources.kernel import read_wait
 from doctor.triage.target import RankTarget, Target
 
 
@@ -114,9 +117,12 @@ class ProcSource(Source):
             cpu = round(b.cpu - a.cpu, 3)
             if a.io_calls is not None and b.io_calls is not None:
                 calls = b.io_calls - a.io_calls
+        wait = read_wait(rank.pid)
         return replace(
             base,
             status=b.status,
+            wchan=wait.wchan,
+            syscall=wait.syscall,
             cpu_seconds_delta=cpu,
             num_threads=b.threads,
             rss_bytes=b.rss,

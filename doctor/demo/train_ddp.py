@@ -1,0 +1,59 @@
+"""Data-parallel training of the tiny GPT with ``torch.nn.parallel.DistributedDataParallel``.
+
+The loop of public GPT training scripts, on CPU with gloo: ``get_batch`` reads the
+rank's shard, the forward pass runs through DDP, and ``loss.backward()`` makes
+DDP's reducer all-reduce gradient buckets from autograd hooks: no collective is
+called from Python. Start it under torchrun, or one process per rank with
+``RANK``, ``WORLD_SIZE``, ``MASTER_ADDR`` and ``MASTER_PORT`` set::
+
+    torchrun --nproc-per-node 4 -m doctor.demo.train_ddp --data DIR
+
+Faults are injected from outside (``doctor.demo.inject``, signals, the shard files).
+"""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import os
+import sys
+from pathlib import Path
+
+from doctor.demo.gpt import get_batch, make_model, write_shards
+
+
+def parse(argv: list[str] | None) -> argparse.Namespace:
+    p = argparse.ArgumentParser(prog="python -m doctor.demo.train_ddp")
+    p.add_argument("--data", type=Path, required=True, help="folder of train_<rank>.bin shards")
+    p.add_argument("--steps", type=int, default=100_000)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--timeout", type=float, default=1800.0, help="collective timeout, s")
+    return p.parse_args(argv)
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parse(argv)
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel
+
+    rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout))
+    if rank == 0 and not (args.data / "train_0.bin").exists():
+        write_shards(args.data, world)
+    dist.barrier()
+    model = DistributedDataParallel(make_model())
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for step in range(args.steps):
+        x, y = get_batch(args.data, rank, step, args.batch)
+        loss = model(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    dist.destroy_process_group()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
