@@ -12,6 +12,7 @@ from doctor.evidence import RankProcess
 
 BLOCKING_WCHANS = {
     "fifo_open": "opening a FIFO that no process has opened for writing",
+    "wait_for_partner": "opening a FIFO that no process has opened for writing",
     "pipe_read": "reading a pipe or FIFO that nobody writes",
     "pipe_wait": "reading a pipe or FIFO that nobody writes",
     "pipe_wait_readable": "reading a pipe or FIFO that nobody writes",
@@ -29,6 +30,8 @@ def blocked_on(process: RankProcess) -> str:
     (running, or a futex/poll wait that any healthy rank also makes)."""
     meaning = BLOCKING_WCHANS.get(process.wchan)
     network = "network filesystem" in process.syscall
+    if not meaning and "a FIFO" in process.syscall:
+        meaning = "waiting on a FIFO that nobody opened or writes"
     if not (meaning or network or process.status == DISK_SLEEP):
         return ""
     what = f"blocked in {process.syscall}" if process.syscall else "blocked in the kernel"

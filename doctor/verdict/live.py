@@ -64,6 +64,7 @@ from doctor.verdict.stacks import (
     collective_op,
     gil_holder,
     group_by_signature,
+    is_native,
     odd_ones_out,
     odd_ones_out_by_group,
     rank_state,
@@ -326,7 +327,7 @@ def _holder_text(stack: RankStack | None) -> str:
         return ""
     frames = [f for f in holder.frames if not f.name.startswith("0x")]
     first = frames[0] if frames else holder.frames[0]
-    python = next((f for f in frames if f.line), None)
+    python = next((f for f in frames if not is_native(f)), None)
     where = f"{first}" + (f" < {python}" if python is not None and python is not first else "")
     return f"thread {holder.name or holder.thread_id} holds the GIL at {where}"
 
@@ -371,7 +372,7 @@ def _native_lines(view: LiveView, waiting: Sequence[int]) -> list[EvidenceLine]:
     lines = []
     for stack in view.evidence.stacks:
         main = stack.main
-        if stack.rank not in waiting or main is None or not any(f.line == 0 for f in main.frames):
+        if stack.rank not in waiting or main is None or not any(is_native(f) for f in main.frames):
             continue
         source = (
             f" (native frames of rank {stack.native_from}, whose Python stack is the same)"

@@ -150,8 +150,17 @@ def _is_collective(frame: Frame) -> bool:
 
 
 def is_native(frame: Frame) -> bool:
-    """A frame of compiled code (py-spy ``--native``): no Python line, a shared object."""
-    return frame.line == 0 and ".so" in frame.filename
+    """A frame of compiled code (py-spy ``--native``); for stacks saved before frames said
+    so, a frame with no line in a shared object."""
+    return frame.native or (frame.line == 0 and ".so" in frame.filename)
+
+
+def _first_telling(frames: Sequence[Frame]) -> int:
+    """The innermost Python frame (where the user's code is), else the innermost symbol."""
+    python = next((i for i, f in enumerate(frames) if not is_native(f)), None)
+    if python is not None:
+        return python
+    return next((i for i, f in enumerate(frames) if not _ADDRESS.match(f.name)), 0)
 
 
 def collective_index(thread: ThreadStack) -> int | None:
@@ -206,8 +215,8 @@ def _explain(main: ThreadStack | None) -> tuple[RankState, int | None]:
         if hits:
             return state, hits[-1]  # the outermost: where the user's code entered it
     if main.holds_gil and main.active:
-        return RankState.GIL_LOOP, 0
-    return RankState.USER_CODE, 0
+        return RankState.GIL_LOOP, _first_telling(frames)
+    return RankState.USER_CODE, _first_telling(frames)
 
 
 def rank_state(stack: RankStack | None) -> RankState:

@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from doctor.evidence import ProgressSample, RankStack, ThreadStack
-from doctor.verdict.stacks import RankState, python_signature, rank_state, signature
+from doctor.verdict.stacks import RankState, is_native, python_signature, rank_state, signature
 
 NEEDS_NATIVE = frozenset({RankState.USER_CODE, RankState.GIL_WAIT, RankState.IDLE})
 
@@ -34,7 +34,7 @@ def needs_native(stack: RankStack) -> bool:
     main = stack.main
     if main is None or not main.frames or main.active:
         return False
-    return rank_state(stack) in NEEDS_NATIVE and not any(f.line == 0 for f in main.frames)
+    return rank_state(stack) in NEEDS_NATIVE and not any(is_native(f) for f in main.frames)
 
 
 @dataclass(frozen=True)

@@ -56,6 +56,7 @@ def parse_dump(text: str, rank: int) -> RankStack:
                 f.get("name", "?"),
                 f.get("short_filename") or f.get("filename", "?"),
                 int(f.get("line") or 0),
+                native=f.get("module") is not None,
             )
             for f in item.get("frames", [])
         )
