@@ -217,6 +217,35 @@ def rank_loss(view: LiveView) -> list[Candidate]:
         for r in view.dead
     ]
     alive = [r for r, s in view.states.items() if s is not RankState.DEAD]
+    killed = tuple(r for r in view.dead if (procs[r].exit_code or 0) < 0)
+    followed = [r for r in view.dead if (procs[r].exit_code or 0) > 0]
+    if killed and followed:
+        # ranks killed by a signal, and ranks that exited with an error after losing a peer
+        # (gloo raises on a closed connection): the killed ones are the cause
+        lines.append(
+            EvidenceLine(
+                "process",
+                None,
+                f"{names(followed)} exited with an error code, {names(killed)} by a signal: "
+                "a rank that loses a peer raises and exits",
+            )
+        )
+        return [
+            Candidate(
+                HangClass.RANK_LOSS,
+                killed,
+                Confidence.HIGH,
+                f"{names(killed)} {'was' if len(killed) == 1 else 'were'} killed "
+                f"({exit_text(procs[killed[0]].exit_code)}); {names(followed)} exited after "
+                "losing it"
+                + (f" and {names(alive)} cannot finish without it" if alive else "")
+                + ": find why it was killed (OOM killer, a scheduler, a person), then restart "
+                "the job (or recover it in process)",
+                90,
+                evidence=tuple(lines),
+                rule="rank_loss",
+            )
+        ]
     if not alive:
         return [
             Candidate(

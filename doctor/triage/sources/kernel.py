@@ -198,3 +198,28 @@ def read_wait(pid: int) -> KernelWait:
             kind = file_kind(pid, target) if target.startswith("/") else ""
             fds[args[0]] = f"{target}, {kind}" if kind else target
     return describe(wchan, line, paths, fds)
+
+
+TRACERS_OF_OURS = frozenset({"py-spy"})
+"""Tracers whose stop is a sample being taken, not a stopped rank."""
+
+
+def stopped(pid: int, proc: Path = Path("/proc")) -> bool:
+    """Whether ``pid`` is stopped by a signal (T) or by a debugger (t); a process that
+    py-spy is sampling at this instant is traced for a moment, and does not count."""
+    try:
+        status = (proc / str(pid) / "status").read_text()
+    except OSError:
+        return False
+    fields = dict(line.split(":\t", 1) for line in status.splitlines() if ":\t" in line)
+    state = fields.get("State", "").strip()[:1]
+    if state == "T":
+        return True
+    if state != "t":
+        return False
+    tracer = fields.get("TracerPid", "0").strip()
+    try:
+        comm = (proc / tracer / "comm").read_text().strip()
+    except OSError:
+        return True
+    return comm not in TRACERS_OF_OURS

@@ -21,7 +21,7 @@ import psutil
 from doctor.evidence import RankProcess
 from doctor.model import Skipped
 from doctor.triage.sources.interface import Collected, Source
-from doctor.triage.sources.kernel import read_wait
+from doctor.triage.sources.kernel import read_wait, stopped
 from doctor.triage.target import RankTarget, Target
 
 
@@ -118,9 +118,12 @@ class ProcSource(Source):
             if a.io_calls is not None and b.io_calls is not None:
                 calls = b.io_calls - a.io_calls
         wait = read_wait(rank.pid)
+        status = b.status
+        if status == psutil.STATUS_TRACING_STOP and not stopped(rank.pid):
+            status = a.status if isinstance(a, _Reading) else psutil.STATUS_SLEEPING
         return replace(
             base,
-            status=b.status,
+            status=status,
             wchan=wait.wchan,
             syscall=wait.syscall,
             cpu_seconds_delta=cpu,

@@ -26,6 +26,7 @@ from doctor.model import Skipped
 from doctor.subproc import run
 from doctor.triage.fanout import Done, fanout
 from doctor.triage.sources.interface import Collected, Source, SourceError
+from doctor.triage.sources.kernel import stopped
 from doctor.triage.sources.native import NativePlan
 from doctor.triage.target import RankTarget, Target
 from doctor.verdict.stacks import rank_state, signature
@@ -117,17 +118,6 @@ def ptrace_hint() -> str:
     )
 
 
-def kernel_state(pid: int) -> str:
-    """The one-letter kernel state of ``pid`` (R, S, D, T, t, Z), '' if unreadable."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return ""
-    return text[text.rfind(")") + 2 :][:1]
-
-
-STOPPED_STATES = frozenset({"T", "t"})
-"""Stopped by a signal (SIGSTOP, SIGTSTP) or by a tracer: ptrace cannot suspend it again."""
 _NOT_SUSPENDED = re.compile(r"(?i)failed to suspend|unexpected waitpid result")
 
 
@@ -179,9 +169,12 @@ class PySpySource(Source):
                 skipped.append(Skipped(rank.rank, self.name, f"py-spy {reason}"))
                 continue
             stack, samples, problem = outcome.value
-            progress.extend(plan.resolve_sample(sample, seen) for sample, seen in samples)
-            if stack is not None:
-                stacks.append(plan.resolve(stack))
+            if stopped(rank.pid):  # its own stack is the evidence: never a twin's frames
+                progress.extend(sample for sample, _ in samples)
+                stacks.extend([stack] if stack is not None else [])
+            else:
+                progress.extend(plan.resolve_sample(sample, seen) for sample, seen in samples)
+                stacks.extend([plan.resolve(stack)] if stack is not None else [])
             if problem:
                 skipped.append(Skipped(rank.rank, self.name, problem))
         return Collected(stacks=tuple(stacks), progress=tuple(progress), skipped=tuple(skipped))
@@ -205,14 +198,14 @@ class PySpySource(Source):
             if budget <= 0.05:
                 problem = problem or "py-spy: no time left for a sample"
                 break
-            stopped = kernel_state(rank.pid) in STOPPED_STATES
-            stack, problem = self._dump(binary, rank, budget, nonblocking=stopped)
+            is_stopped = stopped(rank.pid)
+            stack, problem = self._dump(binary, rank, budget, nonblocking=is_stopped)
             if stack is None:
                 if "exited" in problem or "did not answer" in problem:
                     break  # it will not come back, or would only eat the others' time
                 continue
             newest = stack
-            if not stopped:
+            if not is_stopped:
                 plan.offer(stack, rank.pid, deadline - time.monotonic() - 0.1)
             sample = ProgressSample(
                 rank.rank,
@@ -252,7 +245,7 @@ class PySpySource(Source):
             # the process was stopped (or traced) between our look at its state and the dump
             left = timeout - (time.monotonic() - started)
             stack, problem = self._dump(binary, rank, left, native=False, nonblocking=True)
-            why = f"py-spy could not suspend pid {rank.pid} (kernel state {kernel_state(rank.pid)})"
+            why = f"py-spy could not suspend pid {rank.pid} (stopped, or traced by a debugger)"
             return stack, f"{why}; {problem}" if problem else ""
         if _DENIED.search(message):
             return self._from_agent(rank, timeout)
