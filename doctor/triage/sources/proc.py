@@ -120,7 +120,10 @@ class ProcSource(Source):
         wait = read_wait(rank.pid)
         status = b.status
         if status == psutil.STATUS_TRACING_STOP and not stopped(rank.pid):
-            status = a.status if isinstance(a, _Reading) else psutil.STATUS_SLEEPING
+            # py-spy pausing it for a sample (ours, or a person's): not a stopped rank
+            earlier = a.status if isinstance(a, _Reading) else ""
+            traced = (psutil.STATUS_TRACING_STOP, "")
+            status = psutil.STATUS_SLEEPING if earlier in traced else earlier
         return replace(
             base,
             status=status,
