@@ -39,7 +39,10 @@ unknown            15        no rank waits in a collective and nothing proved
 healthy            30        proof of progress and no straggler
 =================  ========  ====================================================
 
-Culprits are the ranks that keep the others waiting, never the waiters. With
+The facts the rules share are in ``doctor.verdict.view``; ``blocked`` and
+``stuck`` are in ``doctor.verdict.culprits``; ``straggler``, ``healthy`` and
+``no_proof`` in ``doctor.verdict.progress``; the rest here. Culprits are the
+ranks that keep the others waiting, never the waiters. With
 no strict majority (two ranks against two) a mismatch is a tie: both sides
 are named and the confidence is low.
 """
@@ -49,138 +52,25 @@ from __future__ import annotations
 import signal
 from collections import Counter
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
-from doctor.evidence import Evidence, ProgressSample, RankProcess, RankStack
+from doctor.evidence import Evidence, RankStack
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.verdict.candidate import Candidate
-from doctor.verdict.kernel import blocked_on, kernel_line
+from doctor.verdict.culprits import blocked, stuck
+from doctor.verdict.progress import progressing
 from doctor.verdict.signals import names, signal_candidates
 from doctor.verdict.stacks import (
     BOOTSTRAP_OPS,
     ELSEWHERE,
-    STOPPED_STATUSES,
     RankState,
     collective_op,
-    gil_holder,
     group_by_signature,
-    is_native,
     odd_ones_out,
     odd_ones_out_by_group,
     rank_state,
     signature,
-    top_frame,
 )
-
-PROGRESS_CALLS = 8
-"""Read/write calls in half a window that count as progress (one gloo step makes dozens)."""
-MOVING_CPU_S = 0.05
-"""CPU seconds in half a window that, with stacks that change, show a rank at work."""
-FR_HINT = "Flight Recorder dumps (TORCH_FR_BUFFER_SIZE and `nccl-doctor launch`)"
-
-
-@dataclass(frozen=True)
-class LiveView:
-    """The facts every rule reads, computed once from the evidence."""
-
-    evidence: Evidence
-    states: dict[int, RankState]
-    dead: tuple[int, ...]
-    progress: bool | None
-    samples: dict[int, list[ProgressSample]]
-
-    @classmethod
-    def of(cls, evidence: Evidence) -> LiveView:
-        states = {s.rank: rank_state(s) for s in evidence.stacks}
-        dead = tuple(sorted(p.rank for p in evidence.processes if not p.alive))
-        for p in evidence.processes:
-            if not p.alive:
-                states[p.rank] = RankState.DEAD
-            elif p.status in STOPPED_STATUSES:
-                states[p.rank] = RankState.STOPPED
-            else:
-                states.setdefault(p.rank, RankState.UNKNOWN)
-        samples: dict[int, list[ProgressSample]] = {}
-        for s in evidence.progress:
-            if s.state:
-                samples.setdefault(s.rank, []).append(s)
-        return cls(evidence, states, dead, job_progress(evidence), samples)
-
-    def ranks_in(self, *wanted: RankState) -> tuple[int, ...]:
-        return tuple(sorted(r for r, s in self.states.items() if s in wanted))
-
-    def stack(self, rank: int) -> str:
-        return top_frame(next((s for s in self.evidence.stacks if s.rank == rank), None))
-
-    def waiting_ref(self, waiting: Sequence[int]) -> CollectiveRef | None:
-        """The collective the waiters are in, with seq and group from a watchdog line."""
-        ops = Counter(collective_op(s) for s in self.evidence.stacks if s.rank in waiting)
-        if not ops:
-            return None
-        op = ops.most_common(1)[0][0] or "unknown"
-        line = next((e for e in self.evidence.logs if e.kind == "watchdog_timeout" and e.seq), None)
-        return CollectiveRef(
-            (line.process_group or "0") if line else "unknown", line.seq if line else None, op
-        )
-
-
-def moving_ranks(evidence: Evidence) -> set[int]:
-    """Live ranks with proof of their own progress: at least ``PROGRESS_CALLS`` read/write
-    calls, or stacks that changed across the samples while the rank used CPU."""
-    signatures: dict[int, set[str]] = {}
-    for s in evidence.progress:
-        if s.stack_signature:
-            signatures.setdefault(s.rank, set()).add(s.stack_signature)
-    return {
-        p.rank
-        for p in evidence.processes
-        if p.alive
-        and p.status not in STOPPED_STATUSES
-        and (
-            (p.io_calls_delta or 0) >= PROGRESS_CALLS
-            or (
-                len(signatures.get(p.rank, ())) > 1 and (p.cpu_seconds_delta or 0.0) >= MOVING_CPU_S
-            )
-        )
-    }
-
-
-def job_progress(evidence: Evidence) -> bool | None:
-    """Whether the job moved during the window: True only with proof, None when nothing
-    can say.
-
-    In order: Flight Recorder sequence ids that moved between two reads; every live
-    rank moving (``moving_ranks``; a wrapper's heartbeat file or the agent answering a
-    dump makes a few calls, fewer than ``PROGRESS_CALLS``); a rank waiting in a
-    collective or stopped without moving (False); sequence ids read twice that did
-    not move (False). The Flight Recorder reads are taken after the window, so their
-    cost never looks like progress.
-    """
-    readings = [
-        s
-        for s in evidence.progress
-        if s.last_enqueued_seq is not None or s.last_completed_seq is not None
-    ]
-    fr: dict[int, set[tuple[int | None, int | None]]] = {}
-    for s in readings:
-        fr.setdefault(s.rank, set()).add((s.last_enqueued_seq, s.last_completed_seq))
-    if any(len(v) > 1 for v in fr.values()):
-        return True
-    alive = [p for p in evidence.processes if p.alive]
-    moving = moving_ranks(evidence)
-    if alive and all(p.rank in moving for p in alive):
-        return True
-    waiting = {s.rank for s in evidence.stacks if rank_state(s) is RankState.IN_COLLECTIVE}
-    stopped = {p.rank for p in alive if p.status in STOPPED_STATUSES}
-    measured = {p.rank for p in alive if p.io_calls_delta is not None}
-    if stopped or any(r in waiting and r not in moving for r in measured):
-        return False
-    return False if len(readings) > len(fr) else None
-
-
-def _py(rank: int | None, text: str) -> EvidenceLine:
-    return EvidenceLine("py-spy", rank, text)
-
+from doctor.verdict.view import FR_HINT, LiveView, pyspy_line
 
 _GONE = {
     "zombie": "a zombie (it exited; its launcher has not reaped it)",
@@ -293,173 +183,6 @@ def rank_loss(view: LiveView) -> list[Candidate]:
     ]
 
 
-_WHERE = {
-    RankState.STOPPED: "stopped (kernel state T: SIGSTOP or a debugger)",
-    RankState.GIL_WAIT: "waiting for the GIL, which another thread of it holds,",
-    RankState.DATA_LOADING: "in its data loader",
-    RankState.GIL_LOOP: "in a Python loop holding the GIL",
-    RankState.USER_CODE: "in its own code",
-    RankState.IDLE: "idle (its main thread has no Python frames)",
-    RankState.COMPILE: "compiling (torch.compile / inductor)",
-}
-
-
-def stuck(view: LiveView) -> list[Candidate]:
-    if view.progress:
-        return []
-    waiting = view.ranks_in(RankState.IN_COLLECTIVE)
-    blocked_ranks = _blocked_ranks(view)  # the ``blocked`` rule speaks for those
-    elsewhere = tuple(r for r in view.ranks_in(*ELSEWHERE) if r not in blocked_ranks)
-    if not waiting or not elsewhere:
-        return []
-    ref = view.waiting_ref(waiting)
-    wait_line = _py(None, f"{names(waiting)} wait in {view.stack(waiting[0])}")
-    out = []
-    compiling = tuple(r for r in elsewhere if view.states[r] is RankState.COMPILE)
-    others = tuple(r for r in elsewhere if r not in compiling)
-    sure = (
-        Confidence.HIGH
-        if view.progress is False and 2 * len(elsewhere) <= len(view.states)
-        else Confidence.MEDIUM
-    )
-    for culprits, cls, rule in (
-        (compiling, HangClass.COMPILE_WARMUP, "compile_warmup"),
-        (others, HangClass.CPU_STUCK, "cpu_stuck"),
-    ):
-        if not culprits:
-            continue
-        where = "; ".join(_where(view, r) for r in culprits)
-        lines = (
-            [_py(r, f"main thread {_WHERE[view.states[r]]}: {view.stack(r)}") for r in culprits]
-            + [wait_line]
-            + _native_lines(view, waiting)
-            + _cpu_lines(view, culprits)
-        )
-        summary = f"{where}, while {names(waiting)} wait in {ref.op if ref else 'a collective'}"
-        out.append(
-            Candidate(
-                cls, culprits, sure, summary, 80, collective=ref, evidence=tuple(lines), rule=rule
-            )
-        )
-    return out
-
-
-def _process(view: LiveView, rank: int) -> RankProcess | None:
-    return next((p for p in view.evidence.processes if p.rank == rank), None)
-
-
-def _holder_text(stack: RankStack | None) -> str:
-    """``thread T holds the GIL at sleep (libc.so.6) < hold (x.py:9)``: the holder's innermost
-    frame and, under native frames, its first Python frame."""
-    holder = gil_holder(stack)
-    if holder is None or not holder.frames:
-        return ""
-    frames = [f for f in holder.frames if not f.name.startswith("0x")]
-    first = frames[0] if frames else holder.frames[0]
-    python = next((f for f in frames if not is_native(f)), None)
-    where = f"{first}" + (f" < {python}" if python is not None and python is not first else "")
-    return f"thread {holder.name or holder.thread_id} holds the GIL at {where}"
-
-
-def _where(view: LiveView, rank: int) -> str:
-    """Where a culprit is, by structure first (stopped, GIL, kernel wait), then by name."""
-    state = view.states[rank]
-    text = f"{names([rank])} is {_WHERE[state]}"
-    stack = next((s for s in view.evidence.stacks if s.rank == rank), None)
-    if state is RankState.GIL_WAIT and (holder := _holder_text(stack)):
-        text += f" {holder}; its main thread is at {view.stack(rank)}"
-    elif view.stack(rank):
-        text += f" at {view.stack(rank)}"
-    process = _process(view, rank)
-    kernel = blocked_on(process) if process is not None else ""
-    return f"{text}, {kernel}" if kernel else text
-
-
-def _cpu_lines(view: LiveView, ranks: Sequence[int]) -> list[EvidenceLine]:
-    """CPU, I/O and kernel wait of the culprits, and any other thread that holds their GIL."""
-    lines = []
-    for p in view.evidence.processes:
-        if p.rank in ranks and p.cpu_seconds_delta is not None:
-            lines.append(
-                EvidenceLine(
-                    "process",
-                    p.rank,
-                    f"state {p.status}, used {p.cpu_seconds_delta:.2f}s CPU "
-                    f"and {p.io_calls_delta} read/write calls in the window",
-                )
-            )
-        if p.rank in ranks and (kernel := kernel_line(p)):
-            lines.append(EvidenceLine("process", p.rank, f"main thread in the kernel: {kernel}"))
-    for stack in view.evidence.stacks:
-        if stack.rank in ranks and (holder := _holder_text(stack)):
-            lines.append(_py(stack.rank, holder))
-    return lines
-
-
-def _native_lines(view: LiveView, waiting: Sequence[int]) -> list[EvidenceLine]:
-    """Where native frames showed the waiters' wait (DDP's reducer, a ``Work::wait``)."""
-    lines = []
-    for stack in view.evidence.stacks:
-        main = stack.main
-        if stack.rank not in waiting or main is None or not any(is_native(f) for f in main.frames):
-            continue
-        source = (
-            f" (native frames of rank {stack.native_from}, whose Python stack is the same)"
-            if stack.native_from is not None
-            else ""
-        )
-        lines.append(_py(stack.rank, f"native wait: {view.stack(stack.rank)}{source}"))
-    return lines
-
-
-BLOCKED = (RankState.STOPPED, RankState.GIL_WAIT)
-
-
-def _blocked_ranks(view: LiveView) -> tuple[int, ...]:
-    """Live ranks that cannot move by themselves, by structure (see the module table)."""
-    out = []
-    for rank, state in sorted(view.states.items()):
-        process = _process(view, rank)
-        if state is RankState.GIL_WAIT:
-            seen = [RankState(s.state) for s in view.samples.get(rank, [])]
-            if seen and 2 * seen.count(RankState.GIL_WAIT) <= len(seen):
-                continue  # a moment's wait for the GIL is how threads share it
-        if state in BLOCKED or (process is not None and process.alive and blocked_on(process)):
-            out.append(rank)
-    return tuple(out)
-
-
-def blocked(view: LiveView) -> list[Candidate]:
-    """A live rank that cannot move by itself, with nothing proving the job moves."""
-    if view.progress:
-        return []
-    culprits = _blocked_ranks(view)
-    if not culprits:
-        return []
-    waiting = view.ranks_in(RankState.IN_COLLECTIVE)
-    others = [r for r in view.states if r not in culprits and view.states[r] is not RankState.DEAD]
-    ref = view.waiting_ref(waiting)
-    peers = (
-        f", while {names(waiting)} wait in {ref.op if ref else 'a collective'}"
-        if waiting
-        else (f"; {names(others)} cannot finish a collective without it" if others else "")
-    )
-    summary = "; ".join(_where(view, r) for r in culprits) + peers
-    lines = [_py(None, f"{names(waiting)} wait in {view.stack(waiting[0])}")] if waiting else []
-    return [
-        Candidate(
-            HangClass.CPU_STUCK,
-            culprits,
-            Confidence.HIGH if view.progress is False or waiting else Confidence.MEDIUM,
-            summary,
-            82,
-            collective=ref,
-            evidence=tuple(lines + _native_lines(view, waiting) + _cpu_lines(view, culprits)),
-            rule="blocked",
-        )
-    ]
-
-
 def mismatch(view: LiveView) -> list[Candidate]:
     """Every readable live rank waits; they disagree on the op or the call site."""
     if view.progress or view.dead:
@@ -475,7 +198,7 @@ def mismatch(view: LiveView) -> list[Candidate]:
         major, n = counts.most_common(1)[0]
         tie = 2 * n <= len(ops)
         culprits = tuple(sorted(r for r, op in ops.items() if tie or op != major))
-        lines = [_py(r, f"waits in {view.stack(r)}") for r in sorted(ops)]
+        lines = [pyspy_line(r, f"waits in {view.stack(r)}") for r in sorted(ops)]
         lines += _group_lines(view, readable)
         summary = (
             f"{names(culprits)} called {', '.join(sorted({ops[r] for r in culprits}))} "
@@ -503,7 +226,7 @@ def mismatch(view: LiveView) -> list[Candidate]:
     if len(groups) == 1:
         return []
     odd = odd_ones_out(groups)
-    lines = [_py(None, f"{names(g.ranks)}: {g.signature}") for g in groups]
+    lines = [pyspy_line(None, f"{names(g.ranks)}: {g.signature}") for g in groups]
     lines += _group_lines(view, readable)
     summary = (
         f"{names(odd.ranks)} {'wait' if len(odd.ranks) > 1 else 'waits'} in "
@@ -535,7 +258,7 @@ def _group_lines(view: LiveView, stacks: Sequence[RankStack]) -> list[EvidenceLi
     for name, odd in odd_ones_out_by_group(stacks, members).items():
         if odd.ranks:
             what = "split evenly (a tie)" if odd.tie else f"{names(odd.ranks)} stand apart"
-            lines.append(_py(None, f"process group {name} ({names(members[name])}): {what}"))
+            lines.append(pyspy_line(None, f"process group {name} ({names(members[name])}): {what}"))
     return lines
 
 
@@ -554,7 +277,7 @@ def _bootstrap_wait(view: LiveView, ops: dict[int, str]) -> list[Candidate]:
             Confidence.MEDIUM if others else Confidence.LOW,
             summary,
             75,
-            evidence=tuple(_py(r, f"waits in {view.stack(r)}") for r in stuck_in),
+            evidence=tuple(pyspy_line(r, f"waits in {view.stack(r)}") for r in stuck_in),
             rule="stack_bootstrap",
         )
     ]
@@ -606,113 +329,6 @@ def all_waiting(view: LiveView) -> list[Candidate]:
             collective=view.waiting_ref(waiting),
             missing_evidence=(FR_HINT, "NVML GPU state", "NCCL_DEBUG=INFO logs"),
             rule="all_waiting",
-        )
-    ]
-
-
-NO_PROOF = (
-    f"progress over the window: {FR_HINT} whose sequence ids advance",
-    "read/write calls on every rank, or stacks that change while they use CPU",
-)
-
-
-def no_proof(view: LiveView) -> Candidate:
-    """Nothing waits and nothing moves: never ``healthy`` without proof of progress."""
-    still = sorted(r for r in view.states if r not in moving_ranks(view.evidence))
-    unread = view.ranks_in(RankState.UNKNOWN)
-    missing = NO_PROOF + tuple(f"stack of rank {r}" for r in unread)
-    summary = (
-        "no rank waits in a known collective, but nothing proved that the job progresses: "
-        f"{names(still)} made no read/write calls and no stack change with CPU in the window"
-        if still
-        else "no rank waits in a known collective, but nothing proved that the job progresses"
-    )
-    return Candidate(
-        HangClass.UNKNOWN,
-        (),
-        Confidence.LOW,
-        summary + "; look again with a longer --interval, or turn on Flight Recorder",
-        15,
-        missing_evidence=missing,
-        rule="no_proof",
-    )
-
-
-def straggler_counts(view: LiveView) -> Counter[int]:
-    """Per rank: samples in which it was elsewhere while most of the others waited."""
-    counts: Counter[int] = Counter()
-    length = min((len(v) for v in view.samples.values()), default=0)
-    for i in range(length):
-        at = {r: RankState(v[i].state) for r, v in view.samples.items()}
-        for rank, state in at.items():
-            others = [s for r, s in at.items() if r != rank]
-            if (
-                state in ELSEWHERE
-                and others
-                and 2 * sum(s is RankState.IN_COLLECTIVE for s in others) >= len(others)
-            ):
-                counts[rank] += 1
-    return counts
-
-
-def _others_wait(view: LiveView, rank: int) -> bool:
-    """Every other rank waits in a collective in most samples: they wait *for* ``rank``.
-
-    In a healthy job that runs in lock step, whichever rank is last at a sample looks late
-    while a changing majority of the others waits. On the demo job (4 ranks, 5 samples),
-    "late in 2 or more samples" named a healthy rank in 3 of 30 triages, and "late in most
-    samples" in 1 of 40; a real straggler's peers waited in 3 or more of 5 samples in all
-    30 triages of the straggler job."""
-    return all(
-        2 * sum(RankState(s.state) is RankState.IN_COLLECTIVE for s in samples) > len(samples)
-        for r, samples in view.samples.items()
-        if r != rank
-    )
-
-
-def progressing(view: LiveView) -> list[Candidate]:
-    if not view.progress:
-        if (
-            view.progress is None
-            and not view.dead
-            and not view.ranks_in(RankState.IN_COLLECTIVE)
-            and view.states
-        ):
-            return [no_proof(view)]
-        return []
-    counts = straggler_counts(view).most_common(2)
-    total = min((len(v) for v in view.samples.values()), default=0)
-    rank, n = counts[0] if counts else (-1, 0)
-    runner_up = counts[1][1] if len(counts) > 1 else 0
-    if 2 * n > total and n >= 2 * runner_up and _others_wait(view, rank):
-        summary = (
-            f"the job progresses, but {names([rank])} is in its own code while the others "
-            f"wait in {n} of {total} samples: it is the straggler ({view.stack(rank)})"
-        )
-        sure = Confidence.HIGH if 5 * n >= 4 * total else Confidence.MEDIUM
-        lines = [
-            _py(rank, f"sample {s.time_s:.2f}s: {s.state} {s.stack_signature}")
-            for s in view.samples[rank]
-        ]
-        return [
-            Candidate(
-                HangClass.STRAGGLER,
-                (rank,),
-                sure,
-                summary,
-                60,
-                evidence=tuple(lines),
-                rule="stack_straggler",
-            )
-        ]
-    return [
-        Candidate(
-            HangClass.HEALTHY,
-            (),
-            Confidence.MEDIUM,
-            "every rank made progress during the window and none lags",
-            30,
-            rule="progressing",
         )
     ]
 

@@ -20,7 +20,9 @@ from doctor.flight.align import FlightAnalysis, GroupAlignment
 from doctor.model import Confidence, HangClass, Skipped
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.classify import classify
-from doctor.verdict.live import LiveView, candidates, job_progress, straggler_counts
+from doctor.verdict.live import candidates
+from doctor.verdict.progress import straggler_counts
+from doctor.verdict.view import LiveView, job_progress
 
 
 def best(evidence: Evidence) -> Candidate:

@@ -1,0 +1,134 @@
+"""The facts every live rule reads, computed once: rank states and the job's progress.
+
+``job_progress`` decides whether the job moved during the window, from proof
+only (see ``doctor.verdict.live`` for the rules that read it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from doctor.evidence import Evidence, ProgressSample, RankProcess
+from doctor.model import CollectiveRef, EvidenceLine
+from doctor.verdict.stacks import (
+    STOPPED_STATUSES,
+    RankState,
+    collective_op,
+    rank_state,
+    top_frame,
+)
+
+PROGRESS_CALLS = 8
+"""Read/write calls in half a window that count as progress (one gloo step makes dozens)."""
+MOVING_CPU_S = 0.05
+"""CPU seconds in half a window that, with stacks that change, show a rank at work."""
+FR_HINT = "Flight Recorder dumps (TORCH_FR_BUFFER_SIZE and `nccl-doctor launch`)"
+
+
+@dataclass(frozen=True)
+class LiveView:
+    """The facts every rule reads, computed once from the evidence."""
+
+    evidence: Evidence
+    states: dict[int, RankState]
+    dead: tuple[int, ...]
+    progress: bool | None
+    samples: dict[int, list[ProgressSample]]
+
+    @classmethod
+    def of(cls, evidence: Evidence) -> LiveView:
+        states = {s.rank: rank_state(s) for s in evidence.stacks}
+        dead = tuple(sorted(p.rank for p in evidence.processes if not p.alive))
+        for p in evidence.processes:
+            if not p.alive:
+                states[p.rank] = RankState.DEAD
+            elif p.status in STOPPED_STATUSES:
+                states[p.rank] = RankState.STOPPED
+            else:
+                states.setdefault(p.rank, RankState.UNKNOWN)
+        samples: dict[int, list[ProgressSample]] = {}
+        for s in evidence.progress:
+            if s.state:
+                samples.setdefault(s.rank, []).append(s)
+        return cls(evidence, states, dead, job_progress(evidence), samples)
+
+    def ranks_in(self, *wanted: RankState) -> tuple[int, ...]:
+        return tuple(sorted(r for r, s in self.states.items() if s in wanted))
+
+    def stack(self, rank: int) -> str:
+        return top_frame(next((s for s in self.evidence.stacks if s.rank == rank), None))
+
+    def waiting_ref(self, waiting: Sequence[int]) -> CollectiveRef | None:
+        """The collective the waiters are in, with seq and group from a watchdog line."""
+        ops = Counter(collective_op(s) for s in self.evidence.stacks if s.rank in waiting)
+        if not ops:
+            return None
+        op = ops.most_common(1)[0][0] or "unknown"
+        line = next((e for e in self.evidence.logs if e.kind == "watchdog_timeout" and e.seq), None)
+        return CollectiveRef(
+            (line.process_group or "0") if line else "unknown", line.seq if line else None, op
+        )
+
+
+def moving_ranks(evidence: Evidence) -> set[int]:
+    """Live ranks with proof of their own progress: at least ``PROGRESS_CALLS`` read/write
+    calls, or stacks that changed across the samples while the rank used CPU."""
+    signatures: dict[int, set[str]] = {}
+    for s in evidence.progress:
+        if s.stack_signature:
+            signatures.setdefault(s.rank, set()).add(s.stack_signature)
+    return {
+        p.rank
+        for p in evidence.processes
+        if p.alive
+        and p.status not in STOPPED_STATUSES
+        and (
+            (p.io_calls_delta or 0) >= PROGRESS_CALLS
+            or (
+                len(signatures.get(p.rank, ())) > 1 and (p.cpu_seconds_delta or 0.0) >= MOVING_CPU_S
+            )
+        )
+    }
+
+
+def job_progress(evidence: Evidence) -> bool | None:
+    """Whether the job moved during the window: True only with proof, None when nothing
+    can say.
+
+    In order: Flight Recorder sequence ids that moved between two reads; every live
+    rank moving (``moving_ranks``; a wrapper's heartbeat file or the agent answering a
+    dump makes a few calls, fewer than ``PROGRESS_CALLS``); a rank waiting in a
+    collective or stopped without moving (False); sequence ids read twice that did
+    not move (False). The Flight Recorder reads are taken after the window, so their
+    cost never looks like progress.
+    """
+    readings = [
+        s
+        for s in evidence.progress
+        if s.last_enqueued_seq is not None or s.last_completed_seq is not None
+    ]
+    fr: dict[int, set[tuple[int | None, int | None]]] = {}
+    for s in readings:
+        fr.setdefault(s.rank, set()).add((s.last_enqueued_seq, s.last_completed_seq))
+    if any(len(v) > 1 for v in fr.values()):
+        return True
+    alive = [p for p in evidence.processes if p.alive]
+    moving = moving_ranks(evidence)
+    if alive and all(p.rank in moving for p in alive):
+        return True
+    waiting = {s.rank for s in evidence.stacks if rank_state(s) is RankState.IN_COLLECTIVE}
+    stopped = {p.rank for p in alive if p.status in STOPPED_STATUSES}
+    measured = {p.rank for p in alive if p.io_calls_delta is not None}
+    if stopped or any(r in waiting and r not in moving for r in measured):
+        return False
+    return False if len(readings) > len(fr) else None
+
+
+def pyspy_line(rank: int | None, text: str) -> EvidenceLine:
+    return EvidenceLine("py-spy", rank, text)
+
+
+def process_of(view: LiveView, rank: int) -> RankProcess | None:
+    return next((p for p in view.evidence.processes if p.rank == rank), None)
