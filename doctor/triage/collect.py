@@ -4,7 +4,8 @@
 the TUI (every ``interval``) call. It rediscovers the job each time, so a
 rank that died since the last look is seen as lost. Sources run side by
 side on daemon threads; the collection ends when all of them are done or at
-the deadline (``interval`` + ``probe_timeout`` + a little), whichever comes
+the deadline (``interval`` + the longer of ``probe_timeout`` and
+``native_timeout`` + a little), whichever comes
 first, and a source still running then is reported as ``Skipped``. Nothing
 here signals, stops or kills the job.
 
@@ -46,6 +47,9 @@ class CollectOptions:
     samples: int = 5
     probe_timeout: float = 1.0
     """The most one probe of one rank (a py-spy dump, an agent request) may take."""
+    native_timeout: float = 2.0
+    """The most a native stack dump (``py-spy --native``, taken after the window where the
+    Python stack cannot show a wait) may take: it reads libtorch's symbols, about 1 s."""
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
@@ -134,7 +138,8 @@ def collect_evidence(
     """Run ``sources`` (default: all) against ``target`` in parallel, until the deadline."""
     hook = progress or ProgressHook()
     start = time.monotonic() if started is None else started
-    deadline = time.monotonic() + options.interval + options.probe_timeout + DEADLINE_SLACK
+    longest = max(options.probe_timeout, options.native_timeout)
+    deadline = time.monotonic() + options.interval + longest + DEADLINE_SLACK
     chosen = list(sources if sources is not None else default_sources(options))
     by_name = {s.name: s for s in chosen}
 

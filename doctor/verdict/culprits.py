@@ -33,9 +33,15 @@ _WHERE = {
 def stuck(view: LiveView) -> list[Candidate]:
     if view.progress:
         return []
-    waiting = view.ranks_in(RankState.IN_COLLECTIVE)
+    waiting = tuple(
+        r
+        for r in view.ranks_in(RankState.IN_COLLECTIVE)
+        if r in view.frozen or r not in view.samples  # a waiter seen elsewhere is moving
+    )
     blocked_ranks = _blocked_ranks(view)  # the ``blocked`` rule speaks for those
-    elsewhere = tuple(r for r in view.ranks_in(*ELSEWHERE) if r not in blocked_ranks)
+    elsewhere = tuple(
+        r for r in view.ranks_in(*ELSEWHERE) if r not in blocked_ranks and view.mostly_elsewhere(r)
+    )
     if not waiting or not elsewhere:
         return []
     ref = view.waiting_ref(waiting)

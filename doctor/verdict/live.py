@@ -4,7 +4,7 @@ First the job's *progress* over the window (``job_progress``): proof that it
 moved, never its absence of complaints. Proof is Flight Recorder sequence ids
 that advanced, or every live rank either making read/write system calls (a
 gloo rank blocked in a collective makes none) or showing stacks that change
-while it uses CPU. Without proof there is no ``healthy``. Then each rule looks
+between samples. Without proof there is no ``healthy``. Then each rule looks
 at the ranks' states (``doctor.verdict.stacks``), set by structure (a stopped
 process, a main thread waiting for a GIL another thread holds, a wait the
 kernel names) before names: a function name only says where a rank is.
@@ -67,7 +67,6 @@ from doctor.verdict.stacks import (
     group_by_signature,
     odd_ones_out,
     odd_ones_out_by_group,
-    rank_state,
     signature,
 )
 from doctor.verdict.view import FR_HINT, LiveView, pyspy_line
@@ -188,8 +187,12 @@ def mismatch(view: LiveView) -> list[Candidate]:
     if view.progress or view.dead:
         return []
     readable = [s for s in view.evidence.stacks if view.states.get(s.rank) is not RankState.DEAD]
-    if len(readable) < 2 or any(rank_state(s) is not RankState.IN_COLLECTIVE for s in readable):
+    if len(readable) < 2 or any(
+        view.states.get(s.rank) is not RankState.IN_COLLECTIVE for s in readable
+    ):
         return []
+    if any(s.rank in view.samples and s.rank not in view.frozen for s in readable):
+        return []  # a rank caught elsewhere during the window is moving, not mismatched
     ops = {s.rank: collective_op(s) or "?" for s in readable}
     if any(op in BOOTSTRAP_OPS for op in ops.values()):
         return _bootstrap_wait(view, ops)
@@ -293,6 +296,8 @@ def all_waiting(view: LiveView) -> list[Candidate]:
         return []
     if len({signature(s) for s in view.evidence.stacks if s.rank in waiting}) > 1:
         return []
+    if any(r in view.samples and r not in view.frozen for r in waiting):
+        return []  # caught elsewhere in some sample: it moves
     why = {s.rank: s.reason for s in view.evidence.skipped if s.rank in unread}
     if unread:
         summary = (

@@ -22,8 +22,6 @@ from doctor.verdict.stacks import (
 
 PROGRESS_CALLS = 8
 """Read/write calls in half a window that count as progress (one gloo step makes dozens)."""
-MOVING_CPU_S = 0.05
-"""CPU seconds in half a window that, with stacks that change, show a rank at work."""
 FR_HINT = "Flight Recorder dumps (TORCH_FR_BUFFER_SIZE and `nccl-doctor launch`)"
 
 
@@ -36,6 +34,8 @@ class LiveView:
     dead: tuple[int, ...]
     progress: bool | None
     samples: dict[int, list[ProgressSample]]
+    frozen: frozenset[int] = frozenset()
+    """Ranks in one collective at one call path in every sample (``frozen_ranks``)."""
 
     @classmethod
     def of(cls, evidence: Evidence) -> LiveView:
@@ -52,7 +52,20 @@ class LiveView:
         for s in evidence.progress:
             if s.state:
                 samples.setdefault(s.rank, []).append(s)
-        return cls(evidence, states, dead, job_progress(evidence), samples)
+        return cls(
+            evidence,
+            states,
+            dead,
+            job_progress(evidence),
+            samples,
+            frozenset(frozen_ranks(evidence)),
+        )
+
+    def mostly_elsewhere(self, rank: int) -> bool:
+        """Not in a collective in most of the rank's samples (True when it has none)."""
+        seen = self.samples.get(rank, [])
+        away = sum(s.state != RankState.IN_COLLECTIVE.value for s in seen)
+        return not seen or 2 * away > len(seen)
 
     def ranks_in(self, *wanted: RankState) -> tuple[int, ...]:
         return tuple(sorted(r for r, s in self.states.items() if s in wanted))
@@ -74,7 +87,8 @@ class LiveView:
 
 def moving_ranks(evidence: Evidence) -> set[int]:
     """Live ranks with proof of their own progress: at least ``PROGRESS_CALLS`` read/write
-    calls, or stacks that changed across the samples while the rank used CPU."""
+    calls, or a main thread caught at different call paths across the samples (a rank
+    that waits in one collective, spins in one loop or is stopped shows one)."""
     signatures: dict[int, set[str]] = {}
     for s in evidence.progress:
         if s.stack_signature:
@@ -84,12 +98,24 @@ def moving_ranks(evidence: Evidence) -> set[int]:
         for p in evidence.processes
         if p.alive
         and p.status not in STOPPED_STATUSES
-        and (
-            (p.io_calls_delta or 0) >= PROGRESS_CALLS
-            or (
-                len(signatures.get(p.rank, ())) > 1 and (p.cpu_seconds_delta or 0.0) >= MOVING_CPU_S
-            )
-        )
+        and ((p.io_calls_delta or 0) >= PROGRESS_CALLS or len(signatures.get(p.rank, ())) > 1)
+    }
+
+
+def frozen_ranks(evidence: Evidence) -> set[int]:
+    """Ranks sampled at least twice, in a collective at one and the same call path every
+    time: how a waiter of a hung job looks. A waiter of a slow but healthy job is caught
+    elsewhere (its forward pass, its data) in some sample of the window."""
+    seen: dict[int, list[ProgressSample]] = {}
+    for s in evidence.progress:
+        if s.state:
+            seen.setdefault(s.rank, []).append(s)
+    return {
+        rank
+        for rank, samples in seen.items()
+        if len(samples) > 1
+        and len({s.stack_signature for s in samples}) == 1
+        and all(s.state == RankState.IN_COLLECTIVE.value for s in samples)
     }
 
 
@@ -99,10 +125,10 @@ def job_progress(evidence: Evidence) -> bool | None:
 
     In order: Flight Recorder sequence ids that moved between two reads; every live
     rank moving (``moving_ranks``; a wrapper's heartbeat file or the agent answering a
-    dump makes a few calls, fewer than ``PROGRESS_CALLS``); a rank waiting in a
-    collective or stopped without moving (False); sequence ids read twice that did
-    not move (False). The Flight Recorder reads are taken after the window, so their
-    cost never looks like progress.
+    dump makes a few calls, fewer than ``PROGRESS_CALLS``); a stopped rank, or every
+    waiting rank frozen in its collective (``frozen_ranks``) without I/O (False);
+    sequence ids read twice that did not move (False). The Flight Recorder reads are
+    taken after the window, so their cost never looks like progress.
     """
     readings = [
         s
@@ -121,7 +147,9 @@ def job_progress(evidence: Evidence) -> bool | None:
     waiting = {s.rank for s in evidence.stacks if rank_state(s) is RankState.IN_COLLECTIVE}
     stopped = {p.rank for p in alive if p.status in STOPPED_STATUSES}
     measured = {p.rank for p in alive if p.io_calls_delta is not None}
-    if stopped or any(r in waiting and r not in moving for r in measured):
+    frozen = frozen_ranks(evidence)
+    stuck = waiting & measured
+    if stopped or (stuck and all(r in frozen and r not in moving for r in stuck)):
         return False
     return False if len(readings) > len(fr) else None
 

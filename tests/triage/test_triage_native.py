@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from dataclasses import replace
 
 from triage_helpers import recorded_stack
@@ -55,7 +56,7 @@ def test_one_native_dump_serves_every_rank_with_the_same_idle_python_stack() -> 
     plan = NativePlan(dump)
     # WHEN each offers its stack, then the plan resolves them
     for stack in peers:
-        plan.offer(stack, 1000 + stack.rank, timeout=2.0)
+        plan.offer(stack, 1000 + stack.rank, deadline=time.monotonic() + 2.0)
     plan.wait(5.0)
     resolved = [plan.resolve(s) for s in peers]
     # THEN one rank was dumped and the others carry its native frames, saying whose
@@ -69,7 +70,7 @@ def test_a_native_dump_of_a_rank_that_moved_on_explains_nothing() -> None:
     peer = recorded_stack("backward-peer", 0)
     elsewhere = recorded_stack("ddp-fifo", 2)
     plan = NativePlan(lambda rank, pid, timeout: replace(elsewhere, rank=rank))
-    plan.offer(peer, 1000, timeout=2.0)
+    plan.offer(peer, 1000, deadline=time.monotonic() + 2.0)
     plan.wait(5.0)
     # THEN the rank keeps its own Python stack
     assert plan.resolve(peer) is peer

@@ -7,8 +7,11 @@ them but costs about a second per process (it reads libtorch's symbols), so:
 
 * a rank needs native frames when its main thread is idle in code that is
   not a known collective (``needs_native``);
-* the first sample that shows it starts the native dump at once, on its own
-  thread, beside the remaining Python samples;
+* a rank whose Python samples show such a stack in at least half of the
+  window gets a native dump, on its own thread, when the sampling window
+  ends: a ``--native`` dump pauses the process for most of its second
+  (measured: 0.7 s), which inside the window would stall a healthy job and
+  look like a hang to the progress probes;
 * only one rank per Python signature is dumped: ranks whose Python stacks
   agree frame for frame and are idle wait in the same place, so the others
   are given that rank's native main-thread frames, marked ``native_from``;
@@ -19,6 +22,8 @@ them but costs about a second per process (it reads libtorch's symbols), so:
 from __future__ import annotations
 
 import threading
+import time
+from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
@@ -46,17 +51,22 @@ class _Resolved:
 class NativePlan:
     """One collection's native dumps: at most one per Python signature, started early."""
 
-    def __init__(self, dump: Callable[[int, int, float], RankStack | None]) -> None:
-        """``dump(rank, pid, timeout)`` returns a ``--native`` stack or None."""
+    def __init__(
+        self, dump: Callable[[int, int, float], RankStack | None], not_before: float = 0.0
+    ) -> None:
+        """``dump(rank, pid, timeout)`` returns a ``--native`` stack or None; no dump starts
+        before ``not_before`` (``time.monotonic()``)."""
         self._dump = dump
+        self._not_before = not_before
         self._lock = threading.Lock()
         self._claimed: dict[str, int] = {}
         self._done: dict[str, _Resolved] = {}
         self._threads: list[threading.Thread] = []
 
-    def offer(self, stack: RankStack, pid: int, timeout: float) -> None:
-        """Start a native dump of this rank if no rank with its Python stack has one."""
-        if timeout <= 0.2 or not needs_native(stack):
+    def offer(self, stack: RankStack, pid: int, deadline: float) -> None:
+        """Book a native dump of this rank, to end by ``deadline``, if no rank with its
+        Python stack has one."""
+        if deadline - max(self._not_before, time.monotonic()) <= 0.2 or not needs_native(stack):
             return
         key = python_signature(stack)
         with self._lock:
@@ -65,15 +75,28 @@ class NativePlan:
             self._claimed[key] = stack.rank
         thread = threading.Thread(
             target=self._run,
-            args=(key, stack.rank, pid, timeout),
+            args=(key, stack.rank, pid, deadline),
             daemon=True,
             name=f"nccl-doctor-native-{stack.rank}",
         )
         self._threads.append(thread)
         thread.start()
 
-    def _run(self, key: str, rank: int, pid: int, timeout: float) -> None:
-        native = self._dump(rank, pid, timeout)
+    def offer_most_seen(self, stacks: list[RankStack], pid: int, deadline: float) -> None:
+        """Offer the rank's most frequent Python stack that needs native frames, if it was
+        seen in at least half of the samples: a rank that moves through the window (a
+        healthy one) is not paused for a native dump it does not need."""
+        wanting = [s for s in stacks if needs_native(s)]
+        if not wanting:
+            return
+        counts = Counter(python_signature(s) for s in wanting)
+        key, seen = counts.most_common(1)[0]
+        if 2 * seen >= len(stacks):
+            self.offer(next(s for s in wanting if python_signature(s) == key), pid, deadline)
+
+    def _run(self, key: str, rank: int, pid: int, deadline: float) -> None:
+        time.sleep(max(0.0, self._not_before - time.monotonic()))
+        native = self._dump(rank, pid, deadline - time.monotonic())
         if native is None or native.main is None or python_signature(native) != key:
             return  # it moved on meanwhile: its native frames would explain another stack
         with self._lock:

@@ -153,7 +153,8 @@ class PySpySource(Source):
         plan = NativePlan(
             lambda rank, pid, timeout: self._dump(
                 binary, RankTarget(rank, pid, ""), timeout, native=True
-            )[0]
+            )[0],
+            not_before=start + self.window,
         )
         calls = {
             r.rank: (lambda r=r: self._sample_rank(binary, r, times, start, deadline, plan))
@@ -205,8 +206,6 @@ class PySpySource(Source):
                     break  # it will not come back, or would only eat the others' time
                 continue
             newest = stack
-            if not is_stopped:
-                plan.offer(stack, rank.pid, deadline - time.monotonic() - 0.1)
             sample = ProgressSample(
                 rank.rank,
                 round(time.monotonic() - start, 3),
@@ -214,6 +213,8 @@ class PySpySource(Source):
                 state=rank_state(stack).value,
             )
             samples.append((sample, stack))
+        if newest is not None and not stopped(rank.pid):
+            plan.offer_most_seen([seen for _, seen in samples], rank.pid, deadline - 0.1)
         if newest is not None and problem and samples:
             problem = f"{problem} (in {len(times) - len(samples)} of {len(times)} samples)"
         return newest, samples, problem

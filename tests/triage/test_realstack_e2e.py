@@ -1,0 +1,73 @@
+"""Real training stacks with faults from outside, judged by the real CLI.
+
+Each case trains the tiny GPT with DDP, PyTorch Lightning or Hugging Face
+accelerate (4 ranks, gloo, CPU), whose collectives run inside the framework
+(DDP's reducer from backward hooks, buffer broadcasts in forward), never from
+hand-written calls. ``doctor.demo.training.TrainingJob`` waits until every
+rank made 3 optimizer steps, then does the fault to rank 2 from outside:
+SIGSTOP, SIGKILL (one process per rank, as srun starts them), its data shard
+turned into a FIFO, or (from ``sitecustomize``) a thread holding the GIL in a
+C call, or a sleep in each optimizer step. One job at a time.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from doctor.demo.training import TrainingJob
+
+pytestmark = pytest.mark.slow
+
+EXPECTED = {
+    # fault: hang class, culprits, what the summary says, launcher
+    "none": ("healthy", [], "progress", "torchrun"),
+    "sigstop": ("cpu_stuck", [2], "rank 2 is stopped", "torchrun"),
+    "gil": ("cpu_stuck", [2], "holds the GIL", "per-rank"),
+    "fifo": ("cpu_stuck", [2], "opening a FIFO", "torchrun"),
+    "kill": ("rank_loss", [2], "SIGKILL", "per-rank"),
+    "slow": ("straggler", [2], "straggler", "per-rank"),
+}
+FRAMEWORKS = ("ddp", "lightning", "accelerate")
+
+
+def triage(job: TrainingJob) -> tuple[int, dict]:
+    env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(job.home)}
+    done = subprocess.run(
+        [sys.executable, "-m", "doctor", "triage", "--job", job.job, "--once", "--json"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.stdout.strip(), done.stderr
+    return done.returncode, json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("fault", list(EXPECTED))
+@pytest.mark.parametrize("framework", FRAMEWORKS)
+def test_a_fault_from_outside_is_found_on_a_real_stack(
+    framework: str, fault: str, tmp_path: Path
+) -> None:
+    if framework != "ddp":
+        pytest.importorskip(
+            {"lightning": "pytorch_lightning", "accelerate": "accelerate"}[framework]
+        )
+    hang_class, culprits, says, launch = EXPECTED[fault]
+    # GIVEN a real training job whose rank 2 got the fault after 3 steps
+    with TrainingJob(
+        f"rs-{framework}-{fault}-{uuid.uuid4().hex[:6]}", framework, fault, tmp_path, launch=launch
+    ) as job:
+        # WHEN triage looks at it once
+        code, doc = triage(job)
+    verdict = doc["verdict"]
+    # THEN the class and culprits are the fault's, and a hung job never exits 0
+    assert (verdict["hang_class"], verdict["culprit_ranks"]) == (hang_class, culprits), doc
+    assert says in verdict["summary"]
+    assert code == (0 if hang_class in ("healthy", "straggler") else 1)
