@@ -1,4 +1,7 @@
-"""`nccl-doctor triage (--job ID | --pids P,P) [--once] [--json] [--bundle OUT] [--interval S]`."""
+"""`nccl-doctor triage [--job ID | --pids P,P] [--once] [--json] [--bundle OUT] [--interval S]`.
+
+Without ``--job`` or ``--pids``, the only job on this host is triaged (several: they are listed).
+"""
 
 from __future__ import annotations
 
@@ -56,14 +59,14 @@ def register(app: typer.Typer) -> None:
         from doctor.triage.discover import parse_pids
         from doctor.triage.export import write_triage_bundle
 
-        if (job is None) == (pids is None):
-            raise UsageError("name the job with exactly one of --job ID or --pids P,P")
+        if job is not None and pids is not None:
+            raise UsageError("name the job with one of --job ID or --pids P,P, not both")
         if not 0.05 <= interval <= 600:
             raise UsageError(f"--interval must be between 0.05 and 600 seconds, not {interval}")
         ref = JobRef(job=job, pids=tuple(parse_pids(pids)) if pids else ())
         options = CollectOptions(interval=interval, env=dict(os.environ))
         if sys.stdout.isatty() and not (once or as_json):
-            raise typer.Exit(_tui(ref, options, job or pids or ""))
+            raise typer.Exit(_tui(ref, options, job or pids or "the job on this host"))
         snapshot = _collect_once(ref, options, spinner=not as_json)
         if bundle is not None:
             write_triage_bundle(snapshot, bundle)

@@ -24,8 +24,9 @@ from dataclasses import dataclass, field
 from doctor.evidence import Evidence
 from doctor.model import Skipped
 from doctor.ranks import rank_ranges
-from doctor.triage.discover import discover_job, discover_pids
+from doctor.triage.discover import discover_pids
 from doctor.triage.fanout import Done, Failed, fanout
+from doctor.triage.hostjobs import find_job
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.sources.flight import FlightSource
 from doctor.triage.sources.interface import Collected, Source, SourceError
@@ -55,13 +56,14 @@ class CollectOptions:
 
 @dataclass(frozen=True)
 class JobRef:
-    """What the user named: ``--job ID`` or ``--pids``."""
+    """What the user named: ``--job ID``, ``--pids``, or neither (the only job here)."""
 
     job: str | None = None
     pids: tuple[int, ...] = ()
 
     def discover(self, env: Mapping[str, str]) -> Target:
-        return discover_job(self.job, env) if self.job else discover_pids(self.pids)
+        """The named job, else the listed pids, else the only job on this host."""
+        return discover_pids(self.pids) if self.pids else find_job(self.job, env)
 
 
 class ProgressHook:
