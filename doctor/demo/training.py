@@ -4,7 +4,9 @@
 ``train_lightning``, ``train_accelerate``) under torchrun or one process per
 rank (as srun starts them), with ``doctor.demo.inject`` on the ranks'
 ``sitecustomize``, waits until every rank has made ``step`` optimizer steps,
-then does the fault to rank ``fault_rank`` from outside the training code:
+then does the fault to rank ``fault_rank`` from outside the training code
+(under torchrun with ``max_restarts``, a killed rank makes torchrun restart
+every rank: ``start`` returns once the new ranks made their steps too):
 
 =======  ==============================================================
 none     nothing (a healthy job)
@@ -54,7 +56,7 @@ class TrainingJob(LocalJob):
         fault_rank: int = 2,
         step: int = 3,
         delay: float = 0.3,
-        torchrun_args: tuple[str, ...] = (),
+        max_restarts: int = 0,
     ) -> None:
         if framework not in FRAMEWORKS or fault not in FAULTS:
             raise ValueError(f"framework in {sorted(FRAMEWORKS)}, fault in {FAULTS}")
@@ -81,7 +83,8 @@ class TrainingJob(LocalJob):
         self.framework, self.site, self.data = framework, site, workdir / f"{job}.data"
         self.program = ["-m", FRAMEWORKS[framework]]
         self.job_args = ["--data", str(self.data)]
-        self.torchrun_args = list(torchrun_args) or ["--rdzv-id", job]
+        self.max_restarts = max_restarts
+        self.torchrun_args = ["--rdzv-id", job, "--max-restarts", str(max_restarts)]
 
     def start(self, timeout: float = 120.0) -> TrainingJob:
         self.site.mkdir(parents=True, exist_ok=True)
@@ -89,6 +92,8 @@ class TrainingJob(LocalJob):
         write_shards(self.data, self.world)
         super().start(timeout)
         self.inflict()
+        if self.launch == "torchrun" and self.max_restarts and self.fault == "kill":
+            self.wait_ready(timeout, lines=2 * self.world)  # torchrun restarted every rank
         return self
 
     def rank_pids(self) -> dict[int, int]:
