@@ -74,3 +74,19 @@ def test_a_native_dump_of_a_rank_that_moved_on_explains_nothing() -> None:
     plan.wait(5.0)
     # THEN the rank keeps its own Python stack
     assert plan.resolve(peer) is peer
+
+
+def test_a_rank_frozen_for_three_samples_is_dumped_at_once_others_wait_for_the_window() -> None:
+    # GIVEN a plan whose window ends in an hour, and a rank idle at one stack 3 times
+    peer = recorded_stack("backward-peer", 0)
+    dumped: list[int] = []
+    plan = NativePlan(
+        lambda rank, pid, timeout: dumped.append(rank) or peer, not_before=time.monotonic() + 3600
+    )
+    # WHEN it has been seen twice, nothing starts; the third time, the dump starts now
+    plan.offer_if_frozen([peer, peer], 1000, time.monotonic() + 5)
+    plan.wait(0.2)
+    assert dumped == []
+    plan.offer_if_frozen([peer, peer, peer], 1000, time.monotonic() + 5)
+    plan.wait(5.0)
+    assert dumped == [0]

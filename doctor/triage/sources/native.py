@@ -11,7 +11,9 @@ them but costs about a second per process (it reads libtorch's symbols), so:
   window gets a native dump, on its own thread, when the sampling window
   ends: a ``--native`` dump pauses the process for most of its second
   (measured: 0.7 s), which inside the window would stall a healthy job and
-  look like a hang to the progress probes;
+  look like a hang to the progress probes; only a rank already frozen at one
+  idle stack for ``FROZEN_SAMPLES`` samples is dumped at once (time to
+  verdict on a hung job);
 * only one rank per Python signature is dumped: ranks whose Python stacks
   agree frame for frame and are idle wait in the same place, so the others
   are given that rank's native main-thread frames, marked ``native_from``;
@@ -31,6 +33,8 @@ from doctor.evidence import ProgressSample, RankStack, ThreadStack
 from doctor.verdict.stacks import RankState, is_native, python_signature, rank_state, signature
 
 NEEDS_NATIVE = frozenset({RankState.USER_CODE, RankState.GIL_WAIT, RankState.IDLE})
+FROZEN_SAMPLES = 3
+"""Consecutive samples at one idle Python stack after which a native dump starts at once."""
 
 
 def needs_native(stack: RankStack) -> bool:
@@ -63,10 +67,11 @@ class NativePlan:
         self._done: dict[str, _Resolved] = {}
         self._threads: list[threading.Thread] = []
 
-    def offer(self, stack: RankStack, pid: int, deadline: float) -> None:
+    def offer(self, stack: RankStack, pid: int, deadline: float, now: bool = False) -> None:
         """Book a native dump of this rank, to end by ``deadline``, if no rank with its
-        Python stack has one."""
-        if deadline - max(self._not_before, time.monotonic()) <= 0.2 or not needs_native(stack):
+        Python stack has one; ``now`` starts it at once instead of at the window's end."""
+        start = time.monotonic() if now else max(self._not_before, time.monotonic())
+        if deadline - start <= 0.2 or not needs_native(stack):
             return
         key = python_signature(stack)
         with self._lock:
@@ -75,12 +80,21 @@ class NativePlan:
             self._claimed[key] = stack.rank
         thread = threading.Thread(
             target=self._run,
-            args=(key, stack.rank, pid, deadline),
+            args=(key, stack.rank, pid, start, deadline),
             daemon=True,
             name=f"nccl-doctor-native-{stack.rank}",
         )
         self._threads.append(thread)
         thread.start()
+
+    def offer_if_frozen(self, stacks: list[RankStack], pid: int, deadline: float) -> None:
+        """Start at once when the last ``FROZEN_SAMPLES`` samples show one idle Python stack
+        that needs native frames: a rank that sits that long is most likely waiting, and
+        pausing it costs a hung job nothing."""
+        last = stacks[-FROZEN_SAMPLES:]
+        if len(last) == FROZEN_SAMPLES and all(needs_native(s) for s in last):
+            if len({python_signature(s) for s in last}) == 1:
+                self.offer(last[-1], pid, deadline, now=True)
 
     def offer_most_seen(self, stacks: list[RankStack], pid: int, deadline: float) -> None:
         """Offer the rank's most frequent Python stack that needs native frames, if it was
@@ -94,8 +108,8 @@ class NativePlan:
         if 2 * seen >= len(stacks):
             self.offer(next(s for s in wanting if python_signature(s) == key), pid, deadline)
 
-    def _run(self, key: str, rank: int, pid: int, deadline: float) -> None:
-        time.sleep(max(0.0, self._not_before - time.monotonic()))
+    def _run(self, key: str, rank: int, pid: int, start: float, deadline: float) -> None:
+        time.sleep(max(0.0, start - time.monotonic()))
         native = self._dump(rank, pid, deadline - time.monotonic())
         if native is None or native.main is None or python_signature(native) != key:
             return  # it moved on meanwhile: its native frames would explain another stack

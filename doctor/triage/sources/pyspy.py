@@ -206,6 +206,10 @@ class PySpySource(Source):
                     break  # it will not come back, or would only eat the others' time
                 continue
             newest = stack
+            if not is_stopped:
+                plan.offer_if_frozen(
+                    [seen for _, seen in samples] + [stack], rank.pid, deadline - 0.1
+                )
             sample = ProgressSample(
                 rank.rank,
                 round(time.monotonic() - start, 3),
