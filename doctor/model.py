@@ -12,6 +12,20 @@ from enum import StrEnum
 from typing import Any
 
 
+@dataclass(frozen=True)
+class Frame:
+    """One Python (or native) frame: py-spy stacks and Flight Recorder entries both carry them."""
+
+    name: str
+    filename: str
+    line: int
+    native: bool = False
+    """A frame of compiled code (py-spy ``--native``: C, C++, Cython), not of Python."""
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.filename}:{self.line})"
+
+
 class Severity(StrEnum):
     """How bad a finding is; ``skip`` means the check cannot run here."""
 

@@ -3,13 +3,13 @@
 from doctor.restart.assignment import RankAssignment
 from doctor.restart.call import CallWrapper, current_call
 from doctor.restart.exceptions import RestartError, RestartLimitError, RestartRequested
-from doctor.restart.state import RankState
+from doctor.restart.hooks import HookState
 from doctor.restart.wrapper import Wrapper
 
 __all__ = [
     "CallWrapper",
+    "HookState",
     "RankAssignment",
-    "RankState",
     "RestartError",
     "RestartLimitError",
     "RestartRequested",

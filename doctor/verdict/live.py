@@ -54,6 +54,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from doctor.evidence import Evidence, RankStack
+from doctor.flight.align import FlightAnalysis
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.culprits import blocked, stuck
@@ -221,7 +222,7 @@ def mismatch(view: LiveView) -> list[Candidate]:
                 70,
                 collective=CollectiveRef("unknown", None, major),
                 evidence=tuple(lines),
-                missing_evidence=(FR_HINT,) if view.evidence.flight is None else (),
+                missing_evidence=(FR_HINT,) if view.flight is None else (),
                 rule="stack_op_mismatch",
             )
         ]
@@ -253,7 +254,7 @@ def mismatch(view: LiveView) -> list[Candidate]:
 
 def _group_lines(view: LiveView, stacks: Sequence[RankStack]) -> list[EvidenceLine]:
     """Odd ones out within each sub-group Flight Recorder names (it knows the members)."""
-    fa = view.evidence.flight
+    fa = view.flight
     if fa is None:
         return []
     members = {g.name: g.members for g in fa.groups if 1 < len(g.members) < len(view.states)}
@@ -348,7 +349,7 @@ RULES: tuple[Callable[[LiveView], list[Candidate]], ...] = (
 )
 
 
-def candidates(evidence: Evidence) -> list[Candidate]:
+def candidates(evidence: Evidence, flight: FlightAnalysis | None = None) -> list[Candidate]:
     """Every live rule's conclusions, plus the log and NVML rules (``doctor.verdict.signals``)."""
-    view = LiveView.of(evidence)
+    view = LiveView.of(evidence, flight)
     return [c for rule in RULES for c in rule(view)] + signal_candidates(evidence, view.dead)

@@ -11,6 +11,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from doctor.evidence import Evidence, ProgressSample, RankProcess
+from doctor.flight.align import FlightAnalysis
 from doctor.model import CollectiveRef, EvidenceLine
 from doctor.verdict.stacks import (
     STOPPED_STATUSES,
@@ -36,9 +37,11 @@ class LiveView:
     samples: dict[int, list[ProgressSample]]
     frozen: frozenset[int] = frozenset()
     """Ranks in one collective at one call path in every sample (``frozen_ranks``)."""
+    flight: FlightAnalysis | None = None
+    """The Flight Recorder alignment ``classify`` computed (it names sub-group members)."""
 
     @classmethod
-    def of(cls, evidence: Evidence) -> LiveView:
+    def of(cls, evidence: Evidence, flight: FlightAnalysis | None = None) -> LiveView:
         states = {s.rank: rank_state(s) for s in evidence.stacks}
         dead = tuple(sorted(p.rank for p in evidence.processes if not p.alive))
         for p in evidence.processes:
@@ -59,6 +62,7 @@ class LiveView:
             job_progress(evidence),
             samples,
             frozenset(frozen_ranks(evidence)),
+            flight,
         )
 
     def mostly_elsewhere(self, rank: int) -> bool:
