@@ -8,6 +8,7 @@ decoder-only transformer small enough to train on a CPU in milliseconds a step.
 
 from __future__ import annotations
 
+import argparse
 from pathlib import Path
 from typing import Any
 
@@ -79,3 +80,13 @@ def make_model() -> Any:
 
     torch.manual_seed(0)
     return TinyGPT()
+
+
+def train_args(prog: str, argv: list[str] | None) -> argparse.Namespace:
+    """The options every demo trainer takes."""
+    p = argparse.ArgumentParser(prog=prog)
+    p.add_argument("--data", type=Path, required=True, help="folder of train_<rank>.bin shards")
+    p.add_argument("--steps", type=int, default=100_000)
+    p.add_argument("--batch", type=int, default=8)
+    p.add_argument("--timeout", type=float, default=1800.0, help="collective timeout, s")
+    return p.parse_args(argv)

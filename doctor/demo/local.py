@@ -185,6 +185,17 @@ class LocalJob:
             except subprocess.TimeoutExpired:
                 proc.kill()
 
+    def triage(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """``nccl-doctor triage --job JOB ARGS`` in a fresh interpreter, as a user runs it."""
+        env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(self.home)}
+        return subprocess.run(
+            [sys.executable, "-m", "doctor", "triage", "--job", self.job, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
+
     def __enter__(self) -> LocalJob:
         return self.start()
 

@@ -13,26 +13,15 @@ Faults are injected from outside (``doctor.demo.inject``, signals, the shard fil
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 import sys
-from pathlib import Path
 
-from doctor.demo.gpt import get_batch, make_model, write_shards
-
-
-def parse(argv: list[str] | None) -> argparse.Namespace:
-    p = argparse.ArgumentParser(prog="python -m doctor.demo.train_ddp")
-    p.add_argument("--data", type=Path, required=True, help="folder of train_<rank>.bin shards")
-    p.add_argument("--steps", type=int, default=100_000)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--timeout", type=float, default=1800.0, help="collective timeout, s")
-    return p.parse_args(argv)
+from doctor.demo.gpt import get_batch, make_model, train_args, write_shards
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse(argv)
+    args = train_args("python -m doctor.demo.train_ddp", argv)
     import torch
     import torch.distributed as dist
     from torch.nn.parallel import DistributedDataParallel

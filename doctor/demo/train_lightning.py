@@ -9,24 +9,17 @@ through an ``IterableDataset``. Start it as ``doctor.demo.train_ddp`` is started
 
 from __future__ import annotations
 
-import argparse
 import datetime
 import os
 import sys
 from collections.abc import Iterator
-from pathlib import Path
 from typing import Any
 
-from doctor.demo.gpt import get_batch, make_model, shard_path, write_shards
+from doctor.demo.gpt import get_batch, make_model, shard_path, train_args, write_shards
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(prog="python -m doctor.demo.train_lightning")
-    p.add_argument("--data", type=Path, required=True)
-    p.add_argument("--steps", type=int, default=100_000)
-    p.add_argument("--batch", type=int, default=8)
-    p.add_argument("--timeout", type=float, default=1800.0)
-    args = p.parse_args(argv)
+    args = train_args("python -m doctor.demo.train_lightning", argv)
     import pytorch_lightning as pl
     import torch
     from pytorch_lightning.strategies import DDPStrategy

@@ -55,7 +55,7 @@ class TrainingJob(LocalJob):
         world: int = 4,
         fault_rank: int = 2,
         step: int = 3,
-        delay: float = 0.3,
+        delay: float = 0.5,
         max_restarts: int = 0,
     ) -> None:
         if framework not in FRAMEWORKS or fault not in FAULTS:

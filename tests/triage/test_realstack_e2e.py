@@ -13,9 +13,6 @@ C call, or a sleep in each optimizer step. One job at a time.
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import uuid
 from pathlib import Path
 
@@ -38,14 +35,7 @@ FRAMEWORKS = ("ddp", "lightning", "accelerate")
 
 
 def triage(job: TrainingJob) -> tuple[int, dict]:
-    env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(job.home)}
-    done = subprocess.run(
-        [sys.executable, "-m", "doctor", "triage", "--job", job.job, "--once", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    done = job.triage("--once", "--json", timeout=60)
     assert done.stdout.strip(), done.stderr
     return done.returncode, json.loads(done.stdout)
 
