@@ -66,6 +66,7 @@ class NativePlan:
         self._claimed: dict[str, int] = {}
         self._done: dict[str, _Resolved] = {}
         self._threads: list[threading.Thread] = []
+        self._running: set[int] = set()
 
     def offer(self, stack: RankStack, pid: int, deadline: float, now: bool = False) -> None:
         """Book a native dump of this rank, to end by ``deadline``, if no rank with its
@@ -108,9 +109,21 @@ class NativePlan:
         if 2 * seen >= len(stacks):
             self.offer(next(s for s in wanting if python_signature(s) == key), pid, deadline)
 
+    def busy(self, pid: int) -> bool:
+        """Whether a native dump of ``pid`` runs now: a second py-spy must not attach to it
+        (two tracers stall each other until the deadline); read it without pausing."""
+        with self._lock:
+            return pid in self._running
+
     def _run(self, key: str, rank: int, pid: int, start: float, deadline: float) -> None:
         time.sleep(max(0.0, start - time.monotonic()))
-        native = self._dump(rank, pid, deadline - time.monotonic())
+        with self._lock:
+            self._running.add(pid)
+        try:
+            native = self._dump(rank, pid, deadline - time.monotonic())
+        finally:
+            with self._lock:
+                self._running.discard(pid)
         if native is None or native.main is None or python_signature(native) != key:
             return  # it moved on meanwhile: its native frames would explain another stack
         with self._lock:

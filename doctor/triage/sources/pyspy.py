@@ -200,7 +200,8 @@ class PySpySource(Source):
                 problem = problem or "py-spy: no time left for a sample"
                 break
             is_stopped = stopped(rank.pid)
-            stack, problem = self._dump(binary, rank, budget, nonblocking=is_stopped)
+            quiet = is_stopped or plan.busy(rank.pid)
+            stack, problem = self._dump(binary, rank, budget, nonblocking=quiet)
             if stack is None:
                 if "exited" in problem or "did not answer" in problem:
                     break  # it will not come back, or would only eat the others' time
