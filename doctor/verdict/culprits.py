@@ -21,7 +21,7 @@ from doctor.verdict.view import LiveView, process_of, pyspy_line
 
 _WHERE = {
     RankState.STOPPED: "stopped (kernel state T: SIGSTOP or a debugger)",
-    RankState.GIL_WAIT: "waiting for the GIL, which another thread of it holds,",
+    RankState.GIL_WAIT: "waiting for the GIL, which another of its threads holds",
     RankState.DATA_LOADING: "in its data loader",
     RankState.GIL_LOOP: "in a Python loop holding the GIL",
     RankState.USER_CODE: "in its own code",
@@ -98,7 +98,7 @@ def _where(view: LiveView, rank: int) -> str:
     text = f"{names([rank])} is {_WHERE[state]}"
     stack = next((s for s in view.evidence.stacks if s.rank == rank), None)
     if state is RankState.GIL_WAIT and (holder := _holder_text(stack)):
-        text += f" {holder}; its main thread is at {view.stack(rank)}"
+        text += f" ({holder}; its main thread is at {view.stack(rank)})"
     elif view.stack(rank):
         text += f" at {view.stack(rank)}"
     process = process_of(view, rank)
