@@ -1,6 +1,6 @@
 """Issue 15's targets, measured: real training stacks, faults from outside, time to verdict.
 
-For each framework (torch DDP, PyTorch Lightning, Hugging Face accelerate) and
+For each framework (torch DDP, PyTorch Lightning, Hugging Face accelerate, FSDP2) and
 each fault done to rank 2 from outside the training code (SIGSTOP, a GIL held
 by a C call started from ``sitecustomize``, a read blocked on a FIFO, kill -9
 under one process per rank, a slow rank, none), starts the 4-rank CPU job
@@ -40,7 +40,7 @@ SCENARIOS = {
     "slow": ("slow rank", "per-rank", {("straggler", (2,))}),
 }
 """A healthy job may honestly show a lagging rank on a loaded host: a straggler, never a hang."""
-MODULES = {"ddp": None, "lightning": "pytorch_lightning", "accelerate": "accelerate"}
+MODULES = {"ddp": None, "lightning": "pytorch_lightning", "accelerate": "accelerate", "fsdp": None}
 
 
 def p95(times: list[float]) -> float:
@@ -90,7 +90,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--runs", type=int, default=3, help="looks per framework x fault")
     parser.add_argument("--headline-runs", type=int, default=20)
-    parser.add_argument("--frameworks", default="ddp,lightning,accelerate")
+    parser.add_argument("--frameworks", default="ddp,lightning,accelerate,fsdp")
     parser.add_argument("--table", type=Path, help="also write the Markdown table here")
     args = parser.parse_args()
     print(f"host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f}", flush=True)

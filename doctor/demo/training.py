@@ -1,7 +1,7 @@
 """Real training stacks with faults from outside: DDP, Lightning and accelerate jobs.
 
 ``TrainingJob`` starts one of the tiny-GPT trainers (``doctor.demo.train_ddp``,
-``train_lightning``, ``train_accelerate``) under torchrun or one process per
+``train_lightning``, ``train_accelerate``, ``train_fsdp``) under torchrun or one process per
 rank (as srun starts them), with ``doctor.demo.inject`` on the ranks'
 ``sitecustomize``, waits until every rank has made ``step`` optimizer steps,
 then does the fault to rank ``fault_rank`` from outside the training code
@@ -35,6 +35,7 @@ FRAMEWORKS = {
     "ddp": "doctor.demo.train_ddp",
     "lightning": "doctor.demo.train_lightning",
     "accelerate": "doctor.demo.train_accelerate",
+    "fsdp": "doctor.demo.train_fsdp",
 }
 EXTERNAL = ("none", "sigstop", "kill", "fifo")
 INJECTED = ("gil", "slow")

@@ -1,7 +1,7 @@
 """Real training stacks with faults from outside, judged by the real CLI.
 
-Each case trains the tiny GPT with DDP, PyTorch Lightning or Hugging Face
-accelerate (4 ranks, gloo, CPU), whose collectives run inside the framework
+Each case trains the tiny GPT with DDP, PyTorch Lightning, Hugging Face
+accelerate or FSDP2 (4 ranks, gloo, CPU), whose collectives run inside the framework
 (DDP's reducer from backward hooks, buffer broadcasts in forward), never from
 hand-written calls. ``doctor.demo.training.TrainingJob`` waits until every
 rank made 3 optimizer steps, then does the fault to rank 2 from outside:
@@ -32,6 +32,11 @@ EXPECTED = {
     "slow": ("straggler", [2], "straggler", "per-rank"),
 }
 FRAMEWORKS = ("ddp", "lightning", "accelerate")
+FSDP_FAULTS = ("sigstop", "gil")
+"""FSDP2 (``fully_shard``) on CPU: its all-gathers wait in Python frames and in ``Work::wait``."""
+CASES = [(f, fault) for f in FRAMEWORKS for fault in EXPECTED] + [
+    ("fsdp", fault) for fault in FSDP_FAULTS
+]
 
 
 def triage(job: TrainingJob) -> tuple[int, dict]:
@@ -40,12 +45,11 @@ def triage(job: TrainingJob) -> tuple[int, dict]:
     return done.returncode, json.loads(done.stdout)
 
 
-@pytest.mark.parametrize("fault", list(EXPECTED))
-@pytest.mark.parametrize("framework", FRAMEWORKS)
+@pytest.mark.parametrize(("framework", "fault"), CASES, ids=[f"{f}-{x}" for f, x in CASES])
 def test_a_fault_from_outside_is_found_on_a_real_stack(
     framework: str, fault: str, tmp_path: Path
 ) -> None:
-    if framework != "ddp":
+    if framework in ("lightning", "accelerate"):
         pytest.importorskip(
             {"lightning": "pytorch_lightning", "accelerate": "accelerate"}[framework]
         )
