@@ -17,9 +17,12 @@ import datetime
 import os
 import sys
 
+from torch.distributed.elastic.multiprocessing.errors import record
+
 from doctor.demo.gpt import get_batch, make_model, train_args, write_shards
 
 
+@record  # torchrun's advice: a rank that raises leaves its error in error.json
 def main(argv: list[str] | None = None) -> int:
     args = train_args("python -m doctor.demo.train_ddp", argv)
     import torch

@@ -110,7 +110,7 @@ def _launcher(ranks: Sequence[ProcInfo], proc: Path) -> Launcher | None:
     return Launcher(pid, cmd.decode(errors="replace"))
 
 
-def _error_file_message(path: Path) -> str:
+def error_file_message(path: Path) -> str:
     """The first line of a torchrun error file (``{"message": {"message": ...}}``)."""
     try:
         data = json.loads(path.read_text())
@@ -129,7 +129,7 @@ def _lost_rank(rank: int, live: Sequence[RankTarget], zombie: int | None, proc: 
         err_file = peer.env.get("TORCHELASTIC_ERROR_FILE")
         if err_file and peer.local_rank is not None:
             local = rank - (peer.rank - peer.local_rank)
-            error = _error_file_message(Path(err_file).parent.parent / str(local) / "error.json")
+            error = error_file_message(Path(err_file).parent.parent / str(local) / "error.json")
             break
     status = "zombie" if zombie is not None else ("dead" if error else "missing")
     info = read_proc(zombie, proc) if zombie is not None else None

@@ -25,6 +25,7 @@ from doctor.triage.discover import (
     pick_rank_processes,
     read_proc,
 )
+from doctor.triage.ended import ended_torchrun_job
 from doctor.triage.target import Target
 
 _RDZV_ID = re.compile(r"--rdzv[-_]id(?:=|\s+)(\S+)")
@@ -152,8 +153,9 @@ def jobs_text(jobs: Sequence[HostJob]) -> str:
 
 
 def find_job(job: str | None, env: Mapping[str, str], proc: Path = PROC) -> Target:
-    """``--job`` resolved: the named job, the job torchrun ``--standalone`` renamed, or
-    (no ``--job``) the only job here; else an error that names the jobs that exist."""
+    """``--job`` resolved: the named job, the job torchrun ``--standalone`` renamed, an
+    ended torchrun job's last attempt (``doctor.triage.ended``), or (no ``--job``) the
+    only job here; else an error that names the jobs that exist."""
     if job is None:
         jobs = host_jobs(proc)
         if len(jobs) == 1:
@@ -173,6 +175,9 @@ def find_job(job: str | None, env: Mapping[str, str], proc: Path = PROC) -> Targ
         renamed = standalone_alias(job, jobs)
         if renamed is not None:
             return discover_job(renamed.job, env, proc)
+        ended = ended_torchrun_job(job)
+        if ended is not None:
+            return ended
         if not jobs:
             raise
         raise NoSuchJobError(f"{exc}; jobs on this host: {jobs_text(jobs)}") from None

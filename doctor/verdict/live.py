@@ -136,6 +136,33 @@ def rank_loss(view: LiveView) -> list[Candidate]:
                 rule="rank_loss",
             )
         ]
+    silent = tuple(r for r in view.dead if not procs[r].error and procs[r].exit_code is None)
+    if not alive and silent and len(silent) < len(view.dead):
+        # an ended job's files: the ranks that raised left an error file, a rank killed by a
+        # signal left none
+        loud = [r for r in view.dead if r not in silent]
+        one = len(silent) == 1
+        return [
+            Candidate(
+                HangClass.RANK_LOSS,
+                silent,
+                Confidence.MEDIUM if one else Confidence.LOW,
+                f"the job has ended; {names(silent)} left no error file, as a process "
+                f"killed by a signal does, while {names(loud)} raised "
+                f"({procs[loud[0]].error[:160]})"
+                + (
+                    ""
+                    if one
+                    else "; the launcher's teardown (SIGTERM) also leaves none, so one of "
+                    f"{names(silent)} was killed first: its log says which"
+                )
+                + ": find why it was killed (OOM killer, a scheduler, a person), then "
+                "restart the job",
+                90,
+                evidence=tuple(lines),
+                rule="rank_loss",
+            )
+        ]
     if not alive:
         return [
             Candidate(
