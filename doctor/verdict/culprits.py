@@ -155,8 +155,10 @@ def _blocked_ranks(view: LiveView) -> tuple[int, ...]:
             seen = [RankState(s.state) for s in view.samples.get(rank, [])]
             if seen and 2 * seen.count(RankState.GIL_WAIT) <= len(seen):
                 continue  # a moment's wait for the GIL is how threads share it
-        if state in BLOCKED or (process is not None and process.alive and blocked_on(process)):
-            out.append(rank)
+        in_kernel = process is not None and process.alive and bool(blocked_on(process))
+        still = len({s.stack_signature for s in view.samples.get(rank, [])}) <= 1
+        if state in BLOCKED or (in_kernel and still):  # a kernel wait the stack moved past
+            out.append(rank)  # was a moment's I/O, not a block
     return tuple(out)
 
 
