@@ -62,7 +62,14 @@ class LocalJob:
             "PYTHONUNBUFFERED": "1",
         }
         self.program = ["-m", "doctor.demo.job"]
-        self.torchrun_args: list[str] = ["--rdzv-id", job]
+        self.torchrun_args: list[str] = [
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{free_port()}",
+            "--rdzv-id",
+            job,
+        ]
         self.job_args = [
             "--fault",
             fault,
@@ -107,10 +114,6 @@ class LocalJob:
                     "1",
                     "--nproc-per-node",
                     str(self.world),
-                    "--rdzv-backend",
-                    "c10d",
-                    "--rdzv-endpoint",
-                    f"127.0.0.1:{free_port()}",
                     *self.torchrun_args,
                     *self.program,
                     *self.job_args,

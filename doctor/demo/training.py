@@ -85,7 +85,7 @@ class TrainingJob(LocalJob):
         self.program = ["-m", FRAMEWORKS[framework]]
         self.job_args = ["--data", str(self.data)]
         self.max_restarts = max_restarts
-        self.torchrun_args = ["--rdzv-id", job, "--max-restarts", str(max_restarts)]
+        self.torchrun_args += ["--max-restarts", str(max_restarts)]
 
     def start(self, timeout: float = 120.0) -> TrainingJob:
         self.site.mkdir(parents=True, exist_ok=True)
