@@ -86,6 +86,10 @@ class RankProcess:
     a gloo/socket rank that makes progress makes them, a hung one does not."""
     error: str = ""
     """What the launcher's error file says about a rank that exited."""
+    io_calls_by_thread: tuple[tuple[int, int], ...] = ()
+    """``(thread id, read/write calls)`` in the window, for threads that made any: calls
+    of a Python thread other than the main one (a metrics uploader) prove nothing about
+    the training loop."""
     wchan: str = ""
     """The kernel function the main thread sleeps in (``/proc/PID/wchan``: ``fifo_open``...)."""
     syscall: str = ""

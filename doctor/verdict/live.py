@@ -108,7 +108,7 @@ def rank_loss(view: LiveView) -> list[Candidate]:
     ]
     alive = [r for r, s in view.states.items() if s is not RankState.DEAD]
     killed = tuple(r for r in view.dead if (procs[r].exit_code or 0) < 0)
-    followed = [r for r in view.dead if (procs[r].exit_code or 0) > 0]
+    followed = [r for r in view.dead if r not in killed]
     if killed and followed:
         # ranks killed by a signal, and ranks that exited with an error after losing a peer
         # (gloo raises on a closed connection): the killed ones are the cause
@@ -116,15 +116,17 @@ def rank_loss(view: LiveView) -> list[Candidate]:
             EvidenceLine(
                 "process",
                 None,
-                f"{names(followed)} exited with an error code, {names(killed)} by a signal: "
-                "a rank that loses a peer raises and exits",
+                f"{names(killed)} ended by a signal, {names(followed)} otherwise "
+                "(an error code, or unknown): a rank that loses a peer raises and exits",
             )
         )
         return [
             Candidate(
                 HangClass.RANK_LOSS,
                 killed,
-                Confidence.HIGH,
+                Confidence.HIGH
+                if all((procs[r].exit_code or 0) > 0 for r in followed)
+                else Confidence.MEDIUM,
                 f"{names(killed)} {'was' if len(killed) == 1 else 'were'} killed "
                 f"({exit_text(procs[killed[0]].exit_code)}); {names(followed)} exited after "
                 "losing it"

@@ -10,7 +10,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from doctor.evidence import Evidence, ProgressSample, RankProcess
+from doctor.evidence import Evidence, ProgressSample, RankProcess, RankStack
 from doctor.flight.align import FlightAnalysis
 from doctor.model import CollectiveRef, EvidenceLine
 from doctor.verdict.stacks import (
@@ -89,20 +89,35 @@ class LiveView:
         )
 
 
+def loop_calls(process: RankProcess, stack: RankStack | None) -> int:
+    """Read/write calls of the training loop: the main thread and threads with no Python
+    frames (gloo's and NCCL's workers), not another Python thread (a metrics uploader,
+    a heartbeat), whose calls say nothing about the loop."""
+    if stack is None or not process.io_calls_by_thread:
+        return process.io_calls_delta or 0
+    others = {t.thread_id for t in stack.threads if t is not stack.main}
+    return sum(n for tid, n in process.io_calls_by_thread if tid not in others)
+
+
 def moving_ranks(evidence: Evidence) -> set[int]:
     """Live ranks with proof of their own progress: at least ``PROGRESS_CALLS`` read/write
-    calls, or a main thread caught at different call paths across the samples (a rank
-    that waits in one collective, spins in one loop or is stopped shows one)."""
+    calls of the training loop (``loop_calls``), or a main thread caught at different
+    call paths across the samples (a rank that waits in one collective, spins in one
+    loop or is stopped shows one)."""
     signatures: dict[int, set[str]] = {}
     for s in evidence.progress:
         if s.stack_signature:
             signatures.setdefault(s.rank, set()).add(s.stack_signature)
+    stacks = {s.rank: s for s in evidence.stacks}
     return {
         p.rank
         for p in evidence.processes
         if p.alive
         and p.status not in STOPPED_STATUSES
-        and ((p.io_calls_delta or 0) >= PROGRESS_CALLS or len(signatures.get(p.rank, ())) > 1)
+        and (
+            len(signatures.get(p.rank, ())) > 1
+            or loop_calls(p, stacks.get(p.rank)) >= PROGRESS_CALLS
+        )
     }
 
 

@@ -6,7 +6,7 @@ from dataclasses import replace
 
 from triage_helpers import hung_evidence, recorded_stack
 
-from doctor.evidence import Evidence, RankStack
+from doctor.evidence import Evidence, Frame, RankStack, ThreadStack
 from doctor.model import Confidence, HangClass
 from doctor.verdict.classify import classify
 
@@ -65,11 +65,17 @@ def test_nothing_waits_and_nothing_moves_is_unknown_never_healthy() -> None:
 
 
 def test_healthy_needs_every_rank_to_prove_progress() -> None:
-    # GIVEN a job where every rank made read/write calls in the window
-    busy = hung_evidence(peers(native=False) + [replace(peers(False)[0], rank=2)], io=40)
+    # GIVEN a job whose every rank made read/write calls in the window
+    stacks = peers(native=False) + [replace(peers(False)[0], rank=2)]
+    busy = hung_evidence(stacks, io=40)
     assert classify(busy).hang_class is HangClass.HEALTHY
-    # WHEN one rank made none (and its stack did not move)
-    quiet = with_process(busy, 2, io_calls_delta=0)
+    # WHEN rank 2's calls all came from a Python thread other than its main thread (a
+    # metrics uploader), while its main thread sat at one call path
+    uploader = ThreadStack(77, "metrics-uploader", (Frame("upload", "wandb/sdk.py", 9),))
+    rank2 = replace(stacks[-1], threads=(*stacks[-1].threads, uploader))
+    quiet = with_process(
+        replace(busy, stacks=(*busy.stacks[:3], rank2)), 2, io_calls_by_thread=((77, 40),)
+    )
     # THEN the job is not called healthy
     assert classify(quiet).hang_class is not HangClass.HEALTHY
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import psutil
 
@@ -32,6 +33,24 @@ class _Reading:
     io_calls: int | None
     threads: int
     rss: int
+    thread_calls: dict[int, int]
+    """Read/write calls so far per thread id (``/proc/PID/task/TID/io``)."""
+
+
+def _thread_calls(pid: int) -> dict[int, int]:
+    """Read/write system calls so far of each thread of ``pid``; {} where unreadable."""
+    calls = {}
+    try:
+        tasks = list(Path(f"/proc/{pid}/task").iterdir())
+    except OSError:
+        return {}
+    for task in tasks:
+        try:
+            fields = dict(line.split(": ", 1) for line in (task / "io").read_text().splitlines())
+            calls[int(task.name)] = int(fields["syscr"]) + int(fields["syscw"])
+        except (OSError, ValueError, KeyError):
+            continue
+    return calls
 
 
 def _read(pid: int) -> _Reading | str:
@@ -49,7 +68,12 @@ def _read(pid: int) -> _Reading | str:
             except (psutil.AccessDenied, AttributeError):
                 calls = None
             return _Reading(
-                status, times.user + times.system, calls, proc.num_threads(), proc.memory_info().rss
+                status,
+                times.user + times.system,
+                calls,
+                proc.num_threads(),
+                proc.memory_info().rss,
+                _thread_calls(pid),
             )
     except psutil.ZombieProcess:
         return "zombie"
@@ -113,10 +137,16 @@ class ProcSource(Source):
                 f"the process exited during collection ({b})",
             )
         cpu = calls = None
+        by_thread: tuple[tuple[int, int], ...] = ()
         if isinstance(a, _Reading):
             cpu = round(b.cpu - a.cpu, 3)
             if a.io_calls is not None and b.io_calls is not None:
                 calls = b.io_calls - a.io_calls
+            by_thread = tuple(
+                (tid, n - a.thread_calls[tid])
+                for tid, n in sorted(b.thread_calls.items())
+                if tid in a.thread_calls and n > a.thread_calls[tid]
+            )
         wait = read_wait(rank.pid)
         status = b.status
         if status == psutil.STATUS_TRACING_STOP and not stopped(rank.pid):
@@ -133,4 +163,5 @@ class ProcSource(Source):
             num_threads=b.threads,
             rss_bytes=b.rss,
             io_calls_delta=calls,
+            io_calls_by_thread=by_thread,
         ), ""
