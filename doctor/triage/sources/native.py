@@ -33,6 +33,8 @@ from doctor.evidence import ProgressSample, RankStack, ThreadStack
 from doctor.verdict.stacks import RankState, is_native, python_signature, rank_state, signature
 
 NEEDS_NATIVE = frozenset({RankState.USER_CODE, RankState.GIL_WAIT, RankState.IDLE})
+RETRY_MIN_S = 0.5
+"""Time a native dump needs at least; no attempt starts with less left."""
 FROZEN_SAMPLES = 3
 """Consecutive samples at one idle Python stack after which a native dump starts at once."""
 
@@ -116,18 +118,24 @@ class NativePlan:
             return pid in self._running
 
     def _run(self, key: str, rank: int, pid: int, start: float, deadline: float) -> None:
+        """Dump until a dump catches the rank at the Python stack it was booked for (a
+        rank of a moving job is there only part of the time), while time is left."""
         time.sleep(max(0.0, start - time.monotonic()))
-        with self._lock:
-            self._running.add(pid)
-        try:
-            native = self._dump(rank, pid, deadline - time.monotonic())
-        finally:
+        while deadline - time.monotonic() > RETRY_MIN_S:
             with self._lock:
-                self._running.discard(pid)
-        if native is None or native.main is None or python_signature(native) != key:
-            return  # it moved on meanwhile: its native frames would explain another stack
-        with self._lock:
-            self._done[key] = _Resolved(rank, native)
+                self._running.add(pid)
+            try:
+                native = self._dump(rank, pid, deadline - time.monotonic())
+            finally:
+                with self._lock:
+                    self._running.discard(pid)
+            if native is None or native.main is None:
+                return
+            if python_signature(native) == key:
+                with self._lock:
+                    self._done[key] = _Resolved(rank, native)
+                return
+            # it moved on meanwhile: these frames would explain another stack; try again
 
     def wait(self, timeout: float) -> None:
         for thread in self._threads:
