@@ -36,24 +36,24 @@ def test_watchdog_timeout_lines_give_rank_seq_op_and_group() -> None:
 
 
 def test_bootstrap_failures_are_attributed_through_the_pid_prefix() -> None:
-    found = events("bootstrap_nccl.log", pids={48211: 5})
-    assert [e.kind for e in found] == ["bootstrap"]
-    assert found[0].rank == 5 and "Connection refused" in found[0].text
+    found = [e for e in events("bootstrap_nccl.log", pids={48211: 5}) if e.kind == "bootstrap"]
+    # (the WARN, and NCCL's error return through init.cc)
+    assert {e.rank for e in found} == {5} and "Connection refused" in found[0].text
     # AND the harmless "No plugin found" INFO line is not a failure
     plugin = events("netplugin_nccl.log", rank=2)
-    assert [(e.kind, e.rank) for e in plugin] == [("bootstrap", 2)]
+    assert {(e.kind, e.rank) for e in plugin} == {("bootstrap", 2)}
     assert "Failed to initialize any NET plugin" in plugin[0].text
 
 
 def test_network_errors_and_unsupported_ops() -> None:
     net = events("network_nccl.log", rank=13)
     assert [e.kind for e in net] == ["network"] and "status=12" in net[0].text
-    unsupported = events("unsupported_torch.log")
+    unsupported = [e for e in events("unsupported_torch.log") if e.kind == "unsupported_op"]
     assert [(e.kind, e.rank, e.op) for e in unsupported] == [
         ("unsupported_op", 2, "allgather_into_tensor_coalesced")
     ]
     died = events("gloo_peer_died.log", rank=1)
-    assert [(e.kind, e.rank) for e in died] == [("network", 1)]
+    assert [(e.kind, e.rank) for e in died] == [("peer_gone", 1)]
 
 
 def test_debug_file_template_and_tail(tmp_path: Path) -> None:
@@ -82,11 +82,11 @@ def test_a_restarted_job_is_not_blamed_for_the_previous_attempts_errors() -> Non
     # GIVEN torchrun's log of a job whose rank 2 was killed: the survivors' transport errors,
     # then the agent's failure line, after which it restarted every rank (--max-restarts 1)
     text = (LOGS / "torchrun_restart.log").read_text()
-    assert any(e.kind == "network" for e in parse_log(text, None, {}))
+    assert {e.rank for e in parse_log(text, None, {})} == {1, 3}
     # WHEN the ranks running now are attempt 1 (TORCHELASTIC_RESTART_COUNT=1)
     # THEN nothing the previous attempt wrote is read as theirs
     assert parse_log(current_attempt(text, 1), None, {}) == []
     # AND a line the new attempt writes is read
     fresh = text + "[rank1]: RuntimeError: Connection reset by peer\n"
-    assert [e.rank for e in parse_log(current_attempt(fresh, 1), None, {})] == [1]
+    assert {e.rank for e in parse_log(current_attempt(fresh, 1), None, {})} == {1}
     assert current_attempt(text, 0) == text
