@@ -191,6 +191,7 @@ class LocalJob:
     def triage(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """``nccl-doctor triage --job JOB ARGS`` in a fresh interpreter, as a user runs it."""
         env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(self.home)}
+        env.update({k: os.environ[k] for k in ("TMPDIR",) if k in os.environ})
         return subprocess.run(
             [sys.executable, "-m", "doctor", "triage", "--job", self.job, *args],
             capture_output=True,

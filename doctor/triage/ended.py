@@ -46,9 +46,15 @@ def _last_line(path: Path) -> str:
 
 def ended_torchrun_job(job: str, tmp: Path | None = None) -> Target | None:
     """The ranks of the last attempt of an ended torchrun job ``job``, all lost; None when
-    no torchrun log directory of that run id is here."""
-    root = tmp or Path(tempfile.gettempdir())
-    runs = [p for p in root.glob(f"torchelastic_*/{job}_*") if p.is_dir() and _owned(p)]
+    no torchrun log directory of that run id is here (in ``$TMPDIR`` or ``/tmp``: torchrun
+    used its own ``TMPDIR``, which need not be the one triage runs with)."""
+    roots = [tmp] if tmp else list(dict.fromkeys([Path(tempfile.gettempdir()), Path("/tmp")]))
+    runs = [
+        p
+        for root in roots
+        for p in root.glob(f"torchelastic_*/{job}_*")
+        if p.is_dir() and _owned(p)
+    ]
     if not runs:
         return None
     run = max(runs, key=lambda p: p.stat().st_mtime)
