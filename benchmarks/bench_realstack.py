@@ -32,14 +32,15 @@ from doctor.demo.training import TrainingJob
 MEDIAN_S, P95_S = 3.0, 5.0
 SCENARIOS = {
     # fault: (row title, launcher, right verdicts as (class, culprits))
-    "none": ("healthy job", "torchrun", {("healthy", ()), ("straggler", (2,))}),
+    "none": ("healthy job", "torchrun", {("healthy", ())}),
     "sigstop": ("SIGSTOP", "torchrun", {("cpu_stuck", (2,))}),
     "gil": ("GIL held by a C call (sitecustomize)", "per-rank", {("cpu_stuck", (2,))}),
     "fifo": ("read blocked on a FIFO", "torchrun", {("cpu_stuck", (2,))}),
     "kill": ("kill -9, one process per rank", "per-rank", {("rank_loss", (2,))}),
     "slow": ("slow rank", "per-rank", {("straggler", (2,))}),
 }
-"""A healthy job may honestly show a lagging rank on a loaded host: a straggler, never a hang."""
+"""A healthy job may also honestly show a lagging rank on a loaded host: a straggler of
+medium confidence (any rank), never a hang; ``measure`` accepts that as the tests do."""
 MODULES = {"ddp": None, "lightning": "pytorch_lightning", "accelerate": "accelerate", "fsdp": None}
 
 
@@ -55,7 +56,10 @@ def timed_triage(job: TrainingJob) -> tuple[float, tuple[str, tuple[int, ...]], 
     if not done.stdout.strip():
         return took, ("no verdict", ()), done.returncode
     verdict = json.loads(done.stdout)["verdict"]
-    return took, (verdict["hang_class"], tuple(verdict["culprit_ranks"])), done.returncode
+    found = (verdict["hang_class"], tuple(verdict["culprit_ranks"]))
+    if found[0] == "straggler" and verdict["confidence"] == "medium" and job.fault == "none":
+        found = ("straggler (medium, a lagging rank of a loaded host)", found[1])
+    return took, found, done.returncode
 
 
 def measure(framework: str, fault: str, runs: int, workdir: Path) -> tuple[int, list[float]]:
@@ -74,8 +78,10 @@ def measure(framework: str, fault: str, runs: int, workdir: Path) -> tuple[int, 
                 # "no rank of the job runs here" (exit 2) is all a look can say now
                 print(f"  {framework:10} {fault:8} the job ended: no more looks", flush=True)
                 break
-            hung = found[0] not in ("healthy", "straggler")
-            ok = found in right and code == (1 if hung else 0)
+            hung = not found[0].startswith(("healthy", "straggler"))
+            ok = (found in right or found[0].startswith("straggler (")) and code == (
+                1 if hung else 0
+            )
             good += ok
             times.append(took)
             print(
