@@ -17,10 +17,12 @@ on ``stop()``, terminates, then kills, then reaps every process it started.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -60,6 +62,8 @@ class LocalJob:
             "MASTER_PORT": str(free_port()),
             "NCCL_DOCTOR_HOME": str(self.home),
             "PYTHONUNBUFFERED": "1",
+            # torch.compile's cache, in the job's folder rather than the shared TMPDIR
+            "TORCHINDUCTOR_CACHE_DIR": str(workdir / "inductor"),
         }
         self.program = ["-m", "doctor.demo.job"]
         self.torchrun_args: list[str] = [
@@ -187,6 +191,14 @@ class LocalJob:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        self._remove_torchrun_folder()
+
+    def _remove_torchrun_folder(self) -> None:
+        """torchrun's log folder (``$TMPDIR/torchelastic_*/<run id>_*``, a mkdtemp it
+        leaves behind whenever it is killed): this job's evidence, gone with the job."""
+        for run in Path(tempfile.gettempdir()).glob(f"torchelastic_*/{self.job}_*"):
+            if all(p.name.startswith(f"{self.job}_") for p in run.parent.iterdir()):
+                shutil.rmtree(run.parent, ignore_errors=True)
 
     def triage(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
         """``nccl-doctor triage --job JOB ARGS`` in a fresh interpreter, as a user runs it."""
