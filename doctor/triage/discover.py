@@ -13,6 +13,7 @@ to many hangs.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -266,7 +267,7 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
     if not chosen and not records:
         known = list_jobs(env)
         hint = f"; the launch registry here knows: {', '.join(known)}" if known else ""
-        if unreadable:
+        if unreadable and os.geteuid() != 0:  # root reads every user's; its misses are not theirs
             hint += (
                 f"; {unreadable} processes of other users could not be read "
                 "(run triage as root to look at another user's job)"
