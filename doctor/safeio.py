@@ -99,11 +99,15 @@ def check_dir(path: Path, owner: int) -> os.stat_result:
     return info
 
 
-def open_regular(path: Path, owner: int | None, limit: int | None = None) -> int:
+def open_regular(
+    path: Path, owner: int | None, limit: int | None = None, follow: bool = False
+) -> int:
     """A read descriptor on ``path``: not a link, a regular file, of ``owner`` (None: any
-    owner, for evidence a person named), at most ``limit`` bytes. The caller closes it."""
+    owner, for evidence a person named), at most ``limit`` bytes. The caller closes it.
+    ``follow`` allows a link, for a file the user names for themselves (their own config,
+    which NCCL reads through links too): the checks then apply to the file it points at."""
     try:
-        fd = os.open(path, NOFOLLOW_READ)
+        fd = os.open(path, NOFOLLOW_READ & ~os.O_NOFOLLOW if follow else NOFOLLOW_READ)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafePath(f"refusing {path}: it is a symbolic link") from None

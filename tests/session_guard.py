@@ -2,7 +2,8 @@
 
 At the start of the run (``start``): a fresh root directory holds the run's
 ``TMPDIR`` (every ``tempfile`` of the suite and of the processes it starts), the
-launch registry (``NCCL_DOCTOR_HOME``) and pytest's own ``basetemp``, so the suite
+launch registry (``NCCL_DOCTOR_HOME``), torch's compile caches and pytest's own
+``basetemp``, so the suite
 reads no state others left in ``/tmp`` and shares none with runs beside it. The
 pytest process becomes a child subreaper, so every process the suite starts stays
 its descendant even when orphaned.
@@ -32,6 +33,9 @@ def start() -> Path:
         (root / name).mkdir(mode=0o700)
     os.environ["TMPDIR"] = str(root / "tmp")
     os.environ["NCCL_DOCTOR_HOME"] = str(root / "registry")
+    # torch's compile caches: the run's own, beside TMPDIR (caches by design, not leaks)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(root / "cache" / "inductor")
+    os.environ["TRITON_CACHE_DIR"] = str(root / "cache" / "triton")
     tempfile.tempdir = None  # recomputed from TMPDIR
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     return root

@@ -35,6 +35,8 @@ from doctor.flight.dump import (
     reduce_dump_raw,
 )
 from doctor.model import Skipped
+from doctor.ranks import MAX_WORLD_SIZE
+from doctor.safeio import UnsafePath, open_regular
 
 MAX_DUMP_BYTES = archive.MAX_MEMBER_BYTES
 PARALLEL_FROM = 64
@@ -65,10 +67,11 @@ def rank_of(name: str) -> int | None:
     ):
         return None
     found = _RANK.findall(base)
-    if found:
-        return int(found[-1])
-    m = _TRAILING.search(base)
-    return int(m.group(1)) if m else None
+    digits = found[-1] if found else (m.group(1) if (m := _TRAILING.search(base)) else None)
+    if digits is None:
+        return None
+    # a rank past MAX_WORLD_SIZE (or 5,000 digits) is no rank: the name says nothing
+    return int(digits) if len(digits) <= 7 and int(digits) < MAX_WORLD_SIZE else None
 
 
 Opener = Callable[[], bytes]
@@ -82,9 +85,14 @@ def _folder(root: Path) -> Iterator[tuple[str, Opener]]:
 
 def _file_opener(p: Path) -> Opener:
     def read() -> bytes:
-        if p.stat().st_size > MAX_DUMP_BYTES:
-            raise DumpError(f"larger than {MAX_DUMP_BYTES} bytes")
-        return p.read_bytes()
+        """A regular file within ``MAX_DUMP_BYTES`` (a FIFO or /dev/zero is refused, not
+        read forever), never through a link."""
+        try:
+            fd = open_regular(p, None, MAX_DUMP_BYTES)
+        except UnsafePath as exc:
+            raise DumpError(str(exc).removeprefix(f"refusing {p}: ")) from None
+        with os.fdopen(fd, "rb") as f:
+            return f.read(MAX_DUMP_BYTES + 1)
 
     return read
 
@@ -125,6 +133,8 @@ def _reduce_file(job: tuple[int, str, str]) -> tuple[RankDump, RawConfig] | str:
             return reduce_dump_raw(rank, name, _file_opener(Path(path))())
     except (DumpError, OSError) as exc:
         return f"{name}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - one bad dump never ends the analysis
+        return f"{name}: malformed ({type(exc).__name__})"
 
 
 def _parallel(paths: list[Path], skipped: list[Skipped]) -> Iterator[RankDump] | None:
@@ -202,6 +212,9 @@ def _read_path(path: Path, seen: set[int], skipped: list[Skipped]) -> Iterator[R
                 dump = reduce_dump(rank, name, opener())
         except (DumpError, OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
             skipped.append(Skipped(rank, PROBE, f"{name}: {exc}"))
+            continue
+        except Exception as exc:  # noqa: BLE001 - one bad dump never ends the analysis
+            skipped.append(Skipped(rank, PROBE, f"{name}: malformed ({type(exc).__name__})"))
             continue
         seen.add(rank)
         yield dump
