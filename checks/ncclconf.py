@@ -84,7 +84,8 @@ def read_conf_files(paths: Sequence[str]) -> list[ConfFile]:
         try:
             fd = open_regular(Path(path), None, MAX_CONF_BYTES, follow=True)
             with os.fdopen(fd, "rb") as f:
-                text: str | None = f.read(MAX_CONF_BYTES).decode("utf-8", errors="replace")
+                size = min(os.fstat(fd).st_size + 1, MAX_CONF_BYTES)
+                text: str | None = f.read(size).decode("utf-8", errors="replace")
         except (OSError, UnsafePath):
             text = None
         files.append(ConfFile(path, text))

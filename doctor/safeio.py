@@ -133,8 +133,8 @@ def read_bytes(path: Path, limit: int, owner: int | None = None) -> bytes:
     """The content of a regular file of ``owner`` (default: this user), at most ``limit``
     bytes (a file that grows past it while read is cut there)."""
     fd = open_regular(path, os.getuid() if owner is None else owner, limit)
-    with os.fdopen(fd, "rb") as f:
-        return f.read(limit)
+    with os.fdopen(fd, "rb") as f:  # read(limit) would allocate ``limit`` bytes up front
+        return f.read(min(os.fstat(fd).st_size + 1, limit))
 
 
 def read_text(path: Path, limit: int, owner: int | None = None) -> str:
@@ -207,4 +207,5 @@ def read_from(path: Path, offset: int, limit: int, owner: int | None = None) -> 
     fd = open_regular(path, os.getuid() if owner is None else owner)
     with os.fdopen(fd, "rb") as f:
         f.seek(offset)
-        return f.read(limit).decode("utf-8", errors="replace")
+        size = max(os.fstat(fd).st_size - offset, 0)
+        return f.read(min(size + 1, limit)).decode("utf-8", errors="replace")

@@ -91,8 +91,8 @@ def _file_opener(p: Path) -> Opener:
             fd = open_regular(p, None, MAX_DUMP_BYTES)
         except UnsafePath as exc:
             raise DumpError(str(exc).removeprefix(f"refusing {p}: ")) from None
-        with os.fdopen(fd, "rb") as f:
-            return f.read(MAX_DUMP_BYTES + 1)
+        with os.fdopen(fd, "rb") as f:  # read(n) would allocate n bytes up front
+            return f.read(os.fstat(fd).st_size + 1)[: MAX_DUMP_BYTES + 1]
 
     return read
 
