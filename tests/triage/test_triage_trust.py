@@ -64,3 +64,27 @@ def test_a_newline_in_a_file_name_cannot_forge_a_line(tmp_path: Path, cli) -> No
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "\x1b" not in out.stderr, out.stderr
     assert "\\nverdict: healthy\\x1b[2J" in out.stderr
+
+
+@needs_root
+def test_a_process_of_another_user_claiming_the_job_does_not_join_it(sleepers) -> None:
+    import uuid
+
+    from doctor.errors import InputError
+    from doctor.triage.discover import discover_job
+
+    # GIVEN a rank of root's job, and another user's process claiming the same (public) id
+    job = f"claim-{uuid.uuid4().hex[:8]}"
+    env = {"SLURM_JOB_ID": job, "RANK": "0", "WORLD_SIZE": "1"}
+    sleepers(env, "rank0")
+    intruder = sleepers(env, "intruder", _AS_NOBODY)
+    assert intruder.poll() is None
+    # WHEN root triages the job THEN it refuses to guess whose job it is
+    with pytest.raises(InputError, match="several users claim job"):
+        discover_job(job, {})
+
+
+_AS_NOBODY = (
+    "import os, sys, time; open(sys.argv[1], 'w').close(); os.setgid(65534); os.setuid(65534); "
+    "time.sleep(120)"
+)
