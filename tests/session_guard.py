@@ -29,6 +29,9 @@ import weakref
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
+TORCH_CACHES = ("torchinductor_", "triton")
+"""torch's compile caches, which it keeps in TMPDIR by design (a process whose environment
+was built without TORCHINDUCTOR_CACHE_DIR still finds TMPDIR): caches, not leaks."""
 _POPENS: weakref.WeakSet[subprocess.Popen[bytes]] = weakref.WeakSet()
 """Every ``Popen`` the suite created and still holds: its children, zombie or not."""
 
@@ -145,7 +148,7 @@ def finish(root: Path, passed: bool) -> list[str]:
     files = sorted(
         str(p.relative_to(tmp))
         for p in (tmp.iterdir() if tmp.is_dir() else ())
-        if str(p) not in pending
+        if str(p) not in pending and not p.name.startswith(TORCH_CACHES)
     )
     leaks = [f"process left running: {p}" for p in processes]
     leaks += [f"file left in TMPDIR: {f}" for f in files]

@@ -115,3 +115,20 @@ def test_one_bad_dump_in_a_large_folder_does_not_end_the_analysis(tmp_path: Path
     # WHEN the folder is read THEN the 70 are read and the bad one is skipped with a reason
     read = read_flight([tmp_path])
     assert len(read.dumps) == 70 and [s.rank for s in read.skipped] == [70]
+
+
+def test_escapes_in_a_dump_never_reach_the_terminal(tmp_path: Path) -> None:
+    # GIVEN a dump whose process group name and frame carry OSC 52 and clear-screen escapes
+    doc = _real()
+    for entry in doc["entries"]:
+        entry["process_group"] = ("0", "\x1b]52;c;cHduZWQ=\x07\x1b[2J")
+        for frame in entry.get("frames", []):
+            frame["name"] = "f\x1b[2J"
+    _write(tmp_path / "rank_0", doc)
+    shutil.copy(GLOO / "rank_1", tmp_path / "rank_1")
+    (tmp_path / "rank_\n9 verdict: healthy").write_bytes(b"x")
+    # WHEN analyze renders the verdict THEN no control character is printed
+    out = run_cli("analyze", str(tmp_path), env=clean_env())
+    assert "Traceback" not in out.stderr, out.stderr
+    printed = out.stdout + out.stderr
+    assert "\x1b" not in printed and "\x07" not in printed
