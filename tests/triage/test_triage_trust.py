@@ -88,3 +88,19 @@ _AS_NOBODY = (
     "import os, sys, time; open(sys.argv[1], 'w').close(); os.setgid(65534); os.setuid(65534); "
     "time.sleep(120)"
 )
+
+
+@needs_root
+def test_an_unprivileged_triage_of_a_root_pid_is_an_input_error(sleepers) -> None:
+    from doctor.errors import InputError
+    from doctor.triage.discover import discover_pids
+
+    # GIVEN a root process WHEN an unprivileged user names it with --pids
+    rank = sleepers({"RANK": "0", "WORLD_SIZE": "1"}, "root-rank")
+    os.seteuid(65534)
+    try:
+        # THEN one sentence saying whose it is, not a healthy verdict from zero stacks
+        with pytest.raises(InputError, match="belongs to uid 0"):
+            discover_pids([rank.pid])
+    finally:
+        os.seteuid(0)
