@@ -104,3 +104,36 @@ def test_an_unprivileged_triage_of_a_root_pid_is_an_input_error(sleepers) -> Non
             discover_pids([rank.pid])
     finally:
         os.seteuid(0)
+
+
+def test_a_log_named_by_a_rank_is_read_only_when_its_owner_owns_it(tmp_path: Path) -> None:
+    from doctor.triage.sources.logs import read_tail
+
+    # GIVEN NCCL_DEBUG_FILE naming a FIFO nobody writes, a link, and a file of another user
+    fifo, link, theirs = tmp_path / "fifo.log", tmp_path / "link.log", tmp_path / "other.log"
+    os.mkfifo(fifo)
+    theirs.write_text("NCCL WARN secret\n")
+    link.symlink_to(theirs)
+    # WHEN triage reads their tails THEN at once, and nothing of what the owner cannot see
+    assert read_tail(fifo) == "" and read_tail(link) == ""
+    assert read_tail(theirs, owners={os.getuid() + 1}) == ""
+    assert read_tail(theirs, owners={os.getuid()}) == "NCCL WARN secret\n"
+
+
+def test_a_dump_named_by_a_rank_counts_only_when_its_owner_wrote_it(
+    tmp_path: Path, sleepers
+) -> None:
+    from doctor.triage.sources.flight import written_dump
+    from doctor.triage.target import RankTarget
+
+    # GIVEN a rank whose dump prefix names a link to someone else's file
+    rank = sleepers({}, "dumper")
+    other = tmp_path / "elsewhere"
+    other.write_bytes(b"x")
+    (tmp_path / "fr_0").symlink_to(other)
+    target = RankTarget(0, rank.pid, "h", env={"TORCH_FR_DUMP_TEMP_FILE": str(tmp_path / "fr_")})
+    # THEN it is not taken for the rank's dump; the rank's own regular file is
+    assert written_dump(target) is None
+    (tmp_path / "fr_0").unlink()
+    (tmp_path / "fr_0").write_bytes(b"x")
+    assert written_dump(target) == tmp_path / "fr_0"
