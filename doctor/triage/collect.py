@@ -99,7 +99,7 @@ def _merge(
                 None,
                 "discover",
                 f"ranks {rank_ranges(target.remote)} run on other hosts: "
-                "run triage there (or through srun --overlap --jobid)",
+                "name them to triage them all from here (--hosts H,.. or --via slurm)",
             )
         ]
         if target.remote
