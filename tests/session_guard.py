@@ -29,9 +29,13 @@ import weakref
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
-TORCH_CACHES = ("torchinductor_", "triton")
-"""torch's compile caches, which it keeps in TMPDIR by design (a process whose environment
-was built without TORCHINDUCTOR_CACHE_DIR still finds TMPDIR): caches, not leaks."""
+TORCH_CACHES = ("torchinductor_", "triton", "torchelastic_")
+"""What torch keeps in TMPDIR by design: its compile caches (a process whose environment
+was built without TORCHINDUCTOR_CACHE_DIR still finds TMPDIR) and torchrun's log folder
+(``torchelastic_*``, which torchrun never removes): torch's, not leaks of ours."""
+HELPERS = ("from multiprocessing.resource_tracker import main",)
+"""Processes that live as long as pytest by design (multiprocessing's resource tracker,
+started by a process pool, exits with its parent)."""
 _POPENS: weakref.WeakSet[subprocess.Popen[bytes]] = weakref.WeakSet()
 """Every ``Popen`` the suite created and still holds: its children, zombie or not."""
 
@@ -119,7 +123,8 @@ def leftover_processes() -> list[str]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        out.append(f"{pid}: {cmd.strip()[:200]}")
+        if not any(helper in cmd for helper in HELPERS):
+            out.append(f"{pid}: {cmd.strip()[:200]}")
     return out
 
 
