@@ -29,10 +29,10 @@ import weakref
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
-TORCH_CACHES = ("torchinductor_", "triton", "torchelastic_")
-"""What torch keeps in TMPDIR by design: its compile caches (a process whose environment
-was built without TORCHINDUCTOR_CACHE_DIR still finds TMPDIR) and torchrun's log folder
-(``torchelastic_*``, which torchrun never removes): torch's, not leaks of ours."""
+TORCH_CACHES = ("torchinductor_", "triton")
+"""torch's compile caches, which it keeps in TMPDIR by design (a process whose environment
+was built without TORCHINDUCTOR_CACHE_DIR still finds TMPDIR): caches, not leaks.
+torchrun's ``torchelastic_*`` log folder is a leak: give torchrun ``--log-dir``."""
 HELPERS = ("from multiprocessing.resource_tracker import main",)
 """Processes that live as long as pytest by design (multiprocessing's resource tracker,
 started by a process pool, exits with its parent)."""
