@@ -31,3 +31,17 @@ def run_cli(
         cwd=cwd,
         timeout=timeout,
     )
+
+
+def processes_with(token: str) -> list[int]:
+    """Pids whose environment carries ``token`` (ranks and their monitor processes)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if token.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found

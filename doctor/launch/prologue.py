@@ -6,10 +6,15 @@ Recorder dumps for triage) lives in the rank; with ``--wrap`` it runs inside
 the restart ``Wrapper``, re-executed from the top on every iteration, and
 reaches its ``CallWrapper`` with ``doctor.restart.current_call()``. Anything
 else is ``exec``'d with the policy's environment (no agent, no wrapper).
+
+With ``--watch`` (or ``[watch] enabled``), initial rank 0 starts the job's watcher
+process (``doctor.watch``) and every rank a stopper thread; a stop by the watcher
+makes every rank's launch exit with the stop's code (93: do not requeue).
 """
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import os
 import runpy
@@ -18,11 +23,15 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from doctor.config import Config
 from doctor.errors import UsageError
 from doctor.launch.policy import apply_policy
 from doctor.registry import RankRecord, job_dir, register_rank
+
+if TYPE_CHECKING:
+    from doctor.restart import StoppedByDoctor
 
 JOB_ID_SOURCES = ("NCCL_DOCTOR_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")
 
@@ -97,6 +106,7 @@ def launch(
     wrap: bool,
     job_flag: str | None,
     env: Mapping[str, str],
+    watch: bool = False,
 ) -> int:
     """Run one rank through the prologue; the entrypoint's exit code."""
     from doctor.checks.lane import resolve_lane
@@ -140,6 +150,11 @@ def launch(
         },
     )
     register_rank(record, directory)
+    watching = watch or config.watch.enabled
+    if watching and rank == 0:
+        from doctor.watch.watcher import spawn
+
+        spawn(job, directory, config.source, policy.env)
     os.environ.clear()
     os.environ.update(policy.env)
     if target is None:
@@ -148,11 +163,16 @@ def launch(
                 "--wrap runs Python entrypoints in-process: give python SCRIPT or python -m MODULE"
             )
         os.execvpe(cmd[0], list(cmd), policy.env)
-    return run_python(target, directory, rank, wrap, config)
+    return run_python(target, directory, rank, wrap, config, watching)
 
 
 def run_python(
-    target: tuple[str, str, list[str]], directory: Path, rank: int, wrap: bool, config: Config
+    target: tuple[str, str, list[str]],
+    directory: Path,
+    rank: int,
+    wrap: bool,
+    config: Config,
+    watching: bool = False,
 ) -> int:
     from doctor.agent import Agent
 
@@ -169,11 +189,30 @@ def run_python(
             if exc.code not in (None, 0):
                 raise
 
-    with Agent(directory, rank):
-        if wrap:
-            from doctor.restart import Wrapper
+    stopped: StoppedByDoctor | None = None
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(Agent(directory, rank))
+        if watching:
+            from doctor.watch.stopper import Stopper
 
-            Wrapper(config=config)(entry)()
-        else:
+            grace = config.restart.termination_grace_time if wrap else 0.0
+            stack.enter_context(Stopper(directory, rank, grace))
+        if not wrap:
             entry()
-    return 0
+            return 0
+        from doctor.restart import StoppedByDoctor, Wrapper
+
+        try:
+            Wrapper(config=config)(entry)()
+        except StoppedByDoctor as exc:
+            stopped = exc
+    if stopped is None:
+        return 0
+    if stopped.exit_code == 0:  # excluded: the job goes on without this rank
+        print(f"nccl-doctor launch[{rank}]: leaves the job: {stopped}", file=sys.stderr)
+    # After an abort the interpreter's own teardown is not safe: on torch 2.13 every rank
+    # spun in the garbage collector at exit after most of the watcher's stops here (root
+    # cause not found). What had to be closed is closed; the process ends here.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(stopped.exit_code)

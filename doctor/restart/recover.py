@@ -22,8 +22,9 @@ class RecoverTimeout(Exception):
     """The restart was requested but not every rank re-entered in time."""
 
 
-def request_restart(directory: Path, job: str, reason: str, timeout: float) -> dict[str, Any]:
-    """Request the restart and wait for its event; raises NoSuchJobError or RecoverTimeout."""
+def job_store(directory: Path, job: str) -> tuple[RestartStore, int]:
+    """A client of the job's restart store (from the newest published state) and the job's
+    current iteration; raises NoSuchJobError when no wrapped rank runs or the store is gone."""
     import torch.distributed as dist
 
     states = [s for s in read_states(directory).values() if s.get("phase") != "exiting"]
@@ -38,7 +39,26 @@ def request_restart(directory: Path, job: str, reason: str, timeout: float) -> d
         )
     except Exception as exc:  # DistNetworkError and friends: the store is gone
         raise NoSuchJobError(f"job {job!r}: its store {newest['store']} does not answer") from exc
-    store = RestartStore(base, newest["store_prefix"], int(newest["initial_world_size"]))
+    return RestartStore(base, newest["store_prefix"], int(newest["initial_world_size"])), iteration
+
+
+def await_restart(store: RestartStore, job: str, iteration: int, timeout: float) -> dict[str, Any]:
+    """The restart event of the iteration after ``iteration``, once every rank re-entered."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        event = store.get_json("event", iteration + 1)
+        if event is not None:
+            return event  # type: ignore[no-any-return]
+        time.sleep(0.05)
+    raise RecoverTimeout(
+        f"job {job!r}: restart requested in iteration {iteration}, but not "
+        f"every rank re-entered within {timeout:g}s"
+    )
+
+
+def request_restart(directory: Path, job: str, reason: str, timeout: float) -> dict[str, Any]:
+    """Request the restart and wait for its event; raises NoSuchJobError or RecoverTimeout."""
+    store, iteration = job_store(directory, job)
     store.record_fault(
         iteration,
         {
@@ -49,13 +69,4 @@ def request_restart(directory: Path, job: str, reason: str, timeout: float) -> d
             "reason": reason,
         },
     )
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        event = store.get_json("event", iteration + 1)
-        if event is not None:
-            return event
-        time.sleep(0.05)
-    raise RecoverTimeout(
-        f"job {job!r}: restart requested in iteration {iteration}, but not "
-        f"every rank re-entered within {timeout:g}s"
-    )
+    return await_restart(store, job, iteration, timeout)

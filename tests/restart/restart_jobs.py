@@ -11,6 +11,8 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
+from clitools import processes_with
+
 from doctor.subproc import free_port
 
 REPO = Path(__file__).resolve().parents[2]
@@ -30,20 +32,6 @@ class JobRun:
     def events(self) -> list[dict]:
         path = self.job_dir / "events.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def processes_with(token: str) -> list[int]:
-    """Pids whose environment carries ``token`` (ranks and their monitor processes)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if token.encode() in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 def start_job(

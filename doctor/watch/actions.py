@@ -1,0 +1,128 @@
+"""Carry out a decision through the restart wrapper's store (the channel ``recover`` uses).
+
+* **restart** — a fault record with cause ``watch`` in the current iteration: every
+  rank's monitor thread aborts its process groups and re-enters the function, exactly
+  as for any fault; the answer is the wrapper's restart event.
+* **exclude** — the leaving ranks are declared terminated first (so the next entry
+  barrier closes without them even if they are stuck in a driver call), then the same
+  record, naming them: they leave with exit code 0 and the rank assignment gives their
+  places to spares.
+* **stop** — ``<jobdir>/watch/stop.json`` first (read by every rank's stopper thread,
+  for ranks the wrapper cannot unwind or that run without it), then the record with the
+  exit code: every rank unwinds and its ``launch`` exits with that code. Ranks still
+  alive after the grace time are ended, oldest signal first, each only after its pid
+  and start time are checked against the launch registry.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from doctor.registry import RankRecord, ensure_private_dir, read_ranks, write_json_atomic
+from doctor.watch.diagnose import Diagnosis
+from doctor.watch.policy import Decision
+from doctor.watch.settings import Action
+
+STOP_FILE = "stop.json"
+RESTART_WAIT = 120.0
+
+
+def stop_path(directory: Path) -> Path:
+    return directory / "watch" / STOP_FILE
+
+
+def _record(decision: Decision, diagnosis: Diagnosis, line: str) -> dict[str, Any]:
+    verdict = diagnosis.snapshot.verdict
+    return {
+        "cause": "watch",
+        "rank": None,
+        "time": time.time(),
+        "exception": f"{verdict.hang_class.value}: {verdict.summary}",
+        "reason": decision.reason,
+        "action": decision.action.value,
+        "exit_code": decision.exit_code,
+        "ranks": list(decision.ranks),
+        "bundle": str(diagnosis.bundle),
+        "line": line,
+    }
+
+
+def carry_out(
+    decision: Decision,
+    diagnosis: Diagnosis,
+    job: str,
+    directory: Path,
+    iteration: int,
+    wrapped: bool,
+    line: str,
+) -> str:
+    """Do what ``decision`` says; returns what happened, in a few words."""
+    if decision.action is Action.NONE:
+        return "no action"
+    if decision.action is Action.STOP:
+        write_json_atomic(
+            ensure_private_dir(directory / "watch") / STOP_FILE,
+            {"exit_code": decision.exit_code, "line": line, "time": time.time()},
+        )
+        if wrapped:
+            store, _ = _store(directory, job)
+            store.record_fault(iteration, _record(decision, diagnosis, line))
+        return f"stopping every rank (exit {decision.exit_code})"
+    from doctor.restart.recover import await_restart
+
+    store, _ = _store(directory, job)
+    for rank in decision.ranks if decision.action is Action.EXCLUDE else ():
+        store.mark_terminated(rank)
+    store.record_fault(iteration, _record(decision, diagnosis, line))
+    event = await_restart(store, job, iteration, RESTART_WAIT)
+    return (
+        f"restarted into iteration {event['iteration']}: {event['world_size']} ranks "
+        f"re-entered {event.get('phases', {}).get('reentry', 0):.2f}s after the request"
+    )
+
+
+def _store(directory: Path, job: str) -> Any:
+    from doctor.restart.recover import job_store
+
+    return job_store(directory, job)
+
+
+def alive(record: RankRecord) -> bool:
+    """Whether the registered process still runs and is the one launch registered (its start
+    time is before the registration; a recycled pid started later)."""
+    import psutil
+
+    try:
+        proc = psutil.Process(record.pid)
+        return proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= record.started_at + 1
+    except psutil.Error:
+        return False
+
+
+def end_ranks(
+    directory: Path, grace: float, records: Sequence[RankRecord] | None = None
+) -> list[int]:
+    """Wait ``grace`` seconds for the job's ranks to exit, then SIGTERM, then SIGKILL the
+    ones left (verified); returns the ranks that had to be signalled."""
+    ranks = list(records if records is not None else read_ranks(directory))
+    deadline = time.monotonic() + grace
+    while time.monotonic() < deadline and any(alive(r) for r in ranks):
+        time.sleep(0.1)
+    signalled = []
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        left = [r for r in ranks if alive(r)]
+        for record in left:
+            signalled.append(record.rank)
+            try:
+                os.kill(record.pid, sig)
+            except OSError:
+                continue
+        end = time.monotonic() + 2.0
+        while left and time.monotonic() < end and any(alive(r) for r in left):
+            time.sleep(0.05)
+    return sorted(set(signalled))

@@ -1,0 +1,239 @@
+"""The watcher: its own process, beside the ranks, so a rank that holds the GIL or is stopped
+cannot stop it.
+
+Every tick it reads the ranks' progress (``doctor.watch.progress``), feeds the
+detector, and on a stall: diagnoses once (the bundle is written first), decides by
+policy, acts, writes the event line. It ends when every rank of the job has exited,
+or after a stop, once the ranks are gone. ``launch --watch`` starts one per job (from
+initial rank 0); ``nccl-doctor watch --job ID`` runs the same loop from outside.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from doctor.ranks import rank_ranges
+from doctor.registry import RankRecord, read_ranks, read_states
+from doctor.restart.watchdog import ProgressRecord
+from doctor.triage.target import RankTarget
+from doctor.watch.actions import alive, carry_out, end_ranks, stop_path
+from doctor.watch.detector import Detector, Stall
+from doctor.watch.diagnose import Collect, diagnose, local_collect
+from doctor.watch.events import build_event, record_event, summary
+from doctor.watch.policy import Decision, JobShape, Past, decide
+from doctor.watch.progress import Sampler, ping_reading, pinging, read_boards
+from doctor.watch.settings import Action, WatchConfig
+
+TICK = 0.1
+"""Seconds between looks at the progress files (a few small reads)."""
+RANKS_EVERY = 0.5
+"""Seconds between looks at the registry (who runs, who exited)."""
+NO_RANK_WAIT = 300.0
+"""How long a watcher waits for the first rank to register before it gives up."""
+STOP_GRACE = 5.0
+"""Seconds the ranks get to exit after a stop before they are signalled."""
+IDENTITY = (
+    "RANK",
+    "LOCAL_RANK",
+    "WORLD_SIZE",
+    "LOCAL_WORLD_SIZE",
+    "GROUP_RANK",
+    "TORCHELASTIC_RUN_ID",
+    "SLURM_JOB_ID",
+    "SLURM_PROCID",
+    "SLURM_LOCALID",
+    "NCCL_DOCTOR_JOB",
+    "OMPI_COMM_WORLD_RANK",
+    "OMPI_COMM_WORLD_LOCAL_RANK",
+)
+"""Variables that would make discovery take the watcher for a rank of the job."""
+
+
+@dataclass
+class Watcher:
+    """One job's watcher; ``run()`` returns its exit code (0, or the stop's 93/94)."""
+
+    job: str
+    directory: Path
+    config: WatchConfig
+    collect: Collect
+    diagnosis_window: float = 1.0
+    history: list[Past] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        self.detector = Detector(self.config.stall_factor, self.config.min_stall)
+        self.sampler = Sampler(self.config.sample_interval)
+        self.records: list[RankRecord] = []
+        self.live: list[RankRecord] = []
+
+    def run(self) -> int:
+        started = time.monotonic()
+        next_ranks = 0.0
+        while True:
+            now = time.monotonic()
+            if now >= next_ranks:
+                next_ranks = now + RANKS_EVERY
+                self.records = read_ranks(self.directory)
+                self.live = [r for r in self.records if alive(r)]
+                if self.records and not self.live:
+                    return 0
+                if not self.records and now - started > NO_RANK_WAIT:
+                    return 0
+            boards = self._observe()
+            stall = self.detector.check(time.monotonic())
+            if stall is not None:
+                code = self.handle(stall, boards)
+                if code is not None:
+                    return code
+            time.sleep(TICK)
+
+    def _observe(self) -> dict[int, ProgressRecord]:
+        boards = read_boards(self.directory, [r.rank for r in self.live])
+        for rank, record in boards.items():
+            self.detector.observe(ping_reading(rank, record))
+        quiet = [r for r in self.live if r.rank not in pinging(boards)]
+        if quiet and self.sampler.due(time.monotonic()):
+            segments = {rank: rec.iteration for rank, rec in boards.items()}
+            for reading in self.sampler.sample(
+                [_target(r, self.directory) for r in quiet], segments
+            ):
+                self.detector.observe(reading)
+        return boards
+
+    def shape(self) -> JobShape:
+        states = read_states(self.directory)
+        live = {r.rank: r.host for r in self.live}
+        active = {
+            int(s.get("initial_rank", rank))
+            for rank, s in states.items()
+            if s.get("active", True) and s.get("phase") != "exiting"
+        }
+        wrapped = any(r.wrapped for r in self.live)
+        return JobShape(
+            live, frozenset(active & set(live)) if wrapped else frozenset(live), wrapped
+        )
+
+    def handle(self, stall: Stall, boards: Mapping[int, ProgressRecord]) -> int | None:
+        """Diagnose, decide, act, record; the exit code once the job was stopped."""
+        diagnosis = diagnose(self.collect, self.directory, len(self.history) + 1)
+        verdict = diagnosis.snapshot.verdict
+        after = read_boards(self.directory, list(boards))
+        moved = [r for r in stall.ranks if r in after and after[r] != boards.get(r)]
+        if moved and any(after[r].pings > boards[r].pings for r in moved if r in boards):
+            decision = Decision(
+                Action.NONE, "the job moved again while it was diagnosed", Action.NONE
+            )
+        else:
+            decision = decide(
+                verdict, diagnosis.place, self.history, self.shape(), self.config, time.time()
+            )
+        iteration = max((b.iteration for b in boards.values()), default=0)
+        wrapped = any(r.wrapped for r in self.live)
+        line = summary(build_event(self.job, stall, diagnosis, decision, "", time.time()))
+        try:
+            outcome = carry_out(
+                decision, diagnosis, self.job, self.directory, iteration, wrapped, line
+            )
+        except Exception as exc:  # the job ended or its store went away while acting
+            outcome = f"failed: {exc}"
+        record_event(
+            self.directory, build_event(self.job, stall, diagnosis, decision, outcome, time.time())
+        )
+        self.history.append(
+            Past(time.time(), verdict.hang_class.value, diagnosis.place, decision.action)
+        )
+        if decision.action is Action.NONE:
+            self.detector.snooze()
+        elif decision.action is Action.EXCLUDE:
+            for rank in decision.ranks:
+                self.detector.forget(rank)
+        elif decision.action is Action.STOP:
+            print_playbook(verdict.playbook)
+            signalled = end_ranks(self.directory, STOP_GRACE, self.live)
+            if signalled:
+                print(
+                    f"nccl-doctor watch: rank(s) {rank_ranges(signalled)} still ran "
+                    f"{STOP_GRACE:g}s after the stop: signalled",
+                    file=sys.stderr,
+                    flush=True,
+                )
+            return decision.exit_code
+        return None
+
+
+def _target(record: RankRecord, directory: Path) -> RankTarget:
+    return RankTarget(
+        record.rank,
+        record.pid,
+        record.host,
+        record.local_rank,
+        record.world_size,
+        {},
+        record,
+        directory,
+    )
+
+
+def print_playbook(name: str) -> None:
+    """The playbook's "What to do" section, under the stop line."""
+    from doctor import playbooks
+
+    try:
+        text = playbooks.load(name)
+    except Exception:  # no playbook: the stop line and the bundle still say everything
+        return
+    section = text.split("## What to do", 1)[-1].split("\n## ", 1)[0].strip()
+    print(f"nccl-doctor watch: what to do ({name}):\n{section}", file=sys.stderr, flush=True)
+
+
+def watcher_env(env: Mapping[str, str]) -> dict[str, str]:
+    """The rank's environment without what would make the watcher look like a rank."""
+    return {k: v for k, v in env.items() if k not in IDENTITY}
+
+
+def spawn(job: str, directory: Path, config_file: str | None, env: Mapping[str, str]) -> int:
+    """Start the job's watcher process (from initial rank 0's launch); its pid."""
+    stop_path(directory).unlink(missing_ok=True)  # a stop of an earlier run of this job id
+    argv = [sys.executable, "-m", "doctor.watch.watcher", "--job", job, "--dir", str(directory)]
+    if config_file:
+        argv += ["--config", config_file]
+    proc = subprocess.Popen(argv, env=watcher_env(env), stdin=subprocess.DEVNULL)
+    return proc.pid
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m doctor.watch.watcher --job J --dir D [--config F]`` (started by launch)."""
+    import argparse
+    import dataclasses
+
+    from doctor.config import load_config
+
+    parser = argparse.ArgumentParser(prog="python -m doctor.watch.watcher")
+    parser.add_argument("--job", required=True)
+    parser.add_argument("--dir", type=Path, required=True)
+    parser.add_argument("--config")
+    args = parser.parse_args(argv)
+    config = load_config(args.config, {}, Path.cwd()).watch
+    config = dataclasses.replace(config, enabled=True)
+    # torch (for the store) loads beside the loop: watching starts at once, and the first
+    # action does not wait for the import
+    threading.Thread(
+        target=importlib.import_module, args=("torch.distributed",), daemon=True
+    ).start()
+    watcher = Watcher(args.job, args.dir, config, local_collect(args.job, os.environ, 1.0))
+    try:
+        return watcher.run()
+    except KeyboardInterrupt:
+        return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
