@@ -1,13 +1,18 @@
 """One rank of the watch test job, run by ``nccl-doctor launch --wrap --watch -- python THIS``.
 
 A gloo loop that pings every step. ``FAULT=kind:rank:step`` injects ``kind`` on
-initial rank ``rank`` at ``step``: ``wrong_collective`` (all_gather where the others
-all_reduce, in every iteration: a bug), ``dataloader`` (a loader that never delivers,
-once), ``gpu_kernel`` (a kernel that never finishes, in every iteration: the GPU is
-broken; with ``XID_FLEET`` set, that fake NVML fleet replaces the one named by
-``NCCL_DOCTOR_FAKE_NVML`` at the fault, as the GPU's Xid appears), ``none``. ``UNEVEN=1`` draws each step's time between STEP/4 and 2 x STEP, with
-every fifth step 3 x STEP (an evaluation). Writes ``fault-<rank>`` (the time of the
-fault) and ``result-<rank>.json`` to ``OUT_DIR``.
+initial rank ``rank`` at ``step``:
+
+* ``wrong_collective``: all_gather where the others all_reduce, in every iteration (a bug);
+* ``dataloader``: a loader that never delivers, once;
+* ``gpu_kernel``: a kernel that never finishes, in every iteration (the GPU is broken);
+  with ``XID_FLEET`` set, that fake NVML fleet replaces the one named by
+  ``NCCL_DOCTOR_FAKE_NVML`` at the fault, as the GPU's Xid appears;
+* ``none``.
+
+``UNEVEN=1`` draws each step's time between STEP/4 and 2 x STEP, with every fifth step
+3 x STEP (an evaluation). Writes ``fault-<rank>`` (the time of the fault) and
+``result-<rank>.json`` to ``OUT_DIR``.
 """
 
 from __future__ import annotations
