@@ -1,35 +1,37 @@
-"""Evidence about a (possibly hung) job, as plain frozen data.
+"""Evidence about a (possibly hung) job, as plain frozen data: what was read, never a judgement.
 
 Sources (py-spy, psutil, NVML, NCCL logs, Flight Recorder, the in-rank agent)
-produce these values; ``doctor.verdict`` classifies them; a triage bundle
-stores them as JSON (``Evidence.to_json`` / ``Evidence.from_json``) beside the
-raw files, so ``nccl-doctor analyze`` reaches the same verdict elsewhere.
+produce these values; ``doctor.verdict.classify`` aligns and judges them, the
+same call for live triage and for ``analyze``. ``Evidence`` serialises as it is
+(``to_json`` / ``from_json``, through ``doctor.codec``), so a bundle carries the
+raw evidence and ``nccl-doctor analyze`` re-judges it elsewhere to the same verdict.
 """
 
 from __future__ import annotations
 
-import dataclasses
-import types
-import typing
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from doctor.model import Skipped
+from doctor.codec import DecodeError, decode, encode
+from doctor.flight.dump import RankDump
+from doctor.model import Frame, Skipped
 
-if TYPE_CHECKING:
-    from doctor.flight.align import FlightAnalysis
+__all__ = [
+    "SCHEMA",
+    "SCHEMA_V1",
+    "Evidence",
+    "Frame",
+    "GpuSample",
+    "LogEvent",
+    "ProgressSample",
+    "RankProcess",
+    "RankStack",
+    "ThreadStack",
+]
 
-
-@dataclass(frozen=True)
-class Frame:
-    """One Python (or native) frame."""
-
-    name: str
-    filename: str
-    line: int
-
-    def __str__(self) -> str:
-        return f"{self.name} ({self.filename}:{self.line})"
+SCHEMA = "nccl-doctor/evidence/v2"
+"""v2: reduced Flight Recorder dumps inside (``dumps``); v1 kept them as raw files beside."""
+SCHEMA_V1 = "nccl-doctor/evidence/v1"
 
 
 @dataclass(frozen=True)
@@ -127,60 +129,49 @@ class ProgressSample:
 
 @dataclass(frozen=True)
 class Evidence:
-    """Everything known about one job at one moment."""
+    """Everything read about one job at one moment."""
 
     job: str
     ranks_expected: int | None
+    """Ranks this collection should have found (the job's world size less other hosts' ranks)."""
     processes: tuple[RankProcess, ...] = ()
     stacks: tuple[RankStack, ...] = ()
     gpus: tuple[GpuSample, ...] = ()
     logs: tuple[LogEvent, ...] = ()
     progress: tuple[ProgressSample, ...] = ()
     skipped: tuple[Skipped, ...] = ()
-    flight: FlightAnalysis | None = None
-    """Cross-rank Flight Recorder alignment; rebuilt from raw dumps, never serialised."""
+    """Probes that could not run, each with its reason."""
+    dumps: tuple[RankDump, ...] = ()
+    """Flight Recorder dumps, one per rank, reduced to what cross-rank alignment needs."""
+    unreadable_dumps: tuple[Skipped, ...] = ()
+    """Flight Recorder dump files found but not read (truncated, hostile, unsupported)."""
+    world_size: int | None = None
+    """``WORLD_SIZE`` the ranks report: the whole job, ranks on other hosts included."""
     seconds: float = 0.0
     """How long the collection took."""
     launcher: str = ""
     """``pid: command line`` of the process that started the ranks (torchrun, srun), if found."""
     fr_files: tuple[str, ...] = ()
-    """Flight Recorder dumps triage read (a bundle copies them: ``flight`` is rebuilt from them)."""
+    """Flight Recorder dumps triage read (a bundle copies them for people and other tools)."""
     log_files: tuple[str, ...] = ()
     """NCCL and launcher logs triage read (a bundle copies their tails)."""
 
+    @property
+    def has_flight(self) -> bool:
+        """Whether any Flight Recorder dump was found, readable or not."""
+        return bool(self.dumps or self.unreadable_dumps)
+
     def to_json(self) -> dict[str, Any]:
-        return {
-            f.name: _dump(getattr(self, f.name))
-            for f in dataclasses.fields(self)
-            if f.name != "flight"
-        }
+        """The evidence as a JSON object, with its schema."""
+        doc: dict[str, Any] = encode(self)
+        return {"schema": SCHEMA, **doc}
 
     @classmethod
-    def from_json(cls, data: dict[str, Any]) -> Evidence:
-        return _load(cls, {k: v for k, v in data.items() if k != "flight"})
-
-
-def _dump(value: Any) -> Any:
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: _dump(getattr(value, f.name)) for f in dataclasses.fields(value)}
-    if isinstance(value, tuple | list):
-        return [_dump(v) for v in value]
-    return value
-
-
-def _load(tp: Any, data: Any) -> Any:
-    """Rebuild a value of type ``tp`` from ``_dump``'s output, following the type hints."""
-    origin = typing.get_origin(tp)
-    if origin is typing.Union or origin is types.UnionType:
-        if data is None:
-            return None
-        tp = next(a for a in typing.get_args(tp) if a is not type(None))
-        origin = typing.get_origin(tp)
-    if origin is tuple:
-        (item, *_rest) = typing.get_args(tp)
-        return tuple(_load(item, v) for v in data)
-    if dataclasses.is_dataclass(tp):
-        hints = typing.get_type_hints(tp, localns={"FlightAnalysis": object})
-        known = {f.name for f in dataclasses.fields(tp)}
-        return tp(**{k: _load(hints[k], v) for k, v in data.items() if k in known})
-    return data
+    def from_json(cls, data: Any) -> Evidence:
+        """Evidence from ``to_json``'s output (v2, or v1 without dumps); ``DecodeError``."""
+        if not isinstance(data, dict):
+            raise DecodeError("evidence is not a JSON object")
+        schema = data.get("schema")
+        if schema not in (SCHEMA, SCHEMA_V1):
+            raise DecodeError(f"unknown evidence schema {schema!r} (this reads {SCHEMA})")
+        return decode(cls, data)

@@ -12,6 +12,18 @@ from enum import StrEnum
 from typing import Any
 
 
+@dataclass(frozen=True)
+class Frame:
+    """One Python (or native) frame: py-spy stacks and Flight Recorder entries both carry them."""
+
+    name: str
+    filename: str
+    line: int
+
+    def __str__(self) -> str:
+        return f"{self.name} ({self.filename}:{self.line})"
+
+
 class Severity(StrEnum):
     """How bad a finding is; ``skip`` means the check cannot run here."""
 

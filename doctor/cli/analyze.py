@@ -11,32 +11,34 @@ import typer
 from doctor.errors import EXIT_FOUND, EXIT_OK
 
 
+def analyze(
+    paths: Annotated[
+        list[Path],
+        typer.Argument(
+            help="a triage bundle (.tar.gz), a folder or archive of Flight Recorder dumps, "
+            "or dump files",
+            show_default=False,
+        ),
+    ],
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print nccl-doctor/triage/v1 JSON")
+    ] = False,
+) -> None:
+    """Judge a hang after the fact: which rank, which hang class, what to do."""
+    from rich.console import Console
+
+    from doctor.analyze.load import load_evidence
+    from doctor.verdict.classify import analyse
+    from doctor.verdict.render import render, to_json
+
+    evidence = load_evidence(paths)
+    analysis = analyse(evidence)
+    if as_json:
+        print(json.dumps(to_json(evidence, analysis), indent=2))
+    else:
+        Console().print(render(evidence, analysis))
+    raise typer.Exit(EXIT_FOUND if analysis.verdict.hang_class.is_hang else EXIT_OK)
+
+
 def register(app: typer.Typer) -> None:
-    @app.command("analyze")
-    def analyze(
-        paths: Annotated[
-            list[Path],
-            typer.Argument(
-                help="a triage bundle (.tar.gz), a folder or archive of Flight Recorder dumps, "
-                "or dump files",
-                show_default=False,
-            ),
-        ],
-        as_json: Annotated[
-            bool, typer.Option("--json", help="print nccl-doctor/triage/v1 JSON")
-        ] = False,
-    ) -> None:
-        """Judge a hang after the fact: which rank, which hang class, what to do."""
-        from rich.console import Console
-
-        from doctor.bundle import load_evidence
-        from doctor.verdict.classify import classify
-        from doctor.verdict.render import render, to_json
-
-        evidence = load_evidence(paths)
-        verdict = classify(evidence)
-        if as_json:
-            print(json.dumps(to_json(evidence, verdict), indent=2))
-        else:
-            Console().print(render(evidence, verdict))
-        raise typer.Exit(EXIT_FOUND if verdict.hang_class.is_hang else EXIT_OK)
+    app.command("analyze")(analyze)

@@ -135,9 +135,9 @@ def _print(snapshot: TriageSnapshot, as_json: bool, bundle: Path | None) -> None
     from doctor.verdict.render import render, to_json
 
     if as_json:
-        print(json.dumps(to_json(snapshot.evidence, snapshot.verdict), indent=2))
+        print(json.dumps(to_json(snapshot.evidence, snapshot.analysis), indent=2))
         return
     console = Console()
-    console.print(render(snapshot.evidence, snapshot.verdict))
+    console.print(render(snapshot.evidence, snapshot.analysis))
     if bundle is not None:
         console.print(f"bundle written: {bundle} (re-judge it: nccl-doctor analyze {bundle})")

@@ -3,7 +3,7 @@
 A dump can hold thousands of entries; alignment only needs, per process group,
 how far the rank got (last collective enqueued and completed), the entries it
 has not completed plus a short tail for context, and recent timestamps for the
-straggler test. ``parse_dump`` keeps exactly that and drops the rest, so memory
+straggler test. ``reduce_dump`` keeps exactly that and drops the rest, so memory
 grows with ranks x groups, not with ranks x entries.
 
 Formats: the pickle of ``_dump_fr_trace`` and the JSON of
@@ -18,10 +18,15 @@ import pickle
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from doctor.evidence import Frame
 from doctor.flight import safe_pickle
+from doctor.model import Frame
+
+if TYPE_CHECKING:
+    IntArray = array[int]
+else:  # array is not subscriptable at run time before 3.12; doctor.codec reads this hint
+    IntArray = array
 
 OLDEST_VERSION = (2, 2)
 TAIL = 8
@@ -66,12 +71,13 @@ class GroupTrack:
     ops: tuple[Op, ...]
     """Collectives not known complete, plus the last ``TAIL`` completed ones."""
     p2p: tuple[Op, ...]
-    times: array[int] = field(default_factory=lambda: array("q"))
+    times: IntArray = field(default_factory=lambda: array("q"))
     """Recent (seq, time_created_ns) pairs, flattened: 16 bytes a pair, not 120."""
     status_trusted: bool = False
     """Whether ``pg_status`` of this pg_id counts collectives (no p2p mixed in)."""
 
     def time_pairs(self) -> Iterator[tuple[int, int]]:
+        """The recent (seq, time_created_ns) pairs, oldest first."""
         return zip(self.times[::2], self.times[1::2], strict=True)
 
 
@@ -88,6 +94,22 @@ class RankDump:
     groups: dict[str, GroupTrack]
     status: dict[str, tuple[int, int | None]]
     """pg_status of pg_ids no entry names: pg_id -> (enqueued, completed)."""
+
+    def reached(self) -> tuple[int | None, int | None]:
+        """How far this rank got over all its groups: the sums of its last enqueued and last
+        completed sequence numbers (None where the dump cannot say, as gloo's completions).
+
+        Two dumps of one rank that differ mean it moved: progress needs no alignment."""
+        pairs = [(t.enqueued, t.completed) for t in self.groups.values()]
+        pairs += list(self.status.values())
+        if not pairs:
+            return None, None
+        enqueued = [e for e, _c in pairs]
+        completed = [c for _e, c in pairs]
+        return (
+            None if None in enqueued else sum(e for e in enqueued if e is not None),
+            None if None in completed else sum(c for c in completed if c is not None),
+        )
 
 
 def decode(data: bytes) -> dict[str, Any]:
@@ -213,14 +235,14 @@ def _group_of(e: dict[str, Any]) -> tuple[str, str]:
     return str(e.get("pg_id", "?")), ""
 
 
-def parse_dump(rank: int, source: str, data: bytes) -> RankDump:
+def reduce_dump(rank: int, source: str, data: bytes) -> RankDump:
     """Decode, validate and reduce one dump; raises ``DumpError`` with the reason."""
-    dump, config = reduce_dump(rank, source, data)
+    dump, config = reduce_dump_raw(rank, source, data)
     return replace(dump, config=parse_config(config))
 
 
-def reduce_dump(rank: int, source: str, data: bytes) -> tuple[RankDump, RawConfig]:
-    """``parse_dump`` less the config parsing (done where the dumps are gathered)."""
+def reduce_dump_raw(rank: int, source: str, data: bytes) -> tuple[RankDump, RawConfig]:
+    """``reduce_dump`` less the config parsing (done where the dumps are gathered)."""
     doc = decode(data)
     version = _version(doc)
     try:

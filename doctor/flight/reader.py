@@ -5,7 +5,8 @@ tar/tar.gz bundles, zip files and explicit files, with any naming that ends in
 the rank number (``rank_3``, ``_dump_3``, ``nccl_trace_rank_3``,
 ``host-a_rank3.json``). It never raises on a bad dump: an unreadable,
 truncated, hostile or unsupported dump becomes a ``Skipped`` with the reason,
-and the rest are read. Dumps are streamed: each is decoded, reduced
+and the rest are read. Archives are opened by ``doctor.archive`` (its rules
+and bounds; a refused member is a ``Skipped`` too). Dumps are streamed: each is decoded, reduced
 (``doctor.flight.dump``) and its raw bytes dropped before the next is opened.
 """
 
@@ -24,10 +25,18 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from doctor.flight.dump import DumpError, RankDump, RawConfig, parse_config, parse_dump, reduce_dump
+from doctor import archive
+from doctor.flight.dump import (
+    DumpError,
+    RankDump,
+    RawConfig,
+    parse_config,
+    reduce_dump,
+    reduce_dump_raw,
+)
 from doctor.model import Skipped
 
-MAX_DUMP_BYTES = 512 * 1024 * 1024
+MAX_DUMP_BYTES = archive.MAX_MEMBER_BYTES
 PARALLEL_FROM = 64
 """Folders with at least this many dumps are reduced in worker processes."""
 MAX_WORKERS = 8
@@ -74,36 +83,24 @@ def _folder(root: Path) -> Iterator[tuple[str, Opener]]:
 def _file_opener(p: Path) -> Opener:
     def read() -> bytes:
         if p.stat().st_size > MAX_DUMP_BYTES:
-            raise DumpError("larger than 512 MiB")
+            raise DumpError(f"larger than {MAX_DUMP_BYTES} bytes")
         return p.read_bytes()
 
     return read
 
 
-def _tar(path: Path) -> Iterator[tuple[str, Opener]]:
-    with tarfile.open(path) as tar:
-        for member in tar:
-            if member.isfile() and member.size <= MAX_DUMP_BYTES:
-                data = tar.extractfile(member)
-                if data is not None and rank_of(member.name) is not None:
-                    yield member.name, (lambda d=data: d.read())
+def _archive(path: Path) -> Iterator[tuple[str, Opener] | archive.Refused]:
+    for entry in archive.members(path, wanted=lambda name: rank_of(name) is not None):
+        yield entry if isinstance(entry, archive.Refused) else (entry.name, entry.read)
 
 
-def _zip(path: Path) -> Iterator[tuple[str, Opener]]:
-    with zipfile.ZipFile(path) as zf:
-        for info in zf.infolist():
-            if not info.is_dir() and info.file_size <= MAX_DUMP_BYTES:
-                yield info.filename, (lambda i=info: zf.read(i))
-
-
-def candidates(path: Path) -> Iterator[tuple[str, Opener]]:
-    """Every (name, opener) under ``path``; the caller keeps those named by a rank."""
+def candidates(path: Path) -> Iterator[tuple[str, Opener] | archive.Refused]:
+    """Every (name, opener) under ``path``, or what the archive reader refused; the caller
+    keeps those named by a rank."""
     if path.is_dir():
         yield from _folder(path)
-    elif tarfile.is_tarfile(path):
-        yield from _tar(path)
-    elif zipfile.is_zipfile(path):
-        yield from _zip(path)
+    elif archive.is_archive(path):
+        yield from _archive(path)
     else:
         yield path.name, _file_opener(path)
 
@@ -125,7 +122,7 @@ def _reduce_file(job: tuple[int, str, str]) -> tuple[RankDump, RawConfig] | str:
     rank, name, path = job
     try:
         with _gc_paused():
-            return reduce_dump(rank, name, _file_opener(Path(path))())
+            return reduce_dump_raw(rank, name, _file_opener(Path(path))())
     except (DumpError, OSError) as exc:
         return f"{name}: {exc}"
 
@@ -184,8 +181,14 @@ def iter_dumps(paths: Iterable[Path], skipped: list[Skipped]) -> Iterator[RankDu
 
 
 def _read_path(path: Path, seen: set[int], skipped: list[Skipped]) -> Iterator[RankDump]:
-    explicit = not path.is_dir() and not tarfile.is_tarfile(path) and not zipfile.is_zipfile(path)
-    for name, opener in candidates(path):
+    explicit = not path.is_dir() and not archive.is_archive(path)
+    for found in candidates(path):
+        if isinstance(found, archive.Refused):
+            # a member too large is still that rank's dump; a bad name or a link is nobody's
+            rank = rank_of(found.name) if found.rule == "member-bytes" else None
+            skipped.append(Skipped(rank, PROBE, f"{path.name}: {found}"))
+            continue
+        name, opener = found
         rank = rank_of(name)
         if rank is None:
             if explicit:
@@ -196,7 +199,7 @@ def _read_path(path: Path, seen: set[int], skipped: list[Skipped]) -> Iterator[R
             continue
         try:
             with _gc_paused():
-                dump = parse_dump(rank, name, opener())
+                dump = reduce_dump(rank, name, opener())
         except (DumpError, OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
             skipped.append(Skipped(rank, PROBE, f"{name}: {exc}"))
             continue

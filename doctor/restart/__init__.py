@@ -8,13 +8,13 @@ from doctor.restart.exceptions import (
     RestartRequested,
     StoppedByDoctor,
 )
-from doctor.restart.state import RankState
+from doctor.restart.hooks import HookState
 from doctor.restart.wrapper import Wrapper
 
 __all__ = [
     "CallWrapper",
+    "HookState",
     "RankAssignment",
-    "RankState",
     "RestartError",
     "RestartLimitError",
     "RestartRequested",

@@ -20,7 +20,7 @@ import time
 import traceback
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
 from doctor.agent import Agent, running_agent, stack_path
 from doctor.restart.abort import (
@@ -39,17 +39,14 @@ from doctor.restart.exceptions import (
     StoppedByDoctor,
 )
 from doctor.restart.health import gpu_health_check
+from doctor.restart.hooks import HookState, WrapperSettings
 from doctor.restart.monitor_process import MonitorProcess, MonitorSpec
 from doctor.restart.monitor_thread import Interruptible, IterationContext, MonitorThread, Ticker
 from doctor.restart.session import Session, connect_store, job_directory
-from doctor.restart.state import RankState, publish
+from doctor.restart.state import publish
 from doctor.restart.store import RestartStore
 from doctor.restart.watchdog import Phase, ProgressWatchdog, SharedProgress, progress_path
 
-if TYPE_CHECKING:
-    from doctor.restart.wrapper import Wrapper
-
-Hook = Callable[[RankState], object]
 PEER_GRACE = 0.3
 _PEER_LOST = re.compile(
     r"Connection (closed|reset) by peer|Broken pipe|NCCL communicator was "
@@ -68,7 +65,7 @@ def current_call() -> CallWrapper | None:
 class CallWrapper:
     """One invocation of a wrapped function: its store, monitor process and iterations."""
 
-    def __init__(self, wrapper: Wrapper, env: dict[str, str] | None = None) -> None:
+    def __init__(self, wrapper: WrapperSettings, env: dict[str, str] | None = None) -> None:
         env = dict(os.environ if env is None else env)
         self.wrapper, self.opt = wrapper, wrapper.options
         self.initial_rank = int(env.get("RANK", "0"))
@@ -128,8 +125,9 @@ class CallWrapper:
 
     # the public surface of the function's argument ------------------------------------
     @property
-    def state(self) -> RankState:
-        return RankState(
+    def state(self) -> HookState:
+        """What the hooks see of this rank now."""
+        return HookState(
             self.iteration,
             self.rank,
             self.world_size,

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import os
 
-from doctor.restart.state import RankState
+from doctor.restart.hooks import HookState
 
 
-def gpu_health_check(state: RankState) -> None:
+def gpu_health_check(state: HookState) -> None:
     """Raise if this rank's CUDA device cannot run a kernel; nothing on a host without one."""
     import torch
 

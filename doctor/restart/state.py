@@ -5,33 +5,44 @@ from __future__ import annotations
 import os
 import sys
 import time
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol
 
 from doctor.model import Severity
 from doctor.registry import write_state
 from doctor.restart.timeouts import judge, probe_default_group
 
 if TYPE_CHECKING:
-    from doctor.restart.call import CallWrapper
+    from doctor.restart.hooks import WrapperSettings
     from doctor.restart.monitor_thread import IterationContext
+    from doctor.restart.options import RestartOptions
+    from doctor.restart.session import Session
+    from doctor.restart.store import RestartStore
+    from doctor.restart.watchdog import SharedProgress
 
 
-@dataclass(frozen=True)
-class RankState:
-    """Read-only view handed to the ``initialize``, ``finalize`` and ``health_check`` hooks."""
+class PublishedCall(Protocol):
+    """What ``publish`` reads of a running ``CallWrapper`` (structural: this module sits
+    below ``doctor.restart.call``, which calls it)."""
 
-    iteration: int
-    rank: int
-    """-1 for a spare that waits this iteration out."""
-    world_size: int
+    job: str | None
+    directory: Path
     initial_rank: int
     initial_world_size: int
+    rank: int
+    world_size: int
     active: bool
     last_fault: dict[str, Any] | None
+    pg_findings: list[str]
+    pg_findings_checked: int
+    opt: RestartOptions
+    progress: SharedProgress
+    session: Session
+    rs: RestartStore
+    wrapper: WrapperSettings
 
 
-def publish(call: CallWrapper, ctx: IterationContext | None) -> None:
+def publish(call: PublishedCall, ctx: IterationContext | None) -> None:
     """Write ``state-<rank>.json`` (called from the monitor thread every heartbeat interval)."""
     auto, _, step, iteration, phase = call.progress.read()
     if ctx is not None and not call.pg_findings_checked == iteration:
@@ -61,7 +72,7 @@ def publish(call: CallWrapper, ctx: IterationContext | None) -> None:
     )
 
 
-def _check_group(call: CallWrapper, iteration: int) -> None:
+def _check_group(call: PublishedCall, iteration: int) -> None:
     probe = probe_default_group()
     if probe is None:
         return

@@ -23,7 +23,8 @@ from typing import Any, TypeVar
 
 from doctor.config import Config, load_config
 from doctor.restart.assignment import RankAssignment
-from doctor.restart.call import CallWrapper, Hook
+from doctor.restart.call import CallWrapper
+from doctor.restart.hooks import Hook
 from doctor.restart.options import RestartOptions
 
 T = TypeVar("T")

@@ -91,7 +91,6 @@ def default_sources(options: CollectOptions) -> list[Source]:
 def _merge(
     target: Target, parts: Sequence[Collected], skipped: Sequence[Skipped], seconds: float
 ) -> Evidence:
-    flight = next((p.flight for p in parts if p.flight is not None), None)
     remote = (
         [
             Skipped(
@@ -116,7 +115,9 @@ def _merge(
             sorted((x for p in parts for x in p.progress), key=lambda x: (x.rank, x.time_s))
         ),
         skipped=tuple(remote) + tuple(x for p in parts for x in p.skipped) + tuple(skipped),
-        flight=flight,
+        dumps=tuple(x for p in parts for x in p.dumps),
+        unreadable_dumps=tuple(x for p in parts for x in p.unreadable_dumps),
+        world_size=target.world_size,
         seconds=round(seconds, 3),
         launcher=launcher,
         fr_files=tuple(dict.fromkeys(str(f) for p in parts for f in p.fr_files)),
@@ -168,13 +169,13 @@ def collect_snapshot(
 
     Raises ``NoSuchJobError`` when no rank of the job is left on this host.
     """
-    from doctor.verdict.classify import classify
+    from doctor.verdict.classify import analyse
 
     hook = progress or ProgressHook()
     start = time.monotonic()
     target = ref.discover(options.env) if isinstance(ref, JobRef) else ref
     hook.discovered(target)
     evidence = collect_evidence(target, options, sources, progress=hook, started=start)
-    snapshot = TriageSnapshot(evidence, classify(evidence), time.time())
+    snapshot = TriageSnapshot(evidence, analyse(evidence), time.time())
     hook.finished(snapshot)
     return snapshot

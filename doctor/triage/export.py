@@ -1,9 +1,9 @@
 """Write a triage snapshot as a bundle that ``nccl-doctor analyze`` re-judges elsewhere.
 
-The layout is ``doctor.bundle``'s: ``evidence.json`` (every probe's result),
-``verdict.json``, the Flight Recorder dumps triage read (``analyze`` rebuilds
-the alignment from them), each rank's stacks as JSON, and the tails of the
-logs triage read.
+The layout is ``doctor.analyze.format``'s: ``evidence.json`` (every probe's
+raw result, reduced Flight Recorder dumps included: ``analyze`` re-judges it),
+``verdict.json``, the Flight Recorder dump files triage read (for people and
+other tools), each rank's stacks as JSON, and the tails of the logs triage read.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import json
 from dataclasses import asdict
 from pathlib import Path
 
-from doctor.bundle import write_bundle
+from doctor.analyze.format import write_bundle
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.sources.logs import TAIL_BYTES
 

@@ -9,12 +9,25 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.evidence import Evidence
+from doctor.flight.align import FlightAnalysis
 from doctor.model import Verdict
+from doctor.verdict.classify import Analysis
 
 
 @dataclass(frozen=True)
 class TriageSnapshot:
+    """The evidence of one look and its analysis, computed once: every pane reads these."""
+
     evidence: Evidence
-    verdict: Verdict
+    analysis: Analysis
     taken_at: float
     """Wall-clock time (``time.time()``) the collection finished."""
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.analysis.verdict
+
+    @property
+    def flight(self) -> FlightAnalysis | None:
+        """The cross-rank Flight Recorder alignment the verdict was judged from."""
+        return self.analysis.flight

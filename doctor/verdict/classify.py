@@ -1,7 +1,11 @@
-"""Combine the candidates of every rule into the one verdict.
+"""The one analysis path: raw evidence in, the Flight Recorder alignment and one verdict out.
 
-``classify(evidence)`` asks the Flight Recorder rules (``flight_rules``) and
-the live-evidence rules (``live``) for candidates and combines them:
+``analyse(evidence)`` is the only place that aligns Flight Recorder dumps
+across ranks (``doctor.flight.align``) and judges: live triage, ``analyze``
+of a bundle or of dumps, and the watch loop all reach their verdict through
+it (``classify`` is its verdict). It asks the Flight Recorder rules
+(``flight_rules``) and the live-evidence rules (``live``) for candidates and
+combines them:
 
 1. **Ordering.** Candidates sort by ``strength`` (how decisive the evidence
    is), then confidence (high > medium > low), then class precedence
@@ -31,9 +35,10 @@ the live-evidence rules (``live``) for candidates and combines them:
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from doctor.evidence import Evidence
+from doctor.flight.align import FlightAnalysis, align
 from doctor.model import Confidence, HangClass, Verdict
 from doctor.verdict import flight_rules, live
 from doctor.verdict.candidate import Candidate
@@ -62,17 +67,35 @@ _UP = {
 SNAPSHOT_RULES = ("fr.stopped", "fr.no-dump", "fr.network")
 
 
-def gather(evidence: Evidence) -> list[Candidate]:
+@dataclass(frozen=True)
+class Analysis:
+    """What one snapshot of evidence means: renderers that draw the alignment (the TUI's
+    Flight Recorder grid, the divergence table) take it from here, never align again."""
+
+    verdict: Verdict
+    flight: FlightAnalysis | None
+    """Cross-rank Flight Recorder alignment; None when no dump was found."""
+
+
+def align_evidence(evidence: Evidence) -> FlightAnalysis | None:
+    """The alignment of the evidence's dumps (None without any dump file, readable or not)."""
+    if not evidence.has_flight:
+        return None
+    world = evidence.world_size if evidence.world_size is not None else evidence.ranks_expected
+    return align(evidence.dumps, evidence.unreadable_dumps, world_size=world)
+
+
+def gather(evidence: Evidence, flight: FlightAnalysis | None = None) -> list[Candidate]:
     """Every rule's candidates, in the documented order (best first), less the Flight
     Recorder snapshot candidates that live progress contradicts (rule 5)."""
-    live_found = live.candidates(evidence)
+    live_found = live.candidates(evidence, flight)
     moving = any(
         c.hang_class in (HangClass.HEALTHY, HangClass.STRAGGLER)
         and c.confidence is not Confidence.LOW
         for c in live_found
     )
     found = [
-        c for c in flight_rules.candidates(evidence) if not (moving and c.rule in SNAPSHOT_RULES)
+        c for c in flight_rules.candidates(flight) if not (moving and c.rule in SNAPSHOT_RULES)
     ] + live_found
     return sorted(found, key=_order)
 
@@ -140,9 +163,20 @@ def combine(cands: list[Candidate]) -> Candidate | None:
     return best
 
 
+def analyse(evidence: Evidence) -> Analysis:
+    """Align once, judge once: the verdict and the alignment it came from; pure."""
+    flight = align_evidence(evidence)
+    return Analysis(judge(evidence, flight), flight)
+
+
 def classify(evidence: Evidence) -> Verdict:
-    """The one verdict for ``evidence``; pure."""
-    best = combine(gather(evidence))
+    """The one verdict for ``evidence`` (``analyse(evidence).verdict``); pure."""
+    return analyse(evidence).verdict
+
+
+def judge(evidence: Evidence, flight: FlightAnalysis | None) -> Verdict:
+    """The verdict from the evidence and its alignment (``analyse`` computes the latter)."""
+    best = combine(gather(evidence, flight))
     if best is None:
         return Verdict(
             HangClass.UNKNOWN,

@@ -14,9 +14,8 @@ here, so those candidates are ``unknown`` with the missing evidence named.
 
 from __future__ import annotations
 
-from doctor.evidence import Evidence, Frame
 from doctor.flight.align import Divergence, FlightAnalysis, GroupAlignment
-from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
+from doctor.model import CollectiveRef, Confidence, EvidenceLine, Frame, HangClass
 from doctor.verdict.candidate import Candidate
 
 SOURCE = "flight-recorder"
@@ -24,8 +23,8 @@ MAX_LINES = 12
 SELF_CAUSED = ("mismatch", "group_order", "not_completed", "not_started")
 
 
-def candidates(evidence: Evidence) -> list[Candidate]:
-    fa = evidence.flight
+def candidates(fa: FlightAnalysis | None) -> list[Candidate]:
+    """The candidates the alignment alone supports (none without any dump)."""
     if fa is None:
         return []
     if not fa.ranks_read:

@@ -42,6 +42,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from doctor.evidence import Evidence, ProgressSample, RankStack
+from doctor.flight.align import FlightAnalysis
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.signals import names, signal_candidates
@@ -72,9 +73,11 @@ class LiveView:
     dead: tuple[int, ...]
     progress: bool | None
     samples: dict[int, list[ProgressSample]]
+    flight: FlightAnalysis | None = None
+    """The Flight Recorder alignment ``classify`` computed (it names sub-group members)."""
 
     @classmethod
-    def of(cls, evidence: Evidence) -> LiveView:
+    def of(cls, evidence: Evidence, flight: FlightAnalysis | None = None) -> LiveView:
         states = {s.rank: rank_state(s) for s in evidence.stacks}
         dead = tuple(sorted(p.rank for p in evidence.processes if not p.alive))
         for p in evidence.processes:
@@ -86,7 +89,7 @@ class LiveView:
         for s in evidence.progress:
             if s.state:
                 samples.setdefault(s.rank, []).append(s)
-        return cls(evidence, states, dead, job_progress(evidence), samples)
+        return cls(evidence, states, dead, job_progress(evidence), samples, flight)
 
     def ranks_in(self, *wanted: RankState) -> tuple[int, ...]:
         return tuple(sorted(r for r, s in self.states.items() if s in wanted))
@@ -330,7 +333,7 @@ def mismatch(view: LiveView) -> list[Candidate]:
                 70,
                 collective=CollectiveRef("unknown", None, major),
                 evidence=tuple(lines),
-                missing_evidence=(FR_HINT,) if view.evidence.flight is None else (),
+                missing_evidence=(FR_HINT,) if view.flight is None else (),
                 rule="stack_op_mismatch",
             )
         ]
@@ -362,7 +365,7 @@ def mismatch(view: LiveView) -> list[Candidate]:
 
 def _group_lines(view: LiveView, stacks: Sequence[RankStack]) -> list[EvidenceLine]:
     """Odd ones out within each sub-group Flight Recorder names (it knows the members)."""
-    fa = view.evidence.flight
+    fa = view.flight
     if fa is None:
         return []
     members = {g.name: g.members for g in fa.groups if 1 < len(g.members) < len(view.states)}
@@ -542,7 +545,7 @@ RULES: tuple[Callable[[LiveView], list[Candidate]], ...] = (
 )
 
 
-def candidates(evidence: Evidence) -> list[Candidate]:
+def candidates(evidence: Evidence, flight: FlightAnalysis | None = None) -> list[Candidate]:
     """Every live rule's conclusions, plus the log and NVML rules (``doctor.verdict.signals``)."""
-    view = LiveView.of(evidence)
+    view = LiveView.of(evidence, flight)
     return [c for rule in RULES for c in rule(view)] + signal_candidates(evidence, view.dead)

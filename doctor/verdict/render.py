@@ -1,9 +1,10 @@
 """Show a verdict: rich renderables for people, the ``nccl-doctor/triage/v1`` JSON for tools.
 
-Both take ``(evidence, verdict)`` so ``analyze`` and ``triage`` print the same
-thing, and the TUI can put any renderable in a ``Static``. Order on screen:
-the verdict first, then the per-group divergence table, the culprit's stack,
-and the ranks that could not be read.
+Both take ``(evidence, analysis)`` (``doctor.verdict.classify.analyse``: the
+verdict and the Flight Recorder alignment it came from) so ``analyze`` and
+``triage`` print the same thing, and the TUI can put any renderable in a
+``Static``. Order on screen: the verdict first, then the per-group divergence
+table, the culprit's stack, and the ranks that could not be read.
 """
 
 from __future__ import annotations
@@ -15,8 +16,10 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from doctor.evidence import Evidence, Frame
-from doctor.model import CollectiveRef, Confidence, HangClass, Verdict
+from doctor.evidence import Evidence
+from doctor.flight.align import FlightAnalysis
+from doctor.model import CollectiveRef, Confidence, Frame, HangClass, Verdict
+from doctor.verdict.classify import Analysis
 from doctor.verdict.stacks import row_state, top_frame
 
 SCHEMA = "nccl-doctor/triage/v1"
@@ -27,6 +30,7 @@ _CONF_STYLE = {Confidence.HIGH: "bold", Confidence.MEDIUM: "", Confidence.LOW: "
 
 
 def verdict_panel(verdict: Verdict) -> Panel:
+    """The verdict itself: what a person reads first."""
     style = _STYLE.get(verdict.hang_class, "red")
     body = Text()
     body.append(verdict.summary + "\n\n")
@@ -49,14 +53,11 @@ def verdict_panel(verdict: Verdict) -> Panel:
     )
 
 
-def evidence_table(evidence: Evidence, verdict: Verdict) -> Table | None:
+def evidence_table(analysis: Analysis) -> Table | None:
     """Evidence lines, less the per-group ones the divergence table already shows."""
-    shown = (
-        {g.divergence.text for g in evidence.flight.divergent if g.divergence}
-        if evidence.flight
-        else set()
-    )
-    lines = [e for e in verdict.evidence if e.text not in shown]
+    fa = analysis.flight
+    shown = {g.divergence.text for g in fa.divergent if g.divergence} if fa else set()
+    lines = [e for e in analysis.verdict.evidence if e.text not in shown]
     if not lines:
         return None
     t = Table(title="evidence", title_justify="left", show_edge=False)
@@ -68,8 +69,8 @@ def evidence_table(evidence: Evidence, verdict: Verdict) -> Table | None:
     return t
 
 
-def divergence_table(evidence: Evidence) -> Table | None:
-    fa = evidence.flight
+def divergence_table(fa: FlightAnalysis | None) -> Table | None:
+    """One row per process group whose members diverge."""
     if fa is None or not fa.divergent:
         return None
     t = Table(
@@ -101,34 +102,44 @@ def _span(ranks: tuple[int, ...]) -> str:
     return ", ".join(map(str, ranks))
 
 
-def culprit_frames(evidence: Evidence, rank: int) -> tuple[str, tuple[Frame, ...]]:
+def culprit_frames(
+    evidence: Evidence, flight: FlightAnalysis | None, rank: int
+) -> tuple[str, tuple[Frame, ...]]:
     """The best stack of ``rank``: a live main-thread stack, else its last FR entry's."""
     stack = next((s for s in evidence.stacks if s.rank == rank), None)
     if stack is not None and stack.main is not None:
         return f"{stack.source}, main thread", stack.main.frames
-    op = evidence.flight.last_op(rank) if evidence.flight else None
+    op = flight.last_op(rank) if flight else None
     if op is not None and op.frames:
         return f"Flight Recorder, call site of {op.op} (pg {op.group} seq {op.seq})", op.frames
     return "", ()
 
 
-def culprit_stack(evidence: Evidence, verdict: Verdict) -> Panel | None:
-    if not verdict.culprit_ranks:
+def culprit_stack(evidence: Evidence, analysis: Analysis) -> Panel | None:
+    """Where the first culprit is: the stack a person opens first."""
+    if not analysis.verdict.culprit_ranks:
         return None
-    rank = verdict.culprit_ranks[0]
-    source, frames = culprit_frames(evidence, rank)
+    rank = analysis.verdict.culprit_ranks[0]
+    source, frames = culprit_frames(evidence, analysis.flight, rank)
     if not frames:
         return None
     text = Text("\n".join(f"  {f}" for f in frames[:MAX_FRAMES]))
     return Panel(text, title=f"rank {rank} stack ({source})", title_align="left")
 
 
-def skipped_table(evidence: Evidence) -> Table | None:
-    rows = [(s.rank, s.probe, s.reason) for s in evidence.skipped]
-    if evidence.flight is not None:
-        rows += [
-            (r, "flight-recorder", "no dump for this rank") for r in evidence.flight.missing_dumps
-        ]
+def skipped(evidence: Evidence, flight: FlightAnalysis | None) -> list[tuple[int | None, str, str]]:
+    """(rank, probe, reason) of everything that could not be read: probes, dump files, and
+    ranks of the job that left no dump."""
+    rows = [(s.rank, s.probe, s.reason) for s in dict.fromkeys(evidence.skipped)]
+    rows += [(s.rank, s.probe, s.reason) for s in evidence.unreadable_dumps]
+    if flight is not None:
+        rows += [(r, "flight-recorder", "no dump for this rank") for r in flight.missing_dumps]
+    return rows
+
+
+def skipped_table(evidence: Evidence, flight: FlightAnalysis | None) -> Table | None:
+    """What could not be read: a verdict is only as good as what it saw."""
+    rows = skipped(evidence, flight)
     if not rows:
         return None
     t = Table(title="could not read", title_justify="left", show_edge=False)
@@ -140,19 +151,19 @@ def skipped_table(evidence: Evidence) -> Table | None:
     return t
 
 
-def render(evidence: Evidence, verdict: Verdict) -> RenderableType:
+def render(evidence: Evidence, analysis: Analysis) -> RenderableType:
     """Everything, verdict first."""
     parts = [
-        verdict_panel(verdict),
-        evidence_table(evidence, verdict),
-        divergence_table(evidence),
-        culprit_stack(evidence, verdict),
-        skipped_table(evidence),
+        verdict_panel(analysis.verdict),
+        evidence_table(analysis),
+        divergence_table(analysis.flight),
+        culprit_stack(evidence, analysis),
+        skipped_table(evidence, analysis.flight),
     ]
     return Group(*(p for p in parts if p is not None))
 
 
-def _ranks(evidence: Evidence) -> list[dict[str, Any]]:
+def _ranks(evidence: Evidence, fa: FlightAnalysis | None) -> list[dict[str, Any]]:
     stacks = {s.rank: s for s in evidence.stacks}
     if evidence.processes:
         out = []
@@ -168,7 +179,6 @@ def _ranks(evidence: Evidence) -> list[dict[str, Any]]:
                 }
             )
         return out
-    fa = evidence.flight
     if fa is None:
         return []
     out = []
@@ -194,9 +204,9 @@ def _ranks(evidence: Evidence) -> list[dict[str, Any]]:
     return out
 
 
-def to_json(evidence: Evidence, verdict: Verdict) -> dict[str, Any]:
+def to_json(evidence: Evidence, analysis: Analysis) -> dict[str, Any]:
     """The ``nccl-doctor/triage/v1`` document of DESIGN.md (plus ``skipped`` and ``groups``)."""
-    fa = evidence.flight
+    fa = analysis.flight
     found = (
         sum(p.alive for p in evidence.processes)
         if evidence.processes
@@ -211,13 +221,12 @@ def to_json(evidence: Evidence, verdict: Verdict) -> dict[str, Any]:
             "ranks_found": found,
             "seconds": round(evidence.seconds, 3),
         },
-        "verdict": verdict.to_json(),
-        "ranks": _ranks(evidence),
-        "evidence": [e.to_json() for e in verdict.evidence],
-        "skipped": [s.to_json() for s in evidence.skipped]
-        + [
-            {"rank": r, "probe": "flight-recorder", "reason": "no dump for this rank"}
-            for r in (fa.missing_dumps if fa else ())
+        "verdict": analysis.verdict.to_json(),
+        "ranks": _ranks(evidence, fa),
+        "evidence": [e.to_json() for e in analysis.verdict.evidence],
+        "skipped": [
+            {"rank": rank, "probe": probe, "reason": reason}
+            for rank, probe, reason in skipped(evidence, fa)
         ],
         "groups": [
             {

@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 import torch.distributed as dist
 
-from doctor.restart import CallWrapper, RankAssignment, RankState, Wrapper
+from doctor.restart import CallWrapper, HookState, RankAssignment, Wrapper
 
 STEPS = int(os.environ.get("STEPS", "8"))
 KIND, FAULT_RANK, FAULT_STEP = (os.environ.get("FAULT", "none:-1:-1").split(":") + ["", ""])[:3]
@@ -90,7 +90,7 @@ def train(call_wrapper: CallWrapper) -> dict[str, object]:
     }
 
 
-def finalize(state: RankState) -> None:
+def finalize(state: HookState) -> None:
     if KIND == "during_restart" and INITIAL == 3:
         os.kill(os.getpid(), signal.SIGKILL)
 

@@ -52,8 +52,9 @@ def test_dumps_already_written_are_read_and_stale_ones_ignored(tmp_path: Path) -
     ranks = tuple(RankTarget(r, os.getpid(), "h", r, 4, env) for r in range(4))
     # WHEN the flight source collects
     got = FlightSource(window=0.0).collect(Target("j", "h", ranks, 4), time.monotonic() + 5)
-    # THEN the dumps are aligned and kept for a bundle
-    assert got.flight is not None and got.flight.ranks_read == (0, 1, 2, 3)
+    # THEN every dump is read once, reduced, and kept for a bundle (aligning is the
+    # classifier's job)
+    assert [d.rank for d in got.dumps] == [0, 1, 2, 3] and got.unreadable_dumps == ()
     assert got.fr_files == tuple(Path(f"{prefix}{r}") for r in range(4))
     # AND a dump older than the rank's process is not this run's
     old = time.time() - 10**7

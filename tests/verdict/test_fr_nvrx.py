@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from clitools import run_cli
 
-from doctor.bundle import load_evidence
+from doctor.analyze.load import load_evidence
 from doctor.model import Confidence, HangClass
 from doctor.verdict.classify import classify
 

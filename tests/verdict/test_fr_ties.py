@@ -5,7 +5,7 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
-from doctor.bundle import load_evidence
+from doctor.analyze.load import load_evidence
 from doctor.model import Confidence, HangClass
 from doctor.verdict.classify import classify
 

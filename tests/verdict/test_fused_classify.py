@@ -62,12 +62,23 @@ def test_one_to_one_tie_is_reported_as_a_tie() -> None:
 
 
 def test_no_evidence_is_unknown() -> None:
+    # GIVEN evidence with nothing in it (no dump, no stack, no process)
     from doctor.evidence import Evidence
-    from doctor.verdict.classify import classify
+    from doctor.verdict.classify import analyse
 
     ev = Evidence(job="j", ranks_expected=None)
-    assert gather(ev) == [] or all(c.hang_class for c in gather(ev))
-    assert classify(ev).confidence is Confidence.LOW
+    # WHEN it is judged
+    analysis = analyse(ev)
+    # THEN no rule fires, the verdict is unknown at low confidence and names what is missing
+    assert gather(ev) == []
+    assert analysis.flight is None
+    verdict = analysis.verdict
+    assert (verdict.hang_class, verdict.culprit_ranks, verdict.confidence) == (
+        HangClass.UNKNOWN,
+        (),
+        Confidence.LOW,
+    )
+    assert verdict.missing_evidence == ("Flight Recorder dumps or live stacks of the ranks",)
 
 
 def test_live_progress_drops_flight_recorder_snapshot_candidates(monkeypatch) -> None:
@@ -79,7 +90,7 @@ def test_live_progress_drops_flight_recorder_snapshot_candidates(monkeypatch) ->
     moving = Candidate(
         HangClass.HEALTHY, (), Confidence.MEDIUM, "progressing", 30, rule="progressing"
     )
-    monkeypatch.setattr(module.flight_rules, "candidates", lambda ev: [FR_STOPPED])
-    monkeypatch.setattr(module.live, "candidates", lambda ev: [moving])
+    monkeypatch.setattr(module.flight_rules, "candidates", lambda fa: [FR_STOPPED])
+    monkeypatch.setattr(module.live, "candidates", lambda ev, fa: [moving])
     # THEN the snapshot's "rank 3 stopped" does not win over observed progress
     assert module.classify(Evidence(job="j", ranks_expected=4)).hang_class is HangClass.HEALTHY

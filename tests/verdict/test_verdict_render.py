@@ -8,17 +8,17 @@ from pathlib import Path
 
 from rich.console import Console
 
-from doctor.bundle import load_evidence
+from doctor.analyze.load import load_evidence
 from doctor.model import HangClass
-from doctor.verdict.classify import classify
+from doctor.verdict.classify import analyse
 from doctor.verdict.render import SCHEMA, render, to_json
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fr"
 
 
-def _text(evidence, verdict) -> str:
+def _text(evidence, analysis) -> str:
     console = Console(file=StringIO(), width=120, color_system=None)
-    console.print(render(evidence, verdict))
+    console.print(render(evidence, analysis))
     return console.file.getvalue()
 
 
@@ -28,8 +28,7 @@ def test_sections_in_order_with_an_unreadable_rank(tmp_path: Path) -> None:
         shutil.copy(FIXTURES / "gloo-wrong-collective" / f"rank_{r}", tmp_path / f"rank_{r}")
     shutil.copy(FIXTURES / "truncated_rank_1", tmp_path / "rank_3")
     evidence = load_evidence([tmp_path])
-    verdict = classify(evidence)
-    text = _text(evidence, verdict)
+    text = _text(evidence, analyse(evidence))
     # THEN the verdict comes first, then the group table, the culprit's stack, what failed
     order = [
         text.index(s)
@@ -46,8 +45,9 @@ def test_sections_in_order_with_an_unreadable_rank(tmp_path: Path) -> None:
 
 def test_json_has_the_design_fields() -> None:
     evidence = load_evidence([FIXTURES / "gloo-wrong-collective"])
-    verdict = classify(evidence)
-    doc = to_json(evidence, verdict)
+    analysis = analyse(evidence)
+    verdict = analysis.verdict
+    doc = to_json(evidence, analysis)
     assert doc["schema"] == SCHEMA
     assert set(doc) >= {"schema", "job", "collected", "verdict", "ranks", "evidence"}
     assert set(doc["verdict"]) >= {

@@ -9,9 +9,10 @@ Three ways to a rank's trace, tried in this order:
 3. a dump already written (``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` or
    ``TORCH_FR_DUMP_TEMP_FILE`` prefix plus rank) since the rank started.
 
-Fresh dumps are taken when the window ends (twice if time allows, so the
-sequence numbers say whether the job moved: ``progress_of``). The dumps are read and aligned by
-``doctor.flight`` (safe unpickling; a bad dump is a ``Skipped``).
+Fresh dumps are taken when the window ends (twice if time allows, so each
+rank's own sequence numbers say whether it moved: ``progress_of``). Every file
+is read once, by ``doctor.flight.reader`` (safe unpickling; a bad dump is a
+``Skipped``), and handed on reduced and raw: aligning ranks is the classifier's job.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from pathlib import Path
 import psutil
 
 from doctor.evidence import ProgressSample
-from doctor.flight.align import FlightAnalysis, align
+from doctor.flight.dump import RankDump
 from doctor.flight.reader import read_flight
 from doctor.model import Skipped
 from doctor.triage.fanout import Done, fanout
@@ -109,20 +110,35 @@ def _live(rank: RankTarget) -> bool:
     )
 
 
-def progress_of(analysis: FlightAnalysis, at: float) -> list[ProgressSample]:
-    """Per rank, the sums of enqueued and completed sequence ids over its groups."""
-    totals: dict[int, list[int | None]] = {}
-    for group in analysis.groups:
-        for pos in group.positions:
-            enq, done = totals.setdefault(pos.rank, [0, 0])
-            totals[pos.rank] = [
-                None if enq is None or pos.enqueued is None else enq + pos.enqueued,
-                None if done is None or pos.completed is None else done + pos.completed,
-            ]
+def progress_of(dumps: tuple[RankDump, ...], at: float) -> list[ProgressSample]:
+    """Per rank, how far its own dump says it got (``RankDump.reached``) at time ``at``."""
     return [
-        ProgressSample(rank, at, last_enqueued_seq=e, last_completed_seq=c)
-        for rank, (e, c) in sorted(totals.items())
+        ProgressSample(d.rank, at, last_enqueued_seq=e, last_completed_seq=c)
+        for d in sorted(dumps, key=lambda d: d.rank)
+        for e, c in (d.reached(),)
     ]
+
+
+class _Reads:
+    """The newest read of each rank's dump, over the rounds of one collection."""
+
+    def __init__(self) -> None:
+        self.paths: dict[int, Path] = {}
+        self.dumps: dict[int, RankDump] = {}
+        self.unreadable: dict[int | None, list[Skipped]] = {}
+
+    def take(self, paths: dict[int, Path]) -> tuple[RankDump, ...]:
+        """Read ``paths`` (rank -> file), replacing what earlier rounds read of those ranks."""
+        read = read_flight(paths[r] for r in sorted(paths))
+        for rank in paths:
+            self.paths[rank] = paths[rank]
+            self.dumps.pop(rank, None)
+            self.unreadable.pop(rank, None)
+        for d in read.dumps:
+            self.dumps[d.rank] = d
+        for s in read.skipped:
+            self.unreadable.setdefault(s.rank, []).append(s)
+        return read.dumps
 
 
 class FlightSource(Source):
@@ -148,23 +164,22 @@ class FlightSource(Source):
         """
         start = time.monotonic()
         live = [r for r in target.ranks if _live(r)]
-        paths = {r.rank: p for r in target.ranks if (p := written_dump(r))}
+        written = {r.rank: p for r in target.ranks if (p := written_dump(r))}
+        reads = _Reads()
         progress: list[ProgressSample] = []
         if live:
             time.sleep(max(0.0, start + self.window + 0.05 - time.monotonic()))
             first = self._round(live, deadline - time.monotonic() - 0.1)
-            paths.update(first)
             if first:
-                progress += progress_of(self._analyse(first, target), 0.0)
+                progress += progress_of(reads.take(first), 0.0)
                 again = self._round(
                     [r for r in live if r.rank in first],
                     min(self.probe_timeout, deadline - time.monotonic() - 0.1),
                 )
-                paths.update(again)
                 if again:
-                    progress += progress_of(
-                        self._analyse(again, target), round(time.monotonic() - start, 3)
-                    )
+                    at = round(time.monotonic() - start, 3)
+                    progress += progress_of(reads.take(again), at)
+        reads.take({r: p for r, p in written.items() if r not in reads.paths})
         silent = [
             Skipped(
                 r.rank,
@@ -173,20 +188,15 @@ class FlightSource(Source):
                 "may hold the GIL, or still be symbolizing its first dump)",
             )
             for r in live
-            if r.rank not in paths
+            if r.rank not in reads.paths
         ]
-        if not paths:
+        if not reads.paths:
             why = f"no Flight Recorder dump: {ENABLE_HINT}"
             return Collected(skipped=tuple(silent) or (Skipped(None, PROBE, why),))
-        analysis = self._analyse(paths, target)
         return Collected(
             progress=tuple(progress),
             skipped=tuple(silent),
-            fr_files=tuple(paths[r] for r in sorted(paths)),
-            flight=analysis,
+            fr_files=tuple(reads.paths[r] for r in sorted(reads.paths)),
+            dumps=tuple(reads.dumps[r] for r in sorted(reads.dumps)),
+            unreadable_dumps=tuple(s for ss in reads.unreadable.values() for s in ss),
         )
-
-    @staticmethod
-    def _analyse(paths: dict[int, Path], target: Target) -> FlightAnalysis:
-        read = read_flight(paths[r] for r in sorted(paths))
-        return align(read.dumps, read.skipped, world_size=target.world_size)

@@ -12,14 +12,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from doctor.evidence import GpuSample, LogEvent, ProgressSample, RankProcess, RankStack
+from doctor.flight.dump import RankDump
 from doctor.model import Skipped
 from doctor.triage.target import Target
-
-if TYPE_CHECKING:
-    from doctor.flight.align import FlightAnalysis
 
 
 class SourceError(Exception):
@@ -40,7 +37,9 @@ class Collected:
     """Flight Recorder dumps read (a bundle keeps them)."""
     log_files: tuple[Path, ...] = ()
     """Logs read (a bundle keeps their tails)."""
-    flight: FlightAnalysis | None = None
+    dumps: tuple[RankDump, ...] = ()
+    """Flight Recorder dumps, reduced (``Evidence.dumps``)."""
+    unreadable_dumps: tuple[Skipped, ...] = ()
 
 
 class Source(ABC):

@@ -1,7 +1,7 @@
 """The triage app: polls an injected snapshot provider and shows the newest snapshot.
 
 Collection runs in a thread worker, one at a time; each result comes back as a
-``Collected`` message and is assigned to the ``shown`` reactive, which every
+``SnapshotReady`` message and is assigned to the ``shown`` reactive, which every
 pane is bound to. Pausing stops that assignment, never the collection, so
 resuming shows the newest evidence at once. Bundles and recovery run in their
 own workers so a slow write never freezes the screen.
@@ -26,9 +26,9 @@ from doctor.triage.tui.confirm import Confirm
 from doctor.triage.tui.messages import (
     ActionFailed,
     BundleWritten,
-    Collected,
     CollectionFailed,
     RecoveryRequested,
+    SnapshotReady,
 )
 from doctor.triage.tui.view import RankIndex
 from doctor.triage.tui.widgets.flight_grid import FlightGrid
@@ -157,9 +157,9 @@ class TriageApp(App[int]):
         except Exception as exc:  # shown on screen; the next poll tries again
             self.post_message(CollectionFailed(f"collection failed: {exc}"))
         else:
-            self.post_message(Collected(snapshot))
+            self.post_message(SnapshotReady(snapshot))
 
-    def on_collected(self, message: Collected) -> None:
+    def on_snapshot_ready(self, message: SnapshotReady) -> None:
         if not self.is_running:  # a collection that outlived the quit: nothing left to draw
             return
         self.collecting = False

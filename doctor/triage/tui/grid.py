@@ -13,8 +13,7 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from doctor.evidence import Evidence
-from doctor.flight.align import GroupAlignment, RankOp
+from doctor.flight.align import FlightAnalysis, GroupAlignment, RankOp
 
 WINDOW = 16
 """Sequence numbers shown per process group; enough to see a mismatch and its context."""
@@ -147,8 +146,8 @@ def grid_groups(
     ]
 
 
-def flight_grid(evidence: Evidence, width: int = WINDOW) -> list[GridGroup]:
+def flight_grid(flight: FlightAnalysis | None, width: int = WINDOW) -> list[GridGroup]:
     """The grids of a snapshot's Flight Recorder analysis; none when there was no dump."""
-    if evidence.flight is None:
+    if flight is None:
         return []
-    return grid_groups(evidence.flight.ops, evidence.flight.groups, width)
+    return grid_groups(flight.ops, flight.groups, width)

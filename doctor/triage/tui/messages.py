@@ -11,13 +11,13 @@ from doctor.triage.snapshot import TriageSnapshot
 
 
 @dataclass
-class Collected(Message):
+class SnapshotReady(Message):
     """A collection finished; only the newest waiting one matters."""
 
     snapshot: TriageSnapshot
 
     def can_replace(self, message: Message) -> bool:
-        return isinstance(message, Collected)
+        return isinstance(message, SnapshotReady)
 
 
 @dataclass

@@ -274,8 +274,8 @@ async def test_the_grid_scrolls_to_the_selected_ranks_row():
     ops = tuple(
         RankOp(r, str(r), seq, "all_reduce", "completed", ()) for r in range(12) for seq in (1, 2)
     )
-    evidence = replace(snap.evidence, flight=replace(snap.evidence.flight, groups=(), ops=ops))
-    app = _app(FakeProvider([replace(snap, evidence=evidence)]))
+    flight = replace(snap.flight, groups=(), ops=ops)
+    app = _app(FakeProvider([replace(snap, analysis=replace(snap.analysis, flight=flight))]))
     async with app.run_test(size=WIDE) as pilot:
         await _settle(app, pilot)
         pane = app.query_one("#grid-pane")

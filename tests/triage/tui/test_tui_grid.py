@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 import pytest
 from tui_fakes import SEQ, cpu_stuck_snapshot, flight, fsdp_op
 
@@ -52,7 +50,7 @@ def test_grid_marks_what_the_analysis_blames_even_when_op_names_agree():
 
 def test_grid_of_a_rank_that_never_scheduled_the_collective():
     # GIVEN the realistic cpu_stuck job: rank 3 never scheduled #1842
-    (group,) = flight_grid(cpu_stuck_snapshot(ranks=8, culprit=3).evidence)
+    (group,) = flight_grid(cpu_stuck_snapshot(ranks=8, culprit=3).flight)
     # THEN its row has a blamed hole where its peers started all_reduce #1842
     assert (group.process_group, group.desc) == ("0", "default_pg")
     assert group.seqs == tuple(range(SEQ - 8, SEQ + 1))
@@ -73,7 +71,7 @@ def test_grid_shows_a_member_that_left_no_dump_as_an_empty_row():
 
 def test_grid_of_a_large_group_collapses_identical_rows():
     # GIVEN 32 ranks, rank 29 never scheduled #1842
-    (group,) = flight_grid(cpu_stuck_snapshot(ranks=32, culprit=29).evidence)
+    (group,) = flight_grid(cpu_stuck_snapshot(ranks=32, culprit=29).flight)
     # THEN two rows: the 31 alike, then the odd one
     assert [row.ranks for row in group.rows] == [tuple(r for r in range(32) if r != 29), (29,)]
     assert _odd(group) == [((29,), SEQ)]
@@ -101,8 +99,7 @@ def test_grid_has_one_group_per_process_group_in_numeric_order():
 
 
 def test_no_flight_recorder_no_grid():
-    snap = cpu_stuck_snapshot()
-    assert flight_grid(replace(snap.evidence, flight=None)) == []
+    assert flight_grid(None) == []
 
 
 @pytest.mark.parametrize(

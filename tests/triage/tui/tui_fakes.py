@@ -23,6 +23,7 @@ from doctor.evidence import (
 from doctor.flight.align import Divergence, FlightAnalysis, GroupAlignment, Position, RankOp
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass, Skipped, Verdict
 from doctor.triage.snapshot import TriageSnapshot
+from doctor.verdict.classify import Analysis
 
 TAKEN_AT = 1_795_000_000.0
 """A fixed collection time (2026-11-18 11:06:40 UTC) so screenshots never change."""
@@ -164,7 +165,6 @@ def cpu_stuck_snapshot(
             )
             for r in range(ranks)
         ),
-        flight=flight(ranks, culprit),
         seconds=0.8,
     )
     loader = "read_shard (data/shards.py:44)"
@@ -189,7 +189,7 @@ def cpu_stuck_snapshot(
             EvidenceLine("nvml", culprit, "GPU idle (0%) while peers spin at 100%"),
         ),
     )
-    return TriageSnapshot(evidence=evidence, verdict=verdict, taken_at=taken_at)
+    return TriageSnapshot(evidence, Analysis(verdict, flight(ranks, culprit)), taken_at)
 
 
 def collective_mismatch_snapshot(ranks: int = 4, culprit: int = 2) -> TriageSnapshot:
@@ -218,7 +218,6 @@ def collective_mismatch_snapshot(ranks: int = 4, culprit: int = 2) -> TriageSnap
             _stack(r, gather, False) if r == culprit else s
             for r, s in enumerate(snap.evidence.stacks)
         ),
-        flight=flight(ranks, -1, {culprit: {SEQ: "_allgather_base"}}, divergence),
     )
     verdict = Verdict(
         HangClass.COLLECTIVE_MISMATCH,
@@ -232,14 +231,15 @@ def collective_mismatch_snapshot(ranks: int = 4, culprit: int = 2) -> TriageSnap
             EvidenceLine("py-spy", culprit, "all_gather_into_tensor (train.py:71)"),
         ),
     )
-    return TriageSnapshot(evidence=evidence, verdict=verdict, taken_at=TAKEN_AT)
+    fa = flight(ranks, -1, {culprit: {SEQ: "_allgather_base"}}, divergence)
+    return TriageSnapshot(evidence, Analysis(verdict, fa), TAKEN_AT)
 
 
 def healthy_snapshot(ranks: int = 4, taken_at: float = TAKEN_AT) -> TriageSnapshot:
     """The same job after the culprit caught up: every rank in the same collective."""
     snap = cpu_stuck_snapshot(ranks=ranks, culprit=-1, taken_at=taken_at)
     verdict = Verdict(HangClass.HEALTHY, (), Confidence.MEDIUM, "all ranks are making progress.")
-    return replace(snap, verdict=verdict)
+    return replace(snap, analysis=Analysis(verdict, snap.flight))
 
 
 def rank_lost_snapshot(ranks: int = 4, lost: int = 2) -> TriageSnapshot:
@@ -263,7 +263,7 @@ def rank_lost_snapshot(ranks: int = 4, lost: int = 2) -> TriageSnapshot:
         Confidence.HIGH,
         f"rank {lost} died (SIGKILL) while the others wait in all_reduce.",
     )
-    return TriageSnapshot(evidence=evidence, verdict=verdict, taken_at=TAKEN_AT)
+    return TriageSnapshot(evidence, Analysis(verdict, snap.flight), TAKEN_AT)
 
 
 class FakeProvider:

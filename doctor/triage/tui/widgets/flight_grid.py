@@ -100,7 +100,7 @@ class FlightGrid(Widget):
         self.groups: list[GridGroup] = []
 
     def watch_snapshot(self, snapshot: TriageSnapshot | None) -> None:
-        self.groups = flight_grid(snapshot.evidence) if snapshot else []
+        self.groups = flight_grid(snapshot.flight) if snapshot else []
         self.call_after_refresh(self.reveal_selected)
 
     def watch_selected_rank(self) -> None:
@@ -120,5 +120,7 @@ class FlightGrid(Widget):
         """Why there is no grid: the Flight Recorder probe's skip reasons, if any."""
         if self.snapshot is None:
             return "waiting for the first collection…"
-        reasons = {s.reason for s in self.snapshot.evidence.skipped if "flight" in s.probe}
+        evidence = self.snapshot.evidence
+        reasons = {s.reason for s in evidence.skipped if "flight" in s.probe}
+        reasons |= {s.reason for s in evidence.unreadable_dumps}
         return "no Flight Recorder data" + (": " + "; ".join(sorted(reasons)) if reasons else "")

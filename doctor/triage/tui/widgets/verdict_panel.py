@@ -27,8 +27,13 @@ def playbook_steps(playbook_id: str) -> str:
 
 
 def render_verdict(snapshot: TriageSnapshot) -> RenderableType:
-    evidence, verdict = snapshot.evidence, snapshot.verdict
-    parts = [verdict_panel(verdict), evidence_table(evidence, verdict), skipped_table(evidence)]
+    """What ``--once`` prints of the verdict, then the playbook's steps."""
+    verdict = snapshot.verdict
+    parts: list[RenderableType | None] = [
+        verdict_panel(verdict),
+        evidence_table(snapshot.analysis),
+        skipped_table(snapshot.evidence, snapshot.flight),
+    ]
     steps = playbook_steps(verdict.playbook)
     if steps:
         parts += [Text("what to do", style="bold"), Markdown(steps)]

@@ -1,0 +1,62 @@
+"""Saved evidence in: whatever a user hands ``analyze`` becomes one raw ``Evidence``.
+
+Accepted, in any mix: a triage bundle (tar.gz or the folder it unpacks to),
+a folder or archive of Flight Recorder dumps, dump files. A v2 bundle carries
+its reduced dumps in ``evidence.json``; a v1 bundle (``nccl-doctor/evidence/v1``)
+is read as before, its dumps from ``fr/``. Nothing here aligns or judges: that
+is ``doctor.verdict.classify.analyse``, as for live triage.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import replace
+from pathlib import Path
+
+from doctor.analyze.format import read_bundle_json
+from doctor.codec import DecodeError
+from doctor.errors import InputError
+from doctor.evidence import SCHEMA, Evidence
+from doctor.flight.reader import read_flight
+
+
+def _bundle(paths: Sequence[Path]) -> tuple[Path, Evidence, bool] | None:
+    """The first bundle among ``paths``, its evidence, and whether that carries the dumps
+    (v2); ``InputError`` if it is malformed."""
+    for p in paths:
+        doc, _verdict = read_bundle_json(p)
+        if doc is None:
+            continue
+        try:
+            return p, Evidence.from_json(doc), doc.get("schema") == SCHEMA
+        except DecodeError as exc:
+            raise InputError(f"{p.name}: evidence.json is malformed ({exc})") from None
+    return None
+
+
+def load_evidence(paths: Sequence[Path]) -> Evidence:
+    """Evidence from bundles, folders, archives or dump files; ``InputError`` if none is."""
+    for p in paths:
+        if not p.exists():
+            raise InputError(f"no such file or folder: {p}")
+    found = _bundle(paths)
+    t0 = time.monotonic()
+    # a v2 bundle's dumps are in its evidence.json; its fr/ copies are for people
+    skip = found[0] if found is not None and found[2] else None
+    fr = read_flight(p for p in paths if p != skip)
+    if not fr.dumps and found is None:
+        why = f" ({fr.skipped[0].reason})" if fr.skipped else ""
+        raise InputError(
+            f"found no readable Flight Recorder dump or triage bundle in "
+            f"{', '.join(map(str, paths))}{why}"
+        )
+    if found is None:
+        base = Evidence(job=paths[0].name, ranks_expected=None, seconds=time.monotonic() - t0)
+    else:
+        base = found[1]
+    return replace(
+        base,
+        dumps=base.dumps + fr.dumps,
+        unreadable_dumps=tuple(dict.fromkeys(base.unreadable_dumps + fr.skipped)),
+    )

@@ -1,0 +1,181 @@
+"""Frozen dataclasses to JSON and back, driven by their type hints.
+
+Evidence, host documents and bundles are written as plain JSON and read back
+on another machine, so a field added to any evidence dataclass must round-trip
+without anyone writing a converter for it. ``encode`` walks the values;
+``decode`` walks the type hints and checks every value against them, so a
+malformed or hostile document is a ``DecodeError`` that names the path, never
+a half-built object. Unknown keys are ignored (a newer writer may add fields);
+a missing field without a default is an error.
+
+Supported hints: ``int``, ``float``, ``str``, ``bool``, ``None``, ``Any``,
+``StrEnum``/``Enum``, ``Path``, ``array.array`` (of int), ``tuple[X, ...]``,
+fixed ``tuple[X, Y]``, ``list[X]``, ``dict[str | int, X]``, unions and
+dataclasses nesting any of these.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import types
+import typing
+from array import array
+from pathlib import Path
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+MAX_DEPTH = 64
+"""Nesting a document may have; evidence is a handful of levels deep."""
+
+
+class DecodeError(ValueError):
+    """The JSON does not match the dataclass it should hold; the message says where."""
+
+
+def encode(value: Any) -> Any:
+    """``value`` as JSON-ready lists, dicts and scalars (dataclasses become objects)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: encode(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, enum.Enum):
+        return value.value
+    if isinstance(value, tuple | list | array):
+        return [encode(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): encode(v) for k, v in value.items()}
+    if isinstance(value, Path):
+        return str(value)
+    return value
+
+
+def decode(tp: type[T], data: Any) -> T:
+    """Rebuild a ``tp`` from ``encode``'s output; raises ``DecodeError`` on any mismatch.
+
+    Equal tuples of scalars come back as one shared object, as the readers build them
+    (the Flight Recorder aligner counts identical member lists by identity)."""
+    value: T = _Decoder().value(tp, data, "$", 0)
+    return value
+
+
+@functools.cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+class _Decoder:
+    def __init__(self) -> None:
+        self.shared: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+    def value(self, tp: Any, data: Any, where: str, depth: int) -> Any:
+        if depth > MAX_DEPTH:
+            raise DecodeError(f"{where}: nested deeper than {MAX_DEPTH}")
+        origin = typing.get_origin(tp)
+        if tp is Any:
+            return data
+        if origin is typing.Union or origin is types.UnionType:
+            return self._union(typing.get_args(tp), data, where, depth)
+        if tp is type(None):
+            if data is not None:
+                raise DecodeError(f"{where}: expected null")
+            return None
+        if origin is tuple or tp is tuple:
+            return self._tuple(typing.get_args(tp), data, where, depth)
+        if origin is list:
+            (item,) = typing.get_args(tp)
+            return [self.value(item, v, f"{where}[{i}]", depth + 1) for i, v in _items(data, where)]
+        if origin is dict:
+            key, item = typing.get_args(tp)
+            if not isinstance(data, dict):
+                raise DecodeError(f"{where}: expected an object")
+            return {
+                _key(key, k, where): self.value(item, v, f"{where}.{k}", depth + 1)
+                for k, v in data.items()
+            }
+        if dataclasses.is_dataclass(tp) and isinstance(tp, type):
+            return self._dataclass(tp, data, where, depth)
+        return _scalar(tp, data, where)
+
+    def _union(self, args: tuple[Any, ...], data: Any, where: str, depth: int) -> Any:
+        if data is None and type(None) in args:
+            return None
+        problems = []
+        for arg in (a for a in args if a is not type(None)):
+            try:
+                return self.value(arg, data, where, depth)
+            except DecodeError as exc:
+                problems.append(str(exc))
+        raise DecodeError(problems[0] if len(problems) == 1 else f"{where}: matches no type")
+
+    def _tuple(self, args: tuple[Any, ...], data: Any, where: str, depth: int) -> tuple[Any, ...]:
+        items = list(_items(data, where))
+        if len(args) == 2 and args[1] is Ellipsis:
+            out = tuple(self.value(args[0], v, f"{where}[{i}]", depth + 1) for i, v in items)
+        elif args:
+            if len(items) != len(args):
+                raise DecodeError(f"{where}: expected {len(args)} items, not {len(items)}")
+            out = tuple(
+                self.value(a, v, f"{where}[{i}]", depth + 1)
+                for a, (i, v) in zip(args, items, strict=True)
+            )
+        else:
+            out = tuple(v for _i, v in items)
+        if all(type(v) in (int, str) for v in out):
+            return self.shared.setdefault(out, out)
+        return out
+
+    def _dataclass(self, tp: type, data: Any, where: str, depth: int) -> Any:
+        if not isinstance(data, dict):
+            raise DecodeError(f"{where}: expected an object for {tp.__name__}")
+        hints = _hints(tp)
+        kwargs = {}
+        for f in dataclasses.fields(tp):
+            if f.name in data:
+                kwargs[f.name] = self.value(
+                    hints[f.name], data[f.name], f"{where}.{f.name}", depth + 1
+                )
+            elif (
+                f.init
+                and f.default is dataclasses.MISSING
+                and f.default_factory is dataclasses.MISSING
+            ):
+                raise DecodeError(f"{where}: {tp.__name__} needs '{f.name}'")
+        return tp(**kwargs)
+
+
+def _items(data: Any, where: str) -> typing.Iterator[tuple[int, Any]]:
+    if not isinstance(data, list):
+        raise DecodeError(f"{where}: expected a list")
+    return enumerate(data)
+
+
+def _key(tp: Any, key: str, where: str) -> Any:
+    if tp is int:
+        try:
+            return int(key)
+        except ValueError:
+            raise DecodeError(f"{where}: key {key!r} is not an integer") from None
+    return key
+
+
+def _scalar(tp: Any, data: Any, where: str) -> Any:
+    if isinstance(tp, type) and issubclass(tp, enum.Enum):
+        try:
+            return tp(data)
+        except ValueError:
+            raise DecodeError(f"{where}: {data!r} is not a {tp.__name__}") from None
+    if tp is array:
+        if not isinstance(data, list) or not all(type(v) is int for v in data):
+            raise DecodeError(f"{where}: expected a list of integers")
+        try:
+            return array("q", data)
+        except OverflowError:
+            raise DecodeError(f"{where}: an integer out of range") from None
+    if tp is Path and type(data) is str:
+        return Path(data)
+    if tp is float and type(data) is int:
+        return float(data)
+    if tp in (int, float, str, bool) and type(data) is tp:
+        return data
+    raise DecodeError(f"{where}: expected {getattr(tp, '__name__', tp)}, not {type(data).__name__}")
