@@ -5,8 +5,9 @@
   the time of the last ping. Read every tick; free for the rank, and readable while the
   rank holds the GIL or is stopped.
 * **Flight Recorder** — for ranks that do not ping: the sum of their last completed
-  sequence numbers, from a fresh dump asked of the in-rank agent (or NCCL's debug
-  pipe), every ``sample_interval`` (each dump costs the rank a little CPU).
+  sequence numbers (enqueued ones for gloo, whose dumps do not say), from a fresh dump
+  asked of the in-rank agent (or NCCL's debug pipe), every ``sample_interval`` (each
+  dump costs the rank a little CPU).
 * **/proc** — for ranks with neither: their read and write system calls (a gloo rank
   blocked in a collective makes none), every ``sample_interval``.
 """
@@ -68,21 +69,21 @@ def _io_calls(pid: int) -> int | None:
 
 
 def _flight_counts(ranks: list[RankTarget], timeout: float) -> dict[int, int]:
-    """Sum of last completed sequence ids per rank, from one fresh dump each."""
-    from doctor.flight.align import align
+    """How far each rank got by its own fresh dump: the sum of its last completed sequence
+    numbers, or of its last enqueued ones where the dump cannot say (gloo's completions)."""
     from doctor.flight.reader import read_flight
-    from doctor.triage.sources.flight import fresh_dump, progress_of
+    from doctor.triage.sources.flight import fresh_dump
 
     counts = {}
     for rank in ranks:
         path = fresh_dump(rank, timeout)
         if path is None:
             continue
-        read = read_flight([path])
-        samples = progress_of(align(read.dumps, read.skipped), 0.0)
-        done = [s.last_completed_seq for s in samples if s.last_completed_seq is not None]
-        if done:
-            counts[rank.rank] = sum(done)
+        for dump in read_flight([path]).dumps:
+            enqueued, completed = dump.reached()
+            reached = completed if completed is not None else enqueued
+            if reached is not None:
+                counts[rank.rank] = reached
     return counts
 
 

@@ -73,6 +73,10 @@ class Watcher:
         self.sampler = Sampler(self.config.sample_interval)
         self.records: list[RankRecord] = []
         self.live: list[RankRecord] = []
+        self.spares: set[int] = set()
+        """Ranks waiting this iteration out (inactive in the wrapper): nothing to sample."""
+        self.excluded: set[int] = set()
+        """Ranks this watcher took out of the job: no longer watched, while they exit."""
 
     def run(self) -> int:
         started = time.monotonic()
@@ -82,7 +86,12 @@ class Watcher:
             if now >= next_ranks:
                 next_ranks = now + RANKS_EVERY
                 self.records = read_ranks(self.directory)
-                self.live = [r for r in self.records if alive(r)]
+                self.live = [r for r in self.records if r.rank not in self.excluded and alive(r)]
+                self.spares = {
+                    int(s.get("initial_rank", rank))
+                    for rank, s in read_states(self.directory).items()
+                    if s.get("active") is False
+                }
                 if self.records and not self.live:
                     return 0
                 if not self.records and now - started > NO_RANK_WAIT:
@@ -153,6 +162,8 @@ class Watcher:
         if decision.action is Action.NONE:
             self.detector.snooze()
         elif decision.action is Action.EXCLUDE:
+            self.excluded.update(decision.ranks)
+            self.live = [r for r in self.live if r.rank not in self.excluded]
             for rank in decision.ranks:
                 self.detector.forget(rank)
         elif decision.action is Action.STOP:

@@ -87,7 +87,7 @@ dist.init_process_group(
     world_size=call.world_size,
     timeout=timedelta(seconds=300),
 )
-rng = random.Random(call.initial_rank)
+rng = random.Random(7)  # the same draws on every rank: the job, not one rank, is uneven
 value = torch.zeros(1, dtype=torch.float64)
 durations = []
 for step in range(STEPS):
