@@ -6,7 +6,7 @@ import sys
 
 import typer
 
-from doctor.cli import analyze, bench, launch, playbook, preflight, recover, triage
+from doctor.cli import analyze, bench, launch, playbook, preflight, recover, triage, watch
 from doctor.errors import DoctorError
 
 app = typer.Typer(
@@ -17,7 +17,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-for module in (preflight, triage, analyze, launch, recover, bench, playbook):
+for module in (preflight, triage, analyze, launch, recover, watch, bench, playbook):
     module.register(app)
 
 

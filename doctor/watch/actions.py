@@ -9,21 +9,17 @@
   places to spares.
 * **stop** — ``<jobdir>/watch/stop.json`` first (read by every rank's stopper thread,
   for ranks the wrapper cannot unwind or that run without it), then the record with the
-  exit code: every rank unwinds and its ``launch`` exits with that code. Ranks still
-  alive after the grace time are ended, oldest signal first, each only after its pid
-  and start time are checked against the launch registry.
+  exit code: every rank unwinds and its ``launch`` exits with that code (the watcher
+  ends ranks still alive after a grace time: ``roster.end_ranks``).
 """
 
 from __future__ import annotations
 
-import os
-import signal
 import time
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from doctor.registry import RankRecord, ensure_private_dir, read_ranks, write_json_atomic
+from doctor.registry import ensure_private_dir, write_json_atomic
 from doctor.watch.diagnose import Diagnosis
 from doctor.watch.policy import Decision
 from doctor.watch.settings import Action
@@ -90,39 +86,3 @@ def _store(directory: Path, job: str) -> Any:
     from doctor.restart.recover import job_store
 
     return job_store(directory, job)
-
-
-def alive(record: RankRecord) -> bool:
-    """Whether the registered process still runs and is the one launch registered (its start
-    time is before the registration; a recycled pid started later)."""
-    import psutil
-
-    try:
-        proc = psutil.Process(record.pid)
-        return proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= record.started_at + 1
-    except psutil.Error:
-        return False
-
-
-def end_ranks(
-    directory: Path, grace: float, records: Sequence[RankRecord] | None = None
-) -> list[int]:
-    """Wait ``grace`` seconds for the job's ranks to exit, then SIGTERM, then SIGKILL the
-    ones left (verified); returns the ranks that had to be signalled."""
-    ranks = list(records if records is not None else read_ranks(directory))
-    deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(alive(r) for r in ranks):
-        time.sleep(0.1)
-    signalled = []
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        left = [r for r in ranks if alive(r)]
-        for record in left:
-            signalled.append(record.rank)
-            try:
-                os.kill(record.pid, sig)
-            except OSError:
-                continue
-        end = time.monotonic() + 2.0
-        while left and time.monotonic() < end and any(alive(r) for r in left):
-            time.sleep(0.05)
-    return sorted(set(signalled))

@@ -10,36 +10,40 @@ initial rank 0); ``nccl-doctor watch --job ID`` runs the same loop from outside.
 
 from __future__ import annotations
 
+import contextlib
 import importlib
 import os
+import resource
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from doctor.errors import EXIT_FOUND
 from doctor.ranks import rank_ranges
-from doctor.registry import RankRecord, read_ranks, read_states
+from doctor.registry import ensure_private_dir, read_states
 from doctor.restart.watchdog import ProgressRecord
-from doctor.triage.target import RankTarget
-from doctor.watch.actions import alive, carry_out, end_ranks, stop_path
+from doctor.watch.actions import carry_out, stop_path
 from doctor.watch.detector import Detector, Stall
 from doctor.watch.diagnose import Collect, diagnose, local_collect
 from doctor.watch.events import build_event, record_event, summary
 from doctor.watch.policy import Decision, JobShape, Past, decide
 from doctor.watch.progress import Sampler, ping_reading, pinging, read_boards
+from doctor.watch.roster import Member, RegistryRoster, Roster, end_ranks
 from doctor.watch.settings import Action, WatchConfig
 
 TICK = 0.1
 """Seconds between looks at the progress files (a few small reads)."""
-RANKS_EVERY = 0.5
-"""Seconds between looks at the registry (who runs, who exited)."""
 NO_RANK_WAIT = 300.0
 """How long a watcher waits for the first rank to register before it gives up."""
 STOP_GRACE = 5.0
 """Seconds the ranks get to exit after a stop before they are signalled."""
+PID_FILE = "watcher.pid"
+DIAGNOSIS_WINDOW = 1.0
+"""Seconds of sampling in a diagnosis (triage's default window)."""
 IDENTITY = (
     "RANK",
     "LOCAL_RANK",
@@ -65,14 +69,16 @@ class Watcher:
     directory: Path
     config: WatchConfig
     collect: Collect
-    diagnosis_window: float = 1.0
+    roster: Roster
+    signal_ranks: bool = True
+    """End ranks still alive after a stop's grace (the in-job watcher); a watcher from
+    outside only reports, and its exit code tells the caller."""
     history: list[Past] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         self.detector = Detector(self.config.stall_factor, self.config.min_stall)
         self.sampler = Sampler(self.config.sample_interval)
-        self.records: list[RankRecord] = []
-        self.live: list[RankRecord] = []
+        self.live: list[Member] = []
         self.spares: set[int] = set()
         """Ranks waiting this iteration out (inactive in the wrapper): nothing to sample."""
         self.excluded: set[int] = set()
@@ -80,21 +86,18 @@ class Watcher:
 
     def run(self) -> int:
         started = time.monotonic()
-        next_ranks = 0.0
+        next_look = 0.0
         while True:
             now = time.monotonic()
-            if now >= next_ranks:
-                next_ranks = now + RANKS_EVERY
-                self.records = read_ranks(self.directory)
-                self.live = [r for r in self.records if r.rank not in self.excluded and alive(r)]
+            if now >= next_look:
+                next_look = now + self.roster.refresh
+                self.live = [m for m in self.roster.members() if m.rank not in self.excluded]
                 self.spares = {
                     int(s.get("initial_rank", rank))
                     for rank, s in read_states(self.directory).items()
                     if s.get("active") is False
                 }
-                if self.records and not self.live:
-                    return 0
-                if not self.records and now - started > NO_RANK_WAIT:
+                if not self.live and (self.roster.known() or now - started > NO_RANK_WAIT):
                     return 0
             boards = self._observe()
             stall = self.detector.check(time.monotonic())
@@ -105,38 +108,39 @@ class Watcher:
             time.sleep(TICK)
 
     def _observe(self) -> dict[int, ProgressRecord]:
-        boards = read_boards(self.directory, [r.rank for r in self.live])
+        boards = read_boards(self.directory, [m.rank for m in self.live])
         for rank, record in boards.items():
             self.detector.observe(ping_reading(rank, record))
-        quiet = [r for r in self.live if r.rank not in pinging(boards)]
+        told = pinging(boards) | self.spares
+        quiet = [m.target for m in self.live if m.rank not in told]
         if quiet and self.sampler.due(time.monotonic()):
             segments = {rank: rec.iteration for rank, rec in boards.items()}
-            for reading in self.sampler.sample(
-                [_target(r, self.directory) for r in quiet], segments
-            ):
+            try:
+                readings = self.sampler.sample(quiet, segments)
+            except Exception as exc:  # a sampling source failed: the pings still count
+                print(f"nccl-doctor watch: sampling failed: {exc!r}", file=sys.stderr)
+                readings = []
+            for reading in readings:
                 self.detector.observe(reading)
         return boards
 
+    @property
+    def wrapped(self) -> bool:
+        return any(m.wrapped for m in self.live)
+
     def shape(self) -> JobShape:
-        states = read_states(self.directory)
-        live = {r.rank: r.host for r in self.live}
-        active = {
-            int(s.get("initial_rank", rank))
-            for rank, s in states.items()
-            if s.get("active", True) and s.get("phase") != "exiting"
-        }
-        wrapped = any(r.wrapped for r in self.live)
-        return JobShape(
-            live, frozenset(active & set(live)) if wrapped else frozenset(live), wrapped
-        )
+        live = {m.rank: m.target.host for m in self.live}
+        active = frozenset(set(live) - self.spares) if self.wrapped else frozenset(live)
+        return JobShape(live, active, self.wrapped)
 
     def handle(self, stall: Stall, boards: Mapping[int, ProgressRecord]) -> int | None:
         """Diagnose, decide, act, record; the exit code once the job was stopped."""
         diagnosis = diagnose(self.collect, self.directory, len(self.history) + 1)
         verdict = diagnosis.snapshot.verdict
         after = read_boards(self.directory, list(boards))
-        moved = [r for r in stall.ranks if r in after and after[r] != boards.get(r)]
-        if moved and any(after[r].pings > boards[r].pings for r in moved if r in boards):
+        if any(
+            r in after and r in boards and after[r].pings > boards[r].pings for r in stall.ranks
+        ):
             decision = Decision(
                 Action.NONE, "the job moved again while it was diagnosed", Action.NONE
             )
@@ -145,11 +149,10 @@ class Watcher:
                 verdict, diagnosis.place, self.history, self.shape(), self.config, time.time()
             )
         iteration = max((b.iteration for b in boards.values()), default=0)
-        wrapped = any(r.wrapped for r in self.live)
         line = summary(build_event(self.job, stall, diagnosis, decision, "", time.time()))
         try:
             outcome = carry_out(
-                decision, diagnosis, self.job, self.directory, iteration, wrapped, line
+                decision, diagnosis, self.job, self.directory, iteration, self.wrapped, line
             )
         except Exception as exc:  # the job ended or its store went away while acting
             outcome = f"failed: {exc}"
@@ -160,37 +163,31 @@ class Watcher:
             Past(time.time(), verdict.hang_class.value, diagnosis.place, decision.action)
         )
         if decision.action is Action.NONE:
+            if verdict.hang_class.is_hang and not (self.wrapped or self.signal_ranks):
+                return EXIT_FOUND  # from outside, nothing here can cure it: tell the caller
             self.detector.snooze()
         elif decision.action is Action.EXCLUDE:
             self.excluded.update(decision.ranks)
-            self.live = [r for r in self.live if r.rank not in self.excluded]
+            self.live = [m for m in self.live if m.rank not in self.excluded]
             for rank in decision.ranks:
                 self.detector.forget(rank)
         elif decision.action is Action.STOP:
             print_playbook(verdict.playbook)
-            signalled = end_ranks(self.directory, STOP_GRACE, self.live)
-            if signalled:
-                print(
-                    f"nccl-doctor watch: rank(s) {rank_ranges(signalled)} still ran "
-                    f"{STOP_GRACE:g}s after the stop: signalled",
-                    file=sys.stderr,
-                    flush=True,
-                )
+            if self.signal_ranks:
+                self._end(self.live)
             return decision.exit_code
         return None
 
-
-def _target(record: RankRecord, directory: Path) -> RankTarget:
-    return RankTarget(
-        record.rank,
-        record.pid,
-        record.host,
-        record.local_rank,
-        record.world_size,
-        {},
-        record,
-        directory,
-    )
+    @staticmethod
+    def _end(members: list[Member]) -> None:
+        signalled = end_ranks(members, STOP_GRACE)
+        if signalled:
+            print(
+                f"nccl-doctor watch: rank(s) {rank_ranges(signalled)} still ran "
+                f"{STOP_GRACE:g}s after the stop: signalled",
+                file=sys.stderr,
+                flush=True,
+            )
 
 
 def print_playbook(name: str) -> None:
@@ -203,6 +200,28 @@ def print_playbook(name: str) -> None:
         return
     section = text.split("## What to do", 1)[-1].split("\n## ", 1)[0].strip()
     print(f"nccl-doctor watch: what to do ({name}):\n{section}", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def claimed(directory: Path) -> Iterator[None]:
+    """``<jobdir>/watch/watcher.pid`` while this watcher runs: one watcher per job."""
+    path = ensure_private_dir(directory / "watch") / PID_FILE
+    path.write_text(f"{os.getpid()} {time.time()}\n")
+    try:
+        yield
+    finally:
+        path.unlink(missing_ok=True)
+
+
+def running_watcher(directory: Path) -> int | None:
+    """The pid of the job's watcher when one runs now."""
+    from doctor.watch.roster import alive
+
+    try:
+        pid, since = (directory / "watch" / PID_FILE).read_text().split()
+        return int(pid) if alive(int(pid), float(since) + 1.0) else None
+    except (OSError, ValueError):
+        return None
 
 
 def watcher_env(env: Mapping[str, str]) -> dict[str, str]:
@@ -239,11 +258,23 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(
         target=importlib.import_module, args=("torch.distributed",), daemon=True
     ).start()
-    watcher = Watcher(args.job, args.dir, config, local_collect(args.job, os.environ, 1.0))
-    try:
-        return watcher.run()
-    except KeyboardInterrupt:
-        return 0
+    collect = local_collect(args.job, os.environ, DIAGNOSIS_WINDOW)
+    watcher = Watcher(args.job, args.dir, config, collect, RegistryRoster(args.dir))
+    started = time.monotonic()
+    with claimed(args.dir):
+        try:
+            code = watcher.run()
+        except KeyboardInterrupt:
+            code = 0
+    used = resource.getrusage(resource.RUSAGE_SELF)
+    print(
+        f"nccl-doctor watch: watched job {args.job} for {time.monotonic() - started:.1f}s "
+        f"using {used.ru_utime + used.ru_stime:.2f}s of CPU "
+        f"({time.thread_time():.2f}s in its loop, the rest loading torch)",
+        file=sys.stderr,
+        flush=True,
+    )
+    return code
 
 
 if __name__ == "__main__":
