@@ -54,7 +54,8 @@ class WatchRun:
         return sorted((self.job_dir / "watch").glob("*.tar.gz"))
 
     def fault_time(self, rank: int) -> float:
-        return float((self.out_dir / f"fault-{rank}").read_text())
+        """When the fault was first injected (a fault that repeats appends a line each time)."""
+        return float((self.out_dir / f"fault-{rank}").read_text().split()[0])
 
     def all_stderr(self) -> str:
         return "\n".join(f"--- rank {r}\n{text[-3000:]}" for r, text in self.stderr.items())

@@ -270,7 +270,7 @@ def main(argv: list[str] | None = None) -> int:
     print(
         f"nccl-doctor watch: watched job {args.job} for {time.monotonic() - started:.1f}s "
         f"using {used.ru_utime + used.ru_stime:.2f}s of CPU "
-        f"({time.thread_time():.2f}s in its loop, the rest loading torch)",
+        f"({time.thread_time():.2f}s on its main thread)",
         file=sys.stderr,
         flush=True,
     )

@@ -8,11 +8,19 @@ of the run is left behind.
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 from clitools import clean_env, run_cli
 from watch_helpers import REPO, WORLD, WatchRun, run_watch_job
+
+from doctor.demo.local import LocalJob
 
 pytestmark = pytest.mark.slow
 STEP = "0.4"
@@ -75,6 +83,16 @@ def test_a_rank_stuck_once_in_its_data_loader_is_restarted_and_finishes(tmp_path
     assert sorted(run.results) == list(range(WORLD))
     assert {r["iteration"] for r in run.results.values()} == {1}
     assert {r["value"] for r in run.results.values()} == {expected(WORLD, 10)}
+    # and triage's view of the job shows what the watcher did
+    home = run.job_dir.parent.parent
+    shown = run_cli(
+        "triage",
+        "--job",
+        run.job_dir.name,
+        "--once",
+        env=clean_env({"NCCL_DOCTOR_HOME": str(home)}),
+    )
+    assert "watch: restart job" in shown.stdout and "cpu_stuck on rank 1" in shown.stdout
 
 
 def test_a_gpu_with_an_xid_is_excluded_and_a_spare_takes_its_place(tmp_path: Path) -> None:
@@ -126,3 +144,47 @@ def expected(world: int, steps: int) -> float:
     for _ in range(steps):
         value = (value + 1) * world
     return value
+
+
+def test_watch_from_outside_reports_a_mismatch_in_a_job_launch_did_not_wrap(
+    tmp_path: Path,
+) -> None:
+    # GIVEN the demo job (4 ranks with the in-rank agent, no wrapper, no ping): rank 2
+    # calls all_gather where the others all_reduce, at step 40
+    job = LocalJob("outside", "wrong-collective", tmp_path, launch="agent", args=["--step", "40"])
+    started = threading.Thread(target=lambda: job.start(timeout=150))
+    started.start()
+    try:
+        directory = tmp_path / "registry" / "jobs" / "outside"
+        wait_for(lambda: len(list(directory.glob("rank-*.json"))) == WORLD)
+        config = tmp_path / "nccl-doctor.toml"
+        config.write_text('[watch]\nsample_interval = "0.5s"\nmin_stall = "1s"\n')
+        # WHEN `nccl-doctor watch --job` watches it from outside
+        out = subprocess.run(
+            [sys.executable, "-m", "doctor", "watch", "--job", "outside", "--config", str(config)],
+            env={**os.environ, "NCCL_DOCTOR_HOME": str(tmp_path / "registry")},
+            capture_output=True,
+            text=True,
+            timeout=150,
+        )
+    finally:
+        started.join()
+        job.stop()
+    # THEN it learns the step from Flight Recorder, finds the mismatch, bundles it and exits 93,
+    # leaving the job to its scheduler (no rank was signalled)
+    assert out.returncode == 93, out.stderr
+    (event,) = [json.loads(line) for line in (directory / "events.jsonl").read_text().splitlines()]
+    assert (event["action"], event["detection"]["source"]) == ("stop", "flight-recorder")
+    assert (event["verdict"]["hang_class"], event["verdict"]["culprit_ranks"]) == (
+        "collective_mismatch",
+        [2],
+    )
+    assert analyzed(Path(event["bundle"]))["culprit_ranks"] == [2]
+    assert "signalled" not in out.stderr
+
+
+def wait_for(condition: Callable[[], bool], timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        assert time.monotonic() < deadline, "the job did not start"
+        time.sleep(0.1)

@@ -49,7 +49,9 @@ def faulty(call: object, step: int, every_iteration: bool) -> bool:
 
 
 def mark_fault() -> None:
-    (OUT / f"fault-{call.initial_rank}").write_text(str(time.time()))
+    """One line per injection; the first is the fault (the later ones are its repeats)."""
+    with (OUT / f"fault-{call.initial_rank}").open("a") as f:
+        f.write(f"{time.time()}\n")
 
 
 def load_batch(step: int) -> torch.Tensor:
