@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from doctor.checks import fixes
 from doctor.checks.facts import Facts
 from doctor.checks.plugin import external_net_plugin
-from doctor.checks.values import strtoll
+from doctor.checks.values import decimal, strtoll
 from doctor.config import Config
 from doctor.errors import UsageError
 from doctor.model import Finding, Severity
@@ -73,8 +73,8 @@ def leaked_multinode_vars(env: Mapping[str, str]) -> list[str]:
 
 
 def _int(env: Mapping[str, str], name: str) -> int | None:
-    value = env.get(name, "")
-    return int(value) if value.strip().isdigit() else None
+    value = decimal(env.get(name, ""))
+    return value if value is not None and value >= 0 else None
 
 
 def detect_lane(env: Mapping[str, str]) -> tuple[str, str]:

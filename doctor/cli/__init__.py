@@ -8,6 +8,7 @@ import typer
 
 from doctor.cli import analyze, bench, launch, playbook, preflight, recover, triage, watch
 from doctor.errors import DoctorError
+from doctor.escape import escape_control
 
 app = typer.Typer(
     name="nccl-doctor",
@@ -26,5 +27,6 @@ def main() -> None:
     try:
         app()
     except DoctorError as exc:
-        print(f"nccl-doctor: {exc}", file=sys.stderr)
+        # one line, whatever a file name or a dump put into the message
+        print(f"nccl-doctor: {escape_control(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)

@@ -16,19 +16,24 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import importlib.util
 import os
 import runpy
+import shutil
+import signal
 import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NoReturn
 
+from doctor.agent import forget_rank
 from doctor.config import Config
 from doctor.errors import UsageError
 from doctor.launch.policy import apply_policy
-from doctor.registry import RankRecord, job_dir, register_rank
+from doctor.process_identity import ProcessId, this_process
+from doctor.registry import RankRecord, job_dir, register_rank, unregister_rank
 
 if TYPE_CHECKING:
     from doctor.restart import StoppedByDoctor
@@ -133,6 +138,11 @@ def launch(
     if not gate(policy.env, config, lane, wrap, rank):
         return 1
     target = python_target(cmd)
+    if target is None and wrap:
+        raise UsageError(
+            "--wrap runs Python entrypoints in-process: give python SCRIPT or python -m MODULE"
+        )
+    executable = check_runnable(cmd, target, policy.env)
     record = RankRecord(
         job,
         rank,
@@ -148,6 +158,7 @@ def launch(
             "fr_dir": str(directory / "fr"),
             "stack_file": str(directory / f"stack-{rank}.txt"),
         },
+        pid_start=this_process().start,
     )
     register_rank(record, directory)
     watching = watch or config.watch.enabled
@@ -158,12 +169,63 @@ def launch(
     os.environ.clear()
     os.environ.update(policy.env)
     if target is None:
-        if wrap:
-            raise UsageError(
-                "--wrap runs Python entrypoints in-process: give python SCRIPT or python -m MODULE"
-            )
-        os.execvpe(cmd[0], list(cmd), policy.env)
-    return run_python(target, directory, rank, wrap, config, watching)
+        try:
+            os.execve(executable, list(cmd), policy.env)
+        except OSError as exc:
+            unregister_rank(directory, rank, record.process)
+            raise UsageError(f"cannot run {cmd[0]}: {exc.strerror}") from None
+    from doctor.restart.exceptions import StoppedByDoctor
+
+    with registered(directory, rank, record.process):
+        try:
+            return run_python(target, directory, rank, wrap, config, watching)
+        except StoppedByDoctor as stopped:
+            reason = stopped
+    end_stopped(reason, rank)
+
+
+def check_runnable(
+    cmd: Sequence[str], target: tuple[str, str, list[str]] | None, env: Mapping[str, str]
+) -> str:
+    """Refuse, before anything is registered, an entrypoint that cannot start; the
+    executable's path for one that is ``exec``'d."""
+    if target is not None:
+        kind, name, _ = target
+        if kind == "path" and not os.path.isfile(name):
+            raise UsageError(f"cannot run {name}: no such file")
+        if kind == "module" and not _module_exists(name):
+            raise UsageError(f"cannot run -m {name}: no module named {name}")
+        return sys.executable
+    found = shutil.which(cmd[0], path=env.get("PATH", os.defpath))
+    if found is None:
+        where = "no such file" if "/" in cmd[0] else "not found on PATH"
+        raise UsageError(f"cannot run {cmd[0]}: {where}")
+    return found
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def registered(directory: Path, rank: int, process: ProcessId) -> Iterator[None]:
+    """The rank's record (and its agent's pid file) go on every way out: a return, an
+    exception, and SIGTERM, whose default action (death by SIGTERM) follows the cleanup."""
+
+    def on_term(signum: int, frame: object) -> None:
+        forget_rank(directory, rank, process)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        unregister_rank(directory, rank, process)
 
 
 def run_python(
@@ -189,7 +251,6 @@ def run_python(
             if exc.code not in (None, 0):
                 raise
 
-    stopped: StoppedByDoctor | None = None
     with contextlib.ExitStack() as stack:
         stack.enter_context(Agent(directory, rank))
         if watching:
@@ -197,22 +258,23 @@ def run_python(
 
             grace = config.restart.termination_grace_time if wrap else 0.0
             stack.enter_context(Stopper(directory, rank, grace))
-        if not wrap:
-            entry()
-            return 0
-        from doctor.restart import StoppedByDoctor, Wrapper
+        if wrap:
+            from doctor.restart import Wrapper
 
-        try:
-            Wrapper(config=config)(entry)()
-        except StoppedByDoctor as exc:
-            stopped = exc
-    if stopped is None:
-        return 0
-    if stopped.exit_code == 0:  # excluded: the job goes on without this rank
+            Wrapper(config=config)(entry)()  # StoppedByDoctor goes up to launch
+        else:
+            entry()
+    return 0
+
+
+def end_stopped(stopped: StoppedByDoctor, rank: int) -> NoReturn:
+    """A rank the watcher stopped (or excluded: exit 0) ends here, once it is unregistered.
+
+    After an abort the interpreter's own teardown is not safe: on torch 2.13 every rank
+    spun in the garbage collector at exit after most of the watcher's stops here (root
+    cause not found). What had to be closed is closed; the process ends without it."""
+    if stopped.exit_code == 0:
         print(f"nccl-doctor launch[{rank}]: leaves the job: {stopped}", file=sys.stderr)
-    # After an abort the interpreter's own teardown is not safe: on torch 2.13 every rank
-    # spun in the garbage collector at exit after most of the watcher's stops here (root
-    # cause not found). What had to be closed is closed; the process ends here.
     sys.stdout.flush()
     sys.stderr.flush()
     os._exit(stopped.exit_code)

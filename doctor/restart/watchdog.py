@@ -25,6 +25,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from doctor.safeio import private_dir
+
 # auto, manual (0 = unarmed), step_time, iteration, phase, then for the watcher:
 # pings this iteration, atomic() sections open
 _FORMAT = "dddqqqq"
@@ -67,7 +69,7 @@ class SharedProgress:
         if path is None:
             self.buffer = mmap.mmap(-1, _LAYOUT.size)
         else:
-            path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dir(path.parent)
             path.unlink(missing_ok=True)  # a stale file of an earlier run; never follow a link
             flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             fd = os.open(path, flags, 0o600)

@@ -32,6 +32,7 @@ from doctor.triage.sources.logs import LogSource
 from doctor.triage.sources.nvml import NvmlSource
 from doctor.triage.sources.proc import ProcSource
 from doctor.triage.sources.pyspy import PySpySource
+from doctor.triage.sources.ras import RasSource
 from doctor.triage.target import Target
 
 DEADLINE_SLACK = 0.25
@@ -57,7 +58,7 @@ class JobRef:
     pids: tuple[int, ...] = ()
 
     def discover(self, env: Mapping[str, str]) -> Target:
-        return discover_job(self.job, env) if self.job else discover_pids(self.pids)
+        return discover_job(self.job, env) if self.job is not None else discover_pids(self.pids)
 
 
 class ProgressHook:
@@ -83,6 +84,7 @@ def default_sources(options: CollectOptions) -> list[Source]:
         ),
         ProcSource(window=options.interval),
         LogSource(),
+        RasSource(options.env, window=options.interval),
         NvmlSource(options.env),
         FlightSource(window=options.interval, probe_timeout=options.probe_timeout),
     ]

@@ -15,17 +15,20 @@
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 from typing import Any
 
-from doctor.registry import ensure_private_dir, write_json_atomic
+from doctor.safeio import private_dir, write_atomic
 from doctor.watch.diagnose import Diagnosis
 from doctor.watch.policy import Decision
 from doctor.watch.settings import Action
 
 STOP_FILE = "stop.json"
 RESTART_WAIT = 120.0
+STORE_WAIT = 10.0
+"""Seconds to reach the job's store before the action counts as failed."""
 
 
 def stop_path(directory: Path) -> Path:
@@ -61,10 +64,8 @@ def carry_out(
     if decision.action is Action.NONE:
         return "no action"
     if decision.action is Action.STOP:
-        write_json_atomic(
-            ensure_private_dir(directory / "watch") / STOP_FILE,
-            {"exit_code": decision.exit_code, "line": line, "time": time.time()},
-        )
+        order = {"exit_code": decision.exit_code, "line": line, "time": time.time()}
+        write_atomic(private_dir(directory / "watch") / STOP_FILE, json.dumps(order))
         if wrapped:
             store, _ = _store(directory, job)
             store.record_fault(iteration, _record(decision, diagnosis, line))
@@ -85,4 +86,4 @@ def carry_out(
 def _store(directory: Path, job: str) -> Any:
     from doctor.restart.recover import job_store
 
-    return job_store(directory, job)
+    return job_store(directory, job, STORE_WAIT)

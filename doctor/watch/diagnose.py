@@ -17,7 +17,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctor.registry import ensure_private_dir
+from doctor.safeio import private_dir
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.verdict.stacks import top_frame
 
@@ -62,7 +62,7 @@ def diagnose(collect: Collect, directory: Path, index: int) -> Diagnosis:
 
     start = time.monotonic()
     snapshot = collect()
-    folder = ensure_private_dir(directory / "watch")
+    folder = private_dir(directory / "watch")
     name = f"{index:03d}-{snapshot.verdict.hang_class.value}.tar.gz"
     bundle = write_triage_bundle(snapshot, folder / name)
     return Diagnosis(snapshot, bundle, place_of(snapshot), time.monotonic() - start)

@@ -8,6 +8,7 @@ the evidence, what was done and why. ``triage`` shows them with the job.
 from __future__ import annotations
 
 import json
+import os
 import sys
 import time
 from collections.abc import Mapping
@@ -16,7 +17,7 @@ from typing import Any
 
 from doctor.errors import EXIT_NO_REQUEUE
 from doctor.ranks import rank_ranges
-from doctor.registry import ensure_private_dir
+from doctor.safeio import UnsafePath, open_append, private_dir, read_text
 from doctor.watch.detector import Stall
 from doctor.watch.diagnose import Diagnosis
 from doctor.watch.policy import Decision
@@ -24,6 +25,8 @@ from doctor.watch.settings import Action
 
 SCHEMA = "nccl-doctor/watch-event/v1"
 EVENTS = "events.jsonl"
+MAX_EVENTS_BYTES = 16 * 1024 * 1024
+"""The bound on the events file read for triage (a line is about 2 KiB)."""
 
 
 def build_event(
@@ -86,16 +89,19 @@ def summary(event: Mapping[str, Any]) -> str:
 
 def record_event(directory: Path, event: Mapping[str, Any]) -> None:
     """Append the event to the job's events file and print its summary line to stderr."""
-    with (ensure_private_dir(directory) / EVENTS).open("a") as f:
-        f.write(json.dumps(event, sort_keys=True) + "\n")
+    fd = open_append(private_dir(directory) / EVENTS)
+    try:
+        os.write(fd, (json.dumps(event, sort_keys=True) + "\n").encode())
+    finally:
+        os.close(fd)
     print(f"nccl-doctor watch: {summary(event)}", file=sys.stderr, flush=True)
 
 
 def read_watch_events(directory: Path, limit: int = 20) -> list[dict[str, Any]]:
     """The newest ``limit`` watcher events of a job (restart events are left out)."""
     try:
-        lines = (directory / EVENTS).read_text().splitlines()
-    except OSError:
+        lines = read_text(directory / EVENTS, MAX_EVENTS_BYTES).splitlines()
+    except (OSError, UnsafePath):
         return []
     events = []
     for line in lines:

@@ -2,14 +2,13 @@
 triage's discovery (a walk of the process table, at the sampling rate, for jobs that
 ``launch`` did not start).
 
-Every member carries the time its process must have started before (the registration for
-launched ranks, the first sighting otherwise): a pid that was recycled since started later,
-and is neither counted alive nor ever signalled.
+Every member is a ``ProcessId`` (pid and start time: the registry's for launched ranks,
+the first sighting's otherwise): a pid recycled since is neither counted alive nor ever
+signalled (``doctor.process_identity.send_signal`` checks through a pidfd).
 """
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from abc import ABC, abstractmethod
@@ -18,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.errors import NoSuchJobError
+from doctor.process_identity import ProcessId, is_alive, send_signal, start_time
 from doctor.registry import RankRecord, read_ranks
 from doctor.triage.target import RankTarget
 
@@ -29,8 +29,7 @@ class Member:
     """One live rank of the job as the watcher knows it."""
 
     target: RankTarget
-    started_before: float
-    """Wall-clock time the process started before (pid reuse check)."""
+    process: ProcessId
 
     @property
     def rank(self) -> int:
@@ -41,15 +40,15 @@ class Member:
         return bool(self.target.record and self.target.record.wrapped)
 
 
-def alive(pid: int, started_before: float) -> bool:
-    """Whether ``pid`` runs, is not a zombie, and is the process that was registered."""
-    import psutil
-
-    try:
-        proc = psutil.Process(pid)
-        return proc.status() != psutil.STATUS_ZOMBIE and proc.create_time() <= started_before
-    except psutil.Error:
+def alive(process: ProcessId) -> bool:
+    """Whether the process still runs (same start time) and has not exited (a zombie)."""
+    if not is_alive(process):
         return False
+    try:
+        stat = Path(f"/proc/{process.pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rfind(")") + 2 :][:1] not in ("Z", "X")
 
 
 class Roster(ABC):
@@ -79,11 +78,7 @@ class RegistryRoster(Roster):
     def members(self) -> list[Member]:
         records = read_ranks(self.directory)
         self._seen = self._seen or bool(records)
-        return [
-            Member(_target(r, self.directory), r.started_at + 1.0)
-            for r in records
-            if alive(r.pid, r.started_at + 1.0)
-        ]
+        return [Member(_target(r, self.directory), r.process) for r in records if alive(r.process)]
 
     def known(self) -> bool:
         return self._seen
@@ -94,7 +89,7 @@ class DiscoveryRoster(Roster):
 
     def __init__(self, job: str, env: Mapping[str, str], refresh: float) -> None:
         self.job, self.env, self.refresh = job, env, refresh
-        self._first_seen: dict[int, float] = {}
+        self._first_seen: dict[int, ProcessId] = {}
 
     def members(self) -> list[Member]:
         from doctor.triage.discover import discover_job
@@ -107,11 +102,13 @@ class DiscoveryRoster(Roster):
         for rank in target.ranks:
             record = rank.record
             if record is not None and record.pid == rank.pid:
-                before = record.started_at + 1.0
+                process = record.process
             else:
-                before = self._first_seen.setdefault(rank.pid, time.time())
-            if alive(rank.pid, before):
-                found.append(Member(rank, before))
+                process = self._first_seen.setdefault(
+                    rank.pid, ProcessId(rank.pid, start_time(rank.pid) or 0)
+                )
+            if alive(process):
+                found.append(Member(rank, process))
         return found
 
 
@@ -132,24 +129,13 @@ def end_ranks(members: Sequence[Member], grace: float) -> list[int]:
     """Wait ``grace`` seconds for ``members`` to exit, then SIGTERM, then SIGKILL the ones
     left, each only while it is still the process it was; returns the ranks signalled."""
     deadline = time.monotonic() + grace
-    while time.monotonic() < deadline and any(
-        alive(m.target.pid, m.started_before) for m in members
-    ):
+    while time.monotonic() < deadline and any(alive(m.process) for m in members):
         time.sleep(0.1)
     signalled = []
     for sig in (signal.SIGTERM, signal.SIGKILL):
-        left = [m for m in members if alive(m.target.pid, m.started_before)]
-        for member in left:
-            signalled.append(member.rank)
-            try:
-                os.kill(member.target.pid, sig)
-            except OSError:
-                continue
+        left = [m for m in members if alive(m.process)]
+        signalled += [m.rank for m in left if send_signal(m.process, sig)]
         end = time.monotonic() + 2.0
-        while (
-            left
-            and time.monotonic() < end
-            and any(alive(m.target.pid, m.started_before) for m in left)
-        ):
+        while left and time.monotonic() < end and any(alive(m.process) for m in left):
             time.sleep(0.05)
     return sorted(set(signalled))

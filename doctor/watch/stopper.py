@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from doctor.safeio import UnsafePath, read_text
 from doctor.watch.actions import stop_path
 
 POLL = 0.2
@@ -37,8 +38,8 @@ class Stopper:
 
     def _order(self) -> dict[str, object] | None:
         try:
-            order = json.loads(self.path.read_text())
-        except (OSError, ValueError):
+            order = json.loads(read_text(self.path, 64 * 1024))
+        except (OSError, ValueError, UnsafePath):
             return None
         if not isinstance(order, dict) or float(order.get("time") or 0) < self.since:
             return None  # a stop of an earlier run of the same job id

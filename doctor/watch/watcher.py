@@ -23,9 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from doctor.errors import EXIT_FOUND
+from doctor.process_identity import ProcessId, this_process
 from doctor.ranks import rank_ranges
-from doctor.registry import ensure_private_dir, read_states
+from doctor.registry import read_states
 from doctor.restart.watchdog import ProgressRecord
+from doctor.safeio import UnsafePath, private_dir, read_text, write_atomic
 from doctor.watch.actions import carry_out, stop_path
 from doctor.watch.detector import Detector, Stall
 from doctor.watch.diagnose import Collect, diagnose, local_collect
@@ -205,8 +207,8 @@ def print_playbook(name: str) -> None:
 @contextlib.contextmanager
 def claimed(directory: Path) -> Iterator[None]:
     """``<jobdir>/watch/watcher.pid`` while this watcher runs: one watcher per job."""
-    path = ensure_private_dir(directory / "watch") / PID_FILE
-    path.write_text(f"{os.getpid()} {time.time()}\n")
+    path = private_dir(directory / "watch") / PID_FILE
+    write_atomic(path, this_process().to_text() + "\n")
     try:
         yield
     finally:
@@ -218,10 +220,10 @@ def running_watcher(directory: Path) -> int | None:
     from doctor.watch.roster import alive
 
     try:
-        pid, since = (directory / "watch" / PID_FILE).read_text().split()
-        return int(pid) if alive(int(pid), float(since) + 1.0) else None
-    except (OSError, ValueError):
+        process = ProcessId.from_text(read_text(directory / "watch" / PID_FILE, 64))
+    except (OSError, UnsafePath):
         return None
+    return process.pid if process is not None and alive(process) else None
 
 
 def watcher_env(env: Mapping[str, str]) -> dict[str, str]:
