@@ -10,6 +10,7 @@ import subprocess
 import sys
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -44,6 +45,8 @@ class WatchRun:
     leftovers: list[int]
     started: float
     """Wall-clock time the ranks were started."""
+    observed: object = None
+    """What ``while_running`` returned."""
 
     def events(self, schema: str = "nccl-doctor/watch-event/v1") -> list[dict]:
         path = self.job_dir / "events.jsonl"
@@ -71,8 +74,10 @@ def run_watch_job(
     watch: bool = True,
     config: str | None = None,
     timeout: float = 150.0,
+    while_running: Callable[[Path], object] | None = None,
 ) -> WatchRun:
-    """Start the job, wait for every rank (bounded), reap, and report what is left."""
+    """Start the job, wait for every rank (bounded), reap, and report what is left;
+    ``while_running(job_dir)`` is called once the ranks are started."""
     token = uuid.uuid4().hex
     out_dir, home = tmp / "out", tmp / "home"
     out_dir.mkdir()
@@ -110,7 +115,10 @@ def run_watch_job(
                 cwd=tmp,
             )
     deadline = time.monotonic() + timeout
+    observed = None
     try:
+        if while_running is not None:
+            observed = while_running(home / "jobs" / job)
         for proc in procs.values():
             proc.wait(max(0.1, deadline - time.monotonic()))
     except subprocess.TimeoutExpired:
@@ -133,6 +141,7 @@ def run_watch_job(
         out_dir,
         leftovers,
         started,
+        observed,
     )
 
 

@@ -77,8 +77,9 @@ def carry_out(
         store.mark_terminated(rank)
     store.record_fault(iteration, _record(decision, diagnosis, line))
     event = await_restart(store, job, iteration, RESTART_WAIT)
+    by = "" if event.get("cause") == "watch" else f" (started by {event.get('cause')} first)"
     return (
-        f"restarted into iteration {event['iteration']}: {event['world_size']} ranks "
+        f"restarted into iteration {event['iteration']}{by}: {event['world_size']} ranks "
         f"re-entered {event.get('phases', {}).get('reentry', 0):.2f}s after the request"
     )
 
