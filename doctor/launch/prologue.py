@@ -176,7 +176,7 @@ def launch(
             raise UsageError(f"cannot run {cmd[0]}: {exc.strerror}") from None
     from doctor.restart.exceptions import StoppedByDoctor
 
-    with registered(directory, rank, record.process):
+    with registered(directory, rank, record.process, record.started_at if watching else None):
         try:
             return run_python(target, directory, rank, wrap, config, watching)
         except StoppedByDoctor as stopped:
@@ -211,12 +211,26 @@ def _module_exists(name: str) -> bool:
 
 
 @contextlib.contextmanager
-def registered(directory: Path, rank: int, process: ProcessId) -> Iterator[None]:
+def registered(
+    directory: Path, rank: int, process: ProcessId, stops_since: float | None = None
+) -> Iterator[None]:
     """The rank's record (and its agent's pid file) go on every way out: a return, an
-    exception, and SIGTERM, whose default action (death by SIGTERM) follows the cleanup."""
+    exception, and SIGTERM, whose default action (death by SIGTERM) follows the cleanup.
+
+    With ``stops_since`` (the job is watched), a SIGTERM after the watcher's stop ends the
+    rank with the stop's code instead: the launcher (torchrun, srun) terminates the other
+    ranks as soon as the first one exits 93, and they must say 93 too."""
 
     def on_term(signum: int, frame: object) -> None:
         forget_rank(directory, rank, process)
+        if stops_since is not None:
+            from doctor.watch.stopper import stop_order
+
+            order = stop_order(directory, stops_since)
+            if order is not None:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(order.exit_code)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
 

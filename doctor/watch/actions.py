@@ -24,15 +24,11 @@ from doctor.safeio import private_dir, write_atomic
 from doctor.watch.diagnose import Diagnosis
 from doctor.watch.policy import Decision
 from doctor.watch.settings import Action
+from doctor.watch.stopper import stop_path
 
-STOP_FILE = "stop.json"
 RESTART_WAIT = 120.0
 STORE_WAIT = 10.0
 """Seconds to reach the job's store before the action counts as failed."""
-
-
-def stop_path(directory: Path) -> Path:
-    return directory / "watch" / STOP_FILE
 
 
 def _record(decision: Decision, diagnosis: Diagnosis, line: str) -> dict[str, Any]:
@@ -65,7 +61,8 @@ def carry_out(
         return "no action"
     if decision.action is Action.STOP:
         order = {"exit_code": decision.exit_code, "line": line, "time": time.time()}
-        write_atomic(private_dir(directory / "watch") / STOP_FILE, json.dumps(order))
+        private_dir(directory / "watch")
+        write_atomic(stop_path(directory), json.dumps(order))
         if wrapped:
             store, _ = _store(directory, job)
             store.record_fault(iteration, _record(decision, diagnosis, line))

@@ -28,7 +28,7 @@ from doctor.ranks import rank_ranges
 from doctor.registry import read_states
 from doctor.restart.watchdog import ProgressRecord
 from doctor.safeio import UnsafePath, private_dir, read_text, write_atomic
-from doctor.watch.actions import carry_out, stop_path
+from doctor.watch.actions import carry_out
 from doctor.watch.detector import Detector, Stall
 from doctor.watch.diagnose import Collect, diagnose, local_collect
 from doctor.watch.events import build_event, record_event, summary
@@ -36,6 +36,7 @@ from doctor.watch.policy import Decision, JobShape, Past, decide
 from doctor.watch.progress import Sampler, ping_reading, pinging, read_boards
 from doctor.watch.roster import Member, RegistryRoster, Roster, end_ranks
 from doctor.watch.settings import Action, WatchConfig
+from doctor.watch.stopper import stop_path
 
 TICK = 0.1
 """Seconds between looks at the progress files (a few small reads)."""
