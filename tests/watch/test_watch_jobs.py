@@ -155,8 +155,9 @@ def test_watch_from_outside_reports_a_mismatch_in_a_job_launch_did_not_wrap(
     tmp_path: Path,
 ) -> None:
     # GIVEN the demo job (4 ranks with the in-rank agent, no wrapper, no ping): rank 2
-    # calls all_gather where the others all_reduce, at step 40
-    job = LocalJob("outside", "wrong-collective", tmp_path, launch="agent", args=["--step", "40"])
+    # calls all_gather where the others all_reduce, at step 150 (after the
+    # watcher has learned the step time from its samples)
+    job = LocalJob("outside", "wrong-collective", tmp_path, launch="agent", args=["--step", "150"])
     started = threading.Thread(target=lambda: job.start(timeout=150))
     started.start()
     try:
