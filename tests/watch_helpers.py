@@ -14,7 +14,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from clitools import processes_with
+from clitools import wait_and_reap
 
 from doctor.subproc import free_port
 
@@ -114,21 +114,8 @@ def run_watch_job(
                 stderr=subprocess.STDOUT,
                 cwd=tmp,
             )
-    deadline = time.monotonic() + timeout
-    observed = None
-    try:
-        if while_running is not None:
-            observed = while_running(home / "jobs" / job)
-        for proc in procs.values():
-            proc.wait(max(0.1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        pass
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(5)
-    leftovers = _reap(token)
+    observed = while_running(home / "jobs" / job) if while_running is not None else None
+    leftovers = wait_and_reap(list(procs.values()), token, timeout, grace=10.0)
     results = {
         int(p.stem.split("-")[1]): json.loads(p.read_text()) for p in out_dir.glob("result-*.json")
     }
@@ -143,21 +130,3 @@ def run_watch_job(
         started,
         observed,
     )
-
-
-def _reap(token: str) -> list[int]:
-    """Processes of the run still alive (the watcher and monitors get a few seconds to end);
-    they are reported, then killed so the next test starts clean."""
-    end = time.monotonic() + 10
-    leftovers = processes_with(token)
-    while leftovers and time.monotonic() < end:
-        time.sleep(0.1)
-        leftovers = processes_with(token)
-    for pid in leftovers:
-        try:
-            cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
-            print(f"leftover {pid}: {cmdline.decode(errors='replace')}", file=sys.stderr)
-            os.kill(pid, 9)
-        except OSError:
-            pass
-    return leftovers

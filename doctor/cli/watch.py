@@ -30,7 +30,12 @@ def register(app: typer.Typer) -> None:
         from doctor.triage.discover import discover_job
         from doctor.watch.diagnose import local_collect
         from doctor.watch.roster import DiscoveryRoster
-        from doctor.watch.watcher import DIAGNOSIS_WINDOW, Watcher, claimed, running_watcher
+        from doctor.watch.watcher import (
+            DIAGNOSIS_WINDOW,
+            Watcher,
+            run_and_report,
+            running_watcher,
+        )
 
         env = dict(os.environ)
         settings = load_config(config, env, Path.cwd()).watch
@@ -49,9 +54,4 @@ def register(app: typer.Typer) -> None:
             DiscoveryRoster(job, env, settings.sample_interval),
             signal_ranks=False,
         )
-        with claimed(directory):
-            try:
-                code = watcher.run()
-            except KeyboardInterrupt:
-                code = 0
-        raise typer.Exit(code)
+        raise typer.Exit(run_and_report(watcher))

@@ -69,21 +69,26 @@ def _io_calls(pid: int) -> int | None:
 
 
 def _flight_counts(ranks: list[RankTarget], timeout: float) -> dict[int, int]:
-    """How far each rank got by its own fresh dump: the sum of its last completed sequence
-    numbers, or of its last enqueued ones where the dump cannot say (gloo's completions)."""
+    """How far each rank got by its own fresh dump (asked of every rank at once): the sum of
+    its last completed sequence numbers, or of its last enqueued ones where the dump cannot
+    say (gloo's completions)."""
     from doctor.flight.reader import read_flight
+    from doctor.triage.fanout import Done, fanout
     from doctor.triage.sources.flight import fresh_dump
 
+    asked = fanout(
+        {r.rank: (lambda r=r: fresh_dump(r, timeout)) for r in ranks},
+        time.monotonic() + timeout + 0.05,
+    )
     counts = {}
-    for rank in ranks:
-        path = fresh_dump(rank, timeout)
-        if path is None:
+    for rank, outcome in asked.items():
+        if not isinstance(outcome, Done) or outcome.value is None:
             continue
-        for dump in read_flight([path]).dumps:
+        for dump in read_flight([outcome.value]).dumps:
             enqueued, completed = dump.reached()
             reached = completed if completed is not None else enqueued
             if reached is not None:
-                counts[rank.rank] = reached
+                counts[rank] = reached
     return counts
 
 

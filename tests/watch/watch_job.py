@@ -35,6 +35,8 @@ STEP = float(os.environ.get("STEP", "0.3"))
 KIND, FAULT_RANK, FAULT_STEP = (os.environ.get("FAULT", "none:-1:-1").split(":") + ["", ""])[:3]
 OUT = Path(os.environ["OUT_DIR"])
 HANG = 120.0
+PING = os.environ.get("PING", "1") == "1"
+"""``PING=0``: a job that never pings (its progress is sampled from Flight Recorder)."""
 
 
 def step_time(step: int, rng: random.Random) -> float:
@@ -93,7 +95,8 @@ rng = random.Random(7)  # the same draws on every rank: the job, not one rank, i
 value = torch.zeros(1, dtype=torch.float64)
 durations = []
 for step in range(STEPS):
-    call.ping()
+    if PING:
+        call.ping()
     began = time.monotonic()
     value += load_batch(step)
     wait_for_gpu_kernel(step)
