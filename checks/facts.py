@@ -54,6 +54,13 @@ class Facts:
     versions: Mapping[str, str] = field(default_factory=dict)
     """``torch``, ``nccl``, ``cuda``, ``driver``, ``python`` -> version text."""
 
+    @property
+    def backend(self) -> str:
+        """The backend a job here gets: ``gloo`` when the versions say there is no
+        NCCL-capable torch or no NVIDIA driver, else ``nccl`` (also when not probed)."""
+        without = [k for k in ("nccl", "driver") if self.versions.get(k, "").startswith("none")]
+        return "gloo" if without else "nccl"
+
     def source(self, name: str) -> str:
         """Where ``name`` got its value, for messages."""
         return self.env_sources.get(name, "environment")

@@ -24,13 +24,14 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from doctor.backends import DEFAULT_COLLECTIVE_TIMEOUT_S
 from doctor.checks import fixes
 from doctor.checks.facts import Facts
 from doctor.checks.values import torch_bool, torch_int
 from doctor.config import Config, format_duration
 from doctor.model import Finding, Severity
 
-DEFAULT_WATCHDOG = {"nccl": 600.0, "gloo": 1800.0, "mixed": 1800.0}
+DEFAULT_WATCHDOG = DEFAULT_COLLECTIVE_TIMEOUT_S
 DEFAULT_HEARTBEAT = 480.0
 DEFAULT_DUMP_WAIT_MS = 15000
 
@@ -305,4 +306,4 @@ def _warmup_vs(
 
 
 def run(facts: Facts) -> list[Finding]:
-    return timeout_findings(resolve_timeouts(facts.config, facts.env))
+    return timeout_findings(resolve_timeouts(facts.config, facts.env, facts.backend))

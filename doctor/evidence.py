@@ -15,6 +15,7 @@ from typing import Any
 from doctor.codec import DecodeError, decode, encode
 from doctor.flight.dump import RankDump
 from doctor.model import Frame, Skipped
+from doctor.ranks import MAX_WORLD_SIZE
 
 __all__ = [
     "SCHEMA",
@@ -54,6 +55,9 @@ class RankStack:
     threads: tuple[ThreadStack, ...]
     source: str
     """``py-spy`` or ``agent`` (faulthandler fallback) or ``file``."""
+    native_from: int | None = None
+    """The rank whose native frames the main thread shows: py-spy ``--native`` is slow, so
+    ranks whose Python stacks are identical and idle share one native dump."""
 
     @property
     def main(self) -> ThreadStack | None:
@@ -83,6 +87,15 @@ class RankProcess:
     a gloo/socket rank that makes progress makes them, a hung one does not."""
     error: str = ""
     """What the launcher's error file says about a rank that exited."""
+    io_calls_by_thread: tuple[tuple[int, int], ...] = ()
+    """``(thread id, read/write calls)`` in the window, for threads that made any: calls
+    of a Python thread other than the main one (a metrics uploader) prove nothing about
+    the training loop."""
+    wchan: str = ""
+    """The kernel function the main thread sleeps in (``/proc/PID/wchan``: ``fifo_open``...)."""
+    syscall: str = ""
+    """The system call the main thread is blocked in, with its path or file descriptor
+    (``/proc/PID/syscall``), e.g. ``openat("/data/train_2.bin", a FIFO)``."""
 
 
 @dataclass(frozen=True)
@@ -149,6 +162,24 @@ class ProgressSample:
     """The rank's state at that moment (``doctor.verdict.stacks.RankState``), '' if unknown."""
 
 
+UNREACHED = "unreached"
+"""``RankProcess.status`` of a rank on a host that did not answer: alive as far as anyone
+knows, but nothing could be read."""
+
+
+@dataclass(frozen=True)
+class HostReach:
+    """Whether one host of a multi-host job answered, and which ranks it holds."""
+
+    host: str
+    reached: bool
+    reason: str = ""
+    """Why it was not reached (or what went wrong there); '' when all went well."""
+    ranks: tuple[int, ...] = ()
+    seconds: float | None = None
+    """From the start of the fan-out to the host's answer; None when it never answered."""
+
+
 @dataclass(frozen=True)
 class Evidence:
     """Everything read about one job at one moment."""
@@ -177,6 +208,8 @@ class Evidence:
     """Flight Recorder dumps triage read (a bundle copies them for people and other tools)."""
     log_files: tuple[str, ...] = ()
     """NCCL and launcher logs triage read (a bundle copies their tails)."""
+    hosts: tuple[HostReach, ...] = ()
+    """Multi-host triage: every host of the job, reached or not (empty for one host)."""
 
     @property
     def has_flight(self) -> bool:
@@ -196,4 +229,9 @@ class Evidence:
         schema = data.get("schema")
         if schema not in (SCHEMA, SCHEMA_V1):
             raise DecodeError(f"unknown evidence schema {schema!r} (this reads {SCHEMA})")
-        return decode(cls, data)
+        evidence = decode(cls, data)
+        for name in ("ranks_expected", "world_size"):
+            value = getattr(evidence, name)
+            if value is not None and not 0 <= value <= MAX_WORLD_SIZE:
+                raise DecodeError(f"{name} must be from 0 to {MAX_WORLD_SIZE}, not {value}")
+        return evidence

@@ -2,10 +2,14 @@
 
 At the start of the run (``start``): a fresh root directory holds the run's
 ``TMPDIR`` (every ``tempfile`` of the suite and of the processes it starts), the
-launch registry (``NCCL_DOCTOR_HOME``) and pytest's own ``basetemp``, so the suite
+launch registry (``NCCL_DOCTOR_HOME``), torch's compile caches and pytest's own
+``basetemp``, so the suite
 reads no state others left in ``/tmp`` and shares none with runs beside it. The
 pytest process becomes a child subreaper, so every process the suite starts stays
-its descendant even when orphaned.
+its descendant even when orphaned. Orphans that exit become pytest's zombies; after
+each test ``reap_orphans`` reaps those that no ``subprocess.Popen`` of the suite
+owns, so a test that reads the process table (a launcher's zombie children are
+evidence of lost ranks) never sees another test's dead.
 
 At the end (``finish``): a process still alive below pytest, or a file left in the
 run's ``TMPDIR``, is a leak: each is listed, the processes are killed, and the run
@@ -19,11 +23,31 @@ import gc
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import weakref
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
+TORCH_CACHES = ("torchinductor_", "triton")
+"""torch's compile caches, which it keeps in TMPDIR by design (a process whose environment
+was built without TORCHINDUCTOR_CACHE_DIR still finds TMPDIR): caches, not leaks.
+torchrun's ``torchelastic_*`` log folder is a leak: give torchrun ``--log-dir``."""
+HELPERS = ("from multiprocessing.resource_tracker import main",)
+"""Processes that live as long as pytest by design (multiprocessing's resource tracker,
+started by a process pool, exits with its parent)."""
+_POPENS: weakref.WeakSet[subprocess.Popen[bytes]] = weakref.WeakSet()
+"""Every ``Popen`` the suite created and still holds: its children, zombie or not."""
+
+
+def _track_popens() -> None:
+    original = subprocess.Popen.__init__
+
+    def init(self: subprocess.Popen[bytes], *args: object, **kwargs: object) -> None:
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+        _POPENS.add(self)
+
+    subprocess.Popen.__init__ = init  # type: ignore[method-assign]
 
 
 def start() -> Path:
@@ -32,9 +56,32 @@ def start() -> Path:
         (root / name).mkdir(mode=0o700)
     os.environ["TMPDIR"] = str(root / "tmp")
     os.environ["NCCL_DOCTOR_HOME"] = str(root / "registry")
+    # torch's compile caches: the run's own, beside TMPDIR (caches by design, not leaks)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(root / "cache" / "inductor")
+    os.environ["TRITON_CACHE_DIR"] = str(root / "cache" / "triton")
     tempfile.tempdir = None  # recomputed from TMPDIR
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    _track_popens()
     return root
+
+
+def reap_orphans() -> None:
+    """Reap the zombies among this process's children that no ``Popen`` owns: orphans
+    of finished tests, reparented here by the subreaper."""
+    owned = {p.pid for p in list(_POPENS)}
+    me = str(os.getpid())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in owned:
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[:2] == ["Z", me]:
+            try:
+                os.waitpid(int(entry.name), os.WNOHANG)
+            except ChildProcessError:
+                pass
 
 
 def _children() -> dict[int, list[int]]:
@@ -76,7 +123,8 @@ def leftover_processes() -> list[str]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        out.append(f"{pid}: {cmd.strip()[:200]}")
+        if not any(helper in cmd for helper in HELPERS):
+            out.append(f"{pid}: {cmd.strip()[:200]}")
     return out
 
 
@@ -91,8 +139,19 @@ def _removed_at_exit() -> set[str]:
     }
 
 
+def _stop_resource_tracker() -> None:
+    """multiprocessing's resource tracker (started by a process pool a test ran in this
+    process) lives as long as pytest: this process's own helper, stopped, not a leak."""
+    from multiprocessing import resource_tracker
+
+    stop = getattr(resource_tracker._resource_tracker, "_stop", None)
+    if stop is not None:
+        stop()
+
+
 def finish(root: Path, passed: bool) -> list[str]:
     """The leaks of the run (processes are killed); the root goes when all is clean."""
+    _stop_resource_tracker()
     processes = leftover_processes()
     for line in processes:
         try:
@@ -105,7 +164,7 @@ def finish(root: Path, passed: bool) -> list[str]:
     files = sorted(
         str(p.relative_to(tmp))
         for p in (tmp.iterdir() if tmp.is_dir() else ())
-        if str(p) not in pending
+        if str(p) not in pending and not p.name.startswith(TORCH_CACHES)
     )
     leaks = [f"process left running: {p}" for p in processes]
     leaks += [f"file left in TMPDIR: {f}" for f in files]

@@ -13,6 +13,7 @@ to many hangs.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -111,7 +112,7 @@ def _launcher(ranks: Sequence[ProcInfo], proc: Path) -> Launcher | None:
     return Launcher(pid, cmd.decode(errors="replace"))
 
 
-def _error_file_message(path: Path) -> str:
+def error_file_message(path: Path) -> str:
     """The first line of a torchrun error file (``{"message": {"message": ...}}``)."""
     try:
         data = json.loads(path.read_text())
@@ -130,7 +131,7 @@ def _lost_rank(rank: int, live: Sequence[RankTarget], zombie: int | None, proc: 
         err_file = peer.env.get("TORCHELASTIC_ERROR_FILE")
         if err_file and peer.local_rank is not None:
             local = rank - (peer.rank - peer.local_rank)
-            error = _error_file_message(Path(err_file).parent.parent / str(local) / "error.json")
+            error = error_file_message(Path(err_file).parent.parent / str(local) / "error.json")
             break
     status = "zombie" if zombie is not None else ("dead" if error else "missing")
     info = read_proc(zombie, proc) if zombie is not None else None
@@ -139,14 +140,34 @@ def _lost_rank(rank: int, live: Sequence[RankTarget], zombie: int | None, proc: 
     )
 
 
-def _zombie_children(launcher: Launcher | None, proc: Path) -> list[int]:
+def _start_ticks(pid: int, proc: Path) -> int | None:
+    """When ``pid`` started, in clock ticks after boot (``/proc/PID/stat`` field 22)."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+        return int(stat[stat.rfind(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+ZOMBIE_SLACK_TICKS = 3000
+"""A zombie counts for a job only if it started at most this long (30 s at USER_HZ 100)
+before the job's first live rank: an older one is another job's, not yet reaped."""
+
+
+def _zombie_children(
+    launcher: Launcher | None, proc: Path, live: Sequence[RankTarget] = ()
+) -> list[int]:
     if launcher is None:
         return []
+    starts = [t for r in live if (t := _start_ticks(r.pid, proc)) is not None]
+    oldest = min(starts) - ZOMBIE_SLACK_TICKS if starts else None
     zombies = []
     for pid in _all_pids(proc):
         info = read_proc(pid, proc)
         if info and info.ppid == launcher.pid and info.state == "Z":
-            zombies.append(pid)
+            started = _start_ticks(pid, proc)
+            if oldest is None or started is None or started >= oldest:
+                zombies.append(pid)
     return sorted(zombies)
 
 
@@ -190,7 +211,7 @@ def _assemble(
         base = live[0].rank - live[0].local_rank
         remote |= {r for r in range(world) if not base <= r < base + local_size}
     launcher = _launcher(list(chosen.values()), proc)
-    zombies = _zombie_children(launcher, proc)
+    zombies = _zombie_children(launcher, proc, live)
     expected = set(only) if only is not None else set(range(world or 0)) | set(by_rank)
     lost_ranks = sorted(expected - set(chosen) - remote)
     lost = []
@@ -224,6 +245,7 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
         info = read_proc(pid, proc)
         if info and any(info.env.get(k) == job for k in JOB_KEYS):
             matches.append(info)
+    matches = job_owners_processes(job, matches, proc)
     directory = job_dir(job, env)
     records = read_ranks(directory) if directory.is_dir() else []
     chosen = pick_rank_processes(matches)
@@ -246,7 +268,7 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
     if not chosen and not records:
         known = list_jobs(env)
         hint = f"; the launch registry here knows: {', '.join(known)}" if known else ""
-        if unreadable:
+        if unreadable and os.geteuid() != 0:  # root reads every user's; its misses are not theirs
             hint += (
                 f"; {unreadable} processes of other users could not be read "
                 "(run triage as root to look at another user's job)"
@@ -256,6 +278,24 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
             f"TORCHELASTIC_RUN_ID, SLURM_JOB_ID and the launch registry){hint}"
         )
     return _assemble(job, chosen, records, proc, directory if records else None, host)
+
+
+def job_owners_processes(job: str, matches: list[ProcInfo], proc: Path) -> list[ProcInfo]:
+    """The processes that count for ``job``: the invoking user's, and for root those of the
+    job's owner. Job ids are public, so another user's process may claim one; when
+    processes of several users claim it, root cannot tell whose job it is and says so."""
+    owners: dict[int, list[ProcInfo]] = {}
+    for info in matches:
+        owner = owner_uid(info.pid, proc)
+        if owner is not None and may_inspect(owner):
+            owners.setdefault(owner, []).append(info)
+    if len(owners) > 1:
+        counts = ", ".join(f"uid {uid}: {len(found)}" for uid, found in sorted(owners.items()))
+        raise InputError(
+            f"processes of several users claim job {job!r} ({counts}); job ids are public, "
+            "so name the ranks with --pids"
+        )
+    return next(iter(owners.values()), [])
 
 
 def discover_pids(pids: Sequence[int], proc: Path = PROC) -> Target:

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 
+from doctor.backends import GLOO_FLIGHT_RECORDER
 from doctor.evidence import ProgressSample
 from doctor.flight.dump import RankDump
 from doctor.flight.reader import read_flight
@@ -85,14 +86,15 @@ def written_dump(rank: RankTarget) -> Path | None:
         rank.env.get("TORCH_FR_DUMP_TEMP_FILE"),
         rank.env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or (DEFAULT_TEMP_PREFIX if fr_on else None),
     ]
-    born = _started(rank.pid)
+    born, owner = _started(rank.pid), owner_uid(rank.pid)
     for prefix in filter(None, prefixes):
         path = Path(f"{prefix}{rank.rank}")
         try:
-            if path.is_file() and path.stat().st_mtime >= born:
-                return path
+            info = os.lstat(path)  # the rank owner's own regular file, never through a link
         except OSError:
             continue
+        if stat.S_ISREG(info.st_mode) and info.st_uid == owner and info.st_mtime >= born:
+            return path
     return None
 
 
@@ -112,6 +114,15 @@ def fresh_dump(rank: RankTarget, timeout: float) -> Path | None:
             owner=owner_uid(rank.pid),
         )
     return None
+
+
+def _nccl_capable(pid: int) -> bool:
+    """Whether the rank has NCCL loaded (a CPU-only torch cannot run NCCL: gloo, then)."""
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as maps:
+            return any(b"libnccl" in line for line in maps)
+    except OSError:
+        return True  # unknown: say what works for both
 
 
 def _live(rank: RankTarget) -> bool:
@@ -201,7 +212,8 @@ class FlightSource(Source):
             if r.rank not in reads.paths
         ]
         if not reads.paths:
-            why = f"no Flight Recorder dump: {ENABLE_HINT}"
+            gloo = target.ranks and not any(_nccl_capable(r.pid) for r in target.ranks)
+            why = f"no Flight Recorder dump: {GLOO_FLIGHT_RECORDER if gloo else ENABLE_HINT}"
             return Collected(skipped=tuple(silent) or (Skipped(None, PROBE, why),))
         return Collected(
             progress=tuple(progress),
