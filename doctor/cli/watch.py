@@ -28,7 +28,7 @@ def register(app: typer.Typer) -> None:
         from doctor.errors import NoSuchJobError, UsageError
         from doctor.registry import job_dir
         from doctor.triage.discover import discover_job
-        from doctor.watch.diagnose import local_collect
+        from doctor.watch.diagnose import job_collect
         from doctor.watch.roster import DiscoveryRoster
         from doctor.watch.watcher import (
             DIAGNOSIS_WINDOW,
@@ -50,7 +50,7 @@ def register(app: typer.Typer) -> None:
             job,
             directory,
             settings,
-            local_collect(job, env, DIAGNOSIS_WINDOW),
+            job_collect(job, env, DIAGNOSIS_WINDOW),
             DiscoveryRoster(job, env, settings.sample_interval),
             signal_ranks=False,
         )

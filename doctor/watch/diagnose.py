@@ -4,10 +4,11 @@ The evidence of a hang is gone once the job is restarted or killed, so the
 bundle is on disk (``<jobdir>/watch/NNN-<class>.tar.gz``) before the watcher
 decides anything; ``nccl-doctor analyze`` re-judges it to the same verdict.
 
-Collection is triage's own (``collect_snapshot``: py-spy, /proc, NVML, logs,
-Flight Recorder through the in-rank agent). It sees the ranks of this host; a
-multi-host collector (``collect`` on every host through the job's launcher)
-plugs in as the ``collect`` argument and returns the same ``TriageSnapshot``.
+Collection is triage's own: on this host ``collect_snapshot`` (py-spy, /proc, NVML,
+logs, Flight Recorder through the in-rank agent); for a job whose ranks run on other
+hosts too (its launch registry on a shared filesystem, or SLURM, says so), one round of
+``nccl-doctor collect`` on every host through the job's own launcher, merged
+(``doctor.remote.reach``), judged once, exactly as ``triage --job`` does.
 """
 
 from __future__ import annotations
@@ -36,12 +37,25 @@ class Diagnosis:
     seconds: float
 
 
-def local_collect(job: str, env: Mapping[str, str], interval: float) -> Collect:
-    """Triage's collection on this host, as one call."""
+def job_collect(job: str, env: Mapping[str, str], interval: float) -> Collect:
+    """Triage's collection of every host of the job, as one call (module docstring)."""
+    from doctor.errors import DoctorError
     from doctor.triage.collect import CollectOptions, JobRef, collect_snapshot
 
     options = CollectOptions(interval=interval, env=dict(env))
-    return lambda: collect_snapshot(JobRef(job=job), options)
+
+    def collect() -> TriageSnapshot:
+        from doctor.remote.reach import DEFAULT_TIMEOUT, plan_job, snapshot_round
+
+        try:
+            reach = plan_job(job, options.env)
+        except DoctorError:  # nothing reaches other hosts: what this host sees
+            reach = None
+        if reach is None:
+            return collect_snapshot(JobRef(job=job), options)
+        return snapshot_round(reach, interval, max(DEFAULT_TIMEOUT, interval + 2), options.env)
+
+    return collect
 
 
 def place_of(snapshot: TriageSnapshot) -> str:

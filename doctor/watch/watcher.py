@@ -30,7 +30,7 @@ from doctor.restart.watchdog import ProgressRecord
 from doctor.safeio import UnsafePath, private_dir, read_text, write_atomic
 from doctor.watch.actions import carry_out
 from doctor.watch.detector import Detector, Stall
-from doctor.watch.diagnose import Collect, diagnose, local_collect
+from doctor.watch.diagnose import Collect, diagnose, job_collect
 from doctor.watch.events import build_event, record_event, summary
 from doctor.watch.policy import Decision, JobShape, Past, decide
 from doctor.watch.progress import Sampler, ping_reading, pinging, read_boards
@@ -105,7 +105,12 @@ class Watcher:
             boards = self._observe()
             stall = self.detector.check(time.monotonic())
             if stall is not None:
-                code = self.handle(stall, boards)
+                try:
+                    code = self.handle(stall, boards)
+                except Exception as exc:  # a watcher that dies leaves the job unwatched
+                    print(f"nccl-doctor watch: diagnosis failed: {exc!r}", file=sys.stderr)
+                    self.detector.snooze()
+                    code = None
                 if code is not None:
                     return code
             time.sleep(TICK)
@@ -261,7 +266,7 @@ def main(argv: list[str] | None = None) -> int:
     threading.Thread(
         target=importlib.import_module, args=("torch.distributed",), daemon=True
     ).start()
-    collect = local_collect(args.job, os.environ, DIAGNOSIS_WINDOW)
+    collect = job_collect(args.job, os.environ, DIAGNOSIS_WINDOW)
     return run_and_report(Watcher(args.job, args.dir, config, collect, RegistryRoster(args.dir)))
 
 
