@@ -11,11 +11,15 @@ With ``--watch``: time from the fault to the detection (also in step times), to 
 action, and whether the action was right. Blind: the same fault under the wrapper alone,
 ``soft_timeout`` 6 s and ``max_iterations`` 3: restarts that did not cure anything
 (wasted) and GPU-seconds lost (4 ranks x the time from the fault until the job works
-again or ends). Then the watcher's cost on a healthy job (0.1 s steps): step time without a
-watcher, with ``--watch`` (ranks that ping) and with ``nccl-doctor watch --job`` from outside
-on ranks that do not ping (a Flight Recorder dump of every rank every 2 s); runs alternate,
-the median step of each run, the fastest run of each kind; and the watcher loop's own CPU. Exits 1 when a target is missed: every action right, detection
-within 3 step times of the fault (floor included), step overhead below 1 %.
+again or ends).
+
+Then the watcher's cost on a healthy job (0.1 s steps): step time without a watcher, with
+``--watch`` (ranks that ping) and with ``nccl-doctor watch --job`` from outside on ranks
+that do not ping (a Flight Recorder dump of every rank every 2 s); runs alternate, the
+median step of each run, the fastest run of each kind; and the watcher loop's own CPU.
+
+Exits 1 when a target is missed: every action right, detection within 3 step times of the
+fault (floor included), step overhead below 1 %.
 
     .venv/bin/python benchmarks/bench_watch.py
 """
