@@ -100,6 +100,18 @@ def test_a_rank_stuck_once_in_its_data_loader_is_restarted_and_finishes(tmp_path
     assert "cpu_stuck on rank 1" in str(run.observed)
 
 
+def test_a_rank_holding_the_gil_is_seen_from_outside_and_restarted(tmp_path: Path) -> None:
+    # GIVEN rank 3 spins in a pure-Python loop (the GIL held) once, at step 4
+    run = run_watch_job(tmp_path, "gil:3:4", env={"STEP": STEP, "STEPS": "8"})
+    # THEN the watcher, in its own process, calls the stall, finds rank 3 in its own code,
+    # restarts the job in place, and every rank finishes
+    assert run.returncodes == dict.fromkeys(range(WORLD), 0), run.all_stderr()
+    (event,) = check_common(run, events=1)
+    assert (event["action"], event["verdict"]["culprit_ranks"]) == ("restart", [3])
+    assert event["verdict"]["hang_class"] == "cpu_stuck"
+    assert {r["iteration"] for r in run.results.values()} == {1}
+
+
 def test_a_gpu_with_an_xid_is_excluded_and_a_spare_takes_its_place(tmp_path: Path) -> None:
     # GIVEN 3 active ranks and 1 spare; at step 4 the GPU of rank 1 logs Xid 48 (fake NVML)
     # and rank 1 hangs in a kernel

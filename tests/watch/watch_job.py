@@ -5,6 +5,7 @@ initial rank ``rank`` at ``step``:
 
 * ``wrong_collective``: all_gather where the others all_reduce, in every iteration (a bug);
 * ``dataloader``: a loader that never delivers, once;
+* ``gil``: a pure-Python loop that holds the GIL (a tokenizer gone wrong), once;
 * ``gpu_kernel``: a kernel that never finishes, in every iteration (the GPU is broken);
   with ``XID_FLEET`` set, that fake NVML fleet replaces the one named by
   ``NCCL_DOCTOR_FAKE_NVML`` at the fault, as the GPU's Xid appears;
@@ -66,6 +67,15 @@ def load_batch(step: int) -> torch.Tensor:
     return torch.ones(1, dtype=torch.float64)
 
 
+def tokenize(step: int) -> None:
+    if KIND == "gil" and faulty(call, step, every_iteration=False):
+        mark_fault()
+        deadline, total = time.monotonic() + HANG, 0
+        while time.monotonic() < deadline:
+            for i in range(10_000):
+                total += i * i % 7
+
+
 def wait_for_gpu_kernel(step: int) -> None:
     if KIND == "gpu_kernel" and faulty(call, step, every_iteration=True):
         if os.environ.get("XID_FLEET"):
@@ -99,6 +109,7 @@ for step in range(STEPS):
         call.ping()
     began = time.monotonic()
     value += load_batch(step)
+    tokenize(step)
     wait_for_gpu_kernel(step)
     time.sleep(step_time(step, rng))
     sync_gradients(value, step)
