@@ -6,6 +6,7 @@ The room's parts, data flowing one way:
 * ``detector``  — pure: per-rank progress readings -> the job's learned step time -> a stall;
 * ``policy``    — pure: a verdict and the watcher's history -> one decision;
 * ``progress``  — readings from the ranks' progress files, Flight Recorder, ``/proc``;
+* ``roster``    — who the ranks are now (registry or discovery), pid + start time checked;
 * ``diagnose``  — triage's collection and classification, then the bundle, before any action;
 * ``actions``   — a decision carried out through the restart wrapper's store;
 * ``events``    — one JSON line per decision in the job's ``events.jsonl``;
