@@ -6,7 +6,17 @@ import sys
 
 import typer
 
-from doctor.cli import analyze, bench, collect, launch, playbook, preflight, recover, triage
+from doctor.cli import (
+    analyze,
+    bench,
+    collect,
+    launch,
+    playbook,
+    preflight,
+    recover,
+    triage,
+    watch,
+)
 from doctor.errors import DoctorError
 from doctor.escape import escape_control
 
@@ -18,7 +28,7 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-for module in (preflight, triage, collect, analyze, launch, recover, bench, playbook):
+for module in (preflight, triage, collect, analyze, launch, recover, watch, bench, playbook):
     module.register(app)
 
 

@@ -2,7 +2,12 @@
 
 from doctor.restart.assignment import RankAssignment
 from doctor.restart.call import CallWrapper, current_call
-from doctor.restart.exceptions import RestartError, RestartLimitError, RestartRequested
+from doctor.restart.exceptions import (
+    RestartError,
+    RestartLimitError,
+    RestartRequested,
+    StoppedByDoctor,
+)
 from doctor.restart.hooks import HookState
 from doctor.restart.wrapper import Wrapper
 
@@ -13,6 +18,7 @@ __all__ = [
     "RestartError",
     "RestartLimitError",
     "RestartRequested",
+    "StoppedByDoctor",
     "Wrapper",
     "current_call",
 ]
