@@ -97,7 +97,10 @@ def check_missing(facts: Facts) -> list[Finding]:
                 "(LD_LIBRARY_PATH, the loader cache, default directories, the NCCL wheel): NCCL "
                 "logs one INFO line and runs without it"
                 + (", falling back to its internal IB/socket transports." if net else "."),
-                f"# add the directory holding {request.candidates[-1]} to LD_LIBRARY_PATH, or\n"
+                fixes.comment(
+                    f"add the directory holding {request.candidates[-1]} to LD_LIBRARY_PATH, or"
+                )
+                + "\n"
                 + (
                     fixes.export(request.variable, "none")
                     if net

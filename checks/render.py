@@ -3,6 +3,11 @@
 Two phases: the report (and its ``extras["timeouts"]`` chain, already plain
 data) is built first; these functions only lay it out, so the CLI prints them
 and a TUI could show them in a ``Static``.
+
+Findings quote values from the environment, ``nccl.conf`` lines and file names:
+every string enters a renderable through ``safe_text`` (control characters
+escaped, never read as markup). A fix keeps its line breaks: ``checks.fixes``
+builds each line inert.
 """
 
 from __future__ import annotations
@@ -18,6 +23,7 @@ from rich.text import Text
 from doctor.checks.registry import family
 from doctor.config import format_duration
 from doctor.model import Finding, Report, Severity
+from doctor.safe_text import safe_text
 
 MARKS = {
     Severity.FAIL: ("✗ fail", "bold red"),
@@ -31,7 +37,7 @@ MARKS = {
 def findings_table(report: Report) -> Table:
     """One row per finding, a section per check family, the fix under its message."""
     table = Table(
-        title=f"nccl-doctor preflight · lane {report.lane}",
+        title=safe_text(f"nccl-doctor preflight · lane {report.lane}"),
         title_justify="left",
         show_lines=False,
         expand=True,
@@ -48,11 +54,12 @@ def findings_table(report: Report) -> Table:
         mark, style = MARKS[finding.severity]
         body = Text()
         if finding.subject not in finding.message:
-            body.append(f"{finding.subject}: ", style="bold")
-        body.append(finding.message)
+            body.append(safe_text(f"{finding.subject}: ", style="bold"))
+        body.append(safe_text(finding.message))
         if finding.fix and finding.severity in (Severity.FAIL, Severity.WARN):
-            body.append("\nfix: " + finding.fix.replace("\n", "\n     "), style="cyan")
-        table.add_row(Text(mark, style=style), Text(check), body)
+            fix = "\nfix: " + finding.fix.replace("\n", "\n     ")
+            body.append(safe_text(fix, style="cyan", keep="\n"))
+        table.add_row(Text(mark, style=style), safe_text(check), body)
     return table
 
 
@@ -90,7 +97,7 @@ def timeout_table(chain: dict[str, Any]) -> Table:
     table.add_column("set by", ratio=1, overflow="fold")
     for layer in chain["layers"].values():
         table.add_row(
-            Text(layer["title"]), Text(_duration(layer["seconds"])), Text(layer["source"])
+            safe_text(layer["title"]), Text(_duration(layer["seconds"])), safe_text(layer["source"])
         )
     table.add_section()
     table.add_row(
@@ -101,7 +108,7 @@ def timeout_table(chain: dict[str, Any]) -> Table:
     table.add_row(
         Text("time to recover", style="bold"),
         Text(_duration(chain["recover_seconds"], "never")),
-        Text(chain["recover_how"]),
+        safe_text(chain["recover_how"]),
     )
     return table
 
@@ -114,10 +121,11 @@ def summary_line(report: Report) -> Text:
     parts = " · ".join(
         f"{counts[s]} {s.value}" for s in Severity if counts[s] or s is not Severity.INFO
     )
-    line.append(f": {parts} · lane {report.lane} ({report.extras.get('lane_source', '?')})")
+    lane = f": {parts} · lane {report.lane} ({report.extras.get('lane_source', '?')})"
+    line.append(safe_text(lane))
     files = report.extras.get("conf_files")
     if files:
-        line.append(f" · NCCL config files read: {', '.join(files)}")
+        line.append(safe_text(f" · NCCL config files read: {', '.join(files)}"))
     return line
 
 

@@ -20,7 +20,6 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
-from doctor.escape import escape_control
 from doctor.flight import safe_pickle
 from doctor.model import Frame
 from doctor.ranks import MAX_WORLD_SIZE
@@ -120,11 +119,11 @@ _INT_BOUND = 1 << 64
 
 
 def _text(value: object) -> str:
-    """A dump field as text: a string (cut to ``MAX_TEXT``, control characters escaped) or
+    """A dump field as text: a string (cut to ``MAX_TEXT``; renderers escape it) or
     a plain number; anything else is not text (``str()`` of a hostile nest of shared
     lists runs for minutes)."""
-    if isinstance(value, str):  # shown as escapes: a name must not drive the terminal
-        return escape_control(value[:MAX_TEXT])
+    if isinstance(value, str):
+        return value[:MAX_TEXT]
     if isinstance(value, int) and -_INT_BOUND < value < _INT_BOUND:
         return str(value)
     return ""

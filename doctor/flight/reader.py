@@ -26,7 +26,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from doctor import archive
-from doctor.escape import escape_control
 from doctor.flight.dump import (
     DumpError,
     RankDump,
@@ -56,12 +55,6 @@ class FlightRead:
 
     dumps: tuple[RankDump, ...]
     skipped: tuple[Skipped, ...]
-
-
-def _shown(name: str) -> str:
-    """A file or member name as a reason shows it: a newline or an escape in a name must
-    not forge a line or drive the terminal."""
-    return escape_control(name)
 
 
 def rank_of(name: str) -> int | None:
@@ -139,9 +132,9 @@ def _reduce_file(job: tuple[int, str, str]) -> tuple[RankDump, RawConfig] | str:
         with _gc_paused():
             return reduce_dump_raw(rank, name, _file_opener(Path(path))())
     except (DumpError, OSError) as exc:
-        return f"{_shown(name)}: {exc}"
+        return f"{name}: {exc}"
     except Exception as exc:  # noqa: BLE001 - one bad dump never ends the analysis
-        return f"{_shown(name)}: malformed ({type(exc).__name__})"
+        return f"{name}: malformed ({type(exc).__name__})"
 
 
 def _parallel(paths: list[Path], skipped: list[Skipped]) -> Iterator[RankDump] | None:
@@ -194,9 +187,7 @@ def iter_dumps(paths: Iterable[Path], skipped: list[Skipped]) -> Iterator[RankDu
         try:
             yield from _read_path(path, seen, skipped)
         except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
-            skipped.append(
-                Skipped(None, PROBE, f"{_shown(path.name)}: unreadable ({_shown(str(exc))})")
-            )
+            skipped.append(Skipped(None, PROBE, f"{path.name}: unreadable ({exc})"))
 
 
 def _read_path(path: Path, seen: set[int], skipped: list[Skipped]) -> Iterator[RankDump]:
@@ -205,27 +196,25 @@ def _read_path(path: Path, seen: set[int], skipped: list[Skipped]) -> Iterator[R
         if isinstance(found, archive.Refused):
             # a member too large is still that rank's dump; a bad name or a link is nobody's
             rank = rank_of(found.name) if found.rule == "member-bytes" else None
-            skipped.append(Skipped(rank, PROBE, f"{_shown(path.name)}: {_shown(str(found))}"))
+            skipped.append(Skipped(rank, PROBE, f"{path.name}: {found}"))
             continue
         name, opener = found
         rank = rank_of(name)
         if rank is None:
             if explicit:
-                skipped.append(Skipped(None, PROBE, f"{_shown(name)}: no rank number in its name"))
+                skipped.append(Skipped(None, PROBE, f"{name}: no rank number in its name"))
             continue
         if rank in seen:
-            skipped.append(Skipped(rank, PROBE, f"{_shown(name)}: a second dump for rank {rank}"))
+            skipped.append(Skipped(rank, PROBE, f"{name}: a second dump for rank {rank}"))
             continue
         try:
             with _gc_paused():
                 dump = reduce_dump(rank, name, opener())
         except (DumpError, OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
-            skipped.append(Skipped(rank, PROBE, f"{_shown(name)}: {exc}"))
+            skipped.append(Skipped(rank, PROBE, f"{name}: {exc}"))
             continue
         except Exception as exc:  # noqa: BLE001 - one bad dump never ends the analysis
-            skipped.append(
-                Skipped(rank, PROBE, f"{_shown(name)}: malformed ({type(exc).__name__})")
-            )
+            skipped.append(Skipped(rank, PROBE, f"{name}: malformed ({type(exc).__name__})"))
             continue
         seen.add(rank)
         yield dump

@@ -71,5 +71,19 @@ def read_hostfile(path: Path) -> list[str]:
 
 
 def fold(hosts: Iterable[str]) -> str:
-    """``["h1", "h2", "h3", "g7"]`` -> ``"g7,h[1-3]"``: any number of hosts on one line."""
-    return str(NodeSet.fromlist(list(hosts)))
+    """``["h1", "h2", "h3", "g7"]`` -> ``"g7,h[1-3]"``: any number of hosts on one line.
+    Names ``NodeSet`` cannot read (a host document may say anything) follow as they are."""
+    names = sorted(set(hosts))
+    try:
+        return str(NodeSet.fromlist(names))
+    except NodeSetParseError:
+        odd = [n for n in names if not _foldable(n)]
+        folded = str(NodeSet.fromlist([n for n in names if _foldable(n)]))
+        return ",".join(filter(None, [folded, *odd]))
+
+
+def _foldable(name: str) -> bool:
+    try:
+        return len(NodeSet(name)) == 1
+    except NodeSetParseError:
+        return False

@@ -5,6 +5,10 @@ verdict and the Flight Recorder alignment it came from) so ``analyze`` and
 ``triage`` print the same thing, and the TUI can put any renderable in a
 ``Static``. Order on screen: the verdict first, then the per-group divergence
 table, the culprit's stack, and the ranks that could not be read.
+
+Nearly every string here came from outside (dump, stack, log, host document, file
+name): each enters a renderable through ``safe_text`` (control characters escaped,
+never read as markup); the JSON keeps the raw text.
 """
 
 from __future__ import annotations
@@ -20,6 +24,7 @@ from doctor.evidence import UNREACHED, Evidence, HostReach
 from doctor.flight.align import FlightAnalysis
 from doctor.model import CollectiveRef, Confidence, Frame, HangClass, Verdict
 from doctor.ranks import rank_ranges
+from doctor.safe_text import safe_text
 from doctor.verdict import stacktree
 from doctor.verdict.classify import Analysis
 from doctor.verdict.stacks import row_state, top_frame
@@ -35,7 +40,7 @@ def verdict_panel(verdict: Verdict) -> Panel:
     """The verdict itself: what a person reads first."""
     style = _STYLE.get(verdict.hang_class, "red")
     body = Text()
-    body.append(verdict.summary + "\n\n")
+    body.append(safe_text(verdict.summary)).append("\n\n")
     culprits = ", ".join(map(str, verdict.culprit_ranks)) or "none"
     body.append("culprit ranks: ", style="bold").append(culprits + "\n")
     body.append("confidence:    ", style="bold").append(
@@ -43,13 +48,15 @@ def verdict_panel(verdict: Verdict) -> Panel:
     )
     if verdict.collective is not None:
         body.append("collective:    ", style="bold").append(
-            collective_text(verdict.collective) + "\n"
+            safe_text(collective_text(verdict.collective))
         )
+        body.append("\n")
     body.append("playbook:      ", style="bold").append(
-        f"nccl-doctor playbook {verdict.playbook}\n"
+        safe_text(f"nccl-doctor playbook {verdict.playbook}")
     )
+    body.append("\n")
     for m in verdict.missing_evidence:
-        body.append("would decide:  ", style="bold").append(m + "\n")
+        body.append("would decide:  ", style="bold").append(safe_text(m)).append("\n")
     return Panel(
         body, title=f"verdict: {verdict.hang_class.value}", title_align="left", border_style=style
     )
@@ -67,7 +74,7 @@ def evidence_table(analysis: Analysis) -> Table | None:
     t.add_column("rank", justify="right")
     t.add_column("what it shows")
     for line in lines:
-        t.add_row(line.source, "" if line.rank is None else str(line.rank), line.text)
+        t.add_row(safe_text(line.source), _rank(line.rank), safe_text(line.text))
     return t
 
 
@@ -84,12 +91,12 @@ def divergence_table(fa: FlightAnalysis | None) -> Table | None:
         d = g.divergence
         assert d is not None
         t.add_row(
-            g.name,
-            g.desc,
+            safe_text(g.name),
+            safe_text(g.desc),
             str(len(g.members)),
-            d.kind,
+            safe_text(d.kind),
             "" if d.seq is None else str(d.seq),
-            d.op,
+            safe_text(d.op),
             ", ".join(map(str, d.culprits)),
             _span(d.waiting),
         )
@@ -125,14 +132,14 @@ def culprit_stack(evidence: Evidence, analysis: Analysis) -> Panel | None:
     source, frames = culprit_frames(evidence, analysis.flight, rank)
     if not frames:
         return None
-    text = Text("\n".join(f"  {f}" for f in frames[:MAX_FRAMES]))
-    return Panel(text, title=f"rank {rank} stack ({source})", title_align="left")
+    text = Text("\n").join(safe_text(f"  {f}") for f in frames[:MAX_FRAMES])
+    return Panel(text, title=safe_text(f"rank {rank} stack ({source})"), title_align="left")
 
 
 def divergence_text(evidence: Evidence) -> Text | None:
     """Where the ranks' stacks part (the STAT-like prefix tree), when they do."""
     lines = stacktree.branch_lines(stacktree.build(evidence.stacks)) if evidence.stacks else []
-    return Text("\n".join(lines) + "\n") if lines else None
+    return Text("\n").join(safe_text(line) for line in [*lines, ""]) if lines else None
 
 
 def hosts_table(evidence: Evidence) -> Table | None:
@@ -144,11 +151,11 @@ def hosts_table(evidence: Evidence) -> Table | None:
         t.add_column(col, justify="right" if col == "seconds" else "left")
     for h in evidence.hosts:
         t.add_row(
-            h.host,
+            safe_text(h.host),
             "yes" if h.reached else "NO",
             rank_ranges(h.ranks),
             "" if h.seconds is None else f"{h.seconds:.1f}",
-            h.reason,
+            safe_text(h.reason),
             style="" if h.reached else "red",
         )
     return t
@@ -174,8 +181,12 @@ def skipped_table(evidence: Evidence, flight: FlightAnalysis | None) -> Table | 
     t.add_column("probe")
     t.add_column("reason")
     for rank, probe, reason in rows:
-        t.add_row("" if rank is None else str(rank), probe, reason)
+        t.add_row(_rank(rank), safe_text(probe), safe_text(reason))
     return t
+
+
+def _rank(rank: int | None) -> str:
+    return "" if rank is None else str(rank)
 
 
 def render(evidence: Evidence, analysis: Analysis) -> RenderableType:

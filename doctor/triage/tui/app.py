@@ -18,9 +18,11 @@ from textual import events, work
 from textual.app import App, ComposeResult
 from textual.binding import Binding
 from textual.containers import Container, Vertical, VerticalScroll
+from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.widgets import Footer, HelpPanel
 
+from doctor.escape import escape_control
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.confirm import Confirm
 from doctor.triage.tui.messages import (
@@ -203,7 +205,7 @@ class TriageApp(App[int]):
     def action_bundle(self) -> None:
         if self.on_bundle is not None and self.shown is not None:
             path = self.bundle_dir / bundle_name(self.job, self.shown.taken_at)
-            self.notify(f"writing {path.name}…")
+            self._tell(f"writing {path.name}…")
             self.write_bundle(self.on_bundle, self.shown, path)
 
     @work(thread=True, group="bundle")
@@ -216,7 +218,7 @@ class TriageApp(App[int]):
             self.post_message(BundleWritten(path))
 
     def on_bundle_written(self, message: BundleWritten) -> None:
-        self.notify(f"bundle written: {message.path}", title="bundle", timeout=10)
+        self._tell(f"bundle written: {message.path}", title="bundle", timeout=10)
 
     def action_recover(self) -> None:
         on_recover = self.on_recover
@@ -228,7 +230,8 @@ class TriageApp(App[int]):
                 self.request_recovery(on_recover)
 
         self.push_screen(
-            Confirm(f"Ask every rank of job {self.job} for an in-process restart?"), answered
+            Confirm(f"Ask every rank of job {escape_control(self.job)} for an in-process restart?"),
+            answered,
         )
 
     @work(thread=True, group="recover")
@@ -243,10 +246,27 @@ class TriageApp(App[int]):
             )
 
     def on_recovery_requested(self, message: RecoveryRequested) -> None:
-        self.notify(message.answer, title="recover", timeout=10)
+        self._tell(message.answer, title="recover", timeout=10)
 
     def on_action_failed(self, message: ActionFailed) -> None:
-        self.notify(message.error, title=f"{message.action} failed", severity="error", timeout=15)
+        self._tell(message.error, title=f"{message.action} failed", severity="error", timeout=15)
+
+    def _tell(
+        self,
+        message: str,
+        title: str = "",
+        severity: SeverityLevel = "information",
+        timeout: float | None = None,
+    ) -> None:
+        """A notification: its text (file names, the ranks' answer, an error) escaped,
+        never read as markup."""
+        self.notify(
+            escape_control(message),
+            title=escape_control(title),
+            severity=severity,
+            timeout=timeout,
+            markup=False,
+        )
 
     # -- keys ---------------------------------------------------------------------------------
 

@@ -7,7 +7,9 @@ from textual.geometry import Region
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from doctor.escape import escape_control
 from doctor.ranks import rank_ranges
+from doctor.safe_text import safe_text
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.grid import ABSENT, GridCell, GridGroup, flight_grid, op_label, op_name
 
@@ -33,7 +35,7 @@ def _cell(text: Text, cell: GridCell | None, width: int) -> None:
     if cell is None:
         text.append(f"{'·':>{width}} ", style="dim")
         return
-    short = op_label(cell.op) if cell.op else "--"
+    short = escape_control(op_label(cell.op)) if cell.op else "--"
     style = "bold white on red" if cell.odd else OP_COLOURS.get(short, "white")
     text.append(" " * (width - len(short)))
     text.append(short, style=f"{style} {STATE_STYLES[cell.state]}")
@@ -41,11 +43,11 @@ def _cell(text: Text, cell: GridCell | None, width: int) -> None:
 
 
 def _group(text: Text, group: GridGroup, selected_rank: int | None) -> None:
-    text.append(f"process group {group.process_group}", style="bold")
+    text.append(safe_text(f"process group {group.process_group}", style="bold"))
     if group.desc:
-        text.append(f" ({group.desc})", style="dim")
+        text.append(safe_text(f" ({group.desc})", style="dim"))
     if group.divergence:
-        text.append(f"  {group.divergence}", style="bold red")
+        text.append(safe_text(f"  {group.divergence}", style="bold red"))
     width = max(3, *(len(str(s)) for s in group.seqs))
     labels = [f"r{rank_ranges(row.ranks)}" for row in group.rows]
     label_width = min(LABEL_MAX, max(5, *(len(label) for label in labels)))
@@ -65,12 +67,12 @@ def _group(text: Text, group: GridGroup, selected_rank: int | None) -> None:
 
 def render_grid(groups: list[GridGroup], selected_rank: int | None, note: str) -> Text:
     if not groups:
-        return Text(note, style="dim")
+        return safe_text(note, style="dim")
     text = Text()
     for group in groups:
         _group(text, group, selected_rank)
     legend = sorted({op_name(c.op) for g in groups for r in g.rows for c in r.cells if c and c.op})
-    text.append("  ".join(f"{op_label(o)}={o}" for o in legend), style="dim")
+    text.append(safe_text("  ".join(f"{op_label(o)}={o}" for o in legend), style="dim"))
     text.append("   underlined: started, italic: scheduled, red: differs or missing", style="dim")
     return text
 

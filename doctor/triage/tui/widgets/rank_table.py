@@ -10,6 +10,7 @@ from textual.reactive import reactive
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey
 
+from doctor.safe_text import safe_text
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.view import RankRow, rank_rows
 from doctor.triage.tui.widgets.palette import CULPRIT, ODD, state_style
@@ -29,12 +30,12 @@ def _cells(row: RankRow) -> tuple[Text, ...]:
     mark = CULPRIT if row.culprit else ODD if row.odd else ""
     return (
         Text(f"{'▶' if row.culprit else ' '}{row.rank}", style=mark, justify="right"),
-        Text(row.host),
+        safe_text(row.host),
         Text(row.pid, justify="right"),
-        Text(row.state, style=state_style(row.state)),
+        safe_text(row.state, style=state_style(row.state)),
         Text(row.fr_position, justify="right"),
         Text(row.gpu, justify="right"),
-        Text(row.top_frame, style=mark),
+        safe_text(row.top_frame, style=mark),
     )
 
 

@@ -7,6 +7,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from doctor.ranks import rank_ranges
+from doctor.safe_text import safe_text
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.view import StackGroup, frame_text, stack_groups
 from doctor.triage.tui.widgets.palette import CULPRIT, ODD, state_style
@@ -25,18 +26,19 @@ def render_groups(groups: list[StackGroup], selected_rank: int | None) -> Text:
         text.append(pointer)
         text.append(f"{count} rank{'s' * (count != 1)} {rank_ranges(group.ranks)}", style=mark)
         if group.hosts:
-            text.append(f" on {group.hosts}", style=mark)
+            text.append(safe_text(f" on {group.hosts}", style=mark))
         text.append("  ")
-        text.append(group.state, style=state_style(group.state))
+        text.append(safe_text(group.state, style=state_style(group.state)))
         if group.odd:
             text.append("  odd one out", style=ODD)
         text.append("\n")
         for frame in group.frames[:FRAMES_SHOWN]:
-            text.append(f"    {frame_text(frame)}\n", style="" if group.odd else "dim")
+            text.append(safe_text(f"    {frame_text(frame)}", style="" if group.odd else "dim"))
+            text.append("\n")
         if len(group.frames) > FRAMES_SHOWN:
             text.append(f"    … {len(group.frames) - FRAMES_SHOWN} more frames\n", style="dim")
         if group.note:
-            text.append(f"    {group.note}\n", style="dim")
+            text.append(safe_text(f"    {group.note}", style="dim")).append("\n")
     return text
 
 
@@ -63,6 +65,6 @@ class StackGroups(Widget):
         if not self.groups:
             return Text("waiting for the first collection…", style="dim")
         text = render_groups(self.groups, self.selected_rank)
-        if self.branches:
-            text.append("\n".join(self.branches) + "\n", style="bold")
+        for line in self.branches:
+            text.append(safe_text(line, style="bold")).append("\n")
         return text

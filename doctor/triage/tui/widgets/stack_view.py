@@ -6,12 +6,13 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from doctor.safe_text import safe_text
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.view import RankDetail, frame_text, rank_detail
 
 
 def render_detail(detail: RankDetail) -> Text:
-    text = Text(detail.summary, style="bold")
+    text = safe_text(detail.summary, style="bold")
     text.append("\n")
     for thread in detail.threads:
         flags = [
@@ -23,17 +24,18 @@ def render_detail(detail: RankDetail) -> Text:
             )
             if on
         ]
-        text.append(f"\nThread {thread.thread_id} {thread.name!r}", style="bold cyan")
+        text.append("\n")
+        text.append(safe_text(f"Thread {thread.thread_id} {thread.name!r}", style="bold cyan"))
         text.append(
             f" ({', '.join(flags)})\n" if flags else "\n",
             style="bold red" if thread.holds_gil else "dim",
         )
         for frame in thread.frames:
-            text.append(f"  {frame_text(frame)}\n")
+            text.append(safe_text(f"  {frame_text(frame)}")).append("\n")
     if not detail.threads:
         text.append("\nno stack for this rank\n", style="red")
     for line in detail.missing:
-        text.append(f"missing {line}\n", style="yellow")
+        text.append(safe_text(f"missing {line}", style="yellow")).append("\n")
     return text
 
 

@@ -9,6 +9,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from doctor.ranks import rank_ranges
+from doctor.safe_text import safe_text
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.widgets.palette import CULPRIT
 
@@ -25,7 +26,7 @@ def render_status(
 ) -> Text:
     text = Text()
     text.append("nccl-doctor triage", style="bold")
-    text.append(f"  job {job}")
+    text.append(safe_text(f"  job {job}"))
     if snapshot is not None:
         evidence, verdict = snapshot.evidence, snapshot.verdict
         found = sum(1 for p in evidence.processes if p.alive)
@@ -48,7 +49,7 @@ def render_status(
             " · PAUSED" + (" (newer data waiting)" if pending else ""), style="reverse yellow"
         )
     if problem:
-        text.append(f" · {problem}", style="red")
+        text.append(safe_text(f" · {problem}", style="red"))
     return text
 
 
