@@ -14,8 +14,8 @@ from __future__ import annotations
 
 from doctor.checks import fixes
 from doctor.checks.facts import Facts
-from doctor.checks.values import torch_bool, torch_int
 from doctor.model import Finding, Severity
+from doctor.torchenv import torch_bool, torch_int
 
 MIN_FR_ENTRIES = 200
 """Fewer than this and the dump rarely reaches back to where ranks diverged."""

@@ -1,8 +1,8 @@
 """GPU health through NVML: ``gpu.*`` and ``nvlink.*``.
 
-Each rule is a pure function over a :class:`doctor.nvml.Fleet`; :func:`run`
-reads the fleet once at the edge (the real NVML, or the fake one named by
-``NCCL_DOCTOR_FAKE_NVML`` in the job's environment). A host where NVML cannot
+Each rule is a pure function over a :class:`doctor.nvml.Fleet`; the fleet is
+read once at the edge (``doctor.checks.gather``: the real NVML, or the fake one
+named by ``NCCL_DOCTOR_FAKE_NVML`` in the job's environment). A host where NVML cannot
 be read reports every rule as ``skip`` with the reason, never ``warn``. A rule
 with nothing to say reports one ``pass`` for the whole host.
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from doctor.checks.facts import Facts
 from doctor.model import Finding, Severity
-from doctor.nvml import Fleet, GpuState, read_fleet
+from doctor.nvml import Fleet, GpuState
 
 XIDS: dict[int, tuple[Severity, str]] = {
     13: (Severity.WARN, "graphics engine exception (usually the application)"),
@@ -372,4 +372,5 @@ def evaluate(fleet: Fleet) -> list[Finding]:
 
 
 def run(facts: Facts) -> list[Finding]:
-    return evaluate(read_fleet(facts.env))
+    """Every GPU rule over the fleet the facts hold."""
+    return evaluate(facts.fleet)

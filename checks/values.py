@@ -11,15 +11,13 @@ anything else. ``check_value`` turns a catalogue spec and a value into a
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
 from doctor.checks.catalogue import VarSpec
 from doctor.config import parse_duration
+from doctor.torchenv import TORCH_FALSE, TORCH_TRUE
 
-TORCH_TRUE = frozenset({"y", "yes", "t", "true", "1"})
-TORCH_FALSE = frozenset({"n", "no", "f", "false", "0"})
 NCCL_STRBOOL = frozenset({"1", "0", "t", "f", "true", "false"})
 _TRUTHY_WORDS = TORCH_TRUE | {"on", "enable", "enabled"}
 _SUFFIX = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
@@ -67,18 +65,6 @@ def strtoll(text: str) -> Strtoll:
     if not _INT64[0] <= value <= _INT64[1]:
         return Strtoll(max(min(value, _INT64[1]), _INT64[0]), rest, base, overflow=True)
     return Strtoll(value, rest, base)
-
-
-def torch_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    """What PyTorch reads for a boolean variable; unset or unparsable gives ``default``."""
-    value = env.get(name, "").strip().lower()
-    return True if value in TORCH_TRUE else False if value in TORCH_FALSE else default
-
-
-def torch_int(env: Mapping[str, str], name: str) -> int | None:
-    """A decimal integer variable as PyTorch reads it; None when unset or not an integer."""
-    value = env.get(name, "").strip()
-    return int(value) if re.fullmatch(r"[+-]?\d+", value) else None
 
 
 def _numbers_in(text: str) -> set[int]:

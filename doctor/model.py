@@ -1,13 +1,14 @@
 """The values every part of nccl-doctor passes around.
 
 Frozen dataclasses with no I/O: sources build them, pure functions read them,
-renderers print them. Preflight speaks in ``Finding``; triage and analyze
-speak in ``Evidence`` (see ``doctor.evidence``) and ``Verdict``.
+renderers print them. Preflight speaks in ``Finding`` (its ``Report`` is
+``doctor.checks.report``'s); triage and analyze speak in ``Evidence`` (see
+``doctor.evidence``) and ``Verdict``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -149,25 +150,3 @@ class Skipped:
 
     def to_json(self) -> dict[str, Any]:
         return {"rank": self.rank, "probe": self.probe, "reason": self.reason}
-
-
-@dataclass(frozen=True)
-class Report:
-    """A preflight run: the lane it judged and every finding, in check order."""
-
-    lane: str
-    findings: tuple[Finding, ...]
-    extras: dict[str, Any] = field(default_factory=dict, compare=False)
-    """Renderer extras, e.g. the resolved timeout chain."""
-
-    def count(self, severity: Severity) -> int:
-        return sum(1 for f in self.findings if f.severity is severity)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": "nccl-doctor/preflight/v1",
-            "lane": self.lane,
-            "findings": [f.to_json() for f in self.findings],
-            "summary": {s.value: self.count(s) for s in Severity},
-            **{k: v for k, v in self.extras.items() if k == "timeouts"},
-        }

@@ -29,7 +29,6 @@ from collections import Counter
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from doctor.evidence import Frame
 from doctor.flight.divergence import (
     Divergence,
     describe,
@@ -40,7 +39,7 @@ from doctor.flight.divergence import (
     stalled,
 )
 from doctor.flight.dump import GroupTrack, RankDump
-from doctor.model import Skipped
+from doctor.model import Frame, Skipped
 
 __all__ = [
     "Divergence",
