@@ -1,4 +1,7 @@
-"""The ``nccl-doctor`` console script: one module per command, registered in --help order."""
+"""The ``nccl-doctor`` console script: one module per command, registered here in --help order.
+
+Each command is a plain module-level function, so tests can import and call it directly.
+"""
 
 from __future__ import annotations
 
@@ -6,7 +9,13 @@ import sys
 
 import typer
 
-from doctor.cli import analyze, bench, launch, playbook, preflight, recover, triage
+from doctor.cli.analyze import analyze
+from doctor.cli.bench import bench
+from doctor.cli.launch import launch
+from doctor.cli.playbook import playbook
+from doctor.cli.preflight import preflight
+from doctor.cli.recover import recover
+from doctor.cli.triage import triage
 from doctor.errors import DoctorError
 
 app = typer.Typer(
@@ -17,8 +26,16 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-for module in (preflight, triage, analyze, launch, recover, bench, playbook):
-    module.register(app)
+app.command("preflight")(preflight)
+app.command("triage")(triage)
+app.command("analyze")(analyze)
+# launch passes everything after -- to the training command
+app.command("launch", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+    launch
+)
+app.command("recover")(recover)
+app.command("bench")(bench)
+app.command("playbook")(playbook)
 
 
 def main() -> None:

@@ -37,9 +37,3 @@ def launch(
     env = dict(os.environ)
     cfg = load_config(config, env, Path.cwd())
     raise typer.Exit(run_launch(ctx.args, cfg, lane.value if lane else None, wrap, job, env))
-
-
-def register(app: typer.Typer) -> None:
-    app.command(
-        "launch", context_settings={"allow_extra_args": True, "ignore_unknown_options": True}
-    )(launch)

@@ -72,7 +72,3 @@ def preflight(
 
         render.print_report(report, Console(file=sys.stdout))
     raise typer.Exit(exit_code(report, strict))
-
-
-def register(app: typer.Typer) -> None:
-    app.command("preflight")(preflight)

@@ -19,56 +19,52 @@ if TYPE_CHECKING:
     from doctor.triage.target import Target
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("triage")
-    def triage(
-        job: Annotated[
-            str | None,
-            typer.Option(
-                "--job",
-                help="TORCHELASTIC_RUN_ID, SLURM_JOB_ID or a `nccl-doctor launch` job id",
-                show_default=False,
-            ),
-        ] = None,
-        pids: Annotated[
-            str | None,
-            typer.Option("--pids", help="rank processes, comma-separated", show_default=False),
-        ] = None,
-        once: Annotated[bool, typer.Option("--once", help="print the verdict and exit")] = False,
-        as_json: Annotated[
-            bool, typer.Option("--json", help="print nccl-doctor/triage/v1 JSON")
-        ] = False,
-        bundle: Annotated[
-            Path | None,
-            typer.Option(
-                "--bundle", help="write every piece of evidence to OUT.tar.gz", show_default=False
-            ),
-        ] = None,
-        interval: Annotated[
-            float,
-            typer.Option(
-                "--interval", help="seconds of sampling per look (and between TUI refreshes)"
-            ),
-        ] = 1.0,
-    ) -> None:
-        """Which rank hangs the job, why, and what to do: without stopping it."""
-        from doctor.triage.collect import CollectOptions, JobRef
-        from doctor.triage.discover import parse_pids
-        from doctor.triage.export import write_triage_bundle
+def triage(
+    job: Annotated[
+        str | None,
+        typer.Option(
+            "--job",
+            help="TORCHELASTIC_RUN_ID, SLURM_JOB_ID or a `nccl-doctor launch` job id",
+            show_default=False,
+        ),
+    ] = None,
+    pids: Annotated[
+        str | None,
+        typer.Option("--pids", help="rank processes, comma-separated", show_default=False),
+    ] = None,
+    once: Annotated[bool, typer.Option("--once", help="print the verdict and exit")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print nccl-doctor/triage/v1 JSON")
+    ] = False,
+    bundle: Annotated[
+        Path | None,
+        typer.Option(
+            "--bundle", help="write every piece of evidence to OUT.tar.gz", show_default=False
+        ),
+    ] = None,
+    interval: Annotated[
+        float,
+        typer.Option("--interval", help="seconds of sampling per look (and between TUI refreshes)"),
+    ] = 1.0,
+) -> None:
+    """Which rank hangs the job, why, and what to do: without stopping it."""
+    from doctor.triage.collect import CollectOptions, JobRef
+    from doctor.triage.discover import parse_pids
+    from doctor.triage.export import write_triage_bundle
 
-        if (job is None) == (pids is None):
-            raise UsageError("name the job with exactly one of --job ID or --pids P,P")
-        if not 0.05 <= interval <= 600:
-            raise UsageError(f"--interval must be between 0.05 and 600 seconds, not {interval}")
-        ref = JobRef(job=job, pids=tuple(parse_pids(pids)) if pids else ())
-        options = CollectOptions(interval=interval, env=dict(os.environ))
-        if sys.stdout.isatty() and not (once or as_json):
-            raise typer.Exit(_tui(ref, options, job or pids or ""))
-        snapshot = _collect_once(ref, options, spinner=not as_json)
-        if bundle is not None:
-            write_triage_bundle(snapshot, bundle)
-        _print(snapshot, as_json, bundle)
-        raise typer.Exit(EXIT_FOUND if snapshot.verdict.hang_class.is_hang else EXIT_OK)
+    if (job is None) == (pids is None):
+        raise UsageError("name the job with exactly one of --job ID or --pids P,P")
+    if not 0.05 <= interval <= 600:
+        raise UsageError(f"--interval must be between 0.05 and 600 seconds, not {interval}")
+    ref = JobRef(job=job, pids=tuple(parse_pids(pids)) if pids else ())
+    options = CollectOptions(interval=interval, env=dict(os.environ))
+    if sys.stdout.isatty() and not (once or as_json):
+        raise typer.Exit(_tui(ref, options, job or pids or ""))
+    snapshot = _collect_once(ref, options, spinner=not as_json)
+    if bundle is not None:
+        write_triage_bundle(snapshot, bundle)
+    _print(snapshot, as_json, bundle)
+    raise typer.Exit(EXIT_FOUND if snapshot.verdict.hang_class.is_hang else EXIT_OK)
 
 
 def _collect_once(ref: JobRef, options: CollectOptions, spinner: bool) -> TriageSnapshot:

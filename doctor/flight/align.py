@@ -40,6 +40,7 @@ from doctor.flight.divergence import (
 )
 from doctor.flight.dump import GroupTrack, RankDump
 from doctor.model import Frame, Skipped
+from doctor.ranks import rank_prose
 
 __all__ = [
     "Divergence",
@@ -281,8 +282,8 @@ def _break_tie(
     odd = tuple(sorted(r for r, o in ops.items() if signature(o) != top))
     peers = tuple(sorted(r for r in ops if r not in odd))
     text = (
-        f"pg {g.name} seq {d.seq}: rank {', '.join(map(str, odd))} issued "
-        f"{', '.join(describe(ops[r]) for r in odd)} where rank {', '.join(map(str, peers))} "
+        f"pg {g.name} seq {d.seq}: {rank_prose(odd)} issued "
+        f"{', '.join(describe(ops[r]) for r in odd)} where {rank_prose(peers)} "
         f"and the sibling groups ({', '.join(siblings)}) issued {describe(ops[peers[0]])}"
     )
     div = Divergence("mismatch", d.seq, ops[odd[0]].name, odd, peers, False, text)
@@ -319,9 +320,8 @@ def _group_order(
                     tuple(sorted(few + many if tie else few)),
                     tuple(sorted(many)),
                     tie,
-                    f"pg {a} and pg {b} were scheduled in opposite orders: rank(s) "
-                    f"{', '.join(map(str, sorted(few)))} against "
-                    f"{', '.join(map(str, sorted(many)))}",
+                    f"pg {a} and pg {b} were scheduled in opposite orders: "
+                    f"{rank_prose(few)} against {rank_prose(many)}",
                 )
                 g = out[idx]
                 out[idx] = GroupAlignment(g.name, g.desc, g.members, g.positions, g.no_dump, div)

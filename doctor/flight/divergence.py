@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from doctor.flight.dump import GroupTrack, Op
+from doctor.ranks import rank_prose
 
 VARIABLE_SIZE_OPS = ("all_to_all", "alltoall", "gather", "scatter", "_v")
 
@@ -103,8 +104,8 @@ def _vote(
         )
     else:
         text = (
-            f"pg {name} seq {seq}: rank{'s' if len(odd) > 1 else ''} "
-            f"{', '.join(map(str, odd))} issued {', '.join(sorted({what[r] for r in odd}))} "
+            f"pg {name} seq {seq}: {rank_prose(odd)} "
+            f"issued {', '.join(sorted({what[r] for r in odd}))} "
             f"where {len(majority)} rank{'s' if len(majority) > 1 else ''} "
             f"issued {what[majority[0]]}"
         )
@@ -131,8 +132,7 @@ def stalled(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
             lag,
             others,
             False,
-            f"pg {name}: rank{'s' if len(lag) > 1 else ''} {', '.join(map(str, lag))} "
-            f"did not complete seq {seq} ({op or 'op'}), which "
+            f"pg {name}: {rank_prose(lag)} did not complete seq {seq} ({op or 'op'}), which "
             f"{'peers' if others else 'the group'} completed up to seq {best}",
         )
     return not_started(tracks, name)
@@ -154,8 +154,7 @@ def not_started(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
                 late,
                 tuple(sorted(r for r in st if r not in late)),
                 False,
-                f"pg {name} seq {seq}: never started on rank(s) "
-                f"{', '.join(map(str, late))} while peers started it",
+                f"pg {name} seq {seq}: never started on {rank_prose(late)} while peers started it",
             )
     return None
 
@@ -178,8 +177,7 @@ def missing(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
         behind,
         ahead,
         False,
-        f"pg {name}: rank{'s' if len(behind) > 1 else ''} "
-        f"{', '.join(map(str, behind))} never scheduled seq {seq}"
+        f"pg {name}: {rank_prose(behind)} never scheduled seq {seq}"
         f"{' (' + op + ')' if op else ''}; {len(ahead)} peer(s) reached seq {front}",
     )
 
@@ -200,5 +198,5 @@ def no_dump(
         waiting,
         False,
         f"pg {name}: every dumped member reached seq {last} ({op or 'op'}); "
-        f"rank{'s' if len(no_dump) > 1 else ''} {', '.join(map(str, no_dump))} left no dump",
+        f"{rank_prose(no_dump)} left no dump",
     )

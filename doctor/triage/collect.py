@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 
 from doctor.evidence import Evidence
 from doctor.model import Skipped
-from doctor.ranks import rank_ranges
+from doctor.ranks import rank_prose
 from doctor.triage.discover import discover_job, discover_pids
 from doctor.triage.fanout import Done, Failed, fanout
 from doctor.triage.snapshot import TriageSnapshot
@@ -96,8 +96,8 @@ def _merge(
             Skipped(
                 None,
                 "discover",
-                f"ranks {rank_ranges(target.remote)} run on other hosts: "
-                "run triage there (or through srun --overlap --jobid)",
+                f"{rank_prose(target.remote)} run{'s' * (len(target.remote) == 1)} on other "
+                "hosts: run triage there (or through srun --overlap --jobid)",
             )
         ]
         if target.remote

@@ -44,8 +44,9 @@ from dataclasses import dataclass
 from doctor.evidence import Evidence, ProgressSample, RankStack
 from doctor.flight.align import FlightAnalysis
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
+from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
-from doctor.verdict.signals import names, signal_candidates
+from doctor.verdict.signals import signal_candidates
 from doctor.verdict.stacks import (
     BOOTSTRAP_OPS,
     ELSEWHERE,
@@ -200,14 +201,14 @@ def rank_loss(view: LiveView) -> list[Candidate]:
         "",
     )
     summary = (
-        f"{names(view.dead)} {'is' if len(view.dead) == 1 else 'are'} gone"
+        f"{rank_prose(view.dead)} {'is' if len(view.dead) == 1 else 'are'} gone"
         + (f" ({why})" if why else "")
         + (
-            f" while {names(waiting)} {'waits' if len(waiting) == 1 else 'wait'} in {ref.op}"
+            f" while {rank_prose(waiting)} {'waits' if len(waiting) == 1 else 'wait'} in {ref.op}"
             if waiting and ref
             else ""
         )
-        + f"; {names(alive)} cannot finish without it: find why it died, then restart "
+        + f"; {rank_prose(alive)} cannot finish without it: find why it died, then restart "
         "the job (or recover it in process)"
     )
     return [
@@ -241,7 +242,7 @@ def stuck(view: LiveView) -> list[Candidate]:
     if not waiting or not elsewhere:
         return []
     ref = view.waiting_ref(waiting)
-    wait_line = _py(None, f"{names(waiting)} wait in {view.stack(waiting[0])}")
+    wait_line = _py(None, f"{rank_prose(waiting)} wait in {view.stack(waiting[0])}")
     out = []
     compiling = tuple(r for r in elsewhere if view.states[r] is RankState.COMPILE)
     others = tuple(r for r in elsewhere if r not in compiling)
@@ -257,14 +258,16 @@ def stuck(view: LiveView) -> list[Candidate]:
         if not culprits:
             continue
         where = "; ".join(
-            f"{names([r])} is {_WHERE[view.states[r]]} at {view.stack(r)}" for r in culprits
+            f"{rank_prose([r])} is {_WHERE[view.states[r]]} at {view.stack(r)}" for r in culprits
         )
         lines = (
             [_py(r, f"main thread {_WHERE[view.states[r]]}: {view.stack(r)}") for r in culprits]
             + [wait_line]
             + _cpu_lines(view, culprits)
         )
-        summary = f"{where}, while {names(waiting)} wait in {ref.op if ref else 'a collective'}"
+        summary = (
+            f"{where}, while {rank_prose(waiting)} wait in {ref.op if ref else 'a collective'}"
+        )
         out.append(
             Candidate(
                 cls, culprits, sure, summary, 80, collective=ref, evidence=tuple(lines), rule=rule
@@ -316,8 +319,8 @@ def mismatch(view: LiveView) -> list[Candidate]:
         lines = [_py(r, f"waits in {view.stack(r)}") for r in sorted(ops)]
         lines += _group_lines(view, readable)
         summary = (
-            f"{names(culprits)} called {', '.join(sorted({ops[r] for r in culprits}))} "
-            f"where {names([r for r in ops if r not in culprits])} called {major}"
+            f"{rank_prose(culprits)} called {', '.join(sorted({ops[r] for r in culprits}))} "
+            f"where {rank_prose([r for r in ops if r not in culprits])} called {major}"
         )
         if tie:
             summary = (
@@ -341,11 +344,11 @@ def mismatch(view: LiveView) -> list[Candidate]:
     if len(groups) == 1:
         return []
     odd = odd_ones_out(groups)
-    lines = [_py(None, f"{names(g.ranks)}: {g.signature}") for g in groups]
+    lines = [_py(None, f"{rank_prose(g.ranks)}: {g.signature}") for g in groups]
     lines += _group_lines(view, readable)
     summary = (
-        f"{names(odd.ranks)} {'wait' if len(odd.ranks) > 1 else 'waits'} in "
-        f"{next(iter(counts))} from a different call site than {names(odd.majority.ranks)}"
+        f"{rank_prose(odd.ranks)} {'wait' if len(odd.ranks) > 1 else 'waits'} in "
+        f"{next(iter(counts))} from a different call site than {rank_prose(odd.majority.ranks)}"
         if odd.majority
         else f"the ranks wait in {next(iter(counts))} from different call sites, split evenly"
     )
@@ -372,8 +375,8 @@ def _group_lines(view: LiveView, stacks: Sequence[RankStack]) -> list[EvidenceLi
     lines = []
     for name, odd in odd_ones_out_by_group(stacks, members).items():
         if odd.ranks:
-            what = "split evenly (a tie)" if odd.tie else f"{names(odd.ranks)} stand apart"
-            lines.append(_py(None, f"process group {name} ({names(members[name])}): {what}"))
+            what = "split evenly (a tie)" if odd.tie else f"{rank_prose(odd.ranks)} stand apart"
+            lines.append(_py(None, f"process group {name} ({rank_prose(members[name])}): {what}"))
     return lines
 
 
@@ -381,8 +384,8 @@ def _bootstrap_wait(view: LiveView, ops: dict[int, str]) -> list[Candidate]:
     stuck_in = sorted(r for r, op in ops.items() if op in BOOTSTRAP_OPS)
     others = tuple(sorted(set(ops) - set(stuck_in)))
     summary = (
-        f"{names(stuck_in)} wait in {ops[stuck_in[0]]}"
-        + (f" while {names(others)} went on" if others else "")
+        f"{rank_prose(stuck_in)} wait in {ops[stuck_in[0]]}"
+        + (f" while {rank_prose(others)} went on" if others else "")
         + ": communicator creation does not complete"
     )
     return [
@@ -411,8 +414,8 @@ def all_waiting(view: LiveView) -> list[Candidate]:
     why = {s.rank: s.reason for s in view.evidence.skipped if s.rank in unread}
     if unread:
         summary = (
-            f"{names(unread)} could not be read while {names(waiting)} wait in "
-            f"{view.stack(waiting[0])}: {names(unread)} is the likely culprit"
+            f"{rank_prose(unread)} could not be read while {rank_prose(waiting)} wait in "
+            f"{view.stack(waiting[0])}: {rank_prose(unread)} is the likely culprit"
         )
         lines = [
             EvidenceLine("py-spy", r, f"no stack: {why.get(r, 'unknown reason')}") for r in unread
@@ -505,7 +508,7 @@ def progressing(view: LiveView) -> list[Candidate]:
     runner_up = counts[1][1] if len(counts) > 1 else 0
     if 2 * n > total and n >= 2 * runner_up and _others_wait(view, rank):
         summary = (
-            f"the job progresses, but {names([rank])} is in its own code while the others "
+            f"the job progresses, but {rank_prose([rank])} is in its own code while the others "
             f"wait in {n} of {total} samples: it is the straggler ({view.stack(rank)})"
         )
         sure = Confidence.HIGH if 5 * n >= 4 * total else Confidence.MEDIUM

@@ -9,20 +9,12 @@ the rank that *saw* the failure: the confidence says so.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from doctor.evidence import Evidence, LogEvent
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
+from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
-
-
-def names(ranks: Iterable[int]) -> str:
-    """``[2]`` -> ``rank 2``; ``[0, 1, 3]`` -> ``ranks 0, 1 and 3``."""
-    items = [str(r) for r in sorted(ranks)]
-    if len(items) == 1:
-        return f"rank {items[0]}"
-    return f"ranks {', '.join(items[:-1])} and {items[-1]}" if items else "no rank"
-
 
 _LOG_RULES = (
     (
@@ -65,7 +57,7 @@ def log_candidates(evidence: Evidence, dead: Sequence[int]) -> list[Candidate]:
         first = events[0]
         summary = template.format(
             op=first.op or "an op",
-            ranks=names(ranks) if ranks else "some rank",
+            ranks=rank_prose(ranks) if ranks else "some rank",
             text=first.text[:120],
         )
         lines = tuple(EvidenceLine("nccl-log", e.rank, e.text) for e in events[:8])
@@ -107,7 +99,7 @@ def gpu_candidates(evidence: Evidence) -> list[Candidate]:
     )
     xids = sorted({x for g in bad for x in g.xid_events})
     summary = (
-        f"the GPU of {names(ranks)} reported "
+        f"the GPU of {rank_prose(ranks)} reported "
         + (f"XID {', '.join(map(str, xids))}" if xids else "uncorrected ECC errors")
         + ": the collective cannot finish there; drain the node and reset the GPU"
     )
