@@ -11,13 +11,13 @@ help: ## list the targets
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[test]"
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[test,torch]"
 	command -v tmux >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq >/dev/null && apt-get install -y -qq tmux >/dev/null; } || \
 	  echo "note: tmux is not installed; the real-terminal TUI test will skip"
 	touch $(STAMP)
 
-install: $(STAMP) ## create .venv and install the project with its test extras
+install: $(STAMP) ## create .venv: the project (editable), torch 2.13 CPU and the test extras
 
 demo: install ## preflight, then a small CPU job with an injected hang, triaged
 	$(PY) -m doctor.demo
@@ -32,7 +32,7 @@ lint: install ## ruff check and ruff format --check
 	$(VENV)/bin/ruff format --check $(SOURCES)
 
 bench: install ## every benchmark under benchmarks/ (installs NVIDIA's wrapper to compare)
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[test,compare]"
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[test,torch,compare]"
 	# NVIDIA's package pulls the deprecated `pynvml` distribution, whose import-time
 	# FutureWarning breaks torch imports under our warnings-as-errors; nvidia-ml-py provides
 	# the same `pynvml` module.

@@ -33,7 +33,10 @@ def launch(
     """Apply the env policy, gate on preflight, register the rank, run CMD (after --)."""
     from doctor.config import load_config
     from doctor.launch.prologue import launch as run_launch
+    from doctor.torchdep import require_torch
 
+    if wrap:  # before the policy and the preflight gate: the wrapper cannot run at all
+        require_torch("the restart wrapper (launch --wrap)")
     env = dict(os.environ)
     cfg = load_config(config, env, Path.cwd())
     raise typer.Exit(run_launch(ctx.args, cfg, lane.value if lane else None, wrap, job, env))

@@ -15,6 +15,8 @@ import tempfile
 from pathlib import Path
 
 from doctor.demo.local import LocalJob
+from doctor.errors import TorchMissing
+from doctor.torchdep import require_torch
 
 EXPECTED = {
     "dataloader": "cpu_stuck",
@@ -42,6 +44,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault", choices=sorted(EXPECTED), default="dataloader")
     parser.add_argument("--rank", type=int, default=2, help="the rank that misbehaves")
     args = parser.parse_args(argv)
+    try:
+        require_torch("the demo job")
+    except TorchMissing as exc:
+        print(f"python -m doctor.demo: {exc}", file=sys.stderr)
+        return 2
 
     print("== 1. preflight: is this environment going to hang? (single-node lane)")
     doctor("preflight", "--lane", "single-node")
