@@ -20,6 +20,7 @@ the archive is not read further.
 
 from __future__ import annotations
 
+import functools
 import tarfile
 import zipfile
 from collections.abc import Callable, Iterator
@@ -145,7 +146,7 @@ def _tar(path: Path, bounds: Bounds, wanted: Callable[[str], bool]) -> Iterator[
                 continue
             data = tar.extractfile(info)
             if data is not None:
-                yield Member(name, info.size, lambda d=data, n=info.size: d.read(n))
+                yield Member(name, info.size, functools.partial(data.read, info.size))
 
 
 def _zip(path: Path, bounds: Bounds, wanted: Callable[[str], bool]) -> Iterator[Entry]:
@@ -166,7 +167,7 @@ def _zip(path: Path, bounds: Bounds, wanted: Callable[[str], bool]) -> Iterator[
             if refused is not None:
                 yield refused
                 continue
-            yield Member(name, info.file_size, lambda i=info: _read_zip(zf, i))
+            yield Member(name, info.file_size, functools.partial(_read_zip, zf, info))
 
 
 def _read_zip(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:

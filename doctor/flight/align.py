@@ -26,7 +26,7 @@ clear margin is a straggler.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from doctor.flight.divergence import (
@@ -342,7 +342,7 @@ def _last_ops(ds: dict[int, RankDump]) -> Iterable[RankOp]:
             yield RankOp(r, n, o.seq, o.name, o.state, o.frames)
 
 
-def _median(values: list[int] | list[float]) -> float:
+def _median(values: Sequence[float]) -> float:
     v = sorted(values)
     n = len(v)
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2

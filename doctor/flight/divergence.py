@@ -114,16 +114,18 @@ def _vote(
 
 def stalled(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
     """Ranks that did not complete (or start) what their peers completed."""
-    known = {r: t for r, t in tracks.items() if t.completed is not None and t.enqueued is not None}
+    known = {
+        r: (t.completed, t.enqueued)
+        for r, t in tracks.items()
+        if t.completed is not None and t.enqueued is not None
+    }
     if len(known) < 2:
         return not_started(tracks, name)
-    best = max(t.completed for t in known.values())  # type: ignore[type-var]
-    lag = tuple(
-        sorted(r for r, t in known.items() if t.completed < best and t.completed < t.enqueued)
-    )  # type: ignore[operator]
+    best = max(done for done, _enq in known.values())
+    lag = tuple(sorted(r for r, (done, enq) in known.items() if done < best and done < enq))
     if lag:
-        seq = min(known[r].completed for r in lag) + 1  # type: ignore[operator]
-        op = next((o.name for r in lag for o in known[r].ops if o.seq == seq), "")
+        seq = min(known[r][0] for r in lag) + 1
+        op = next((o.name for r in lag for o in tracks[r].ops if o.seq == seq), "")
         others = tuple(sorted(r for r in known if r not in lag))
         return Divergence(
             "not_completed",

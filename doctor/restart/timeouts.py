@@ -56,6 +56,8 @@ def probe_default_group() -> tuple[str, float] | None:
     if not (dist.is_available() and dist.is_initialized()):
         return None
     group = dist.group.WORLD
+    if group is None:
+        return None
     backend = str(dist.get_backend(group))
     for device in ("cpu", "cuda"):
         try:

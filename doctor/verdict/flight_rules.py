@@ -227,7 +227,7 @@ def _quiet(fa: FlightAnalysis) -> list[Candidate]:
     ]
     if stuck:
         g = stuck[0]
-        seq = min(p.completed for p in g.positions) + 1  # type: ignore[operator]
+        seq = min(p.completed or 0 for p in g.positions) + 1  # all known: `stuck` says so
         out.append(
             Candidate(
                 HangClass.NETWORK,

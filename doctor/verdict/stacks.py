@@ -23,7 +23,7 @@ sampler caught a rank does not matter, which collective it is in does.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -141,7 +141,7 @@ def _explain(main: ThreadStack | None) -> tuple[RankState, int | None]:
     index = collective_index(main)
     if index is not None:
         return RankState.IN_COLLECTIVE, index
-    tests = (
+    tests: tuple[tuple[RankState, Callable[[Frame], bool]], ...] = (
         (RankState.COMPILE, lambda f: bool(_COMPILE_FILES.search(f.filename))),
         (
             RankState.DATA_LOADING,
