@@ -103,15 +103,37 @@ class GpuSample:
 
 @dataclass(frozen=True)
 class LogEvent:
-    """A line from an NCCL debug log or a launcher log that means something."""
+    """A line (or block) of a job's logs that means something; ``doctor.logs`` reads them.
+
+    Only ``rank``, ``kind`` and ``text`` are always set; the rest is what the text states.
+    """
 
     rank: int | None
     kind: str
-    """``bootstrap``, ``network``, ``unsupported_op`` or ``watchdog_timeout``."""
+    """What the text says happened; the vocabulary is ``doctor.logs.kinds``."""
     text: str
     seq: int | None = None
+    """The collective's sequence number (``SeqNum=``, ``work:``, RAS's operation count)."""
     op: str | None = None
     process_group: str | None = None
+    host: str = ""
+    """The host the line came from (NCCL's ``host:pid:tid`` prefix, a launcher's report)."""
+    pid: int | None = None
+    peer: str = ""
+    """The other end a transport error names (``10.0.0.2<4432>``), or the interface or
+    address a bootstrap failure names."""
+    completed: int | None = None
+    """The last sequence number the rank completed (``last completed NCCL work: M``)."""
+    code: int | None = None
+    """The number the line reports: an Xid, an exit status (negative: the signal)."""
+    device: str = ""
+    """The GPU the line names: a PCI bus id (``0000:3b:00``) or a CUDA device index."""
+    nranks: int | None = None
+    """Ranks of the communicator or job the line speaks of."""
+    numel: int | None = None
+    """Elements of the collective's input (``NumelIn=``), where a watchdog line says."""
+    origin: str = ""
+    """``file:line`` the event was read from (empty for live sources)."""
 
 
 @dataclass(frozen=True)

@@ -1,10 +1,11 @@
 """Saved evidence in: whatever a user hands ``analyze`` becomes one raw ``Evidence``.
 
 Accepted, in any mix: a triage bundle (tar.gz or the folder it unpacks to),
-a folder or archive of Flight Recorder dumps, dump files. A v2 bundle carries
-its reduced dumps in ``evidence.json``; a v1 bundle (``nccl-doctor/evidence/v1``)
-is read as before, its dumps from ``fr/``. Nothing here aligns or judges: that
-is ``doctor.verdict.classify.analyse``, as for live triage.
+a folder or archive of Flight Recorder dumps, dump files, and logs (``doctor.logs``:
+a job's combined output, NCCL debug files, RAS reports, kernel Xid lines, py-spy text).
+A v2 bundle carries its reduced dumps in ``evidence.json``; a v1 bundle
+(``nccl-doctor/evidence/v1``) is read as before, its dumps from ``fr/``. Nothing here
+aligns or judges: that is ``doctor.verdict.classify.analyse``, as for live triage.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ from doctor.codec import DecodeError
 from doctor.errors import InputError
 from doctor.evidence import SCHEMA, Evidence
 from doctor.flight.reader import read_flight
+from doctor.logs import read_logs
 
 
 def _bundle(paths: Sequence[Path]) -> tuple[Path, Evidence, bool] | None:
@@ -45,10 +47,13 @@ def load_evidence(paths: Sequence[Path]) -> Evidence:
     # a v2 bundle's dumps are in its evidence.json; its fr/ copies are for people
     skip = found[0] if found is not None and found[2] else None
     fr = read_flight(p for p in paths if p != skip)
-    if not fr.dumps and found is None:
+    logs = read_logs(paths)
+    texts = {Path(f).name for f in logs.files}
+    unreadable = tuple(s for s in fr.skipped if s.reason.split(":", 1)[0] not in texts)
+    if not fr.dumps and found is None and not logs.files:
         why = f" ({fr.skipped[0].reason})" if fr.skipped else ""
         raise InputError(
-            f"found no readable Flight Recorder dump or triage bundle in "
+            f"found no readable Flight Recorder dump, triage bundle or log in "
             f"{', '.join(map(str, paths))}{why}"
         )
     if found is None:
@@ -58,5 +63,9 @@ def load_evidence(paths: Sequence[Path]) -> Evidence:
     return replace(
         base,
         dumps=base.dumps + fr.dumps,
-        unreadable_dumps=tuple(dict.fromkeys(base.unreadable_dumps + fr.skipped)),
+        unreadable_dumps=tuple(dict.fromkeys(base.unreadable_dumps + unreadable)),
+        logs=base.logs + logs.events,
+        stacks=base.stacks + logs.stacks,
+        skipped=tuple(dict.fromkeys(base.skipped + logs.skipped)),
+        log_files=tuple(dict.fromkeys(base.log_files + logs.files)),
     )

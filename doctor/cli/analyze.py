@@ -16,7 +16,7 @@ def analyze(
         list[Path],
         typer.Argument(
             help="a triage bundle (.tar.gz), a folder or archive of Flight Recorder dumps, "
-            "or dump files",
+            "dump files, or logs: a job's output, NCCL debug files, ncclras reports, dmesg",
             show_default=False,
         ),
     ],

@@ -32,6 +32,7 @@ from doctor.triage.sources.logs import LogSource
 from doctor.triage.sources.nvml import NvmlSource
 from doctor.triage.sources.proc import ProcSource
 from doctor.triage.sources.pyspy import PySpySource
+from doctor.triage.sources.ras import RasSource
 from doctor.triage.target import Target
 
 DEADLINE_SLACK = 0.25
@@ -83,6 +84,7 @@ def default_sources(options: CollectOptions) -> list[Source]:
         ),
         ProcSource(window=options.interval),
         LogSource(),
+        RasSource(options.env, window=options.interval),
         NvmlSource(options.env),
         FlightSource(window=options.interval, probe_timeout=options.probe_timeout),
     ]

@@ -41,7 +41,7 @@ from doctor.evidence import Evidence
 from doctor.flight.align import FlightAnalysis, align
 from doctor.model import Confidence, HangClass, Verdict
 from doctor.ranks import rank_prose
-from doctor.verdict import flight_rules, live
+from doctor.verdict import flight_rules, live, log_rules
 from doctor.verdict.candidate import Candidate
 
 PRECEDENCE = (
@@ -95,9 +95,11 @@ def gather(evidence: Evidence, flight: FlightAnalysis | None = None) -> list[Can
         and c.confidence is not Confidence.LOW
         for c in live_found
     )
-    found = [
-        c for c in flight_rules.candidates(flight) if not (moving and c.rule in SNAPSHOT_RULES)
-    ] + live_found
+    found = (
+        [c for c in flight_rules.candidates(flight) if not (moving and c.rule in SNAPSHOT_RULES)]
+        + live_found
+        + log_rules.candidates(evidence)
+    )
     return sorted(found, key=_order)
 
 

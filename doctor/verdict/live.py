@@ -9,16 +9,14 @@ Then each rule looks at the ranks' states (``doctor.verdict.stacks``):
 rule               strength  fires when
 =================  ========  ====================================================
 rank_loss          90        an expected rank is dead, a zombie or missing
-unsupported_op     85        a log says the backend does not support an op
 gpu_hang           85        NVML reports an XID or uncorrected ECC on a rank's GPU
 cpu_stuck          80        no progress; some ranks wait in a collective, others
                              are in their own code (loader, GIL loop, I/O)
 compile_warmup     80        the same, with the others in torch.compile/inductor
-bootstrap          75        a log shows a bootstrap failure, or ranks wait in
-                             init_process_group/new_group without progress
+bootstrap          75        ranks wait in init_process_group/new_group without
+                             progress
 collective_mismatch 70/65    no progress; every readable rank waits, in different
                              ops (70) or the same op from different call sites (65)
-network            60        a log shows a transport error
 straggler          60        progress; one rank is in its own code while the
                              others wait, in most samples, far more than any other,
                              and each other rank waits in most samples
@@ -29,7 +27,8 @@ healthy            30/15     progress and no straggler (30); no progress signal
                              but no rank waits (15)
 =================  ========  ====================================================
 
-Culprits are the ranks that keep the others waiting, never the waiters. With
+Log lines are judged by ``doctor.verdict.log_rules`` (its own table), in the same
+``classify``. Culprits are the ranks that keep the others waiting, never the waiters. With
 no strict majority (two ranks against two) a mismatch is a tie: both sides
 are named and the confidence is low.
 """
@@ -549,6 +548,6 @@ RULES: tuple[Callable[[LiveView], list[Candidate]], ...] = (
 
 
 def candidates(evidence: Evidence, flight: FlightAnalysis | None = None) -> list[Candidate]:
-    """Every live rule's conclusions, plus the log and NVML rules (``doctor.verdict.signals``)."""
+    """Every live rule's conclusions, plus the NVML rule (``doctor.verdict.signals``)."""
     view = LiveView.of(evidence, flight)
     return [c for rule in RULES for c in rule(view)] + signal_candidates(evidence, view.dead)

@@ -31,6 +31,7 @@ DESIGN_IDS = {
     "diag.ptrace",
     "diag.flight-recorder",
     "stack.versions",
+    "stack.nccl-ras",
 }
 
 

@@ -30,24 +30,24 @@ def test_watchdog_timeout_lines_give_rank_seq_op_and_group() -> None:
 
 
 def test_bootstrap_failures_are_attributed_through_the_pid_prefix() -> None:
-    found = events("bootstrap_nccl.log", pids={48211: 5})
-    assert [e.kind for e in found] == ["bootstrap"]
-    assert found[0].rank == 5 and "Connection refused" in found[0].text
+    found = [e for e in events("bootstrap_nccl.log", pids={48211: 5}) if e.kind == "bootstrap"]
+    # (the WARN, and NCCL's error return through init.cc)
+    assert {e.rank for e in found} == {5} and "Connection refused" in found[0].text
     # AND the harmless "No plugin found" INFO line is not a failure
     plugin = events("netplugin_nccl.log", rank=2)
-    assert [(e.kind, e.rank) for e in plugin] == [("bootstrap", 2)]
+    assert {(e.kind, e.rank) for e in plugin} == {("bootstrap", 2)}
     assert "Failed to initialize any NET plugin" in plugin[0].text
 
 
 def test_network_errors_and_unsupported_ops() -> None:
     net = events("network_nccl.log", rank=13)
     assert [e.kind for e in net] == ["network"] and "status=12" in net[0].text
-    unsupported = events("unsupported_torch.log")
+    unsupported = [e for e in events("unsupported_torch.log") if e.kind == "unsupported_op"]
     assert [(e.kind, e.rank, e.op) for e in unsupported] == [
         ("unsupported_op", 2, "allgather_into_tensor_coalesced")
     ]
     died = events("gloo_peer_died.log", rank=1)
-    assert [(e.kind, e.rank) for e in died] == [("network", 1)]
+    assert [(e.kind, e.rank) for e in died] == [("peer_gone", 1)]
 
 
 def test_debug_file_template_and_tail(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from doctor.evidence import (
 from doctor.flight.align import FlightAnalysis, GroupAlignment
 from doctor.model import Confidence, HangClass, Skipped
 from doctor.verdict.candidate import Candidate
-from doctor.verdict.classify import classify
+from doctor.verdict.classify import classify, gather
 from doctor.verdict.live import LiveView, candidates, job_progress, straggler_counts
 
 
@@ -183,7 +183,8 @@ def test_log_and_nvml_signals_become_candidates() -> None:
         ),
         gpus=(GpuSample(3, 3, xid_events=(79,)),),
     )
-    found = {c.hang_class: c for c in candidates(evidence)}
+    # (log lines are judged by doctor.verdict.log_rules, beside the live rules)
+    found = {c.hang_class: c for c in gather(evidence)}
     assert found[HangClass.UNSUPPORTED_OP].culprit_ranks == (2,)
     assert found[HangClass.GPU_HANG].culprit_ranks == (3,)
     assert "XID 79" in found[HangClass.GPU_HANG].summary

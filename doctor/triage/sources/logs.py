@@ -11,105 +11,31 @@ so tests feed it recorded NCCL and PyTorch lines.
 from __future__ import annotations
 
 import os
-import re
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import replace
 from pathlib import Path
 
 from doctor.evidence import LogEvent
+from doctor.logs import parse_lines
 from doctor.triage.sources.interface import Collected, Source
 from doctor.triage.target import Target
 
 TAIL_BYTES = 1 << 20
-MAX_EVENTS_PER_KIND = 4
-
-
-@dataclass(frozen=True)
-class _Rule:
-    kind: str
-    pattern: re.Pattern[str]
-
-
-RULES = (
-    _Rule(
-        "watchdog_timeout",
-        re.compile(
-            r"Watchdog caught collective operation timeout|detected by watchdog at work: \d+|"
-            r"Timed out waiting \d+ms for \w+ operation"
-        ),
-    ),
-    _Rule("unsupported_op", re.compile(r"does not support (\w+)")),
-    _Rule(
-        "bootstrap",
-        re.compile(
-            r"ncclRemoteError|socketPollConnect|Connection refused|"
-            r"Failed to initialize any NET plugin|Bootstrap : no socket interface found|"
-            r"bootstrap\.cc:\d+ NCCL WARN"
-        ),
-    ),
-    _Rule(
-        "network",
-        re.compile(
-            r"NET/IB ?: .*(?:error|status)|Got completion from peer|"
-            r"Connection closed by (?:remote )?peer|Connection reset by peer|"
-            r"socketProgress|Socket recv failed|ncclSystemError|"
-            r"Read error \[|Write error \[|NCCL WARN (?:NET|Net)"
-        ),
-    ),
-)
-_SEQ = re.compile(r"SeqNum=(\d+)|detected by watchdog at work: (\d+)")
-_OP = re.compile(r"OpType=(\w+)")
-_PG = re.compile(r"\[PG (?:ID )?(\d+)")
-_RANK = re.compile(r"^\[rank(\d+)\]:|\[Rank (\d+)\]")
-_NCCL_PREFIX = re.compile(r"^(?:\S+: )?[\w.-]+:(\d+):\d+ \[\d+\]")
-"""``host:pid:tid [dev]`` at the start of an NCCL debug line (maybe behind an srun label)."""
 
 
 def parse_log(text: str, rank: int | None, pid_ranks: Mapping[int, int]) -> list[LogEvent]:
-    """The meaningful lines of one log; ``rank`` is the file's rank, if it belongs to one.
+    """The meaningful lines of one log (``doctor.logs`` reads them); ``rank`` is the file's
+    rank, if it belongs to one.
 
     A line's own ``[rankN]:``/``[Rank N]`` label or NCCL ``host:pid`` prefix wins
-    over the file's rank, because launcher logs mix every rank's lines.
+    over the file's rank, because launcher logs mix every rank's lines; a line that
+    names only its process gets that process's rank from ``pid_ranks``.
     """
-    events: list[LogEvent] = []
-    seen: set[tuple[int | None, str, str]] = set()
-    counts: dict[tuple[int | None, str], int] = {}
-    for line in text.splitlines():
-        rule = next((r for r in RULES if r.pattern.search(line)), None)
-        if rule is None:
-            continue
-        who = _line_rank(line, pid_ranks)
-        who = rank if who is None else who
-        body = line.strip()[:300]
-        key = (who, rule.kind, re.sub(r"\d", "", body))
-        if key in seen or counts.get((who, rule.kind), 0) >= MAX_EVENTS_PER_KIND:
-            continue
-        seen.add(key)
-        counts[(who, rule.kind)] = counts.get((who, rule.kind), 0) + 1
-        seq = _SEQ.search(line)
-        op = _OP.search(line)
-        pg = _PG.search(line)
-        unsupported = rule.pattern.search(line) if rule.kind == "unsupported_op" else None
-        events.append(
-            LogEvent(
-                rank=who,
-                kind=rule.kind,
-                text=body,
-                seq=int(next(g for g in seq.groups() if g)) if seq else None,
-                op=op.group(1) if op else (unsupported.group(1) if unsupported else None),
-                process_group=pg.group(1) if pg else None,
-            )
-        )
-    return events
-
-
-def _line_rank(line: str, pid_ranks: Mapping[int, int]) -> int | None:
-    if match := _RANK.search(line):
-        return int(next(g for g in match.groups() if g))
-    if (match := _NCCL_PREFIX.match(line)) and int(match.group(1)) in pid_ranks:
-        return pid_ranks[int(match.group(1))]
-    return None
+    return [
+        replace(e, rank=pid_ranks[e.pid]) if e.rank is None and e.pid in pid_ranks else e
+        for e in parse_lines(text.splitlines(), file_rank=rank)
+    ]
 
 
 def resolve_debug_file(template: str, host: str, pid: int) -> Path:

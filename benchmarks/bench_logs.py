@@ -1,0 +1,110 @@
+"""`nccl-doctor analyze` on the labelled corpus of real logs (tests/fixtures/real/).
+
+Each case is text from a public thread or NVIDIA's documentation whose cause a
+maintainer (or the document) confirmed; each is judged from its files alone, the
+way ``nccl-doctor analyze FILES...`` judges them. Prints, per hang class, how many
+cases carry it, how many verdicts named it, precision and recall of the class,
+and culprit ranks right (over the cases whose thread names culprits); then every
+miss with what the verdict said. Also times the reader on a generated combined
+log (``--big-mb``, default 200 MB of training lines with a watchdog line at the end).
+
+Target (issue 13): class accuracy at least 85%, no case crashes.
+
+    .venv/bin/python benchmarks/bench_logs.py
+    .venv/bin/python benchmarks/bench_logs.py --big-mb 0     # the corpus only
+
+Exit status: 0 when the target is met, 1 otherwise.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import resource
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
+
+from corpus import Score, score  # noqa: E402
+
+TARGET = 0.85
+
+
+def table(result: Score) -> str:
+    rows = [("class", "cases", "verdicts", "precision", "recall", "culprits right")]
+    for cls, cases, predicted, precision, recall, culprits in result.per_class():
+        rows.append(
+            (
+                cls,
+                str(cases),
+                str(predicted),
+                "-" if math.isnan(precision) else f"{precision:.0%}",
+                "-" if math.isnan(recall) else f"{recall:.0%}",
+                culprits if culprits != "0/0" else "-",
+            )
+        )
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    lines = [
+        "| " + " | ".join(c.ljust(w) for c, w in zip(r, widths, strict=True)) + " |" for r in rows
+    ]
+    lines.insert(1, "|" + "|".join("-" * (w + 2) for w in widths) + "|")
+    return "\n".join(lines)
+
+
+def big_log(megabytes: int) -> tuple[float, float, int]:
+    """(seconds, MB/s, peak RSS growth in MiB) reading a generated combined log."""
+    from doctor.logs import read_logs
+
+    line = "[default3]:step 123456 | loss 2.71828 | lr 3.0e-04 | tokens/s 81234.5 | grad 0.98\n"
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "slurm-1234.out"
+        with path.open("w") as f:
+            chunk = line * 10_000
+            for _ in range(megabytes * 1_000_000 // len(chunk) + 1):
+                f.write(chunk)
+            f.write(
+                "[rank3]:[E1121 10:02:11 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught "
+                "collective operation timeout: WorkNCCL(SeqNum=12, OpType=ALLREDUCE) ran for "
+                "600061 milliseconds before timing out.\n"
+            )
+        size = path.stat().st_size / 1e6
+        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        t0 = time.perf_counter()
+        reading = read_logs([path])
+        seconds = time.perf_counter() - t0
+        grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before) / 1024
+        assert any(e.kind == "watchdog_timeout" for e in reading.events)
+    return seconds, size / seconds, int(grown)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--big-mb", type=int, default=200)
+    args = parser.parse_args()
+    result = score()
+    print(f"# corpus: {len(result.outcomes)} cases, class accuracy {result.accuracy:.0%}\n")
+    print(table(result))
+    crashed = [o for o in result.outcomes if o.error]
+    misses = [o for o in result.outcomes if not o.class_right]
+    if misses:
+        print("\n# misses")
+    for o in misses:
+        got = o.verdict.hang_class.value if o.verdict else f"crash ({o.error})"
+        said = o.verdict.summary[:160] if o.verdict else ""
+        print(f"- {o.case.name}: {o.case.hang_class.value}, got {got}: {said}")
+    if args.big_mb:
+        seconds, rate, grown = big_log(args.big_mb)
+        print(
+            f"\n# reader: {args.big_mb} MB combined log in {seconds:.1f} s ({rate:.0f} MB/s), "
+            f"peak RSS +{grown} MiB"
+        )
+    ok = result.accuracy >= TARGET and not crashed
+    print(f"\n# target: accuracy >= {TARGET:.0%}, no crash: {'met' if ok else 'MISSED'}")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

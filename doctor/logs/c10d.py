@@ -1,0 +1,211 @@
+"""torch.distributed's own messages: ProcessGroupNCCL's watchdog, its desync report, the
+collective fingerprint check and the TCPStore, one line at a time.
+
+What each message proves:
+
+* ``Watchdog caught collective operation timeout: WorkNCCL(SeqNum=N, OpType=OP, ...)``:
+  this rank waited in collective N (op OP) past the timeout. It is a *victim*.
+* ``... at work: N, last enqueued NCCL work: E, last completed NCCL work: C``: the rank
+  issued collectives up to E and finished up to C. A rank whose E is lower than the
+  others' never reached their collective.
+* ``TORCH_NCCL_DESYNC_DEBUG``'s report (``ranks [..] are the lagging ranks``,
+  ``[..] finished collective #N, but didn't join collective #N+1``) names the laggards;
+  its snapshot (``#N started ranks:`` / ``[..] started OP``) says who ran what.
+* ``Detected mismatch between collectives on ranks. Rank A is running collective:
+  CollectiveFingerPrint(...), but Rank B is running collective: ...`` (DETAIL debug).
+* torch's Flight Recorder analyzer (``fr_trace``): ``missing ranks: {1}`` of a collective
+  not every rank joined, ``Culprit rank R; Error type: COLLECTIVE_TYPE_MISMATCH``.
+* Compilation in progress: torch.compile's dynamo and inductor, JIT extension builds
+  (``Building extension module``, Megatron's ``compiling and loading fused kernels``).
+* Store and rendezvous failures (client socket timeouts, ``waiting for clients``,
+  ``Address already in use``) are bootstrap failures; a store connection the other side
+  closed mid-job is a peer gone.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+from doctor.evidence import LogEvent
+from doctor.logs import kinds
+from doctor.logs.lines import Line
+
+_WATCHDOG = re.compile(
+    r"[Cc]aught collective operation timeout: WorkNCCL\(([^)]*)\)|"
+    r"Timed out waiting (\d+)ms for (\w+) operation"
+)
+_SEQ = re.compile(r"SeqNum=(\d+)")
+_OP = re.compile(r"OpType=(\w+)")
+_NUMEL = re.compile(r"NumelIn=(\d+)")
+_PG = re.compile(r"\[PG (?:ID )?(\d+)")
+_WORK = re.compile(
+    r"(?:at work|Timeout at NCCL work): (\d+), last enqueued NCCL work: (-?\d+), "
+    r"last completed NCCL work: (-?\d+)"
+)
+_LAGGING = re.compile(r"ranks \[([\d, ]*)\] are the lagging ranks")
+_JOINED_NOT_FINISHED = re.compile(r"\[([\d, ]*)\] joined but didn't finish collective #(\d+)")
+_FINISHED_NOT_JOINED = re.compile(
+    r"\[([\d, ]*)\] finished collective #(\d+), but didn't join collective #(\d+)"
+)
+_STARTED_AT = re.compile(r"#(\d+) started ranks:")
+_STARTED = re.compile(r"^\s*\[([\d, ]*)\] started (\S+)")
+_FINGERPRINT = re.compile(
+    r"Rank (\d+)\]? (?:is running (?:inconsistent )?collective|Running collective): "
+    r"CollectiveFingerPrint\(([^)]*)\)"
+)
+_MISMATCH = re.compile(
+    r"Detected mismatch between collectives|Error when verifying shape tensors for collective "
+    r"(\w+)|input shapes into the collective are mismatched|Mismatch between collective"
+)
+_DDP_STATS = re.compile(r"\[Rank (\d+) / (\d+)\] Training \S+ unused_parameter_size")
+_COMPILING = re.compile(
+    r"compiling and loading fused kernels|Emitting ninja build file|Building extension module|"
+    r"torchdynamo start tracing|calling compiler function|AUTOTUNE \w+\(|"
+    r"Compiling (?:FX graph|kernels?)|torch\._inductor\.compile_fx"
+)
+_FR_MISSING = re.compile(r"missing ranks: \{([\d, ]+)\}")
+_FR_CULPRIT = re.compile(r"Culprit rank (\d+); Error type: (\w+)")
+_MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
+_SHAPE = re.compile(r"TensorShape=\[([^\]]*)\]")
+_SEQ_FP = re.compile(r"SequenceNumber=(\d+)")
+_UNSUPPORTED = re.compile(r"does not support (\w+)|(\w+) is not supported (?:by|in|for) ")
+_STORE_CONNECT = re.compile(
+    r"client socket has (?:timed out after \d+ ?m?s while trying to connect|failed to connect) "
+    r"to \(?\[?([\w.:-]+?)\]?[,:] ?(\d+)\)?"
+)
+_BARRIER = re.compile(
+    r"store based barrier on rank:? (\d+).*?world_size=(\d+), (?:worker_count|num_workers_joined)="
+)
+_BOOTSTRAP = re.compile(
+    r"waiting for clients\. \d+/(\d+) clients joined|"
+    r"server socket has failed to (?:listen on any local network address|bind)|"
+    r"[Aa]ddress already in use|RendezvousTimeoutError|RendezvousClosedError|"
+    r"Rendezvous .{0,80}timed out|DistStoreError: Socket Timeout|"
+    r"ncclCommInitRank failed|NCCL communicator init(?:ialization)? (?:failed|timed out)"
+)
+_STORE_GONE = re.compile(
+    r"(?:recvValue|recvBytes|sendBytes)\w* failed .*?remote=\[([\w.:-]+)\]|"
+    r"Connection was likely closed\. Did the remote server shutdown or crash"
+)
+
+
+MAX_STREAMS = 4096
+"""Writers whose desync snapshot is followed at once."""
+
+
+def _ranks(text: str) -> list[int]:
+    return [int(x) for x in re.findall(r"\d+", text)][:4096]
+
+
+def _numel(shape: str) -> int | None:
+    dims = [int(x) for x in re.findall(r"\d+", shape)]
+    return math.prod(dims) if dims else None
+
+
+class C10dParser:
+    """The single-line messages, plus the one piece of state the desync snapshot needs
+    (which ``#N started ranks:`` header each stream is under)."""
+
+    def __init__(self) -> None:
+        self._snapshot_seq: dict[str, int] = {}
+        self._out: list[LogEvent] = []
+        self._line: Line | None = None
+
+    def _event(self, kind: str, **fields: Any) -> None:
+        assert self._line is not None
+        self._out.append(self._line.event(kind, **fields))
+
+    def feed(self, line: Line) -> list[LogEvent]:
+        self._line, self._out = line, []
+        text = line.text
+        pg = m.group(1) if (m := _PG.search(text)) else None
+        if m := _WATCHDOG.search(text):
+            work = m.group(1) or ""
+            seq, op, numel = _SEQ.search(work), _OP.search(work), _NUMEL.search(work)
+            self._event(
+                kinds.WATCHDOG_TIMEOUT,
+                seq=int(seq.group(1)) if seq else None,
+                op=op.group(1) if op else m.group(3),
+                numel=int(numel.group(1)) if numel else None,
+                process_group=pg,
+            )
+        if m := _WORK.search(text):
+            self._event(kinds.WATCHDOG_TIMEOUT, seq=int(m.group(1)), process_group=pg)
+            self._event(
+                kinds.WORK_PROGRESS,
+                seq=int(m.group(2)),
+                completed=int(m.group(3)),
+                process_group=pg,
+            )
+        self._desync(line)
+        for rank, fingerprint in _FINGERPRINT.findall(text)[:64]:
+            op, seq, shape = (
+                _OP.search(fingerprint),
+                _SEQ_FP.search(fingerprint),
+                _SHAPE.search(fingerprint),
+            )
+            self._event(
+                kinds.COLLECTIVE_AT,
+                rank=int(rank),
+                op=op.group(1) if op else None,
+                seq=int(seq.group(1)) if seq else None,
+                numel=_numel(shape.group(1)) if shape else None,
+            )
+        if m := _MISMATCH.search(text):
+            self._event(kinds.MISMATCH_DETECTED, rank=None, op=m.group(1))
+        for m in _FR_CULPRIT.finditer(text):
+            if m.group(2) != "COLLECTIVE_STATE_MISMATCH":
+                self._event(kinds.MISMATCH_DETECTED, rank=int(m.group(1)))
+        if m := _FR_MISSING.search(text):
+            for rank in _ranks(m.group(1)):
+                self._event(kinds.DESYNC, rank=rank)
+        if _COMPILING.search(text):
+            self._event(kinds.COMPILING)
+        if m := _DDP_STATS.search(text):
+            self._event(kinds.PROGRESS, rank=int(m.group(1)), nranks=int(m.group(2)))
+        if m := _MONITORED.search(text):
+            for rank in _ranks(m.group(1)):
+                self._event(kinds.DESYNC, rank=rank)
+        if m := _UNSUPPORTED.search(text):
+            self._event(kinds.UNSUPPORTED_OP, op=m.group(1) or m.group(2))
+        self._store(text)
+        return self._out
+
+    def _store(self, text: str) -> None:
+        if m := _STORE_CONNECT.search(text):
+            self._event(kinds.BOOTSTRAP, peer=f"{m.group(1)}:{m.group(2)}")
+        elif m := _BARRIER.search(text):
+            self._event(kinds.BOOTSTRAP, rank=int(m.group(1)), nranks=int(m.group(2)))
+        elif m := _BOOTSTRAP.search(text):
+            self._event(kinds.BOOTSTRAP, nranks=int(m.group(1)) if m.group(1) else None)
+        elif m := _STORE_GONE.search(text):
+            self._event(kinds.PEER_GONE, peer=m.group(1) or "the store")
+
+    def _desync(self, line: Line) -> None:
+        """The desync report's lines; the snapshot's rank lines follow a ``#N started`` line."""
+        text = line.text
+        if m := _LAGGING.search(text):
+            for rank in _ranks(m.group(1)):
+                self._event(kinds.DESYNC, rank=rank)
+        if m := _JOINED_NOT_FINISHED.search(text):
+            for rank in _ranks(m.group(1)):
+                self._event(kinds.DESYNC, rank=rank, seq=int(m.group(2)))
+        if m := _FINISHED_NOT_JOINED.search(text):
+            for rank in _ranks(m.group(1)):
+                self._event(kinds.DESYNC, rank=rank, seq=int(m.group(3)), completed=int(m.group(2)))
+        if m := _STARTED_AT.search(text):
+            if len(self._snapshot_seq) >= MAX_STREAMS:
+                self._snapshot_seq.clear()
+            self._snapshot_seq[line.stream] = int(m.group(1))
+        elif "finished ranks:" in text:
+            self._snapshot_seq.pop(line.stream, None)
+        elif line.stream in self._snapshot_seq and (m := _STARTED.search(text)):
+            for rank in _ranks(m.group(1)):
+                self._event(
+                    kinds.COLLECTIVE_AT,
+                    rank=rank,
+                    op=m.group(2),
+                    seq=self._snapshot_seq[line.stream],
+                )

@@ -1,0 +1,40 @@
+"""CUDA errors a rank reports, from any line (PyTorch's ``CUDA error: ...``, NCCL's
+``Cuda failure '...'``), and memory that ran out.
+
+The error string says whose fault it is: ``uncorrectable ECC error encountered`` and a
+GPU that is lost or fell off the bus are the hardware's (``gpu_fault``); an illegal memory
+access, a launch failure, a device-side assert stop the rank's GPU work whatever caused
+them (``cuda_error``); ``out of memory`` is memory (``oom``).
+"""
+
+from __future__ import annotations
+
+import re
+
+from doctor.evidence import LogEvent
+from doctor.logs import kinds
+from doctor.logs.lines import Line
+
+_CUDA = re.compile(
+    r"CUDA error: ([^.\n]{3,120})|Cuda failure '([^']{3,120})'|Cuda failure (\d+)|"
+    r"CUDA driver error: ([^.\n]{3,120})|(cudaError\w+)|CUDA_ERROR_(\w+)"
+)
+_HARDWARE = re.compile(
+    r"(?i)uncorrectable ECC|ECC error|GPU is lost|fallen off the bus|"
+    r"NVLINK_UNCORRECTABLE|HARDWARE_STACK_ERROR|ECC_UNCORRECTABLE|uncorrectable NVLink"
+)
+_OOM = re.compile(
+    r"CUDA out of memory|OutOfMemoryError|out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
+    r"cudaErrorMemoryAllocation|Cuda failure 2\b|OOMKilled"
+)
+
+
+def events(line: Line) -> list[LogEvent]:
+    text = line.text
+    if "CUDA" not in text and "Cuda" not in text and "cuda" not in text and "memory" not in text:
+        return []
+    if _OOM.search(text):
+        return [line.event(kinds.OOM)]
+    if _CUDA.search(text):
+        return [line.event(kinds.GPU_FAULT if _HARDWARE.search(text) else kinds.CUDA_ERROR)]
+    return []

@@ -1,0 +1,136 @@
+"""The kernel's words about GPUs and memory, from ``dmesg`` or ``journalctl``: NVIDIA's Xid
+lines and the OOM killer.
+
+``NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.``
+names the GPU by bus id, the error by number, the process by pid. Some Xids are the
+hardware's fault (ECC double-bit errors, a GPU off the bus, NVLink errors): the GPU
+cannot finish any collective. Others are raised by what a program did (an illegal
+address: 13, 31, 43), or are the driver cleaning up after a process that died (45):
+those say which rank's GPU work stopped, not that the GPU is broken.
+"""
+
+from __future__ import annotations
+
+import re
+
+from doctor.evidence import LogEvent
+from doctor.logs import kinds
+from doctor.logs.block import Collecting
+from doctor.logs.lines import Line
+
+XID_MEANING: dict[int, str] = {
+    13: "graphics engine exception (often a program's illegal address)",
+    31: "GPU memory page fault (often a program's illegal address)",
+    43: "GPU stopped processing (a program's fault)",
+    45: "preemptive cleanup after a process ended (a consequence, not a cause)",
+    48: "double-bit ECC error",
+    61: "internal micro-controller breakpoint",
+    62: "internal micro-controller halt",
+    63: "ECC page retirement or row remapping recorded",
+    64: "ECC page retirement or row remapping failed",
+    68: "video processor exception",
+    69: "graphics engine class error",
+    74: "NVLink error",
+    79: "GPU has fallen off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    109: "context switch timeout",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+    121: "C2C link error",
+    123: "SPI PMU RPC failure",
+    140: "unrecovered ECC error",
+    143: "GPU initialization failure",
+    144: "NVLink SAW error",
+    145: "NVLink RLW error",
+    146: "NVLink TLW error",
+    147: "NVLink TREX error",
+    148: "NVLink NVLPW control error",
+    149: "NVLink NETIR error",
+    150: "NVLink MSE error",
+    154: "GPU recovery action changed (reset or reboot needed)",
+}
+PROGRAM_XIDS = frozenset({13, 31, 43, 45, 68, 69})
+"""Xids a program's own fault raises (or that follow a process's death): not hardware."""
+
+_XID = re.compile(
+    r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^)]*\): (\d+)"
+    r"(?:, pid=(?:'?)(\d+)?[^,]*)?"
+)
+_OFF_BUS = re.compile(
+    r"NVRM: GPU (?:at PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^:]*:? "
+    r".*?(?:fallen off the bus|GPU is lost)"
+)
+_GPU_NAMED = re.compile(r"NVRM: The NVIDIA GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})")
+_GPU_FAILED = re.compile(r"fallen off the bus|not responding to commands|probe routine failed")
+_JOURNAL_HOST = re.compile(
+    r"^(?:\w{3} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.+-]+) ([\w.-]+) kernel:"
+)
+_OOM_KILL = re.compile(
+    r"(?:Out of memory|Memory cgroup out of memory): Kill(?:ed)? process (\d+)|"
+    r"oom-kill:.*?,pid=(\d+)"
+)
+
+
+def events(line: Line) -> list[LogEvent]:
+    text = line.text
+    if "NVRM" not in text and "emory" not in text and "oom-kill" not in text:
+        return []
+    host = m.group(1) if (m := _JOURNAL_HOST.match(text)) else line.host
+    if m := _XID.search(text):
+        xid = int(m.group(2))
+        return [
+            line.event(
+                kinds.GPU_FAULT if xid not in PROGRAM_XIDS else kinds.CUDA_ERROR,
+                code=xid,
+                device=m.group(1).lower(),
+                pid=int(m.group(3)) if m.group(3) else None,
+                host=host,
+            )
+        ]
+    if m := _OFF_BUS.search(text):
+        return [line.event(kinds.GPU_FAULT, code=79, device=m.group(1).lower(), host=host)]
+    if "probe routine failed" in text:
+        return [line.event(kinds.GPU_FAULT, host=host)]
+    if m := _OOM_KILL.search(text):
+        return [line.event(kinds.OOM, pid=int(m.group(1) or m.group(2)), host=host)]
+    return []
+
+
+class NvrmGpu(Collecting):
+    """The driver's several-line notice: ``NVRM: The NVIDIA GPU 0000:b3:00.0`` / ``NVRM: (PCI ID:
+    ..) installed in this system has`` / ``NVRM: fallen off the bus and is not responding``,
+    or a GPU the driver could not bring up (``The NVIDIA probe routine failed``)."""
+
+    LINES = 4
+
+    @staticmethod
+    def start(line: Line) -> bool:
+        return "NVRM: The NVIDIA GPU" in line.text
+
+    def __init__(self, line: Line) -> None:
+        super().__init__()
+        m = _GPU_NAMED.search(line.text)
+        self._bus = m.group(1).lower() if m else ""
+        self._first = line
+        self._seen = 0
+
+    def feed(self, line: Line) -> bool:
+        self._seen += 1
+        text = line.text
+        if self._seen > self.LINES or not ("NVRM:" in text or text[:1].isspace()):
+            return False
+        if m := _GPU_FAILED.search(text):
+            host = m2.group(1) if (m2 := _JOURNAL_HOST.match(self._first.text)) else line.host
+            self._out.append(
+                self._first.event(
+                    kinds.GPU_FAULT,
+                    code=79 if "probe" not in m.group(0) else None,
+                    device=self._bus,
+                    host=host,
+                    text=f"NVRM: the GPU {self._bus}: {m.group(0)}",
+                )
+            )
+            self._seen = self.LINES
+        return True

@@ -1,0 +1,94 @@
+"""The vocabulary of ``LogEvent.kind``: what a piece of log text says happened.
+
+One name per fact the verdict rules (``doctor.verdict.log_rules``) reason about;
+a parser that learns a new fact adds its kind here with the fields it sets.
+"""
+
+from __future__ import annotations
+
+WATCHDOG_TIMEOUT = "watchdog_timeout"
+"""ProcessGroupNCCL's watchdog timed out a collective: ``seq``, ``op``, ``numel``,
+``process_group`` of the collective the rank waited in."""
+WORK_PROGRESS = "work_progress"
+"""``last enqueued NCCL work: N, last completed NCCL work: M``: ``seq`` = N, ``completed`` = M."""
+DESYNC = "desync"
+"""TORCH_NCCL_DESYNC_DEBUG's report names ``rank`` as lagging: it never joined collective
+``seq`` (or no collective at all when ``seq`` is None)."""
+COLLECTIVE_AT = "collective_at"
+"""``rank`` ran ``op`` (of ``numel`` elements) as collective ``seq``: TORCH_DISTRIBUTED_DEBUG=
+DETAIL's fingerprint check and the desync report's snapshot say so; the rules compare ranks."""
+MISMATCH_DETECTED = "mismatch_detected"
+"""torch's own check (TORCH_DISTRIBUTED_DEBUG=DETAIL) found the ranks disagreeing on a
+collective: op type, shape or dtype; ``rank`` is the culprit where the check names one
+(torch's Flight Recorder analyzer does), else None."""
+WAITS_FOR_MAIN = "waits_for_main"
+"""A rank's stack is inside a main-process-first section (``main_process_first()`` of
+transformers and accelerate): it waits in a barrier until the main process is done."""
+RANK_INFO = "rank_info"
+"""Who a process is: NCCL's communicator init line (``rank``, ``nranks``, ``host``, ``pid``,
+``device`` = bus id) or a launcher's report (torchelastic's failure block)."""
+EXIT = "exit"
+"""A rank's process ended: ``code`` is its exit status (negative: the signal that killed it)."""
+EXCEPTION = "exception"
+"""The last line of a Python traceback a rank printed (``ExcType: message``)."""
+OOM = "oom"
+"""Memory ran out: a CUDA allocator error, the kernel's or a cgroup's OOM killer."""
+BOOTSTRAP = "bootstrap"
+"""Communicator or store creation failed: ``peer`` is the address or interface it names."""
+NETWORK = "network"
+"""A transport error once the job ran: ``peer`` is the other end it names."""
+PEER_GONE = "peer_gone"
+"""A connection closed or reset by the other side: as often a peer that died as a link."""
+UNSUPPORTED_OP = "unsupported_op"
+"""The backend rejected an op: ``op`` names it."""
+GPU_FAULT = "gpu_fault"
+"""The GPU itself failed: an Xid (``code``), uncorrectable ECC, a GPU off the bus;
+``device`` is the bus id where the text gives it."""
+CUDA_ERROR = "cuda_error"
+"""A CUDA error inside a rank (illegal memory access, launch failure): the GPU stopped
+that rank's work, whether by a hardware fault or a bug in a kernel."""
+COMPILING = "compiling"
+"""A rank says it is compiling: torch.compile (dynamo, inductor, autotuning) or a JIT
+extension build (torch.utils.cpp_extension, Megatron's fused kernels, DeepSpeed ops)."""
+OUTLIER = "outlier"
+"""NCCL's own diagnostics measured ``rank``'s link far from the median (``NCCL DIAG``)."""
+PROGRESS = "progress"
+"""The job reports it is training: DDP's runtime statistics, NCCL DIAG checks that pass."""
+RAS_DEAD = "ras_dead"
+"""NCCL RAS: a process is considered dead (unreachable via the RAS network)."""
+RAS_MISSING = "ras_missing"
+"""NCCL RAS: a rank sent no data about its communicator (unresponsive)."""
+RAS_COUNT = "ras_count"
+"""NCCL RAS: how many operations of ``op`` a rank launched (``seq``) in communicator
+``process_group``; written for the ranks RAS singles out and for the groups it counts."""
+RAS_ERROR = "ras_error"
+"""NCCL RAS: a rank reported an initialization or asynchronous error (``text``)."""
+
+ALL = (
+    WATCHDOG_TIMEOUT,
+    WORK_PROGRESS,
+    DESYNC,
+    COLLECTIVE_AT,
+    MISMATCH_DETECTED,
+    WAITS_FOR_MAIN,
+    RANK_INFO,
+    EXIT,
+    EXCEPTION,
+    OOM,
+    BOOTSTRAP,
+    NETWORK,
+    PEER_GONE,
+    UNSUPPORTED_OP,
+    GPU_FAULT,
+    CUDA_ERROR,
+    COMPILING,
+    OUTLIER,
+    PROGRESS,
+    RAS_DEAD,
+    RAS_MISSING,
+    RAS_COUNT,
+    RAS_ERROR,
+)
+
+RAS_KINDS = frozenset({RAS_DEAD, RAS_MISSING, RAS_COUNT, RAS_ERROR})
+"""Kinds whose ``rank`` is a rank of the communicator ``process_group`` names."""

@@ -1,0 +1,160 @@
+"""What launchers say about ranks that ended: torchelastic (torchrun), SLURM, mpirun and
+``torch.multiprocessing.spawn``.
+
+torchrun's ``ChildFailedError`` summary lists every failed rank with its host, pid and
+exit code, and singles out the *first observed failure* (its "Root Cause"); the other
+launchers say it one line per task. An exit code below zero is the signal that killed the
+process (-9: SIGKILL, often the OOM killer; -6: SIGABRT, which ProcessGroupNCCL's
+watchdog raises itself after a timeout; -11: a segmentation fault).
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+
+from doctor.evidence import LogEvent
+from doctor.logs import kinds
+from doctor.logs.block import Collecting, Fact
+from doctor.logs.lines import Line
+
+ROOT_CAUSE = "first observed failure"
+"""Text an ``exit`` event starts with when torchelastic names it the first failure."""
+
+_SRUN = re.compile(
+    r"srun: error: ([\w.-]+): tasks? ([\d,\-]+): (Killed|Exited with exit code (\d+)|"
+    r"Segmentation fault|Aborted|Bus error|Terminated|[A-Z][\w ]{2,40})"
+)
+_NODE_FAILURE = re.compile(
+    r"srun: error: Node failure on ([\w.-]+)|ON ([\w.-]+) CANCELLED AT \S+ DUE TO NODE FAILURE"
+)
+_STEP_OOM = re.compile(r"Detected \d+ oom[-_]kill event")
+_MPIRUN = re.compile(r"process rank (\d+) with PID (\d+) on node ([\w.-]+) exited on signal (\d+)")
+_SPAWN = re.compile(r"process (\d+) terminated with (?:signal (SIG\w+)|exit code (\d+))")
+_DEEPSPEED = re.compile(r"exits with return code = (-?\d+)")
+_LOCAL_RANK_ARG = re.compile(r"--local_rank=(\d+)")
+_ELASTIC = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+_SIGNAL_WORDS = {
+    "Killed": -9,
+    "Segmentation fault": -11,
+    "Aborted": -6,
+    "Bus error": -7,
+    "Terminated": -15,
+}
+
+
+def _task_ranks(spec: str) -> list[int]:
+    ranks: list[int] = []
+    for part in spec.split(","):
+        lo, _, hi = part.partition("-")
+        if lo.isdigit() and (not hi or hi.isdigit()):
+            ranks.extend(range(int(lo), min(int(hi or lo), int(lo) + 4096) + 1))
+    return ranks[:4096]
+
+
+def _signal_code(name: str) -> int | None:
+    try:
+        return -int(signal.Signals[name])
+    except KeyError:
+        return None
+
+
+def events(line: Line) -> list[LogEvent]:
+    text = line.text
+    if m := _SRUN.search(text):
+        code = int(m.group(4)) if m.group(4) else _SIGNAL_WORDS.get(m.group(3))
+        return [
+            line.event(kinds.EXIT, rank=r, host=m.group(1), code=code)
+            for r in _task_ranks(m.group(2))
+        ]
+    if m := _NODE_FAILURE.search(text):
+        return [line.event(kinds.EXIT, host=m.group(1) or m.group(2), rank=None)]
+    if _STEP_OOM.search(text):
+        return [line.event(kinds.OOM)]
+    if m := _MPIRUN.search(text):
+        return [
+            line.event(
+                kinds.EXIT,
+                rank=int(m.group(1)),
+                pid=int(m.group(2)),
+                host=m.group(3),
+                code=-int(m.group(4)),
+            )
+        ]
+    if m := _SPAWN.search(text):
+        code = _signal_code(m.group(2)) if m.group(2) else int(m.group(3))
+        return [line.event(kinds.EXIT, rank=int(m.group(1)), code=code)]
+    if m := _DEEPSPEED.search(text):
+        local = _LOCAL_RANK_ARG.search(text)
+        rank = int(local.group(1)) if local else line.rank
+        return [line.event(kinds.EXIT, rank=rank, code=int(m.group(1)))]
+    if m := _ELASTIC.search(text):
+        return [line.event(kinds.EXIT, rank=None, pid=int(m.group(3)), code=int(m.group(1)))]
+    return []
+
+
+_FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
+_RANK = re.compile(r"(\d+)")
+_EXITCODE = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?")
+
+
+class ElasticFailures(Collecting):
+    """torchelastic's ``ChildFailedError`` summary: ``Failures:`` and ``Root Cause``
+    sections of ``[i]:`` entries with ``host``, ``rank``, ``exitcode``, ``traceback``."""
+
+    @staticmethod
+    def start(line: Line) -> bool:
+        return "Failures:" in line.text or "Root Cause" in line.text
+
+    def __init__(self, line: Line) -> None:
+        super().__init__()
+        self._root = "Root Cause" in line.text
+        self._entry: dict[str, str] = {}
+        self._where = line.where
+        self._line = line
+
+    def feed(self, line: Line) -> bool:
+        text = line.text
+        if "Root Cause" in text:
+            self._flush()
+            self._root = True
+        elif "Failures:" in text or re.match(r"^\s*\[\d+\]:\s*$", text):
+            self._flush()
+        elif m := _FIELD.match(text):
+            if not self._entry:
+                self._line = line
+            self._entry[m.group(1)] = m.group(2).strip()
+        elif re.match(r"^\s*(?:[-=]{8,}|<NO_OTHER_FAILURES>)\s*$", text):
+            self._flush()
+        elif text.strip():
+            self._flush()
+            return False
+        return True
+
+    def _flush(self) -> None:
+        entry, self._entry = self._entry, {}
+        if "exitcode" not in entry and "rank" not in entry:
+            return
+        rank = _RANK.search(entry.get("rank", ""))
+        code = _EXITCODE.match(entry.get("exitcode", ""))
+        why = entry.get("traceback", "")
+        text = (
+            (f"{ROOT_CAUSE}: " if self._root else "")
+            + f"rank {entry.get('rank', '?')} on {entry.get('host', '?')} "
+            + f"exitcode {entry.get('exitcode', '?')}"
+            + (f": {why}" if why and not why.startswith("To enable traceback") else "")
+        )
+        self._out.append(
+            self._line.event(
+                kinds.EXIT,
+                rank=int(rank.group(1)) if rank else None,
+                host=entry.get("host", "") or self._line.host,
+                pid=int(code.group(2)) if code and code.group(2) else None,
+                code=int(code.group(1)) if code else None,
+                text=text[:400],
+            )
+        )
+
+    def close(self) -> list[Fact]:
+        self._flush()
+        return self.take()

@@ -1,0 +1,101 @@
+"""One line of a job's output, with the prefixes launchers and NCCL put in front of it.
+
+A combined log interleaves every rank's lines, each behind the prefix of what
+wrote it; peeling them off once here lets every parser read the message and
+still know whose it is:
+
+==========================  =================================================
+prefix                      written by
+==========================  =================================================
+``3: ``                     ``srun --label`` (the task id, which is the rank)
+``[rank3]:``                PyTorch's C++ logger (the global rank)
+``[default3]:``             torchrun ``--tee`` (role and *local* rank; ``[trainer3|0]:``
+                            with a replica id)
+``(RayTrainWorker pid=7,    Ray's worker log forwarding (pid and node address)
+ip=10.0.0.5)``
+``host:pid:tid [dev]``      NCCL's debug output (``NCCL_DEBUG=INFO``/``WARN``; ``host:pid``
+                            alone in its diagnostics)
+``[PG 0 Rank 3]``           ProcessGroupNCCL's messages (inside the text)
+==========================  =================================================
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from doctor.evidence import LogEvent
+
+TEXT_CHARS = 400
+"""How much of a line an event keeps as its text."""
+
+SRUN_LABEL = re.compile(r"^ {0,5}(\d{1,6}): ")
+TORCHRUN = re.compile(r"^\[([A-Za-z_]+)(\d{1,6})(?:\|\d{1,6})?\]: ?")
+RAY = re.compile(r"^\((\w+) pid=(\d+)(?:, ip=([\w.:-]+))?\) ?")
+NCCL_PREFIX = re.compile(
+    r"(?:^|[\s\]|])([\w.-]+):(\w+)(?::\d+)?(?: \[(\d+|\?)\])? (?:[\w./-]+:\d+ )?"
+    r"NCCL (INFO|WARN|TRACE|ABORT|DIAG)"
+)
+TEXT_RANK = re.compile(r"\[(?:PG [^\]]{0,200}?)?Rank (\d{1,6})\]")
+
+
+@dataclass(frozen=True, slots=True)
+class Line:
+    """A line's message and whose it is, as far as its prefixes say."""
+
+    text: str
+    """The line less the launcher prefixes (NCCL's own prefix stays: parsers match on it)."""
+    rank: int | None
+    """Global rank, from an srun label, ``[rankN]:``, ``[Rank N]`` or the file's name."""
+    local_rank: int | None
+    """Rank within its host, from torchrun's ``[defaultN]:``."""
+    host: str
+    pid: int | None
+    nccl: str
+    """``INFO``/``WARN``/``TRACE``/``ABORT``/``DIAG`` for an NCCL debug line, else ''."""
+    device: str
+    """NCCL's ``[dev]``: the CUDA device index the line's thread uses."""
+    stream: str
+    """The prefix that identifies the writer: lines of one stream are one process's output."""
+    where: str
+    """``origin:line number``."""
+
+    def event(self, kind: str, **fields: Any) -> LogEvent:
+        """An event of ``kind`` read from this line; ``fields`` override what the line says."""
+        base: dict[str, Any] = {
+            "rank": self.rank,
+            "text": self.text.strip()[:TEXT_CHARS],
+            "host": self.host,
+            "pid": self.pid,
+            "origin": self.where,
+        }
+        return LogEvent(kind=kind, **{**base, **fields})
+
+
+def split(raw: str, where: str, file_rank: int | None = None) -> Line:
+    """Peel the prefixes off ``raw`` (which has no line ending)."""
+    text, rank, local, host, pid = raw, file_rank, None, "", None
+    stream = ""
+    for _ in range(3):  # prefixes nest: `3: [rank3]:[E ...]` or `[default0]:host:pid:tid [0] NCCL`
+        if m := SRUN_LABEL.match(text):
+            rank = int(m.group(1))
+        elif m := TORCHRUN.match(text):
+            if m.group(1) == "rank":
+                rank = int(m.group(2))
+            else:
+                local = int(m.group(2))
+        elif m := RAY.match(text):
+            pid, host = int(m.group(2)), m.group(3) or ""
+        else:
+            break
+        stream += m.group(0).strip()
+        text = text[m.end() :]
+    nccl = device = ""
+    if "NCCL" in text and (m := NCCL_PREFIX.search(text)):
+        host, device, nccl = m.group(1), m.group(3) or "", m.group(4)
+        pid = int(m.group(2)) if m.group(2).isdigit() else None
+        stream = stream or f"{host}:{pid}"
+    if rank is None and "Rank" in text and (m := TEXT_RANK.search(text)):
+        rank = int(m.group(1))
+    return Line(text, rank, local, host, pid, nccl, device, stream, where)

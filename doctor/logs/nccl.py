@@ -1,0 +1,131 @@
+"""NCCL's own words: its debug lines (``host:pid:tid [dev] NCCL INFO|WARN ...``) and the
+error strings it hands to PyTorch (``ncclSystemError ... Last error: ...``).
+
+* Who is who: ``comm 0x.. rank R nranks N cudaDev D ... busId B ... Init COMPLETE`` ties a
+  process (host, pid) to its rank and GPU; ``Bootstrap : Using eth0:10.0.0.1<0>`` ties it
+  to the address its peers' errors will name.
+* Transport errors after start-up: ``NET/IB : Got completion from peer X with error 12``
+  (the retry counter ran out on that link), IB async events (port error, catastrophic
+  error), ``NET/OFI`` request errors. A connection *closed or reset by the peer* is kept
+  apart (``peer_gone``): it follows a peer process dying as often as a link failing.
+* Bootstrap failures: no usable interface, connect failures and refusals to a peer's
+  bootstrap port, a rank count mismatch, duplicate GPUs, a net plugin that cannot start.
+* CUDA failures NCCL reports (``Cuda failure 'an illegal memory access was encountered'``)
+  are read by ``doctor.logs.cuda`` from any line.
+"""
+
+from __future__ import annotations
+
+import re
+
+from doctor.evidence import LogEvent
+from doctor.logs import kinds
+from doctor.logs.lines import Line
+
+_INIT = re.compile(r"\bcomm 0x[0-9a-f]+ rank (\d+) n[Rr]anks (\d+)(?:.*?\bbusId ([0-9a-fA-F]+))?")
+_ADDRESS = re.compile(
+    r"(?:Bootstrap|OOB) ?: ?(?:Using )?\[?\d*\]?([\w.-]+):([\d.]+|[0-9a-fA-F:]+)<"
+)
+_ADDR_PORT = re.compile(r"([\w.:%\[\]-]+)<\d+>")
+_IB_STATUS = re.compile(r"Got completion (?:from peer \S+ )?with (?:error |status=)(\d+)")
+IB_STATUS: dict[int, str] = {
+    4: "local protection error: often ACS or the IOMMU blocking GPU Direct RDMA",
+    5: "work request flushed: the queue pair had already failed",
+    10: "remote access error",
+    12: "transport retry counter exceeded: the peer's NIC does not answer (link, switch, "
+    "RoCE GID or routing)",
+    13: "receiver-not-ready retry counter exceeded",
+}
+"""``ibv_wc_status`` values (libibverbs' ``verbs.h``) NCCL prints in ``Got completion``."""
+_NAMED_PEER = re.compile(r"(?:peer|node) \[?([\w.:-]*\w)\]?")
+_NETWORK = re.compile(
+    r"NET/IB ?: ?Got completion (?:from peer \S+ )?with (?:error|status)|"
+    r"NET/IB ?: ?Got async event|"
+    r"transport retry counter exceeded|NET/IB ?:.*?(?:ibv_poll_cq|ibv_post_send|ibv_post_recv)"
+    r".*?(?:failed|error)|NET/OFI .*?(?:completed with error|Request .*? error)|"
+    r"NET/IB ?: ?.*?(?:port error|link down|Port .*? down|catastrophic)|"
+    r"NCCL WARN .*?(?:Message truncated|Net : .*?(?:error|failed))|"
+    r"NCCL WARN Timeout waiting for|IB ?: ?.*?timeout|Call to ibv_\w+ failed"
+)
+_PEER_GONE = re.compile(
+    r"[Cc]onnection closed by (?:remote )?peer|[Cc]onnection reset by peer|"
+    r"ncclRemoteError|remote process exit(?:ed|ing)|Broken pipe|"
+    r"socketProgress(?:Opt)?: .*?(?:failed|closed|reset)|"
+    r"Net(?:/Socket)? ?: ?(?:Connection|socket) (?:closed|reset)|"
+    r"[Cc]onnection closed by peer"
+)
+_BOOTSTRAP = re.compile(
+    r"[Bb]ootstrap ?: ?no socket interface found|No usable interface found|"
+    r"no (?:socket )?interface found|NET/Socket ?: ?No interface found|"
+    r"socketStartConnect: Connect to .*? failed|socketPollConnect|"
+    r"bootstrap\.cc:\d+ NCCL WARN|Bootstrap Root ?: ?mismatch|[Bb]ootstrap.*?(?:timeout|failed)|"
+    r"Duplicate GPU detected|Failed to initialize any NET plugin|"
+    r"does not contain rank|ncclInvalidUsage|Error : ring \d+ does not|"
+    r"No interface found in the same subnet|NCCL_SOCKET_IFNAME.*?(?:not found|invalid)|"
+    r"Connection refused|ncclSocketInit|is neither AF_INET|Socket creation failed|"
+    r"Address family not supported|creating shared memory segment|posix_fallocate failed|"
+    r"failed to extend /dev/shm"
+)
+_SETUP_WARN = re.compile(
+    r"(?:^|\s)(?:init|bootstrap|transport/nvls|channel|transport)\.cc:\d+ NCCL WARN"
+)
+_INIT_ERROR = re.compile(r"\binit\.cc:\d+ -> [1-9]")
+"""NCCL's error return path (``init.cc:1462 -> 1``): the error happened creating a communicator."""
+_DIAG_OUTLIER = re.compile(r"net bw: (\S+) rank (\d+) \(([\w.-]+)\): .*?off median")
+
+
+def bus_id(hex_id: str) -> str:
+    """NCCL's ``busId 4d000`` (``%lx`` of ``0000:4d:00.0`` read as hex) -> ``0000:4d:00``,
+    the form the kernel's Xid lines use."""
+    digits = hex_id.lower().rjust(9, "0")[-9:]
+    return f"{digits[0:4]}:{digits[4:6]}:{digits[6:8]}"
+
+
+def _peer(text: str) -> str:
+    """The other end a line names: NCCL's ``addr<port>``, else ``peer X`` / ``node X``."""
+    for m in _ADDR_PORT.finditer(text):
+        if not m.group(1).startswith("0.0.0.0"):
+            return m.group(0)
+    named = _NAMED_PEER.search(text)
+    return named.group(1) if named else ""
+
+
+def events(line: Line) -> list[LogEvent]:
+    """The events one NCCL line (or a line quoting an NCCL error) holds."""
+    text = line.text
+    if not any(k in text for k in ("NCCL", "nccl", "NET/", "ocket", "onnection", "eer")):
+        return []
+    event = line.event
+
+    if line.nccl == "DIAG":
+        if m := _DIAG_OUTLIER.search(text):
+            return [event(kinds.OUTLIER, rank=int(m.group(2)), host=m.group(3), op=m.group(1))]
+        return [event(kinds.PROGRESS)] if "[OK]" in text else []
+    if line.nccl == "INFO":
+        if m := _INIT.search(text):
+            return [
+                event(
+                    kinds.RANK_INFO,
+                    rank=int(m.group(1)),
+                    nranks=int(m.group(2)),
+                    device=bus_id(m.group(3)) if m.group(3) else "",
+                )
+            ]
+        if m := _ADDRESS.search(text):
+            return [event(kinds.RANK_INFO, peer=m.group(2))]
+        if _INIT_ERROR.search(text):
+            return [event(kinds.BOOTSTRAP)]
+        if "Connection refused" not in text and "failed" not in text:
+            return []  # INFO lines are configuration and progress, not failures
+    if _SETUP_WARN.search(text):
+        return [event(kinds.BOOTSTRAP, peer=_peer(text))]
+    if _NETWORK.search(text):
+        status = _IB_STATUS.search(text)
+        return [
+            event(kinds.NETWORK, peer=_peer(text), code=int(status.group(1)) if status else None)
+        ]
+    if _PEER_GONE.search(text):
+        return [event(kinds.PEER_GONE, peer=_peer(text))]
+    if _BOOTSTRAP.search(text):
+        return [event(kinds.BOOTSTRAP, peer=_peer(text))]
+    return []

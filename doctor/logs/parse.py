@@ -1,0 +1,236 @@
+"""Lines in, facts out: the one pass every log goes through, with its bounds.
+
+Each line is peeled of its prefixes (``doctor.logs.lines``), handed to the block of its
+stream if one is open (a traceback, a RAS report, a torchelastic summary, an nvidia-smi
+table, a py-spy dump, a JSON document), else to the single-line parsers. Lines that can
+mean nothing (no keyword any parser looks for) are dropped before any of that, which is
+what keeps a 2 GB log of loss values cheap.
+
+Bounds: a line is cut at ``Bounds.line_chars``; one writer keeps at most
+``events_per_key`` events of one kind about one rank and group (the first ones: the
+first failure is the one that matters); a file at most ``events`` events. What a bound
+cut is counted in ``Parsed.cut``, which the reader turns into ``Skipped`` evidence.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from doctor.evidence import LogEvent
+from doctor.logs import c10d, cuda, kernel, launcher, nccl, ras, smi, traceback
+from doctor.logs.block import Block, Fact, StackDump
+from doctor.logs.kernel import NvrmGpu
+from doctor.logs.launcher import ElasticFailures
+from doctor.logs.lines import Line, split
+from doctor.logs.pyspy_text import PyspyDump
+from doctor.logs.ras import RasText
+from doctor.logs.smi import SmiTable
+from doctor.logs.traceback import Traceback  # noqa: F401 - the module is used too
+
+
+@dataclass(frozen=True)
+class Bounds:
+    """What one reading may keep; hitting one is reported, never an error."""
+
+    line_chars: int = 16_384
+    events_per_key: int = 16
+    events: int = 20_000
+    stacks: int = 4_096
+    json_chars: int = 8 << 20
+    streams: int = 4_096
+    """Writers with an open block at once (ranks interleaving tracebacks)."""
+
+
+@dataclass
+class Parsed:
+    """What one text held."""
+
+    events: list[LogEvent] = field(default_factory=list)
+    stacks: list[StackDump] = field(default_factory=list)
+    cut: Counter[str] = field(default_factory=Counter)
+    """Bound name -> how many things it cut."""
+    lines: int = 0
+
+
+BLOCKS: tuple[type, ...] = (Traceback, ElasticFailures, RasText, SmiTable, PyspyDump, NvrmGpu)
+LINE_PARSERS: tuple[Callable[[Line], list[LogEvent]], ...] = (
+    nccl.events,
+    cuda.events,
+    kernel.events,
+    launcher.events,
+    smi.events,
+    ras.monitor_events,
+    traceback.events,
+)
+_CAPITALISED = (
+    "NCCL|WARN|ERROR|Error|Exception|Traceback|Watchdog|SeqNum|Rank|Timed out|"
+    "Timeout|Collective|Culprit|Detected|Rendezvous|Connection|Socket|CUDA|Cuda|Xid|"
+    "NVRM|Out of memory|Memory|OOM|Kill|Exit|Segmentation|Aborted|Signal|Failures:|"
+    "Root Cause|Process |Thread |Job summary|Communicators|Group |Errors|Warnings|"
+    "DEAD|INCOMPLETE|MISMATCH|NVIDIA-SMI|GPU|#|{"
+).split("|")
+_WORTH_A_LOOK = re.compile("|".join(map(re.escape, _CAPITALISED)))
+"""Words (mostly capitalised, which keeps the scan fast) one of which a line that matters
+holds; with ``_LOWER`` below, the gate ``tests/logs`` checks is lossless on the corpus."""
+_LOWER = (
+    "socket|nccl|srun:|slurmstepd|main_process_first|lagging|started |support|return code|"
+    "oom-kill|exited on signal|missing ranks|compiling|ninja|torchdynamo|compiler function|"
+    "AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed."
+).split("|")
+
+
+def worth_a_look(raw: str) -> bool:
+    """Whether a line can mean anything to a parser (most lines of a job's log cannot)."""
+    return bool(_WORTH_A_LOOK.search(raw)) or any(map(raw.__contains__, _LOWER))
+
+
+_JSON_START = re.compile(r"^\s*[{\[]\s*$|^\s*\{\s*\"")
+
+
+class _JsonDoc:
+    """A JSON document being collected line by line."""
+
+    def __init__(self, first: Line) -> None:
+        self.first = first
+        self.parts: list[str] = []
+        self.size = 0
+        self.depth = 0
+
+    def add(self, text: str) -> None:
+        self.parts.append(text)
+        self.size += len(text)
+        self.depth += text.count("{") + text.count("[") - text.count("}") - text.count("]")
+
+    def load(self) -> object:
+        try:
+            return json.loads("\n".join(self.parts))
+        except (ValueError, RecursionError):
+            return None
+
+
+class Parser:
+    """Feed it a text's lines one at a time; ``finish`` returns what they held."""
+
+    def __init__(self, origin: str = "", file_rank: int | None = None, bounds: Bounds = Bounds()):
+        self.origin = origin
+        self.file_rank = file_rank
+        self.bounds = bounds
+        self.result = Parsed()
+        self._c10d = c10d.C10dParser()
+        self._blocks: dict[str, Block] = {}
+        self._json: dict[str, _JsonDoc] = {}
+        self._seen: set[tuple[object, ...]] = set()
+        self._per_key: Counter[tuple[object, ...]] = Counter()
+
+    def feed(self, raw: str) -> None:
+        result = self.result
+        result.lines += 1
+        if len(raw) > self.bounds.line_chars:
+            raw = raw[: self.bounds.line_chars]
+            result.cut["line_chars"] += 1
+        if not self._blocks and not self._json and not worth_a_look(raw):
+            return
+        line = split(raw.rstrip("\r\n"), f"{self.origin}:{result.lines}", self.file_rank)
+        if block := self._blocks.get(line.stream):
+            if block.feed(line):
+                self._add(block.take())
+                if isinstance(block, Traceback):
+                    self._add(traceback.events(line))
+                return
+            self._add(block.take() + block.close())
+            del self._blocks[line.stream]
+        if self._feed_json(line):
+            return
+        for kind in BLOCKS:
+            if kind.start(line):  # type: ignore[attr-defined]
+                if len(self._blocks) >= self.bounds.streams:
+                    result.cut["streams"] += 1
+                    break
+                self._blocks[line.stream] = kind(line)
+                return
+        self._add(self._c10d.feed(line))
+        for parse in LINE_PARSERS:
+            self._add(parse(line))
+
+    def _feed_json(self, line: Line) -> bool:
+        """Collect a multi-line JSON document (RAS ``-f json``); True if the line is part of one."""
+        text = line.text
+        open_doc = self._json.get(line.stream)
+        if open_doc is None:
+            if not _JSON_START.match(text):
+                return False
+            open_doc = _JsonDoc(line)
+        elif text[:1] not in (" ", "\t", "}", "]", '"', "{", "["):
+            del self._json[line.stream]  # not JSON after all: read the line as a line
+            return False
+        open_doc.add(text)
+        if open_doc.size > self.bounds.json_chars:
+            self.result.cut["json_chars"] += 1
+            self._json.pop(line.stream, None)
+            return True
+        if open_doc.depth > 0:
+            self._json[line.stream] = open_doc
+            return True
+        self._json.pop(line.stream, None)
+        doc = open_doc.load()
+        if doc is None:
+            return len(open_doc.parts) > 1
+        self._add(ras.from_json(doc, open_doc.first))
+        return True
+
+    def _add(self, facts: Iterable[Fact]) -> None:
+        result, bounds = self.result, self.bounds
+        for fact in facts:
+            if isinstance(fact, StackDump):
+                if len(result.stacks) < bounds.stacks:
+                    result.stacks.append(fact)
+                else:
+                    result.cut["stacks"] += 1
+                continue
+            key = (fact.rank, fact.kind, fact.host, fact.pid, fact.process_group, fact.op)
+            same = (*key, fact.seq, fact.text)
+            if same in self._seen:
+                continue
+            if self._per_key[key] >= bounds.events_per_key:
+                result.cut["events_per_key"] += 1
+                continue
+            if len(result.events) >= bounds.events:
+                result.cut["events"] += 1
+                continue
+            self._seen.add(same)
+            self._per_key[key] += 1
+            result.events.append(fact)
+
+    def finish(self) -> Parsed:
+        for block in self._blocks.values():
+            self._add(block.take() + block.close())
+        self._blocks.clear()
+        for doc in self._json.values():
+            self._add(ras.from_json(doc.load(), doc.first))
+        self._json.clear()
+        return self.result
+
+
+def parse_text(
+    lines: Iterable[str],
+    origin: str = "",
+    *,
+    file_rank: int | None = None,
+    bounds: Bounds = Bounds(),
+) -> Parsed:
+    """Everything ``lines`` (one text, in order) hold; never raises on any text."""
+    parser = Parser(origin, file_rank, bounds)
+    for raw in lines:
+        parser.feed(raw)
+    return parser.finish()
+
+
+def parse_lines(
+    lines: Iterable[str], origin: str = "", *, file_rank: int | None = None
+) -> list[LogEvent]:
+    """The events of one text: the simple entry point for live sources."""
+    return parse_text(lines, origin, file_rank=file_rank).events

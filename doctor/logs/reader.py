@@ -1,0 +1,152 @@
+"""The I/O edge of ``doctor.logs``: which files are logs, and reading them line by line
+within bounds, so a 2 GB combined log costs a line's worth of memory at a time.
+
+Everything else (what the lines mean, whose they are) is pure and lives beside it.
+"""
+
+from __future__ import annotations
+
+import gzip
+import re
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import BinaryIO
+
+from doctor.evidence import LogEvent, RankStack
+from doctor.logs.parse import Bounds, Parsed, Parser
+from doctor.logs.who import Directory
+from doctor.model import Skipped
+
+MAX_FILES = 2_000
+"""Files one reading opens (a folder of per-rank logs of a big job fits)."""
+MAX_DEPTH = 4
+_BINARY_PROBE = 4096
+_FILE_RANK = re.compile(r"(?:^|[^a-z])rank[_-]?(\d{1,6})(?!\d)", re.IGNORECASE)
+NOT_LOGS = (".pkl", ".pickle", ".pt", ".pth", ".bin", ".tar", ".tgz", ".zip", ".npz", ".so")
+
+
+@dataclass(frozen=True)
+class LogReading:
+    """What a set of log files held, with ranks resolved across them."""
+
+    events: tuple[LogEvent, ...]
+    stacks: tuple[RankStack, ...]
+    skipped: tuple[Skipped, ...]
+    files: tuple[str, ...]
+    """Every text file read (whether or not it said anything)."""
+
+
+def is_text(path: Path) -> bool:
+    """A file worth reading as a log: not an archive or pickle, no NUL in its first bytes."""
+    if path.name.endswith(NOT_LOGS) or path.name.endswith(".tar.gz"):
+        return False
+    try:
+        with _open(path) as f:
+            head = f.read(_BINARY_PROBE)
+    except (OSError, EOFError, gzip.BadGzipFile):
+        return False
+    return b"\0" not in head and not head.startswith(b"\x80")  # a pickle (a dump) is not text
+
+
+def _open(path: Path) -> BinaryIO:
+    if path.suffix == ".gz":
+        return gzip.open(path, "rb")  # type: ignore[return-value]
+    return path.open("rb")
+
+
+def log_files(paths: Sequence[Path]) -> tuple[list[Path], list[Skipped]]:
+    """The text files under ``paths`` (folders walked to ``MAX_DEPTH``), at most ``MAX_FILES``."""
+    found: list[Path] = []
+    skipped: list[Skipped] = []
+    stack = [(p, 0) for p in reversed(paths)]
+    while stack:
+        path, depth = stack.pop()
+        if path.is_symlink():
+            continue
+        if path.is_dir():
+            if depth < MAX_DEPTH:
+                try:
+                    children = sorted(path.iterdir(), reverse=True)
+                except OSError as exc:
+                    skipped.append(Skipped(None, "log-reader", f"{path}: {exc.strerror}"))
+                    continue
+                stack.extend((c, depth + 1) for c in children)
+        elif path.is_file() and is_text(path):
+            if len(found) >= MAX_FILES:
+                skipped.append(
+                    Skipped(None, "log-reader", f"more than {MAX_FILES} files: read the first")
+                )
+                break
+            found.append(path)
+    return found, skipped
+
+
+def read_lines(f: BinaryIO, limit: int) -> Iterator[str]:
+    """Lines of ``f`` decoded, each at most ``limit`` characters (the rest of a longer line is
+    skipped without being held)."""
+    while True:
+        raw = f.readline(limit + 1)
+        if not raw:
+            return
+        if len(raw) > limit and not raw.endswith(b"\n"):
+            while (rest := f.readline(1 << 16)) and not rest.endswith(b"\n"):
+                pass
+        yield raw.decode("utf-8", errors="replace")
+
+
+DEFAULT_BOUNDS = Bounds()
+
+
+def parse_file(path: Path, bounds: Bounds = DEFAULT_BOUNDS) -> tuple[Parsed, str]:
+    """One file's facts; the error text if it could not be read ('' if it could)."""
+    rank = _FILE_RANK.search(path.name)
+    parser = Parser(path.name, int(rank.group(1)) if rank else None, bounds)
+    try:
+        with _open(path) as f:
+            for raw in read_lines(f, bounds.line_chars):
+                parser.feed(raw)
+    except (OSError, EOFError, gzip.BadGzipFile) as exc:
+        return parser.finish(), f"{path.name}: {exc}"
+    return parser.finish(), ""
+
+
+def read_logs(paths: Sequence[Path], bounds: Bounds = DEFAULT_BOUNDS) -> LogReading:
+    """Every log under ``paths``, parsed, with ranks filled in from what the others state."""
+    files, skipped = log_files(paths)
+    parsed: list[tuple[Path, Parsed]] = []
+    for path in files:
+        result, error = parse_file(path, bounds)
+        if error:
+            skipped.append(Skipped(None, "log-reader", error))
+        parsed.append((path, result))
+        for bound, n in sorted(result.cut.items()):
+            skipped.append(Skipped(None, "log-reader", f"{path.name}: bound {bound} cut {n}"))
+    return resolve(parsed, skipped)
+
+
+def resolve(parsed: Sequence[tuple[Path, Parsed]], skipped: list[Skipped]) -> LogReading:
+    """Fill in the ranks of events and stacks that only name a process or a GPU."""
+    everything = [e for _, p in parsed for e in p.events]
+    who = Directory.of(everything)
+    events = tuple(
+        e if (rank := who.rank_of(e)) == e.rank else replace(e, rank=rank) for e in everything
+    )
+    stacks: list[RankStack] = []
+    for _, p in parsed:
+        for dump in p.stacks:
+            rank = dump.rank
+            if rank is None and dump.pid is not None:
+                rank = who.rank_of(LogEvent(None, "stack", "", host=dump.host, pid=dump.pid))
+            if rank is None:
+                skipped.append(
+                    Skipped(
+                        None,
+                        "log-reader",
+                        f"{dump.origin}: py-spy dump of pid {dump.pid} names no rank "
+                        "(name the file rank_N.txt, or include the job's NCCL INFO lines)",
+                    )
+                )
+                continue
+            stacks.append(RankStack(rank, dump.threads, "file"))
+    return LogReading(events, tuple(stacks), tuple(skipped), tuple(str(p) for p, _ in parsed))

@@ -1,0 +1,73 @@
+"""Python tracebacks a rank printed: which exception ended it, and where in its code.
+
+A traceback is ``Traceback (most recent call last):``, ``File "..", line N, in f`` frames
+with their source lines, then the unindented ``ExcType: message`` line. The exception
+that ended a rank tells the rules whether the rank died of its own error (a ``KeyError``
+in its data loader, CUDA out of memory) or of the job's (a ``DistBackendError`` raised
+because a peer vanished).
+"""
+
+from __future__ import annotations
+
+import re
+
+from doctor.evidence import LogEvent
+from doctor.logs import kinds
+from doctor.logs.block import Collecting
+from doctor.logs.lines import Line
+
+_FRAME = re.compile(r'^\s+File "([^"]{1,500})", line (\d+), in (\S{1,200})')
+_EXCEPTION = re.compile(r"^([A-Za-z_][\w.]{0,200}(?:Error|Exception|Interrupt|Exit|Failure)\b\w*)")
+_MAIN_FIRST = re.compile(r"\bin (?:local_)?main_process_first\b|\.(?:local_)?main_process_first\(")
+PRIMITIVES = frozenset(
+    "all_reduce broadcast barrier all_gather all_gather_into_tensor reduce_scatter "
+    "reduce_scatter_tensor all_to_all all_to_all_single reduce gather scatter send recv "
+    "monitored_barrier".split()
+)
+"""torch.distributed's collectives themselves (not wrappers like broadcast_object_list)."""
+_C10D_FRAME = re.compile(r'distributed_c10d\.py", line \d+, in (\w+)')
+_C10D_CALL = re.compile(r"^\s+(?:dist|torch\.distributed)\.(\w+)\(")
+MAX_LINES = 2000
+"""A traceback longer than this is not one (a log that indents everything): stop reading."""
+
+
+class Traceback(Collecting):
+    """One traceback, from its header to its exception line."""
+
+    @staticmethod
+    def start(line: Line) -> bool:
+        return "Traceback (most recent call last)" in line.text
+
+    def __init__(self, line: Line) -> None:
+        super().__init__()
+        self._first = line
+        self._frame = ""
+        self._lines = 0
+
+    def feed(self, line: Line) -> bool:
+        self._lines += 1
+        text = line.text
+        if m := _FRAME.match(text):
+            self._frame = f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)} in {m.group(3)}"
+            return True
+        if self._lines > MAX_LINES:
+            return False
+        if text.startswith((" ", "\t")) or not text.strip():
+            return True  # source lines, carets, blank lines between chained tracebacks
+        if _EXCEPTION.match(text.strip()):
+            where = f" [at {self._frame}]" if self._frame else ""
+            self._out.append(line.event(kinds.EXCEPTION, text=text.strip()[:300] + where))
+        return False
+
+
+def events(line: Line) -> list[LogEvent]:
+    """What a traceback's frame says even when the excerpt lost the traceback's header: the
+    collective the rank was in (a ``distributed_c10d.py`` frame, or a ``dist.barrier(``
+    source line), or a main-process-first section around it."""
+    text = line.text
+    if "main_process_first" in text and _MAIN_FIRST.search(text):
+        return [line.event(kinds.WAITS_FOR_MAIN)]
+    m = _C10D_FRAME.search(text) if "distributed_c10d" in text else _C10D_CALL.match(text)
+    if m and m.group(1) in PRIMITIVES:
+        return [line.event(kinds.COLLECTIVE_AT, op=m.group(1))]
+    return []

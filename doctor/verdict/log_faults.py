@@ -1,0 +1,248 @@
+"""Log rules about what failed: a process that died, a GPU, a link, communicator creation.
+
+See ``doctor.verdict.log_rules`` for the table of every log rule and its strength. An exit
+counts as the rank's *own* cause unless it is what the others do once a peer is gone:
+SIGABRT (ProcessGroupNCCL's watchdog aborts the process after a timeout), SIGTERM and
+SIGINT (the launcher tearing down the survivors), or an exception raised by the
+collective itself (``DistBackendError``, an NCCL error, a timeout).
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from collections.abc import Sequence
+
+from doctor.evidence import LogEvent
+from doctor.logs import kinds
+from doctor.logs.kernel import XID_MEANING
+from doctor.logs.launcher import ROOT_CAUSE
+from doctor.logs.nccl import IB_STATUS
+from doctor.logs.who import host_key
+from doctor.model import Confidence, HangClass
+from doctor.ranks import rank_prose
+from doctor.verdict.candidate import Candidate
+from doctor.verdict.live import exit_text
+from doctor.verdict.log_view import LogView, lines_of, quote, ranks_of, where
+
+COLLATERAL_CODES = frozenset({-6, -15, -2})
+"""SIGABRT (the watchdog's own abort), SIGTERM and SIGINT (the launcher stopping survivors)."""
+_COLLATERAL_TEXT = re.compile(
+    r"DistBackendError|NCCL (?:error|communicator)|ncclRemoteError|ncclSystemError|"
+    r"[Tt]imed? ?out|Watchdog|watchdog|Connection (?:closed|reset)|Broken pipe|"
+    r"DistNetworkError|DistStoreError|ProcessGroup|SIGTERM|SignalException|KeyboardInterrupt|"
+    r"ChildFailedError|ProcessExitedException"
+)
+
+
+def gpu_fault(view: LogView) -> list[Candidate]:
+    found = view.of_kind(kinds.GPU_FAULT)
+    if not found:
+        return []
+    ranks = ranks_of(found)
+    xids = sorted({e.code for e in found if e.code is not None})
+    what = (
+        ", ".join(f"Xid {x} ({XID_MEANING.get(x, 'see NVIDIA Xid catalog')})" for x in xids)
+        if xids
+        else quote(found[0])
+    )
+    devices = sorted({e.device for e in found if e.device})
+    summary = (
+        f"the GPU of {rank_prose(ranks)}"
+        if ranks
+        else "a GPU" + (f" ({', '.join(devices)})" if devices else "")
+    ) + f"{where(found)} failed: {what}; drain the node and reset the GPU before restarting"
+    return [
+        Candidate(
+            HangClass.GPU_HANG,
+            ranks,
+            Confidence.HIGH,
+            summary,
+            84,
+            evidence=lines_of(found),
+            rule="log_gpu_fault",
+        )
+    ]
+
+
+def _own_exits(view: LogView) -> tuple[list[LogEvent], list[LogEvent]]:
+    """(exits of the ranks' own cause, exits with no cause given)."""
+    oom = view.of_kind(kinds.OOM)
+    oom_ranks = {e.rank for e in oom if e.rank is not None}
+    oom_pids = {e.pid for e in oom if e.pid is not None}
+    own_exceptions = {
+        e.rank
+        for e in view.of_kind(kinds.EXCEPTION)
+        if e.rank is not None and not _COLLATERAL_TEXT.search(e.text)
+    }
+    own, unexplained = [], []
+    for e in view.of_kind(kinds.EXIT):
+        if e.code == 0 or e.code in COLLATERAL_CODES:
+            continue
+        if (e.code is not None and e.code < 0) or e.rank in oom_ranks or e.pid in oom_pids:
+            own.append(e)
+        elif e.rank in own_exceptions or (e.code is None and e.host):
+            own.append(e)  # its own exception, or a node that failed
+        elif not _COLLATERAL_TEXT.search(e.text):
+            unexplained.append(e)
+    own.sort(key=lambda e: not e.text.startswith(ROOT_CAUSE))
+    return own, unexplained
+
+
+def rank_loss(view: LogView) -> list[Candidate]:
+    own, unexplained = _own_exits(view)
+    dead = view.of_kind(kinds.RAS_DEAD)
+    missing = view.of_kind(kinds.RAS_MISSING)
+    out: list[Candidate] = []
+    if own:
+        first = own[0]
+        ranks = ranks_of(own[:1]) if first.text.startswith(ROOT_CAUSE) else ranks_of(own)
+        summary = (
+            f"{rank_prose(ranks) if ranks else 'a rank'}{where(own[:1])} died of its own cause "
+            f"({_exit_text(first)}) and the others cannot finish without it: find why it died "
+            "(the OOM killer, a crash, its traceback), then restart"
+        )
+        out.append(_loss(ranks, Confidence.HIGH, summary, 82, own, "log_rank_loss"))
+    if dead or missing:
+        ranks = _ras_lost_ranks(dead, missing)
+        state = "considered dead" if dead else "unreachable (a stopped or hung process)"
+        summary = (
+            f"NCCL RAS reports {rank_prose(ranks) if ranks else 'a process'}"
+            f"{where(dead or missing)} "
+            f"{state}: the others wait for it; check that process and its host"
+        )
+        sure = Confidence.HIGH if dead else Confidence.MEDIUM
+        out.append(_loss(ranks, sure, summary, 82 if dead else 55, dead + missing, "log_ras_dead"))
+    if unexplained and not out:
+        ranks = ranks_of(unexplained)
+        summary = (
+            f"{rank_prose(ranks) if ranks else 'a rank'} exited ({_exit_text(unexplained[0])}) "
+            "and the logs do not say why: its own output (or its traceback) decides whether "
+            "it failed first or was stopped by a peer's failure"
+        )
+        out.append(_loss(ranks, Confidence.LOW, summary, 45, unexplained, "log_exit"))
+    return out
+
+
+def _loss(
+    ranks: tuple[int, ...],
+    sure: Confidence,
+    summary: str,
+    strength: int,
+    found: Sequence[LogEvent],
+    rule: str,
+) -> Candidate:
+    return Candidate(
+        HangClass.RANK_LOSS, ranks, sure, summary, strength, evidence=lines_of(found), rule=rule
+    )
+
+
+def _exit_text(e: LogEvent) -> str:
+    return exit_text(e.code) if e.code is not None else quote(e, 80)
+
+
+def _ras_lost_ranks(dead: Sequence[LogEvent], missing: Sequence[LogEvent]) -> tuple[int, ...]:
+    """The ranks RAS lost: its dead processes' ranks, else the communicator ranks it misses
+    (the same processes, counted per communicator), when as many are missing as are dead."""
+    ranked = ranks_of(e for e in [*dead, *missing] if e.rank is not None and e.process_group)
+    by_pid: dict[tuple[str, int | None], int | None] = {
+        (host_key(e.host), e.pid): e.rank for e in missing if e.pid and e.rank is not None
+    }
+    from_dead = {
+        by_pid[(host_key(e.host), e.pid)] for e in dead if (host_key(e.host), e.pid) in by_pid
+    }
+    if from_dead:
+        return tuple(sorted(r for r in from_dead if r is not None))
+    return ranked
+
+
+def bootstrap(view: LogView) -> list[Candidate]:
+    found = view.of_kind(kinds.BOOTSTRAP)
+    if not found:
+        return []
+    late = view.ran_collectives()
+    ranks = ranks_of(found)
+    peers = sorted({e.peer for e in found if e.peer})
+    summary = (
+        f"communicator creation failed{' on ' + rank_prose(ranks) if ranks else ''}{where(found)} "
+        f"({quote(found[0])})"
+        + (f", reaching {', '.join(peers[:3])}" if peers else "")
+        + ": check MASTER_ADDR/port reachability, NCCL_SOCKET_IFNAME and the host's "
+        "interfaces and fabric (NVLS: fabric manager)"
+    )
+    return [
+        Candidate(
+            HangClass.BOOTSTRAP,
+            ranks,
+            Confidence.LOW if late else Confidence.MEDIUM,
+            summary,
+            40 if late else 76,
+            evidence=lines_of(found),
+            rule="log_bootstrap",
+        )
+    ]
+
+
+def network(view: LogView) -> list[Candidate]:
+    errors = view.of_kind(kinds.NETWORK)
+    gone = view.of_kind(kinds.PEER_GONE)
+    if not errors and not gone:
+        return []
+    own, _ = _own_exits(view)
+    found = errors or gone
+    named = Counter(r for e in found if e.peer for r in view.who.ranks_on(e.peer))
+    reporters = ranks_of(found)
+    culprits = tuple(sorted(r for r, _n in named.most_common(4))) if named else reporters
+    peers = sorted({e.peer for e in found if e.peer})
+    codes = Counter(e.code for e in errors if e.code is not None).most_common(1)
+    meaning = (
+        f"; IB status {codes[0][0]}: {IB_STATUS[codes[0][0]]}"
+        if codes and codes[0][0] in IB_STATUS
+        else ""
+    )
+    summary = (
+        ("NCCL reports transport errors" if errors else "connections were closed by a peer")
+        + (f" on {rank_prose(reporters)}" if reporters else "")
+        + where(found)
+        + (f" with {', '.join(peers[:3])}" if peers else "")
+        + f" ({quote(found[0])}){meaning}: check the links and NICs between them"
+        + ("" if errors else ", and whether the peer process died")
+    )
+    explained = own or view.of_kind(kinds.RAS_DEAD) or view.dead
+    laggard = view.of_kind(kinds.DESYNC)
+    strength = 30 if explained or (laggard and not errors) else (70 if errors else 50)
+    sure = Confidence.MEDIUM if errors and strength == 70 else Confidence.LOW
+    return [
+        Candidate(
+            HangClass.NETWORK,
+            culprits,
+            sure,
+            summary,
+            strength,
+            evidence=lines_of(found),
+            rule="log_network",
+        )
+    ]
+
+
+def cuda_error(view: LogView) -> list[Candidate]:
+    found = view.of_kind(kinds.CUDA_ERROR)
+    if not found:
+        return []
+    ranks = ranks_of(found)
+    summary = (
+        f"a CUDA error stopped the GPU work of {rank_prose(ranks) if ranks else 'a rank'}"
+        f"{where(found)} ({quote(found[0])}): a faulty kernel or a failing GPU; run it "
+        "with CUDA_LAUNCH_BLOCKING=1 and check the host's Xid lines"
+    )
+    return [
+        Candidate(
+            HangClass.GPU_HANG,
+            ranks,
+            Confidence.LOW,
+            summary,
+            60,
+            evidence=lines_of(found),
+            rule="log_cuda_error",
+        )
+    ]

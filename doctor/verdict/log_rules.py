@@ -1,0 +1,284 @@
+"""Rules over what a job's logs say (``Evidence.logs``, read by ``doctor.logs``).
+
+Logs are written by the victims: the ranks that time out name the collective they
+waited in, not who kept them waiting. So each rule looks for the cause among what
+the logs *also* say: a rank whose process died of its own error first, a GPU the
+kernel reports broken, a link NCCL reports failing, the laggard a desync report or
+RAS's counts single out, a mismatch torch's own check caught.
+
+======================  ========  ============================================================
+rule                    strength  fires when the logs show
+======================  ========  ============================================================
+log_unsupported_op      85        the backend rejected an op (``does not support``)
+log_mismatch            84        torch's collective check found ranks disagreeing, or two
+                                  ranks ran different ops (or sizes) at one sequence number
+log_stack_calls         66        tracebacks printed at a timeout are in different collectives
+log_gpu_fault           84        a hardware Xid, uncorrectable ECC, a GPU off the bus or
+                                  ``ERR!`` in nvidia-smi, on a rank's GPU (or a host's)
+log_rank_loss           82/55/45  a rank's process died of its own cause (killed, OOM, a
+                                  crash, its own exception; 82), RAS says a process is dead
+                                  or unreachable (82/55), or a rank exited with no reason
+                                  given (45)
+log_bootstrap           76/40     communicator or store creation failed (40 once a
+                                  collective had run)
+log_network             70/50/30  NCCL reports a transport error (70), or only connections
+                                  closed by a peer (50); 30 when a rank's death explains them
+log_cuda_error          60        a CUDA error stopped a rank's GPU work
+log_compile             74        a collective timed out while a rank said it was compiling
+                                  (torch.compile, a JIT kernel build)
+log_straggler           60        NCCL's diagnostics measured one rank's link far off
+log_laggard             45        a desync report, a monitored barrier, RAS counts or the
+                                  ranks' own sequence numbers single out ranks that never
+                                  reached the collective the others wait in (unknown: why
+                                  they did not is for their stacks to say)
+log_ras_frozen          70        RAS counts did not move across two reports, ranks behind
+log_stalled             25        every rank that logged timed out in the same collective,
+                                  all issued it: GPU or network (unknown)
+log_healthy             30/15     RAS sees every communicator running; the job reports it
+                                  trains (15); nothing else is wrong
+======================  ========  ============================================================
+
+The rules about what failed are in ``doctor.verdict.log_faults``; those about where the
+ranks were, in ``doctor.verdict.log_waits``.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+
+from doctor.evidence import Evidence, LogEvent
+from doctor.logs import kinds
+from doctor.model import CollectiveRef, Confidence, HangClass
+from doctor.ranks import rank_prose
+from doctor.verdict import log_faults, log_waits
+from doctor.verdict.candidate import Candidate
+from doctor.verdict.live import FR_HINT
+from doctor.verdict.log_view import LogView, lines_of, quote, ranks_of, where
+
+
+def unsupported_op(view: LogView) -> list[Candidate]:
+    found = view.of_kind(kinds.UNSUPPORTED_OP)
+    if not found:
+        return []
+    op = found[0].op or "an op"
+    ranks = ranks_of(found)
+    summary = (
+        f"the backend rejected {op}"
+        + (f" on {rank_prose(ranks)}" if ranks else "")
+        + ": the job crashed in a way that looks like a hang; use an op the backend supports "
+        "(or another backend)"
+    )
+    ref = CollectiveRef(found[0].process_group or "unknown", found[0].seq, op)
+    return [
+        Candidate(
+            HangClass.UNSUPPORTED_OP,
+            ranks,
+            Confidence.HIGH,
+            summary,
+            85,
+            collective=ref,
+            evidence=lines_of(found),
+            rule="log_unsupported_op",
+        )
+    ]
+
+
+def mismatch(view: LogView) -> list[Candidate]:
+    """torch's fingerprint check, or two ranks' own words about collective N, disagree."""
+    detected = view.of_kind(kinds.MISMATCH_DETECTED)
+    at: dict[int, dict[int, LogEvent]] = {}
+    for e in view.of_kind(kinds.COLLECTIVE_AT):
+        if e.rank is not None and e.seq is not None:
+            at.setdefault(e.seq, {})[e.rank] = e
+    culprits: tuple[int, ...] = ()
+    tie = False
+    ref = None
+    for seq, ranks in sorted(at.items()):
+        shapes = Counter((e.op, e.numel) for e in ranks.values())
+        if len(shapes) < 2:
+            continue
+        (major, n), *_ = shapes.most_common()
+        tie = 2 * n <= len(ranks)
+        culprits = tuple(sorted(r for r, e in ranks.items() if tie or (e.op, e.numel) != major))
+        ref = CollectiveRef(ranks[min(ranks)].process_group or "0", seq, major[0] or "unknown")
+        break
+    named = ranks_of(e for e in detected if e.rank is not None)
+    if named and not culprits:
+        culprits, tie = named, False
+    if not detected and not culprits:
+        return _different_calls(view)
+    found = detected + [e for e in view.of_kind(kinds.COLLECTIVE_AT) if e.rank in culprits]
+    summary = (
+        f"{rank_prose(culprits)} ran a different collective than the others at sequence "
+        f"number {ref.seq}"
+        if ref and not tie
+        else f"the ranks split evenly at sequence number {ref.seq} ({rank_prose(culprits)}): a tie "
+        "the logs cannot break"
+        if ref
+        else "torch's collective check found the ranks "
+        "disagreeing on a collective (op, shape or dtype)"
+    ) + ": make every rank issue the same collectives in the same order"
+    return [
+        Candidate(
+            HangClass.COLLECTIVE_MISMATCH,
+            culprits,
+            Confidence.LOW if tie else Confidence.HIGH,
+            summary,
+            84,
+            collective=ref,
+            evidence=lines_of(found),
+            rule="log_mismatch",
+        )
+    ]
+
+
+def _different_calls(view: LogView) -> list[Candidate]:
+    """Tracebacks printed at a timeout show the ranks in different collectives (barrier on
+    some, broadcast on others): they called different collectives at the same point."""
+    calls = [e for e in view.of_kind(kinds.COLLECTIVE_AT) if e.seq is None and e.op]
+    ops = sorted({e.op for e in calls if e.op})
+    positions = {e.seq for e in view.of_kind(kinds.COLLECTIVE_AT) if e.seq is not None}
+    stuck = (
+        view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.DESYNC)
+        or len(positions) > 1
+        or [e for e in view.of_kind(kinds.EXCEPTION) if "imed out" in e.text or "imeout" in e.text]
+    )
+    if len(ops) < 2 or not stuck:
+        return []
+    by_op = {op: ranks_of(e for e in calls if e.op == op) for op in ops}
+    summary = (
+        f"the stacks printed at the timeout are in different collectives ({', '.join(ops)}): "
+        "the ranks called different collectives at the same point (a rank-conditional path); "
+        "make every rank issue the same collectives in the same order"
+    )
+    culprits = min(by_op.values(), key=len) if all(by_op.values()) else ()
+    return [
+        Candidate(
+            HangClass.COLLECTIVE_MISMATCH,
+            culprits,
+            Confidence.LOW,
+            summary,
+            66,
+            evidence=lines_of(calls),
+            missing_evidence=(FR_HINT,),
+            rule="log_stack_calls",
+        )
+    ]
+
+
+def main_first(view: LogView) -> list[Candidate]:
+    """Ranks whose stacks are in a main-process-first section wait for the main process."""
+    found = view.of_kind(kinds.WAITS_FOR_MAIN)
+    if not found:
+        return []
+    summary = (
+        "the ranks wait in main_process_first()'s barrier while the main process (rank 0) "
+        "does its part alone (preprocessing, downloading, writing): it took longer than the "
+        "collective timeout; raise the timeout (ddp_timeout) or do that work before launch"
+    )
+    return [
+        Candidate(
+            HangClass.CPU_STUCK,
+            (0,),
+            Confidence.MEDIUM,
+            summary,
+            72,
+            evidence=lines_of(found),
+            rule="log_main_first",
+        )
+    ]
+
+
+def compiling(view: LogView) -> list[Candidate]:
+    """A collective timed out while a rank said it was compiling, and nothing failed harder."""
+    found = view.of_kind(kinds.COMPILING)
+    timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
+    if not found or not timeouts:
+        return []
+    waiting = ranks_of(timeouts)
+    ranks = tuple(r for r in ranks_of(found) if r not in waiting)  # a waiter is not compiling
+    summary = (
+        f"{rank_prose(ranks) if ranks else 'a rank'} was compiling ({quote(found[-1])}) when "
+        f"{rank_prose(waiting) if waiting else 'the others'} timed out waiting: the compilation "
+        "outlasted the collective timeout; raise the timeout for the first steps, warm the "
+        "compile cache, or build the kernels before launch"
+    )
+    return [
+        Candidate(
+            HangClass.COMPILE_WARMUP,
+            ranks,
+            Confidence.MEDIUM,
+            summary,
+            74,
+            evidence=lines_of(found[-2:] + timeouts[:2]),
+            rule="log_compile",
+        )
+    ]
+
+
+def straggler(view: LogView) -> list[Candidate]:
+    found = view.of_kind(kinds.OUTLIER)
+    if not found:
+        return []
+    ranks = ranks_of(found)
+    summary = (
+        f"NCCL's diagnostics measured the link of {rank_prose(ranks)}{where(found)} far below the "
+        "others': every collective waits for it; check its NIC, cable and switch port"
+    )
+    return [
+        Candidate(
+            HangClass.STRAGGLER,
+            ranks,
+            Confidence.MEDIUM,
+            summary,
+            60,
+            evidence=lines_of(found),
+            rule="log_straggler",
+        )
+    ]
+
+
+def _silent_logs(files: int) -> Candidate:
+    return Candidate(
+        HangClass.UNKNOWN,
+        (),
+        Confidence.LOW,
+        f"the logs ({files} file{'s' if files > 1 else ''}) hold no line that tells: no watchdog "
+        "timeout, NCCL warning, traceback, launcher exit report, RAS report or Xid",
+        1,
+        missing_evidence=(
+            "the job's stderr with TORCH_NCCL_DESYNC_DEBUG=1 and NCCL_DEBUG=WARN",
+            "Flight Recorder dumps (TORCH_FR_BUFFER_SIZE)",
+            "an NCCL RAS report (ncclras) taken during the hang",
+        ),
+        rule="log_silent",
+    )
+
+
+RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
+    unsupported_op,
+    mismatch,
+    log_faults.gpu_fault,
+    log_faults.rank_loss,
+    log_faults.bootstrap,
+    log_faults.network,
+    log_faults.cuda_error,
+    main_first,
+    compiling,
+    straggler,
+    log_waits.ras_frozen,
+    log_waits.laggards,
+    log_waits.stalled,
+    log_waits.healthy,
+)
+
+
+def candidates(evidence: Evidence) -> list[Candidate]:
+    """Every log rule's conclusions; for logs that said nothing, what would have."""
+    if not evidence.logs and not evidence.log_files:
+        return []
+    view = LogView.of(evidence)
+    found = [c for rule in RULES for c in rule(view)]
+    only_logs = not evidence.has_flight and not (evidence.stacks or evidence.processes)
+    return found or ([_silent_logs(len(evidence.log_files))] if only_logs else [])

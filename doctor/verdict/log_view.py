@@ -1,0 +1,84 @@
+"""What the log rules read: the job's log events with ranks resolved, computed once.
+
+``LogView.of(evidence)`` ties events that only name a process (``host:pid``) or a GPU to
+their rank with ``doctor.logs.who.Directory``, which learns the ties from the events.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+
+from doctor.evidence import Evidence, LogEvent
+from doctor.logs import kinds
+from doctor.logs.who import Directory, host_key
+from doctor.model import EvidenceLine
+
+_NOISE = re.compile(
+    r"^.*?NCCL (?:WARN|INFO|DIAG) |^\[?[EWIF]\d{4} [\d:. ]+\S+:\d+\] |^\[\d[\d\- :,.]+\] "
+)
+SOURCE = "log"
+MAX_LINES = 8
+
+
+@dataclass(frozen=True)
+class LogView:
+    """The facts every log rule reads, computed once."""
+
+    events: tuple[LogEvent, ...]
+    who: Directory
+    dead: tuple[int, ...] = ()
+    """Ranks whose process live triage found gone (``Evidence.processes``)."""
+
+    @classmethod
+    def of(cls, evidence: Evidence) -> LogView:
+        who = Directory.of(evidence.logs)
+        resolved = tuple(
+            e if (r := who.rank_of(e)) == e.rank else _with_rank(e, r) for e in evidence.logs
+        )
+        return cls(resolved, who, tuple(p.rank for p in evidence.processes if not p.alive))
+
+    def of_kind(self, *wanted: str) -> list[LogEvent]:
+        return [e for e in self.events if e.kind in wanted]
+
+    @property
+    def world(self) -> int | None:
+        seen = [e.rank for e in self.events if e.rank is not None and e.kind not in kinds.RAS_KINDS]
+        return self.who.world or (max(seen) + 1 if seen else None)
+
+    def ran_collectives(self) -> bool:
+        """Whether any collective had run (a timed-out or fingerprinted one past the first)."""
+        return any(
+            (e.seq or 0) > 1
+            for e in self.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.WORK_PROGRESS, kinds.COLLECTIVE_AT)
+        ) or bool(self.of_kind(kinds.PROGRESS))
+
+
+def _with_rank(e: LogEvent, rank: int | None) -> LogEvent:
+    return replace(e, rank=rank)
+
+
+def ranks_of(events: Iterable[LogEvent]) -> tuple[int, ...]:
+    return tuple(sorted({e.rank for e in events if e.rank is not None}))
+
+
+def lines_of(events: Sequence[LogEvent]) -> tuple[EvidenceLine, ...]:
+    """The evidence lines of ``events``: one per distinct text (one line can hold several)."""
+    texts = dict.fromkeys((e.text, e.rank) for e in events)
+    unique = dict.fromkeys(text for text, _ in texts)
+    ranks = {text: rank for text, rank in reversed(list(texts))}
+    return tuple(EvidenceLine(SOURCE, ranks[t], t) for t in list(unique)[:MAX_LINES])
+
+
+def where(events: Sequence[LogEvent]) -> str:
+    hosts = sorted({host_key(e.host) for e in events if e.host})
+    return f" on {', '.join(hosts[:4])}" if hosts else ""
+
+
+def quote(e: LogEvent, chars: int = 120) -> str:
+    """The telling part of an event's line: without NCCL's or a logger's prefix, cut at a word."""
+    text = _NOISE.sub("", e.text, count=1).strip()
+    if len(text) <= chars:
+        return text
+    return text[:chars].rsplit(" ", 1)[0].rstrip(",;:") + " ..."

@@ -1,0 +1,253 @@
+"""Rules over where the ranks *were* when the logs end: who waited in which collective,
+who never got there, and whether anything moved.
+
+The watchdog names its own rank and the collective it waited in (``SeqNum=N``), and the
+work it had issued (``last enqueued NCCL work: E``). A rank the others wait for is one
+whose position is behind theirs: it issued fewer collectives, it is named by a desync
+report or a monitored barrier, RAS counts fewer operations for it, or (when the logs hold
+every rank's lines) it is the one that logged no timeout. Why it is behind (its own code,
+another collective, a dead process) the positions cannot say: the candidate is
+``unknown`` with those ranks as culprits, which a specific rule about the same ranks
+refines (``doctor.verdict.classify``), and the missing evidence names their stacks.
+
+Two RAS reports or more: counts that did not move while ranks stay behind are a stuck
+communicator whose laggards never issued what the others did (``collective_mismatch``);
+counts that moved are a job in flight.
+
+When every rank that logged waits in the same collective and every one issued it, the
+collective itself did not finish: the GPU or the network (``unknown``, strength 25, for
+the GPU and network rules to refine). RAS counts one operation apart in a single report,
+and communicators only changing status, are a job in flight: healthy, low.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+
+from doctor.evidence import LogEvent
+from doctor.logs import kinds
+from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
+from doctor.ranks import rank_prose
+from doctor.verdict.candidate import Candidate
+from doctor.verdict.log_view import SOURCE, LogView, lines_of, ranks_of
+
+STACKS_HINT = (
+    "stacks of the lagging ranks (py-spy dump, or a Flight Recorder dump): in their own code "
+    "is cpu_stuck, in another collective is collective_mismatch, gone is rank_loss"
+)
+FAULTS = frozenset(kinds.ALL) - {kinds.RANK_INFO, kinds.PROGRESS, kinds.RAS_COUNT}
+
+
+def _positions(view: LogView) -> dict[str, dict[int, int]]:
+    """Per process group, each rank's furthest collective: issued (enqueued) or waited in."""
+    where: dict[str, dict[int, int]] = defaultdict(dict)
+    for e in view.of_kind(kinds.WORK_PROGRESS, kinds.WATCHDOG_TIMEOUT):
+        if e.rank is not None and e.seq is not None:
+            group = where[e.process_group or "0"]
+            group[e.rank] = max(group.get(e.rank, 0), e.seq)
+    return where
+
+
+def laggards(view: LogView) -> list[Candidate]:
+    named: dict[int, str] = {}
+    for e in view.of_kind(kinds.DESYNC):
+        if e.rank is not None:
+            named.setdefault(e.rank, e.text)
+    ref = None
+    for group, at in _positions(view).items():
+        if len(at) >= 2 and len(set(at.values())) > 1:
+            front = max(at.values())
+            for rank, seq in at.items():
+                if seq < front:
+                    named.setdefault(rank, f"rank {rank} reached collective {seq}, others {front}")
+            ref = CollectiveRef(group, front, _op_at(view, front) or "unknown")
+    last = _last_fingerprints(view)
+    if len(last) >= 2 and len(set(last.values())) > 1 and not view.of_kind(kinds.MISMATCH_DETECTED):
+        front = max(last.values())
+        for rank, seq in last.items():
+            if seq < front:
+                named.setdefault(rank, f"rank {rank}'s last collective is #{seq}, others' #{front}")
+    named.update(_ras_laggards(view))
+    if not named:
+        named = _silent(view)
+    if not named:
+        return []
+    ranks = tuple(sorted(named))
+    summary = (
+        f"{rank_prose(ranks)} never reached the collective the others wait in "
+        f"({next(iter(named.values()))[:140]}): {'they are' if len(ranks) > 1 else 'it is'} "
+        "the likely culprit; its stack says whether it is stuck in its own code, in another "
+        "collective, or gone"
+    )
+    lines = tuple(EvidenceLine(SOURCE, r, text) for r, text in sorted(named.items())[:8])
+    return [
+        Candidate(
+            HangClass.UNKNOWN,
+            ranks,
+            Confidence.LOW,
+            summary,
+            45,
+            collective=ref,
+            evidence=lines,
+            missing_evidence=(STACKS_HINT,),
+            rule="log_laggard",
+        )
+    ]
+
+
+def _op_at(view: LogView, seq: int) -> str | None:
+    return next((e.op for e in view.of_kind(kinds.WATCHDOG_TIMEOUT) if e.seq == seq and e.op), None)
+
+
+def _last_fingerprints(view: LogView) -> dict[int, int]:
+    last: dict[int, int] = {}
+    for e in view.of_kind(kinds.COLLECTIVE_AT):
+        if e.rank is not None and e.seq is not None:
+            last[e.rank] = max(last.get(e.rank, 0), e.seq)
+    return last
+
+
+def _ras_laggards(view: LogView, slack: int = 1) -> dict[int, str]:
+    """Ranks RAS counts more than ``slack`` operations behind the most common count (one
+    report of a running job often shows ranks one operation behind: NCCL's RAS guide)."""
+    out: dict[int, str] = {}
+    counts = view.of_kind(kinds.RAS_COUNT)
+    usual: dict[tuple[str | None, str | None], tuple[int, int | None]] = {}
+    for e in counts:  # per communicator and op, the count of the largest group of ranks
+        key = (e.process_group, e.op)
+        if e.rank is None and e.nranks and e.nranks > usual.get(key, (0, None))[0]:
+            usual[key] = (e.nranks, e.seq)
+    for e in counts:
+        front = usual.get((e.process_group, e.op), (0, None))[1]
+        if e.rank is not None and e.seq is not None and front is not None and e.seq < front - slack:
+            out[e.rank] = f"RAS: rank {e.rank} launched {e.seq} {e.op} operations, most {front}"
+    return out
+
+
+def _silent(view: LogView) -> dict[int, str]:
+    """With most of the world's timeouts in the logs, the ranks that logged none."""
+    timed_out = {e.rank for e in view.of_kind(kinds.WATCHDOG_TIMEOUT) if e.rank is not None}
+    world = view.world
+    if not world or len(timed_out) < 2 or 2 * len(timed_out) < world or len(timed_out) >= world:
+        return {}
+    return {
+        r: f"rank {r} logged no watchdog timeout while {len(timed_out)} of {world} ranks did"
+        for r in range(world)
+        if r not in timed_out
+    }
+
+
+def stalled(view: LogView) -> list[Candidate]:
+    """Every rank that logged waits in one collective it issued: it never finished."""
+    timeouts = [e for e in view.of_kind(kinds.WATCHDOG_TIMEOUT) if e.rank is not None and e.seq]
+    if not timeouts or any(c.rule == "log_laggard" for c in laggards(view)):
+        return []
+    where = Counter((e.process_group or "0", e.seq or 0) for e in timeouts)
+    (group, seq), _n = where.most_common(1)[0]
+    ranks = ranks_of(timeouts)
+    summary = (
+        f"{rank_prose(ranks)} timed out in collective {seq} of group {group}, and none is behind: "
+        "it was issued everywhere and did not finish (a GPU that stopped, or the network)"
+    )
+    return [
+        Candidate(
+            HangClass.UNKNOWN,
+            (),
+            Confidence.LOW,
+            summary,
+            25,
+            collective=CollectiveRef(group, seq, _op_at(view, seq) or "unknown"),
+            evidence=lines_of(timeouts),
+            missing_evidence=(
+                "NCCL_DEBUG=WARN lines of every rank",
+                "the hosts' kernel log (Xid lines)",
+                "an NCCL RAS report (ncclras) taken during the hang",
+            ),
+            rule="log_stalled",
+        )
+    ]
+
+
+def _report(e: LogEvent) -> str:
+    """Which RAS report an event came from: its file (or live query), less the line."""
+    return e.origin.rsplit(":", 1)[0] if e.origin.rsplit(":", 1)[-1].isdigit() else e.origin
+
+
+def ras_frozen(view: LogView) -> list[Candidate]:
+    """Two RAS reports or more: counts that moved are progress; counts that did not move,
+    with ranks behind, are a stuck communicator (NCCL's RAS guide: "if the output does not
+    change across subsequent RAS queries, it may indicate that the communicator is stuck";
+    frozen with a spread, the ranks behind never issued what the others did: a desync)."""
+    groups = [e for e in view.of_kind(kinds.RAS_COUNT) if e.rank is None and e.seq is not None]
+    reports = list(dict.fromkeys(_report(e) for e in groups))
+    if len(reports) < 2:
+        return []
+    first = {(e.process_group, e.op, e.seq) for e in groups if _report(e) == reports[0]}
+    last = {(e.process_group, e.op, e.seq) for e in groups if _report(e) == reports[-1]}
+    behind = _ras_laggards(view, slack=0)
+    if first != last or not behind:
+        return []  # moving (or nothing singled out): the healthy and laggard rules say so
+    ranks = tuple(sorted(behind))
+    summary = (
+        f"NCCL RAS counts did not move across {len(reports)} reports and {rank_prose(ranks)} "
+        f"{'stay' if len(ranks) > 1 else 'stays'} behind the others: the communicator is "
+        "stuck and the ranks behind never issued the collectives the others did (a desync)"
+    )
+    return [
+        Candidate(
+            HangClass.COLLECTIVE_MISMATCH,
+            ranks,
+            Confidence.MEDIUM,
+            summary,
+            70,
+            evidence=lines_of([e for e in view.of_kind(kinds.RAS_COUNT) if e.rank in ranks]),
+            missing_evidence=(STACKS_HINT,),
+            rule="log_ras_frozen",
+        )
+    ]
+
+
+def _ras_moved(view: LogView) -> bool:
+    groups = [e for e in view.of_kind(kinds.RAS_COUNT) if e.rank is None and e.seq is not None]
+    reports = list(dict.fromkeys(_report(e) for e in groups))
+    if len(reports) < 2:
+        return False
+    counts = [{(e.process_group, e.op, e.seq) for e in groups if _report(e) == r} for r in reports]
+    return counts[0] != counts[-1]
+
+
+def healthy(view: LogView) -> list[Candidate]:
+    """Nothing failed, and something says the job runs (RAS, DIAG, DDP's statistics)."""
+    if any(e.kind in FAULTS for e in view.events) or (_ras_laggards(view) and not _ras_moved(view)):
+        return []
+    progress = view.of_kind(kinds.PROGRESS)
+    in_flight = [e for e in view.of_kind(kinds.RAS_COUNT) if e.rank is None]
+    if not progress and not in_flight:
+        return []
+    ras_ok = any(e.text.startswith("RAS:") for e in progress) and not in_flight
+    summary = (
+        "NCCL RAS sees every communicator running with no errors"
+        if ras_ok
+        else "nothing in the logs failed and the job reports progress"
+        + (
+            "; RAS counts differ by at most one operation, which a running job shows"
+            if in_flight
+            else ""
+        )
+    )
+    return [
+        Candidate(
+            HangClass.HEALTHY,
+            (),
+            Confidence.MEDIUM if ras_ok else Confidence.LOW,
+            summary,
+            30 if ras_ok else 15,
+            evidence=lines_of(progress + in_flight),
+            missing_evidence=()
+            if ras_ok
+            else ("a second RAS report a minute later: counts that did not move are a hang",)
+            if in_flight
+            else (),
+            rule="log_healthy",
+        )
+    ]

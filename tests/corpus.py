@@ -1,0 +1,124 @@
+"""The labelled corpus of real logs (tests/fixtures/real/<case>/): load the cases, judge
+each with the same path ``nccl-doctor analyze`` takes, score the verdicts per class.
+
+Used by ``benchmarks/bench_logs.py`` (the table in the README) and by
+``tests/logs/test_corpus_accuracy.py`` (the accuracy floor).
+"""
+
+from __future__ import annotations
+
+import tomllib
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from doctor.model import HangClass, Verdict
+
+CORPUS = Path(__file__).parent / "fixtures" / "real"
+
+
+@dataclass(frozen=True)
+class Case:
+    name: str
+    folder: Path
+    hang_class: HangClass
+    culprit_ranks: tuple[int, ...]
+    files: tuple[Path, ...]
+
+
+@dataclass(frozen=True)
+class Outcome:
+    case: Case
+    verdict: Verdict | None
+    error: str = ""
+    """The exception text when judging the case crashed."""
+
+    @property
+    def class_right(self) -> bool:
+        return self.verdict is not None and self.verdict.hang_class is self.case.hang_class
+
+    @property
+    def culprits_right(self) -> bool | None:
+        """None when the thread names no culprit (nothing to score)."""
+        if not self.case.culprit_ranks:
+            return None
+        return self.verdict is not None and set(self.verdict.culprit_ranks) == set(
+            self.case.culprit_ranks
+        )
+
+
+def cases(root: Path = CORPUS) -> list[Case]:
+    found = []
+    for meta in sorted(root.glob("*/case.toml")):
+        doc = tomllib.loads(meta.read_text())
+        found.append(
+            Case(
+                meta.parent.name,
+                meta.parent,
+                HangClass(doc["hang_class"]),
+                tuple(doc.get("culprit_ranks", ())),
+                tuple(meta.parent / f for f in doc["files"]),
+            )
+        )
+    return found
+
+
+def judge(case: Case) -> Outcome:
+    """The verdict ``nccl-doctor analyze FILES...`` reaches on the case's files."""
+    from doctor.evidence import Evidence
+    from doctor.logs import read_logs
+    from doctor.verdict.classify import classify
+
+    try:
+        reading = read_logs(list(case.files))
+        evidence = Evidence(
+            job=case.name,
+            ranks_expected=None,
+            stacks=reading.stacks,
+            logs=reading.events,
+            skipped=reading.skipped,
+            log_files=reading.files,
+        )
+        return Outcome(case, classify(evidence))
+    except Exception as exc:  # a crash is a finding of the benchmark, not its end
+        return Outcome(case, None, f"{type(exc).__name__}: {exc}")
+
+
+@dataclass
+class Score:
+    outcomes: list[Outcome] = field(default_factory=list)
+
+    @property
+    def accuracy(self) -> float:
+        return sum(o.class_right for o in self.outcomes) / max(1, len(self.outcomes))
+
+    def per_class(self) -> list[tuple[str, int, int, float, float, str]]:
+        """(class, cases, predicted, precision, recall, culprits right/scored) per class."""
+        truth = Counter(o.case.hang_class for o in self.outcomes)
+        predicted = Counter(o.verdict.hang_class for o in self.outcomes if o.verdict)
+        right = Counter(o.case.hang_class for o in self.outcomes if o.class_right)
+        rows = []
+        for cls in HangClass:
+            if not truth[cls] and not predicted[cls]:
+                continue
+            scored = [
+                o
+                for o in self.outcomes
+                if o.case.hang_class is cls and o.culprits_right is not None
+            ]
+            culprits = f"{sum(bool(o.culprits_right) for o in scored)}/{len(scored)}"
+            rows.append(
+                (
+                    cls.value,
+                    truth[cls],
+                    predicted[cls],
+                    right[cls] / predicted[cls] if predicted[cls] else float("nan"),
+                    right[cls] / truth[cls] if truth[cls] else float("nan"),
+                    culprits,
+                )
+            )
+        return rows
+
+
+def score(root: Path = CORPUS) -> Score:
+    return Score([judge(c) for c in cases(root)])

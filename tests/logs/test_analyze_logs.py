@@ -1,0 +1,61 @@
+"""`nccl-doctor analyze` on logs: alone, unrecognised, and mixed with Flight Recorder dumps."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+from clitools import run_cli
+
+from doctor.analyze.load import load_evidence
+from doctor.model import HangClass
+from doctor.verdict.classify import classify
+
+FIXTURES = Path(__file__).parents[1] / "fixtures"
+
+
+def test_analyze_reads_a_ras_report_alone() -> None:
+    res = run_cli("analyze", str(FIXTURES / "real" / "ras-doc-dead-process" / "ras.txt"), "--json")
+    doc = json.loads(res.stdout)
+    assert res.returncode == 1
+    assert (doc["verdict"]["hang_class"], doc["verdict"]["culprit_ranks"]) == ("rank_loss", [21])
+    assert any("considered dead" in e["text"] or "Process" in e["text"] for e in doc["evidence"])
+
+
+def test_unrecognised_text_is_a_verdict_not_an_error(tmp_path: Path) -> None:
+    log = tmp_path / "train.log"
+    log.write_text("epoch 1 step 10 loss 0.31\nepoch 1 step 20 loss 0.29\n")
+    res = run_cli("analyze", str(log), "--json")
+    doc = json.loads(res.stdout)
+    assert doc["verdict"]["hang_class"] == "unknown"
+    assert any("DESYNC_DEBUG" in m for m in doc["verdict"]["missing_evidence"])
+
+
+def test_xid_lines_tell_flight_recorder_which_stop_was_the_gpu(tmp_path: Path) -> None:
+    # GIVEN NVIDIA's GPU-error dumps (Flight Recorder alone: ranks 12 and 14 stopped, cause
+    # unknown), with the NCCL init lines of those ranks and the host's kernel log beside them
+    folder = tmp_path / "job"
+    shutil.copytree(FIXTURES / "fr-nvrx" / "gpu_error_1st", folder)
+    (folder / "nccl-node-3.log").write_text(
+        "node-3:4012:4012 [4] NCCL INFO comm 0x7f rank 12 nranks 16 cudaDev 4 nvmlDev 4 busId "
+        "9b000 commId 0x1 - Init COMPLETE\n"
+        "node-3:4014:4014 [6] NCCL INFO comm 0x7f rank 14 nranks 16 cudaDev 6 nvmlDev 6 busId "
+        "bb000 commId 0x1 - Init COMPLETE\n"
+    )
+    (folder / "dmesg-node-3.txt").write_text(
+        "Mar 01 12:00:00 node-3 kernel: NVRM: Xid (PCI:0000:9b:00): 48, pid=4012, name=python, "
+        "An uncorrectable double bit error (DBE) has been detected on GPU\n"
+        "Mar 01 12:00:01 node-3 kernel: NVRM: Xid (PCI:0000:bb:00): 48, pid=4014, name=python, "
+        "An uncorrectable double bit error (DBE) has been detected on GPU\n"
+    )
+    # WHEN the folder is analyzed
+    evidence = load_evidence([folder])
+    verdict = classify(evidence)
+    # THEN the logs refine Flight Recorder's "stopped": a GPU hang of exactly those ranks
+    assert len(evidence.dumps) == 16
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.GPU_HANG, (12, 14))
+    alone = classify(load_evidence([FIXTURES / "fr-nvrx" / "gpu_error_1st"]))
+    assert (alone.hang_class, alone.culprit_ranks) == (HangClass.UNKNOWN, (12, 14))
+    # AND the text files were not mistaken for broken dumps
+    assert not any("nccl-node-3.log" in s.reason for s in evidence.skipped)

@@ -1,0 +1,98 @@
+"""torch.distributed's messages -> events: watchdog, work progress, desync report,
+fingerprint checks, fr_trace, store failures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from doctor.logs import kinds, parse_lines
+
+TRIAGE_LOGS = Path(__file__).parents[1] / "triage" / "data" / "logs"
+REAL = Path(__file__).parents[1] / "fixtures" / "real"
+
+
+def of(kind: str, events):
+    return [e for e in events if e.kind == kind]
+
+
+def test_watchdog_lines_give_each_rank_its_collective_and_progress() -> None:
+    # GIVEN two ranks' recorded ProcessGroupNCCL watchdog lines
+    events = parse_lines((TRIAGE_LOGS / "watchdog_nccl.log").read_text().splitlines())
+    # THEN each rank's timed-out collective has its seq, op, size and group
+    caught = [e for e in of(kinds.WATCHDOG_TIMEOUT, events) if e.op]
+    assert {(e.rank, e.seq, e.op, e.numel) for e in caught} == {
+        (1, 12, "ALLREDUCE", 1024),
+        (3, 12, "ALLREDUCE", 1024),
+    }
+    # AND the desync-debug line says what each rank issued and finished
+    progress = of(kinds.WORK_PROGRESS, events)
+    assert {(e.rank, e.seq, e.completed, e.process_group) for e in progress} == {
+        (1, 13, 11, "0"),
+        (3, 13, 11, "0"),
+    }
+
+
+def test_desync_report_names_the_lagging_ranks() -> None:
+    # GIVEN TORCH_NCCL_DESYNC_DEBUG's report, in the words of torch's TraceUtils.h
+    report = [
+        "[rank0]:[E ProcessGroupNCCL.cpp:1270] [Rank 0] Timeout at collective: ALLREDUCE, #42",
+        "[rank0]:\t - To our best knowledge, the lagging/dead/mismatched ranks that caused "
+        "the desync are:",
+        "[rank0]:\t     [3] finished collective #41, but didn't join collective #42 (count from 1)",
+        "[rank0]:\t - Snapshot of ranks' latest states:",
+        "[rank0]:\t   #42 started ranks:",
+        "[rank0]:\t     [0, 1, 2] started ALLREDUCE",
+        "[rank5]:\t - To our best knowledge, ranks [6, 7] are the lagging ranks that caused this "
+        "timeout. They never joined any collectives",
+    ]
+    events = parse_lines(report)
+    # THEN the laggards are events of their own rank, not of the reporter
+    assert {(e.rank, e.seq) for e in of(kinds.DESYNC, events)} == {(3, 42), (6, None), (7, None)}
+    # AND the snapshot says who ran what at #42
+    assert {(e.rank, e.op, e.seq) for e in of(kinds.COLLECTIVE_AT, events)} == {
+        (0, "ALLREDUCE", 42),
+        (1, "ALLREDUCE", 42),
+        (2, "ALLREDUCE", 42),
+    }
+
+
+def test_fingerprint_mismatch_names_both_ranks_and_their_ops() -> None:
+    # GIVEN TORCH_DISTRIBUTED_DEBUG=DETAIL's mismatch line from a real thread
+    text = (REAL / "speechbrain-2401-ckpt-broadcast-main-only" / "output.log").read_text()
+    events = parse_lines(text.splitlines())
+    at = {(e.rank, e.seq, e.op, e.numel) for e in of(kinds.COLLECTIVE_AT, events) if e.seq}
+    assert at == {(1, 485, "ALLREDUCE", 25), (0, 485, "BROADCAST", 1)}
+    # AND the frames of rank 0's traceback say which collective it was in
+    assert {e.op for e in of(kinds.COLLECTIVE_AT, events) if e.seq is None} == {"broadcast"}
+    assert of(kinds.MISMATCH_DETECTED, events)
+    # AND torchelastic's own failure line becomes an exit with its pid and code
+    assert [(e.pid, e.code) for e in of(kinds.EXIT, events)] == [(170581, 1)]
+
+
+def test_fr_trace_output_and_monitored_barrier_name_missing_ranks() -> None:
+    text = (REAL / "pytorch-doc-flight-recorder-extra-allreduce" / "frtrace.txt").read_text()
+    assert [e.rank for e in of(kinds.DESYNC, parse_lines(text.splitlines()))] == [1]
+    barrier = parse_lines(["RuntimeError: Ranks 1, 3 failed to pass monitoredBarrier in 2000 ms"])
+    assert [e.rank for e in of(kinds.DESYNC, barrier)] == [1, 3]
+    culprit = parse_lines(["error msg: Culprit rank 2; Error type: COLLECTIVE_TYPE_MISMATCH, x"])
+    assert [e.rank for e in of(kinds.MISMATCH_DETECTED, culprit)] == [2]
+
+
+def test_store_failures_are_bootstrap_and_a_closed_store_is_a_peer_gone() -> None:
+    events = parse_lines(
+        [
+            "torch.distributed.DistNetworkError: The client socket has timed out after "
+            "1800000ms while trying to connect to (10.0.0.1, 29500).",
+            "torch.distributed.DistStoreError: Timed out after 901 seconds waiting for "
+            "clients. 1/2 clients joined.",
+            "[rank101]:[W703 01:01:05 TCPStore.cpp:138] [c10d] recvValueWithTimeout failed on "
+            "SocketImpl(fd=90, addr=[a]:43518, remote=[b.cluster.local]:56789): Failed to "
+            "recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown "
+            "or crash?",
+        ]
+    )
+    assert [(e.kind, e.peer, e.nranks) for e in events if e.kind != kinds.EXCEPTION] == [
+        (kinds.BOOTSTRAP, "10.0.0.1:29500", None),
+        (kinds.BOOTSTRAP, "", 2),
+        (kinds.PEER_GONE, "b.cluster.local", None),
+    ]

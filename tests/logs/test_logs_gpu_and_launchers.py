@@ -1,0 +1,148 @@
+"""Kernel Xid lines, nvidia-smi, CUDA errors, launcher exits and tracebacks -> events."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from doctor.logs import kinds, parse_lines, parse_text
+
+REAL = Path(__file__).parents[1] / "fixtures" / "real"
+
+
+def test_xid_lines_from_dmesg_and_journalctl() -> None:
+    events = parse_lines(
+        [
+            "[ 6523.123456] NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has "
+            "fallen off the bus.",
+            "Mar 01 12:00:00 gpu-node-7 kernel: NVRM: Xid (PCI:0000:b7:00): 48, pid='<unknown>', "
+            "name=<unknown>, An uncorrectable double bit error (DBE) has been detected",
+            "[ 100.2] NVRM: Xid (PCI:0000:18:00): 13, pid=777, Graphics SM Warp Exception",
+        ]
+    )
+    assert [(e.kind, e.code, e.device, e.pid, e.host) for e in events] == [
+        (kinds.GPU_FAULT, 79, "0000:3b:00", 1234, ""),
+        (kinds.GPU_FAULT, 48, "0000:b7:00", None, "gpu-node-7"),
+        # AND an Xid a program raises is a CUDA error of that rank, not a broken GPU
+        (kinds.CUDA_ERROR, 13, "0000:18:00", 777, ""),
+    ]
+
+
+def test_several_line_driver_notices() -> None:
+    for case, name in (
+        ("nvsentinel-155-fallen-off-bus", "dmesg.txt"),
+        ("aicr-1858-h100-probe-failed", "dmesg.txt"),
+    ):
+        text = (REAL / case / name).read_text().splitlines()
+        faults = [e for e in parse_lines(text) if e.kind == kinds.GPU_FAULT]
+        assert faults and faults[0].device, case
+
+
+def test_nvidia_smi_table_reports_gpus_in_error() -> None:
+    table = [
+        "+-----------------------------------------------------------------------------+",
+        "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2     |",
+        "|-------------------------------+----------------------+----------------------+",
+        "| GPU  Name        Persistence-M| Bus-Id        Disp.A | Volatile Uncorr. ECC |",
+        "|===============================+======================+======================|",
+        "|   0  NVIDIA A100-SXM...  On   | 00000000:07:00.0 Off |                    0 |",
+        "| N/A   32C    P0    63W / 400W |      4MiB / 81920MiB |      0%      Default |",
+        "+-------------------------------+----------------------+----------------------+",
+        "|   1  NVIDIA A100-SXM...  On   | 00000000:0F:00.0 Off |                    2 |",
+        "| N/A   33C    P0    61W / 400W |      4MiB / 81920MiB |      0%      Default |",
+        "+-------------------------------+----------------------+----------------------+",
+        "|   2  NVIDIA A100-SXM...  On   | 00000000:47:00.0 Off |                 ERR! |",
+        "|ERR!  ERR!   ERR!   ERR! / ERR!|      4MiB / 81920MiB |    ERR!      Default |",
+        "+-------------------------------+----------------------+----------------------+",
+        "Unable to determine the device handle for GPU 0000:B7:00.0: Unknown Error",
+    ]
+    faults = [e for e in parse_lines(table) if e.kind == kinds.GPU_FAULT]
+    assert [e.device for e in faults] == ["0000:0f:00", "0000:47:00", "0000:b7:00"]
+
+
+def test_cuda_errors_by_whose_fault() -> None:
+    events = parse_lines(
+        [
+            "RuntimeError: CUDA error: uncorrectable ECC error encountered",
+            "RuntimeError: CUDA error: an illegal memory access was encountered",
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+        ]
+    )
+    assert [e.kind for e in events if e.kind != kinds.EXCEPTION] == [
+        kinds.GPU_FAULT,
+        kinds.CUDA_ERROR,
+        kinds.OOM,
+    ]
+
+
+def test_torchelastic_summary_marks_the_first_failure() -> None:
+    text = (REAL / "transformers-17106-preprocess-timeout" / "output.log").read_text()
+    exits = [e for e in parse_lines(text.splitlines()) if e.kind == kinds.EXIT]
+    assert [(e.rank, e.host, e.pid, e.code) for e in exits] == [
+        (1, "ido-branch-s2n2k-pxvf4", 5733, 1)
+    ]
+    assert exits[0].text.startswith("first observed failure")
+
+
+def test_launchers_say_which_task_died_and_how() -> None:
+    events = parse_lines(
+        [
+            "srun: error: node-3: tasks 4-5: Killed",
+            "srun: error: node-4: task 9: Exited with exit code 1",
+            "mpirun noticed that process rank 3 with PID 1234 on node n1 exited on signal 9 "
+            "(Killed).",
+            "torch.multiprocessing.spawn.ProcessExitedException: process 2 terminated with "
+            "signal SIGSEGV",
+            "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1234.0. Some of your "
+            "processes may have been killed by the cgroup out-of-memory handler.",
+            "[ 99.1] Out of memory: Killed process 4321 (python) total-vm:1kB",
+        ]
+    )
+    exits = [(e.rank, e.code, e.host) for e in events if e.kind == kinds.EXIT]
+    assert exits == [
+        (4, -9, "node-3"),
+        (5, -9, "node-3"),
+        (9, 1, "node-4"),
+        (3, -9, "n1"),
+        (2, -11, ""),
+    ]
+    assert [e.pid for e in events if e.kind == kinds.OOM] == [None, 4321]
+
+
+def test_traceback_gives_the_exception_and_where_it_was_raised() -> None:
+    lines = [
+        "[rank2]: Traceback (most recent call last):",
+        "[rank0]: Traceback (most recent call last):",
+        '[rank2]:   File "/opt/train/loader.py", line 42, in next_batch',
+        "[rank2]:     return self.items[key]",
+        '[rank0]:   File "/opt/train/step.py", line 9, in step',
+        "[rank2]: KeyError: 'shard-7'",
+        "[rank0]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970",
+    ]
+    found = [(e.rank, e.text) for e in parse_lines(lines) if e.kind == kinds.EXCEPTION]
+    assert found == [
+        (2, "KeyError: 'shard-7' [at loader.py:42 in next_batch]"),
+        (
+            0,
+            "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970 "
+            "[at step.py:9 in step]",
+        ),
+    ]
+
+
+def test_pyspy_text_dump_becomes_a_stack() -> None:
+    dump = [
+        "Process 48211: python train.py",
+        "Python v3.11.9 (/usr/bin/python3.11)",
+        "",
+        'Thread 48211 (idle): "MainThread"',
+        "    wait (torch/distributed/distributed_c10d.py:2501)",
+        "    all_reduce (torch/distributed/distributed_c10d.py:2495)",
+        "    step (train.py:88)",
+        'Thread 48300 (active+gil): "pin_memory"',
+        "    _worker (torch/utils/data/_utils/pin_memory.py:54)",
+    ]
+    parsed = parse_text(dump, "rank_3.txt", file_rank=3)
+    (stack,) = parsed.stacks
+    assert (stack.rank, stack.pid, len(stack.threads)) == (3, 48211, 2)
+    main, pin = stack.threads
+    assert main.is_main and main.frames[1].name == "all_reduce" and pin.holds_gil

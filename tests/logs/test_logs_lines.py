@@ -1,0 +1,67 @@
+"""Prefixes of combined logs: whose line it is (recorded prefixes of real launchers)."""
+
+from __future__ import annotations
+
+import pytest
+
+from doctor.logs.lines import split
+
+
+@pytest.mark.parametrize(
+    ("raw", "rank", "local", "host", "pid", "nccl"),
+    [
+        # srun --label: the task id is the rank
+        ("12: [E ProcessGroupNCCL.cpp:475] oops", 12, None, "", None, ""),
+        # PyTorch's C++ logger prefix, then its own [Rank N]
+        (
+            "[rank3]:[E1121 10:02:11 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog",
+            3,
+            None,
+            "",
+            None,
+            "",
+        ),
+        # torchrun --tee: role and local rank, with a replica id in torchx
+        ("[default5]:loss 0.3", None, 5, "", None, ""),
+        ("[trainer0|0]:ncclInternalError: Internal check failed.", None, 0, "", None, ""),
+        # NCCL's own prefix, behind an srun label
+        (
+            "3: gpu-7:48211:48297 [0] misc/socket.cc:538 NCCL WARN connect",
+            3,
+            None,
+            "gpu-7",
+            48211,
+            "WARN",
+        ),
+        # masked pid (pasted in an issue), and NCCL's diagnostics without a device
+        (
+            "host-01.example.com:XXXXXX [5] ibvwrap.c:262 NCCL WARN Call",
+            None,
+            None,
+            "host-01.example.com",
+            None,
+            "WARN",
+        ),
+        ("node0:24563 NCCL DIAG [INFO] net bw", None, None, "node0", 24563, "DIAG"),
+        # Ray's forwarded worker output
+        ("(RayTrainWorker pid=2231, ip=10.0.0.5) hello", None, None, "10.0.0.5", 2231, ""),
+        # a timestamp is not an srun label
+        ("12:30:01 step 5", None, None, "", None, ""),
+    ],
+)
+def test_prefixes_say_whose_line_it_is(raw, rank, local, host, pid, nccl) -> None:
+    # GIVEN a line as a launcher or NCCL wrote it WHEN its prefixes are peeled off
+    line = split(raw, "x.log:1")
+    # THEN the rank, local rank, host, pid and NCCL level are the prefix's
+    assert (line.rank, line.local_rank, line.host, line.pid, line.nccl) == (
+        rank,
+        local,
+        host,
+        pid,
+        nccl,
+    )
+
+
+def test_a_file_rank_is_the_default_and_a_line_label_wins() -> None:
+    assert split("plain text", "rank_4.log:1", file_rank=4).rank == 4
+    assert split("7: labelled", "rank_4.log:1", file_rank=4).rank == 7

@@ -1,0 +1,162 @@
+"""Verdicts from logs alone: the culprit is who caused the hang, not who logged it."""
+
+from __future__ import annotations
+
+from doctor.evidence import Evidence, RankProcess
+from doctor.logs import parse_lines
+from doctor.model import Confidence, HangClass
+from doctor.verdict.classify import classify
+
+WATCHDOG = (
+    "[rank{r}]:[E1121 10:02:11 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+    "operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1024, NumelOut=1024, "
+    "Timeout(ms)=600000) ran for 600061 milliseconds before timing out."
+)
+PROGRESS = (
+    "[rank{r}]:[E1121 10:02:11 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) "
+    "Rank {r}] Exception (either an error or timeout) detected by watchdog at work: {seq}, "
+    "last enqueued NCCL work: {enq}, last completed NCCL work: {done}."
+)
+INIT = (
+    "{host}:{pid}:{pid} [{dev}] NCCL INFO comm 0x5 rank {r} nranks 4 cudaDev {dev} busId "
+    "{bus} - Init COMPLETE"
+)
+
+
+def judge(lines: list[str], **kw: object):
+    return classify(Evidence("job", None, logs=tuple(parse_lines(lines)), **kw))  # type: ignore[arg-type]
+
+
+def test_the_rank_that_never_issued_the_collective_is_named_not_the_waiters() -> None:
+    # GIVEN ranks 0-2 waiting in collective 42, rank 3 having issued only up to 41
+    lines = [WATCHDOG.format(r=r, seq=42, op="ALLREDUCE") for r in range(3)]
+    lines += [PROGRESS.format(r=r, seq=42, enq=42, done=41) for r in range(3)]
+    lines += [PROGRESS.format(r=3, seq=41, enq=41, done=40)]
+    verdict = judge(lines)
+    # THEN rank 3 is the culprit; why it stopped is for its stack to say
+    assert verdict.culprit_ranks == (3,)
+    assert verdict.hang_class is HangClass.UNKNOWN
+    assert any("stack" in m for m in verdict.missing_evidence)
+    assert verdict.collective and verdict.collective.seq == 42
+
+
+def test_a_laggard_that_died_first_is_rank_loss() -> None:
+    # GIVEN the same positions, and torchrun saying rank 3 was killed first
+    lines = [WATCHDOG.format(r=r, seq=42, op="ALLREDUCE") for r in range(3)]
+    lines += [PROGRESS.format(r=r, seq=42, enq=42, done=41) for r in range(3)]
+    lines += [
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2024-05-01_10:00:00",
+        "  host      : node-2",
+        "  rank      : 3 (local_rank: 3)",
+        "  exitcode  : -9 (pid: 5733)",
+        "  error_file: <N/A>",
+        "  traceback : Signal 9 (SIGKILL) received by PID 5733",
+        "============================================================",
+    ]
+    verdict = judge(lines)
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.RANK_LOSS, (3,))
+    assert verdict.confidence is not Confidence.LOW
+
+
+def test_watchdog_aborts_are_not_the_cause() -> None:
+    # GIVEN every rank aborted by its own watchdog (SIGABRT) after timing out together
+    lines = [WATCHDOG.format(r=r, seq=7, op="ALLREDUCE") for r in range(4)]
+    lines += [f"srun: error: node-1: task {r}: Aborted" for r in range(4)]
+    verdict = judge(lines)
+    assert verdict.hang_class is not HangClass.RANK_LOSS
+    assert verdict.hang_class is HangClass.UNKNOWN and not verdict.culprit_ranks
+
+
+def test_all_issued_none_finished_with_a_link_error_is_network_on_the_named_peer() -> None:
+    # GIVEN all four ranks stuck in collective 7 they all issued, and an IB error on rank 1's
+    # host naming the address of rank 2's host
+    lines = [WATCHDOG.format(r=r, seq=7, op="ALLREDUCE") for r in range(4)]
+    lines += [PROGRESS.format(r=r, seq=7, enq=7, done=6) for r in range(4)]
+    lines += [
+        INIT.format(host="node-a", pid=100 + r, r=r, dev=r, bus=f"{r + 1}b000") for r in (0, 1)
+    ]
+    lines += [
+        INIT.format(host="node-b", pid=100 + r, r=r, dev=r - 2, bus=f"{r + 1}b000") for r in (2, 3)
+    ]
+    lines += ["node-b:102:102 [0] NCCL INFO Bootstrap : Using ib0:10.0.0.2<0>"]
+    lines += [
+        "node-a:101:150 [1] transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from "
+        "peer 10.0.0.2<54201> with status=12 opcode=0 len=0 vendor err 129 (Recv)"
+    ]
+    verdict = judge(lines)
+    assert verdict.hang_class is HangClass.NETWORK
+    assert verdict.culprit_ranks == (2, 3)
+    assert "10.0.0.2" in verdict.summary
+
+
+def test_an_xid_on_a_host_names_the_rank_on_that_gpu() -> None:
+    lines = [
+        INIT.format(host="node-b", pid=300 + r, r=r, dev=r, bus=f"{r + 1}b000") for r in range(4)
+    ]
+    lines += [WATCHDOG.format(r=r, seq=9, op="ALLGATHER") for r in (0, 1, 3)]
+    lines += [
+        "Mar 01 12:00:00 node-b kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=302, GPU has "
+        "fallen off the bus."
+    ]
+    verdict = judge(lines)
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.GPU_HANG, (2,))
+    assert "Xid 79" in verdict.summary
+
+
+def test_transport_errors_after_a_peer_died_blame_the_death() -> None:
+    lines = [
+        "gpu-1:77:90 [2] NCCL WARN Net : Connection closed by remote peer gpu-2<56978>",
+        "srun: error: gpu-2: task 5: Killed",
+    ]
+    verdict = judge(lines)
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.RANK_LOSS, (5,))
+
+
+def test_a_bootstrap_warning_after_collectives_ran_is_weak() -> None:
+    early = judge(["node:1:1 [0] NCCL WARN Bootstrap : no socket interface found"])
+    assert early.hang_class is HangClass.BOOTSTRAP
+    late = judge(
+        [WATCHDOG.format(r=0, seq=900, op="ALLREDUCE")]
+        + ["node:1:1 [0] NCCL WARN Bootstrap : no socket interface found"]
+    )
+    assert late.confidence is Confidence.LOW
+
+
+def test_live_dead_process_and_log_rank_loss_agree() -> None:
+    lines = ["srun: error: node-1: task 2: Killed"]
+    dead = RankProcess(2, 1234, "node-1", alive=False, status="dead", exit_code=-9)
+    verdict = judge(lines, processes=(dead,))
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.RANK_LOSS, (2,))
+    assert verdict.confidence is Confidence.HIGH
+
+
+def test_logs_with_nothing_in_them_are_unknown() -> None:
+    verdict = judge(["step 1 loss 0.3", "step 2 loss 0.2"])
+    assert verdict.hang_class is HangClass.UNKNOWN
+
+
+def test_ras_counts_that_did_not_move_are_a_stuck_communicator(tmp_path) -> None:
+    # GIVEN NVIDIA's sample of counts one operation apart (a running job, if they move)
+    from pathlib import Path
+
+    from doctor.logs import read_logs
+
+    sample = Path(__file__).parents[1] / "fixtures" / "real" / "ras-doc-counts-in-flight"
+    text = (sample / "ras.txt").read_text()
+    (tmp_path / "ras-1.txt").write_text(text)
+    (tmp_path / "ras-2.txt").write_text(text)
+    (tmp_path / "moved.txt").write_text(text.replace("6650", "6702").replace("6649", "6701"))
+
+    def verdict(*names: str):
+        reading = read_logs([tmp_path / n for n in names])
+        return classify(Evidence("job", 32, logs=reading.events))
+
+    # WHEN one report is read THEN a job in flight; WHEN the same counts twice THEN stuck,
+    # the six ranks behind named; WHEN the counts moved THEN in flight again
+    assert verdict("ras-1.txt").hang_class is HangClass.HEALTHY
+    frozen = verdict("ras-1.txt", "ras-2.txt")
+    assert frozen.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert frozen.culprit_ranks == (0, 2, 3, 4, 5, 7)
+    assert verdict("ras-1.txt", "moved.txt").hang_class is HangClass.HEALTHY
