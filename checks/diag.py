@@ -23,6 +23,7 @@ FR_DEFAULT = 2000
 
 
 def check_ptrace(facts: Facts) -> list[Finding]:
+    """``diag.ptrace``: triage needs to read other processes' stacks here."""
     p = facts.ptrace
     if p is None:
         return [Finding("diag.ptrace", Severity.SKIP, "ptrace", "ptrace was not probed.")]
@@ -74,6 +75,7 @@ def check_ptrace(facts: Facts) -> list[Finding]:
 
 
 def check_flight_recorder(facts: Facts) -> list[Finding]:
+    """``diag.flight-recorder``: without a big enough buffer a hang leaves no trace."""
     env = facts.env
     trace = torch_int(env, "TORCH_NCCL_TRACE_BUFFER_SIZE")
     buffer = torch_int(env, "TORCH_FR_BUFFER_SIZE")
@@ -140,4 +142,5 @@ def check_flight_recorder(facts: Facts) -> list[Finding]:
 
 
 def run(facts: Facts) -> list[Finding]:
+    """The ``diag.*`` findings."""
     return [*check_ptrace(facts), *check_flight_recorder(facts)]

@@ -180,6 +180,7 @@ def check_debug(facts: Facts) -> list[Finding]:
 
 
 def run(facts: Facts) -> list[Finding]:
+    """The ``env.*`` findings."""
     return [
         *check_unknown(facts),
         *check_deprecated(facts),

@@ -119,4 +119,5 @@ def check_disabled(facts: Facts) -> list[Finding]:
 
 
 def run(facts: Facts) -> list[Finding]:
+    """The ``lane.*`` findings."""
     return [*check_leak(facts), *check_disabled(facts)]

@@ -106,6 +106,7 @@ def timeout_table(chain: TimeoutChain) -> Table:
 
 
 def summary_line(report: Report) -> Text:
+    """The last line: the counts, the lane and where it came from, the NCCL files read."""
     counts = {s: report.count(s) for s in Severity}
     verdict = "FAIL" if counts[Severity.FAIL] else "WARN" if counts[Severity.WARN] else "OK"
     style = {"FAIL": "bold red", "WARN": "bold yellow", "OK": "bold green"}[verdict]
@@ -120,6 +121,7 @@ def summary_line(report: Report) -> Text:
 
 
 def report_renderable(report: Report) -> RenderableType:
+    """The whole report, findings first: what the CLI prints."""
     parts: list[RenderableType] = [findings_table(report)]
     if report.timeouts is not None:
         parts.append(timeout_table(report.timeouts))
@@ -128,8 +130,10 @@ def report_renderable(report: Report) -> RenderableType:
 
 
 def print_report(report: Report, console: Console) -> None:
+    """Print the report for a person."""
     console.print(report_renderable(report))
 
 
 def to_json(report: Report) -> str:
+    """The report as ``nccl-doctor/preflight/v1`` JSON text."""
     return json.dumps(report.to_json(), indent=2)

@@ -50,6 +50,7 @@ class Finding:
     """The exact ``export``/``unset`` lines or config change that makes it pass."""
 
     def to_json(self) -> dict[str, Any]:
+        """The ``findings[]`` object of preflight's JSON."""
         return {
             "check": self.check,
             "severity": self.severity.value,
@@ -81,6 +82,8 @@ class HangClass(StrEnum):
 
 
 class Confidence(StrEnum):
+    """How sure a verdict is; ``low`` also marks a tie the evidence cannot break."""
+
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"
@@ -95,6 +98,7 @@ class CollectiveRef:
     op: str
 
     def to_json(self) -> dict[str, Any]:
+        """The ``verdict.collective`` object of the triage JSON."""
         return {"process_group": self.process_group, "seq": self.seq, "op": self.op}
 
 
@@ -108,6 +112,7 @@ class EvidenceLine:
     text: str
 
     def to_json(self) -> dict[str, Any]:
+        """One ``evidence[]`` object of the triage JSON."""
         return {"source": self.source, "rank": self.rank, "text": self.text}
 
 
@@ -126,9 +131,11 @@ class Verdict:
 
     @property
     def playbook(self) -> str:
+        """The playbook to follow: one per hang class (``nccl-doctor playbook``)."""
         return self.hang_class.value
 
     def to_json(self) -> dict[str, Any]:
+        """The ``verdict`` object of the triage JSON (DESIGN.md)."""
         return {
             "hang_class": self.hang_class.value,
             "culprit_ranks": list(self.culprit_ranks),
@@ -149,4 +156,5 @@ class Skipped:
     reason: str
 
     def to_json(self) -> dict[str, Any]:
+        """One ``skipped[]`` object of the triage JSON."""
         return {"rank": self.rank, "probe": self.probe, "reason": self.reason}

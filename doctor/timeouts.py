@@ -44,6 +44,7 @@ class Layer:
     source: str
 
     def to_json(self) -> dict[str, Any]:
+        """One ``timeouts.layers`` entry of preflight's JSON."""
         return {"title": self.title, "seconds": self.seconds, "source": self.source}
 
 

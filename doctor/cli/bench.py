@@ -14,6 +14,8 @@ from doctor.errors import UsageError
 
 
 class Backend(StrEnum):
+    """The collective backend to measure: gloo on CPUs, NCCL on GPUs."""
+
     GLOO = "gloo"
     NCCL = "nccl"
 

@@ -71,6 +71,8 @@ class Position:
 
 @dataclass(frozen=True)
 class GroupAlignment:
+    """One process group across its members: where each got, and where they first diverge."""
+
     name: str
     desc: str
     members: tuple[int, ...]
@@ -93,6 +95,8 @@ class RankOp:
 
 @dataclass(frozen=True)
 class Straggler:
+    """A rank that is last to enqueue most collectives of a group: slow, not stuck."""
+
     rank: int
     group: str
     last_share: float
@@ -127,9 +131,11 @@ class FlightAnalysis:
 
     @property
     def divergent(self) -> tuple[GroupAlignment, ...]:
+        """The groups whose members diverge, in group order."""
         return tuple(g for g in self.groups if g.divergence is not None)
 
     def last_op(self, rank: int) -> RankOp | None:
+        """The newest operation ``rank`` recorded, or None without a dump."""
         return next((o for o in self.last_ops if o.rank == rank), None)
 
 

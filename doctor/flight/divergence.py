@@ -34,11 +34,13 @@ class Divergence:
 
 
 def describe(op: Op) -> str:
+    """``all_reduce[1024]/Float``: an op as the divergence texts show it."""
     sizes = ",".join("x".join(map(str, s)) for s in op.in_sizes)
     return f"{op.name}[{sizes}]{'/' + op.dtypes[0] if op.dtypes else ''}"
 
 
 def signature(op: Op) -> tuple[object, ...]:
+    """What must agree across ranks at one sequence number (op, sizes, dtypes)."""
     return (op.name, op.dtypes, None if _variable_size(op.name) else op.in_sizes)
 
 
@@ -49,6 +51,7 @@ def _variable_size(name: str) -> bool:
 
 
 def mismatch(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
+    """The first sequence number at which members recorded different collectives."""
     by_seq: dict[int, dict[int, Op]] = {}
     for r, t in tracks.items():
         for o in t.ops:
@@ -141,6 +144,7 @@ def stalled(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
 
 
 def not_started(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
+    """The first collective some members scheduled but never started on their GPU."""
     states: dict[int, dict[int, str]] = {}
     for r, t in tracks.items():
         for o in t.ops:
@@ -162,6 +166,7 @@ def not_started(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
 
 
 def missing(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
+    """Members that never scheduled a collective their peers reached."""
     enq = {r: t.enqueued for r, t in tracks.items() if t.enqueued is not None}
     if len(enq) < 2:
         return None
@@ -187,6 +192,7 @@ def missing(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
 def no_dump(
     tracks: dict[int, GroupTrack], no_dump: tuple[int, ...], name: str
 ) -> Divergence | None:
+    """Members without a dump while every dumped member waits: the silent ones."""
     if not no_dump or not tracks:
         return None
     waiting = tuple(sorted(tracks))

@@ -58,6 +58,7 @@ class JobRef:
     pids: tuple[int, ...] = ()
 
     def discover(self, env: Mapping[str, str]) -> Target:
+        """The job's ranks on this host now (``NoSuchJobError`` when none is left)."""
         return discover_job(self.job, env) if self.job else discover_pids(self.pids)
 
 
@@ -75,6 +76,7 @@ class ProgressHook:
 
 
 def default_sources(options: CollectOptions) -> list[Source]:
+    """Every evidence source, each with its share of the sampling window."""
     return [
         PySpySource(
             options.env,
