@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help install demo test lint typecheck bench clean
+.PHONY: help install demo test lint typecheck bench fuzz clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -26,6 +26,9 @@ SOURCES := doctor checks playbooks tests benchmarks
 
 test: lint ## the full suite (the lint gates, then pytest)
 	$(VENV)/bin/pytest -q
+
+fuzz: install ## the fuzz tests at length (1,000 inputs per reader test); prints inputs tried and failures
+	$(VENV)/bin/pytest -q -m fuzz --hypothesis-profile=fuzz tests/fuzz
 
 lint: install ## ruff check, ruff format --check and mypy (strict on the pure core)
 	$(VENV)/bin/ruff check $(SOURCES)

@@ -107,14 +107,6 @@ def check_flight_recorder(facts: Facts) -> list[Finding]:
                 fixes.export("TORCH_NCCL_DUMP_ON_TIMEOUT", "1"),
             )
         )
-    if not torch_bool(env, "TORCH_NCCL_ENABLE_MONITORING", True):
-        problems.append(
-            (
-                "TORCH_NCCL_ENABLE_MONITORING=0 also turns off the Flight Recorder "
-                "dump on timeout.",
-                fixes.export("TORCH_NCCL_ENABLE_MONITORING", "1"),
-            )
-        )
     if problems:
         return [
             Finding(

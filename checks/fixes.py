@@ -6,36 +6,67 @@ that came from an NCCL config file cannot be unset; but NCCL applies files
 with ``setenv(..., 0)``, so an empty exported value shadows the file and NCCL
 then treats the variable as unset. The snippet is what ``eval "$(nccl-doctor
 preflight --emit-env)"`` runs.
+
+Names and values come from the environment and from NCCL config files, which
+another user may have written, and the snippet goes to ``eval``. So a line is
+shell only when it is provably inert: a name that is a shell identifier and a
+value without control characters, quoted by ``shlex.quote``; the assembled
+snippet re-checks every shell line against that exact form (``_SAFE_LINE``)
+and turns anything else into an escaped comment.
 """
 
 from __future__ import annotations
 
+import re
 import shlex
 from collections.abc import Iterable
 
 from doctor.checks.facts import Facts
+from doctor.escape import escape_control, has_control
 from doctor.model import Finding, Severity
+
+SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_QUOTED = r"""(?:[A-Za-z0-9_@%+=:,./-]+|'[^'\n]*'(?:"'"'[^'\n]*')*)"""
+_NAME = r"[A-Za-z_][A-Za-z0-9_]*"
+_SAFE_LINE = re.compile(
+    rf"unset {_NAME}(?: {_NAME})*|export {_NAME}=(?:{_QUOTED})?(?:  # [^\n]*)?", re.ASCII
+)
+"""The only shell ``--emit-env`` prints: what ``export``/``unset`` below produce."""
 
 
 def export(name: str, value: str) -> str:
+    if not SHELL_NAME.fullmatch(name):
+        return _not_a_name(name)
+    if has_control(value):
+        return comment(f"not exporting {name}: its value holds control characters")
     return f"export {name}={shlex.quote(value)}"
 
 
 def unset(facts: Facts, *names: str) -> str:
     """``unset`` for environment values; an empty ``export`` for values from NCCL config files."""
-    lines = []
+    lines = [_not_a_name(n) for n in names if not SHELL_NAME.fullmatch(n)]
+    names = tuple(n for n in names if SHELL_NAME.fullmatch(n))
     plain = [n for n in names if not facts.from_file(n)]
     if plain:
         lines.append("unset " + " ".join(plain))
     for name in names:
         if facts.from_file(name):
-            lines.append(f"export {name}=  # shadows {facts.source(name)}")
+            lines.append(f"export {name}=  # shadows {escape_control(facts.source(name))}")
     return "\n".join(lines)
+
+
+def _not_a_name(name: str) -> str:
+    return comment(f"{name!r} is not a shell variable name: remove it where it is set")
+
+
+def comment(text: str) -> str:
+    """A shell comment that stays one inert line, whatever ``text`` holds."""
+    return f"# {escape_control(text)}"
 
 
 def config_change(text: str) -> str:
     """A fix the environment cannot make, as a shell comment."""
-    return f"# {text}"
+    return comment(text)
 
 
 def _variable(line: str) -> str:
@@ -58,16 +89,21 @@ def emit_env(findings: Iterable[Finding]) -> tuple[str, list[Finding]]:
     for finding in findings:
         if finding.severity not in (Severity.FAIL, Severity.WARN):
             continue
-        lines = [ln for ln in finding.fix.splitlines() if ln.strip()]
-        shell = [ln for ln in lines if ln.startswith(("export ", "unset "))]
+        lines = [ln for ln in finding.fix.split("\n") if ln.strip()]
+        shell = [ln for ln in lines if _SAFE_LINE.fullmatch(ln)]
         if not shell:
             comments.extend(
-                f"{ln if ln.startswith('#') else '# ' + ln}  [{finding.check}]"
+                f"{comment(ln.removeprefix('# '))}  [{finding.check}]"
                 for ln in lines or [f"no automatic fix for {finding.subject}"]
             )
             if finding.severity is Severity.FAIL:
                 unfixed.append(finding)
             continue
+        comments.extend(
+            f"{comment(ln)}  [{finding.check}]"
+            for ln in lines
+            if ln not in shell and not ln.startswith("#")
+        )
         for line in shell:
             for name in _split_unset(line):
                 key = _variable(name)

@@ -75,8 +75,9 @@ def timeout_findings(chain: TimeoutChain) -> list[Finding]:
                 "timeout.monitoring-disabled",
                 Severity.WARN,
                 "TORCH_NCCL_ENABLE_MONITORING",
-                "TORCH_NCCL_ENABLE_MONITORING=0: nothing ends a rank whose watchdog is itself "
-                "stuck, so a real hang looks like a slow compile forever.",
+                "TORCH_NCCL_ENABLE_MONITORING=0: the heartbeat monitor still dumps Flight "
+                "Recorder, but nothing ends a rank whose watchdog is itself stuck, so a real "
+                "hang looks like a slow compile forever.",
                 fixes.export("TORCH_NCCL_ENABLE_MONITORING", "1"),
             )
         )

@@ -16,7 +16,7 @@ from functools import cache
 
 from doctor.checks.catalogue import VarSpec
 from doctor.config import parse_duration
-from doctor.torchenv import TORCH_FALSE, TORCH_TRUE
+from doctor.torchenv import MAX_DIGITS, TORCH_FALSE, TORCH_TRUE, decimal
 
 NCCL_STRBOOL = frozenset({"1", "0", "t", "f", "true", "false"})
 _TRUTHY_WORDS = TORCH_TRUE | {"on", "enable", "enabled"}
@@ -60,8 +60,11 @@ def strtoll(text: str) -> Strtoll:
     digits = match.group(0) if match else ""
     if not digits:
         return Strtoll(0, text, base)
-    value = sign * int(digits, base)
     rest = body[digits_at + len(digits) :]
+    significant = digits.lstrip("0")
+    if len(significant) > MAX_DIGITS:  # far outside int64: clamp without converting
+        return Strtoll(_INT64[1] if sign > 0 else _INT64[0], rest, base, overflow=True)
+    value = sign * int(significant or "0", base)
     if not _INT64[0] <= value <= _INT64[1]:
         return Strtoll(max(min(value, _INT64[1]), _INT64[0]), rest, base, overflow=True)
     return Strtoll(value, rest, base)
@@ -135,12 +138,12 @@ def check_value(spec: VarSpec, value: str) -> Problem | None:
     if kind == "bool" and allowed.startswith("1|0|T|F"):
         if value.strip().lower() in NCCL_STRBOOL:
             return None
-        return Problem(f"{value!r} is not one of 1, 0, true, false", _bool_fix(value))
+        return Problem(f"{_short(value)} is not one of 1, 0, true, false", _bool_fix(value))
     if kind == "float":
         try:
             float(value)
         except ValueError:
-            return Problem(f"{value!r} is not a number of seconds")
+            return Problem(f"{_short(value)} is not a number of seconds")
         return None
     if kind == "int" or (kind in ("bool", "enum") and _is_numeric_enum(spec)):
         return _integer(spec, value)
@@ -150,10 +153,10 @@ def check_value(spec: VarSpec, value: str) -> Problem | None:
             rule
             and rule.words
             and value.strip().lower() not in rule.words
-            and not (re.fullmatch(r"-?\d+", value.strip()) and int(value) in rule.ints)
+            and decimal(value) not in rule.ints
         ):
             options = "|".join(sorted(rule.words | {str(i) for i in rule.ints}))
-            return Problem(f"{value!r} is not one of {options}; it is ignored")
+            return Problem(f"{_short(value)} is not one of {options}; it is ignored")
     if kind == "list" and spec.name in ("NCCL_PROTO", "NCCL_ALGO", "NCCL_DEBUG_SUBSYS"):
         return _token_list(spec, value)
     return None
@@ -168,7 +171,7 @@ def _torch_bool(spec: VarSpec, value: str) -> Problem | None:
     if value.strip().lower() in TORCH_TRUE | TORCH_FALSE:
         return None
     return Problem(
-        f"{value!r} is not a boolean PyTorch accepts (1/0, true/false, yes/no): "
+        f"{_short(value)} is not a boolean PyTorch accepts (1/0, true/false, yes/no): "
         "process-group creation raises",
         _bool_fix(value),
     )
@@ -182,9 +185,10 @@ def _integer(spec: VarSpec, value: str) -> Problem | None:
     parsed = strtoll(value)
     rule = _rule(spec)
     if not spec.nccl_parsed:
-        if not re.fullmatch(r"\s*[+-]?\d+\s*", value):
-            return Problem(f"{value!r} is not an integer", _int_fix(spec, value, parsed))
-        number = int(value)
+        plain = decimal(value)
+        if plain is None:
+            return Problem(f"{_short(value)} is not an integer", _int_fix(spec, value, parsed))
+        number = plain
     else:
         problem = _strtoll_problem(spec, value, parsed)
         if problem:
@@ -192,7 +196,9 @@ def _integer(spec: VarSpec, value: str) -> Problem | None:
         number = parsed.value
     if spec.type == "bool" and number not in (0, 1):
         return Problem(
-            f"{value!r} is not 0 or 1 (NCCL treats any non-zero value as 1)", "1", severe=False
+            f"{_short(value)} is not 0 or 1 (NCCL treats any non-zero value as 1)",
+            "1",
+            severe=False,
         )
     if rule and not rule.allows_int(number):
         return Problem(f"{number} is outside the allowed values ({spec.allowed})")
@@ -202,21 +208,23 @@ def _integer(spec: VarSpec, value: str) -> Problem | None:
 def _strtoll_problem(spec: VarSpec, value: str, parsed: Strtoll) -> Problem | None:
     if parsed.overflow:
         return Problem(
-            f"{value!r} overflows a 64-bit integer: NCCL falls back to the default ({spec.default})"
+            f"{_short(value)} overflows a 64-bit integer: NCCL falls back to the default "
+            f"({spec.default})"
         )
     if parsed.rest == value:
         return Problem(
-            f"NCCL parses {value!r} as 0 (strtoll finds no digits), so {spec.name} is 0",
+            f"NCCL parses {_short(value)} as 0 (strtoll finds no digits), so {spec.name} is 0",
             _int_fix(spec, value, parsed),
         )
     if parsed.rest.strip():
         return Problem(
-            f"NCCL parses {value!r} as {parsed.value} and silently ignores {parsed.rest!r}",
+            f"NCCL parses {_short(value)} as {parsed.value} and silently ignores "
+            f"{_short(parsed.rest)}",
             _int_fix(spec, value, parsed),
         )
     if parsed.base == 8 and len(value.strip().lstrip("+-")) > 1:
         return Problem(
-            f"NCCL parses {value!r} as octal {parsed.value}", value.strip().lstrip("0") or "0"
+            f"NCCL parses {_short(value)} as octal {parsed.value}", value.strip().lstrip("0") or "0"
         )
     return None
 
@@ -224,7 +232,7 @@ def _strtoll_problem(spec: VarSpec, value: str, parsed: Strtoll) -> Problem | No
 def _int_fix(spec: VarSpec, value: str, parsed: Strtoll) -> str | None:
     """``16k`` bytes -> 16384, ``10m`` seconds -> 600, ``true`` -> 1; None when unsure."""
     unit = spec.allowed.split(" ")[0]
-    suffix = re.fullmatch(r"\s*(\d+)\s*([kmg])i?b?\s*", value.lower())
+    suffix = re.fullmatch(r"\s*(\d{1,20})\s*([kmg])i?b?\s*", value.lower())
     if suffix and unit == "bytes":
         return str(int(suffix.group(1)) * _SUFFIX[suffix.group(2)])
     if unit in ("seconds", "ms", "milliseconds"):
@@ -237,6 +245,11 @@ def _int_fix(spec: VarSpec, value: str, parsed: Strtoll) -> str | None:
     if word in _TRUTHY_WORDS:
         return "1"
     return "0" if word in TORCH_FALSE | {"off", "disable", "disabled"} else None
+
+
+def _short(value: str) -> str:
+    """A value for a message: its repr, cut to 60 characters (a 128 KB value stays one line)."""
+    return repr(value) if len(value) <= 60 else f"{value[:40]!r}... ({len(value)} characters)"
 
 
 def _token_list(spec: VarSpec, value: str) -> Problem | None:

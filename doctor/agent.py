@@ -12,8 +12,11 @@ hold the GIL:
   gloo and NCCL) to ``<jobdir>/fr/rank_<rank>`` and removes the request. This
   needs the GIL, so a GIL-holding hang yields no dump (the client times out).
 
-``<jobdir>/agent-<rank>.pid`` holds the pid whose SIGUSR2 is safe to send:
-without the agent, SIGUSR2 would terminate the process.
+``<jobdir>/agent-<rank>.pid`` holds the pid and start time of the process whose
+SIGUSR2 is safe to send: without the agent, SIGUSR2 would terminate the process,
+so the signal goes only to that very process (``process_identity.send_signal``).
+Every file here is created in the job's private directory without following
+links (``safeio``), and the pid file is removed when the agent closes.
 """
 
 from __future__ import annotations
@@ -26,8 +29,21 @@ import time
 from pathlib import Path
 from types import TracebackType
 
+from doctor.process_identity import ProcessId, send_signal, this_process
+from doctor.safeio import (
+    UnsafePath,
+    open_append,
+    private_dir,
+    read_from,
+    read_text,
+    size_of,
+    write_atomic,
+)
+
 STACK_SIGNAL = signal.SIGUSR2
 POLL_INTERVAL = 0.1
+STACK_BYTES = 4 << 20
+"""The most of one stack answer read back (faulthandler writes a few KB per thread)."""
 _running: Agent | None = None
 
 
@@ -61,10 +77,8 @@ def dump_flight_recorder(path: Path) -> Path | None:
         data = _dump_fr_trace(True, False, False)
     except Exception:  # no c10d build, or FR unavailable: nothing to dump
         return None
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    tmp.write_bytes(data)
-    os.replace(tmp, path)
+    private_dir(path.parent)
+    write_atomic(path, data)
     return path
 
 
@@ -75,11 +89,12 @@ class Agent:
         self.directory = directory
         self.rank = rank
         for sub in ("requests", "fr"):
-            (directory / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
+            private_dir(directory / sub)
         # kept open: faulthandler writes to its fd from the signal handler
-        self._stack_file = open(stack_path(directory, rank), "a")  # noqa: SIM115
-        faulthandler.register(STACK_SIGNAL, file=self._stack_file, all_threads=True, chain=False)
-        _pid_path(directory, rank).write_text(str(os.getpid()))
+        self._stack_fd = open_append(stack_path(directory, rank))
+        faulthandler.register(STACK_SIGNAL, file=self._stack_fd, all_threads=True, chain=False)
+        self.identity = this_process()
+        write_atomic(_pid_path(directory, rank), self.identity.to_text())
         self._stop = threading.Event()
         self._thread = threading.Thread(
             target=self._serve, name=f"nccl-doctor-agent-{rank}", daemon=True
@@ -95,7 +110,7 @@ class Agent:
                 continue
             if dump_flight_recorder(fr_path(self.directory, self.rank)) is None:
                 error = self.directory / "fr" / f"rank_{self.rank}.error"
-                error.write_text("no Flight Recorder\n")
+                write_atomic(error, "no Flight Recorder\n")
             request.unlink(missing_ok=True)
 
     def close(self) -> None:
@@ -104,8 +119,9 @@ class Agent:
         self._stop.set()
         self._thread.join(timeout=2 * POLL_INTERVAL + 1)
         faulthandler.unregister(STACK_SIGNAL)
-        _pid_path(self.directory, self.rank).unlink(missing_ok=True)
-        self._stack_file.close()
+        if agent_pid(self.directory, self.rank) == self.identity:
+            _pid_path(self.directory, self.rank).unlink(missing_ok=True)
+        os.close(self._stack_fd)
 
     def __enter__(self) -> Agent:
         return self
@@ -124,33 +140,44 @@ def running_agent() -> Agent | None:
     return _running
 
 
-def agent_pid(directory: Path, rank: int) -> int | None:
-    """The pid of the rank's running agent, or None (then SIGUSR2 would kill the rank)."""
+def _owner(directory: Path) -> int:
+    """Whose job directory this is: the only user whose processes and files count here."""
+    return os.lstat(directory).st_uid
+
+
+def agent_pid(directory: Path, rank: int) -> ProcessId | None:
+    """The rank's running agent (pid and start time), or None (then SIGUSR2 would kill it)."""
     try:
-        return int(_pid_path(directory, rank).read_text())
-    except (OSError, ValueError):
+        return ProcessId.from_text(read_text(_pid_path(directory, rank), 64, _owner(directory)))
+    except (OSError, UnsafePath):
         return None
 
 
 def request_stack(directory: Path, rank: int, pid: int, timeout: float) -> str | None:
     """All thread stacks of ``pid`` as faulthandler text; None without an agent or answer."""
-    if agent_pid(directory, rank) != pid:
+    agent = agent_pid(directory, rank)
+    if agent is None or agent.pid != pid:
         return None
+    owner = _owner(directory)
     path = stack_path(directory, rank)
-    start = path.stat().st_size if path.exists() else 0
-    try:
-        os.kill(pid, STACK_SIGNAL)
-    except OSError:
+    start = size_of(path)
+    if not send_signal(agent, STACK_SIGNAL, owner):
         return None
+    return await_growth(path, start, timeout, owner)
+
+
+def await_growth(path: Path, start: int, timeout: float, owner: int | None = None) -> str | None:
+    """What faulthandler appended to ``path`` past ``start`` once it stops growing."""
     deadline = time.monotonic() + timeout
     size = start
     while time.monotonic() < deadline:
         time.sleep(0.02)
-        now = path.stat().st_size if path.exists() else 0
+        now = size_of(path)
         if now > start and now == size:  # grown, then stable for one poll: the dump is complete
-            with path.open() as f:
-                f.seek(start)
-                return f.read()
+            try:
+                return read_from(path, start, STACK_BYTES, owner)
+            except (OSError, UnsafePath):
+                return None
         size = now
     return None
 
@@ -161,9 +188,11 @@ def request_fr_dump(directory: Path, rank: int, timeout: float) -> Path | None:
     target = fr_path(directory, rank)
     error = target.with_name(f"rank_{rank}.error")
     error.unlink(missing_ok=True)
-    request.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     asked = time.time()
-    request.write_text(str(asked))
+    try:
+        write_atomic(request, str(asked))
+    except OSError:  # no requests folder: no agent serves this rank
+        return None
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         if not request.exists():
@@ -172,3 +201,15 @@ def request_fr_dump(directory: Path, rank: int, timeout: float) -> Path | None:
         time.sleep(0.02)
     request.unlink(missing_ok=True)
     return None
+
+
+def forget_rank(directory: Path, rank: int, identity: ProcessId | None) -> None:
+    """Remove the rank's pid file and launch record when they still name ``identity``
+    (the rank's process, now gone): a stale pid must never be signalled later."""
+    from doctor.registry import unregister_rank
+
+    if identity is None:
+        return
+    if agent_pid(directory, rank) == identity:
+        _pid_path(directory, rank).unlink(missing_ok=True)
+    unregister_rank(directory, rank, identity)

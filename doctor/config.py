@@ -9,6 +9,7 @@ misconfiguration this tool exists to catch.
 
 from __future__ import annotations
 
+import math
 import re
 import tomllib
 from collections.abc import Mapping
@@ -23,21 +24,41 @@ CONFIG_ENV = "NCCL_DOCTOR_CONFIG"
 LANES = ("auto", "single-node", "multi-node")
 
 _UNIT_SECONDS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
-_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)")
+_DURATION_PART = re.compile(r"(\d+(?:\.\d+)?)\s*(ms|s|m|h|d)", re.ASCII)
+_NUMBER = re.compile(r"\d+(?:\.\d+)?", re.ASCII)
+MAX_DURATION_TEXT = 64
+"""The longest duration spelling read (``"1h30m15s"`` is 8 characters): a bound, so a
+hostile 128 KB value costs nothing to refuse."""
+MAX_DURATION = 366 * 86400.0
+"""The longest duration accepted (a year): longer is a typo, and overflows timedelta
+arithmetic further down."""
 
 
 def parse_duration(value: object) -> float:
-    """Seconds from ``"90s"``, ``"10m"``, ``"1h30m"``, ``"500ms"`` or a plain number."""
+    """Seconds from ``"90s"``, ``"10m"``, ``"1h30m"``, ``"500ms"`` or a plain number;
+    finite, not negative and at most ``MAX_DURATION``."""
     if isinstance(value, bool):
         raise ValueError("a duration, not a boolean")
     if isinstance(value, int | float):
-        if value < 0:
-            raise ValueError("a duration cannot be negative")
-        return float(value)
-    if not isinstance(value, str):
+        seconds = float(value) if not isinstance(value, int) or value < 1 << 64 else math.inf
+    elif isinstance(value, str):
+        seconds = _parse_text(value)
+    else:
         raise ValueError(f'a duration such as "90s" or "10m", not {type(value).__name__}')
+    if math.isnan(seconds):
+        raise ValueError("a duration, not nan")
+    if seconds < 0:
+        raise ValueError("a duration cannot be negative")
+    if seconds > MAX_DURATION:
+        raise ValueError(f"a duration of at most {format_duration(MAX_DURATION)}")
+    return seconds
+
+
+def _parse_text(value: str) -> float:
     text = value.strip().lower()
-    if re.fullmatch(r"\d+(\.\d+)?", text):
+    if len(text) > MAX_DURATION_TEXT:
+        raise ValueError(f"a duration is at most {MAX_DURATION_TEXT} characters")
+    if _NUMBER.fullmatch(text):
         return float(text)
     parts = _DURATION_PART.findall(text)
     if not parts or _DURATION_PART.sub("", text).strip():
@@ -190,7 +211,10 @@ def parse_config(
 
 def _coerce(dotted: str, raw: Any) -> Any:
     if dotted in _DURATION_KEYS:
-        return parse_duration(raw)
+        seconds = parse_duration(raw)
+        if seconds == 0 and dotted.endswith("timeout"):
+            raise ValueError("a timeout of 0 would end every wait at once; give a positive one")
+        return seconds
     if dotted == "restart.enabled":
         if not isinstance(raw, bool):
             raise ValueError("must be true or false")

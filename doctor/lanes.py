@@ -12,6 +12,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from doctor.errors import UsageError
+from doctor.torchenv import decimal
 
 if TYPE_CHECKING:
     from doctor.config import Config
@@ -75,8 +76,8 @@ def leaked_multinode_vars(env: Mapping[str, str]) -> list[str]:
 
 
 def _int(env: Mapping[str, str], name: str) -> int | None:
-    value = env.get(name, "")
-    return int(value) if value.strip().isdigit() else None
+    value = decimal(env.get(name, ""))
+    return value if value is not None and value >= 0 else None
 
 
 def detect_lane(env: Mapping[str, str]) -> tuple[str, str]:

@@ -49,3 +49,16 @@ def rank_prose(ranks: Iterable[int]) -> str:
     if not unique:
         return "no rank"
     return f"rank{'s' if len(unique) > 1 else ''} {rank_list(unique)}"
+
+
+MAX_WORLD_SIZE = 1 << 18
+"""The largest world size any reader accepts (262,144 ranks: above the largest jobs run
+today). A rank number or world size past it in a record, an environment or a dump is
+input to refuse, not memory to allocate for."""
+
+
+def bounded_rank_count(value: object) -> int | None:
+    """``value`` as a world size (1..MAX_WORLD_SIZE), or None when it is not one."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        return None
+    return value if 1 <= value <= MAX_WORLD_SIZE else None

@@ -4,7 +4,9 @@ The layers, and who sets them:
 
     watchdog   collective timeout: init_process_group(timeout=), [distributed] timeout,
                else PyTorch's default (10m for nccl, 30m for gloo or mixed backends)
-    heartbeat  TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC (480s), off with TORCH_NCCL_ENABLE_MONITORING=0
+    heartbeat  TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC (480s); with TORCH_NCCL_ENABLE_MONITORING=0
+               the heartbeat monitor still runs and still dumps Flight Recorder, but no
+               longer ends the process (ProcessGroupNCCL.cpp, HeartbeatMonitor::runLoop)
     dump       Flight Recorder grace after a timeout: 4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC
     soft/hard  the restart wrapper ([restart]), with its grace and restart barrier
     warmup     the worst expected torch.compile warmup ([compile] warmup)
@@ -111,11 +113,7 @@ def _env_layers(env: Mapping[str, str]) -> tuple[Layer, Layer]:
         else "PyTorch default",
     )
     buffer = torch_int(env, "TORCH_NCCL_TRACE_BUFFER_SIZE")
-    dumps = (
-        torch_bool(env, "TORCH_NCCL_DUMP_ON_TIMEOUT", True)
-        and monitoring
-        and (buffer is None or buffer > 0)
-    )
+    dumps = torch_bool(env, "TORCH_NCCL_DUMP_ON_TIMEOUT", True) and (buffer is None or buffer > 0)
     wait_ms = torch_int(env, "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC") or DEFAULT_DUMP_WAIT_MS
     dump = Layer(
         "dump",

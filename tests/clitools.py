@@ -13,7 +13,16 @@ REPO = Path(__file__).resolve().parent.parent
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """A minimal environment with no NCCL/torch variables from the developer's shell."""
-    keep = ("PATH", "HOME", "LANG", "TMPDIR", "USER", "SYSTEMROOT", "RES_OPTIONS")
+    keep = (
+        "PATH",
+        "HOME",
+        "LANG",
+        "TMPDIR",
+        "USER",
+        "SYSTEMROOT",
+        "RES_OPTIONS",
+        "NCCL_DOCTOR_HOME",
+    )
     env = {k: os.environ[k] for k in keep if k in os.environ}
     env.update(extra or {})
     return env

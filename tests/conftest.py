@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 
 import pytest
+import session_guard
 from clitools import run_cli
 
 # Every TCPStore connection reverse-resolves both ends (torch's formatSockAddr calls
@@ -19,3 +21,30 @@ os.environ.setdefault("RES_OPTIONS", "timeout:1 attempts:1")
 def cli():
     """The real ``nccl-doctor`` in a fresh interpreter (see ``clitools.run_cli``)."""
     return run_cli
+
+
+_ROOT: Path | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Run in a private temporary root (``session_guard``), pytest's basetemp included."""
+    global _ROOT
+    if _ROOT is None and not hasattr(config, "workerinput"):
+        _ROOT = session_guard.start()
+        if config.option.basetemp is None:
+            config.option.basetemp = str(_ROOT / "pytest")
+
+
+@pytest.hookimpl(trylast=True)  # after the plugins' own clean-up (textual-snapshot's temp dir)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    """Fail the run when it leaves a process running or a file in its TMPDIR."""
+    if _ROOT is None:
+        return
+    leaks = session_guard.finish(_ROOT, passed=exitstatus == 0)
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    if leaks:
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
+    if reporter is not None and (leaks or exitstatus != 0):
+        for leak in leaks:
+            reporter.write_line(f"LEAK: {leak}", red=True)
+        reporter.write_line(f"test run files kept in {_ROOT}")

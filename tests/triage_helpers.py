@@ -85,6 +85,7 @@ def start_sleeper(
         env={**os.environ, **env},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
+        start_new_session=True,  # stop_all then stops the workers it starts, too
     )
     end = time.monotonic() + 20
     while not ready.exists() and time.monotonic() < end and proc.poll() is None:

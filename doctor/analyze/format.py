@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import tarfile
 import time
 import zipfile
@@ -58,8 +59,10 @@ def write_bundle(
     logs: Mapping[str, bytes] | None = None,
 ) -> Path:
     """Write the bundle atomically (temp file, then rename) and return its path."""
-    tmp = out.with_name(f".{out.name}.tmp")
-    with tarfile.open(tmp, "w:gz") as tar:
+    tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
+    # 0600: a bundle holds what the ranks' owner could read, which others may not
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    with os.fdopen(fd, "wb") as raw, tarfile.open(fileobj=raw, mode="w:gz") as tar:
         _add(tar, "evidence.json", json.dumps(evidence.to_json(), indent=1).encode())
         _add(tar, "verdict.json", json.dumps(verdict.to_json(), indent=1).encode())
         for name, data in sorted((fr or {}).items()):

@@ -50,6 +50,11 @@ def _check_gpus(env: Mapping[str, str], nproc: int) -> None:
         raise UsageError(f"--nproc {nproc} needs {nproc} GPUs; this host has {len(fleet.gpus)}")
 
 
+MAX_LOCAL_RANKS = 64
+"""The most ranks ``bench`` starts on one host (each is a Python interpreter with torch):
+past it a typo, not a benchmark, would exhaust the host."""
+
+
 def run_bench(request: BenchRequest, env: Mapping[str, str], emit: Emit) -> BenchResult | None:
     """Run the sweep; rank 0 (or the local launcher) gets the result, other job ranks ``None``."""
     require_torch("the AllReduce benchmark")
@@ -60,8 +65,8 @@ def run_bench(request: BenchRequest, env: Mapping[str, str], emit: Emit) -> Benc
         measured = run_in_job(spec, env, emit)
     else:
         nproc = request.nproc if request.nproc is not None else 2
-        if nproc < 2:
-            raise UsageError(f"--nproc must be at least 2, got {nproc}")
+        if not 2 <= nproc <= MAX_LOCAL_RANKS:
+            raise UsageError(f"--nproc must be from 2 to {MAX_LOCAL_RANKS}, got {nproc}")
         if request.backend == "nccl":
             _check_gpus(env, nproc)
         measured = run_local(spec, nproc, env, emit, request.timeout_s)

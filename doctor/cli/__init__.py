@@ -17,6 +17,7 @@ from doctor.cli.preflight import preflight
 from doctor.cli.recover import recover
 from doctor.cli.triage import triage
 from doctor.errors import DoctorError
+from doctor.escape import escape_control
 
 app = typer.Typer(
     name="nccl-doctor",
@@ -43,5 +44,6 @@ def main() -> None:
     try:
         app()
     except DoctorError as exc:
-        print(f"nccl-doctor: {exc}", file=sys.stderr)
+        # one line, whatever a file name or a dump put into the message
+        print(f"nccl-doctor: {escape_control(str(exc))}", file=sys.stderr)
         sys.exit(exc.exit_code)

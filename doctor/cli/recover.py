@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from doctor.errors import EXIT_FOUND, EXIT_OK
+from doctor.errors import EXIT_FOUND, EXIT_OK, UsageError
 
 
 def recover(
@@ -24,6 +24,8 @@ def recover(
     from doctor.registry import job_dir
     from doctor.restart.recover import RecoverTimeout, request_restart
 
+    if not 0 < timeout <= 86400:
+        raise UsageError(f"--timeout must be between 0 and 86400 seconds, not {timeout:g}")
     try:
         directory = job_dir(job, dict(os.environ))
     except ValueError as exc:

@@ -195,11 +195,14 @@ def agent_rank(argv: list[str]) -> int:
     """One rank as ``nccl-doctor launch`` leaves it: registered, agent running, then the job."""
     from doctor import agent
     from doctor.demo import job
+    from doctor.launch.prologue import registered
+    from doctor.process_identity import this_process
     from doctor.registry import RankRecord, job_dir, register_rank
 
     env = os.environ
     rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])
     directory = job_dir(env["NCCL_DOCTOR_JOB"], env)
+    me = this_process()
     register_rank(
         RankRecord(
             env["NCCL_DOCTOR_JOB"],
@@ -207,13 +210,14 @@ def agent_rank(argv: list[str]) -> int:
             world,
             int(env["LOCAL_RANK"]),
             socket.gethostname(),
-            os.getpid(),
+            me.pid,
             time.time(),
             agent=True,
+            pid_start=me.start,
         ),
         directory,
     )
-    with agent.Agent(directory, rank):
+    with registered(directory, rank, me), agent.Agent(directory, rank):
         return job.main(argv)
 
 

@@ -10,19 +10,25 @@ else is ``exec``'d with the policy's environment (no agent, no wrapper).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
+import importlib.util
 import os
 import runpy
+import shutil
+import signal
 import socket
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
+from doctor.agent import forget_rank
 from doctor.config import Config
 from doctor.errors import UsageError
 from doctor.launch.policy import apply_policy
-from doctor.registry import RankRecord, job_dir, register_rank
+from doctor.process_identity import ProcessId, this_process
+from doctor.registry import RankRecord, job_dir, register_rank, unregister_rank
 
 JOB_ID_SOURCES = ("NCCL_DOCTOR_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")
 
@@ -123,6 +129,11 @@ def launch(
     if not gate(policy.env, config, lane, wrap, rank):
         return 1
     target = python_target(cmd)
+    if target is None and wrap:
+        raise UsageError(
+            "--wrap runs Python entrypoints in-process: give python SCRIPT or python -m MODULE"
+        )
+    executable = check_runnable(cmd, target, policy.env)
     record = RankRecord(
         job,
         rank,
@@ -138,17 +149,63 @@ def launch(
             "fr_dir": str(directory / "fr"),
             "stack_file": str(directory / f"stack-{rank}.txt"),
         },
+        pid_start=this_process().start,
     )
     register_rank(record, directory)
     os.environ.clear()
     os.environ.update(policy.env)
     if target is None:
-        if wrap:
-            raise UsageError(
-                "--wrap runs Python entrypoints in-process: give python SCRIPT or python -m MODULE"
-            )
-        os.execvpe(cmd[0], list(cmd), policy.env)
-    return run_python(target, directory, rank, wrap, config)
+        try:
+            os.execve(executable, list(cmd), policy.env)
+        except OSError as exc:
+            unregister_rank(directory, rank, record.process)
+            raise UsageError(f"cannot run {cmd[0]}: {exc.strerror}") from None
+    with registered(directory, rank, record.process):
+        return run_python(target, directory, rank, wrap, config)
+
+
+def check_runnable(
+    cmd: Sequence[str], target: tuple[str, str, list[str]] | None, env: Mapping[str, str]
+) -> str:
+    """Refuse, before anything is registered, an entrypoint that cannot start; the
+    executable's path for one that is ``exec``'d."""
+    if target is not None:
+        kind, name, _ = target
+        if kind == "path" and not os.path.isfile(name):
+            raise UsageError(f"cannot run {name}: no such file")
+        if kind == "module" and not _module_exists(name):
+            raise UsageError(f"cannot run -m {name}: no module named {name}")
+        return sys.executable
+    found = shutil.which(cmd[0], path=env.get("PATH", os.defpath))
+    if found is None:
+        where = "no such file" if "/" in cmd[0] else "not found on PATH"
+        raise UsageError(f"cannot run {cmd[0]}: {where}")
+    return found
+
+
+def _module_exists(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except (ImportError, ValueError):
+        return False
+
+
+@contextlib.contextmanager
+def registered(directory: Path, rank: int, process: ProcessId) -> Iterator[None]:
+    """The rank's record (and its agent's pid file) go on every way out: a return, an
+    exception, and SIGTERM, whose default action (death by SIGTERM) follows the cleanup."""
+
+    def on_term(signum: int, frame: object) -> None:
+        forget_rank(directory, rank, process)
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+    previous = signal.signal(signal.SIGTERM, on_term)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        unregister_rank(directory, rank, process)
 
 
 def run_python(

@@ -14,6 +14,7 @@ import gc
 import inspect
 import os
 import re
+import shutil
 import sys
 import threading
 import time
@@ -23,6 +24,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from doctor.agent import Agent, running_agent, stack_path
+from doctor.process_identity import this_process
 from doctor.restart.abort import (
     clear_pending,
     destroy_process_groups,
@@ -31,6 +33,7 @@ from doctor.restart.abort import (
     socket_fds,
 )
 from doctor.restart.assignment import Assignment
+from doctor.restart.auth import job_key
 from doctor.restart.events import report_in_background
 from doctor.restart.exceptions import RestartError, RestartLimitError, RestartRequested
 from doctor.restart.health import gpu_health_check
@@ -38,6 +41,7 @@ from doctor.restart.hooks import HookState, WrapperSettings
 from doctor.restart.monitor_process import MonitorProcess, MonitorSpec
 from doctor.restart.monitor_thread import Interruptible, IterationContext, MonitorThread, Ticker
 from doctor.restart.session import Session, connect_store, job_directory
+from doctor.restart.spare import SpareConnection, open_tracked
 from doctor.restart.state import publish
 from doctor.restart.store import RestartStore
 from doctor.restart.watchdog import Phase, ProgressWatchdog, SharedProgress
@@ -68,32 +72,44 @@ class CallWrapper:
         self.job = (
             env.get("NCCL_DOCTOR_JOB") or env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID")
         )
-        self.directory = wrapper.directory or job_directory(self.job, env)
+        self.directory, self._temporary = (
+            (wrapper.directory, False) if wrapper.directory else job_directory(self.job, env)
+        )
         fr_on = (
             int(env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE") or 0) > 0
         )
         self.flight_recorder = fr_on if wrapper.flight_recorder is None else wrapper.flight_recorder
         self.session = Session.from_env(
-            env, wrapper.store_host, wrapper.store_port, self.initial_rank
+            env,
+            wrapper.store_host,
+            wrapper.store_port,
+            self.initial_rank,
+            job_key(self.directory, env),
         )
         self.progress = SharedProgress()
+        self.identity = this_process()
         spec = MonitorSpec(
-            self.initial_rank, self.opt, stack_path(self.directory, self.initial_rank)
+            self.initial_rank,
+            self.opt,
+            stack_path(self.directory, self.initial_rank),
+            self.directory,
+            self.identity,
         )
         self.monitor = MonitorProcess(
             spec, self.progress, lambda gone: self._connect(host=self.session.hosting, abandon=gone)
         )
         existing = running_agent()
-        self.agent = existing or Agent(self.directory, self.initial_rank)
+        self.agent: Agent | None = existing
         self._own_agent = existing is None
         try:
+            if self.agent is None:
+                self.agent = Agent(self.directory, self.initial_rank)
             self.rs = self._connect()
             self.watch = self._connect()
         except BaseException:  # no store: leave nothing behind
             self.progress.enter(0, Phase.EXITING)
             self.monitor.close(wait=0.2)
-            if self._own_agent:
-                self.agent.close()
+            self._release()
             raise
         self.watchdog = ProgressWatchdog(self.progress, self.opt.progress_watchdog_interval)
         self.watchdog.start()
@@ -103,6 +119,7 @@ class CallWrapper:
         self.iteration, self.rank, self.world_size = 0, self.initial_rank, self.initial_world_size
         self.active = True
         self.store = self.rs.pg_store(0)
+        self.spare = SpareConnection(lambda: self._connect().base, self.session.port)
         """The store for this iteration's ``init_process_group`` (a fresh prefix each time)."""
         self.last_fault: dict[str, Any] | None = None
         self.pg_findings: list[str] = []
@@ -168,8 +185,14 @@ class CallWrapper:
             publish(self, None)  # the registry must not show a finished rank as running
         self.watchdog.close()
         self.monitor.close(wait=0.2)
-        if self._own_agent:
+        self._release()
+
+    def _release(self) -> None:
+        """Close the agent this call started, and remove the temporary directory it made."""
+        if self._own_agent and self.agent is not None:
             self.agent.close()
+        if self._temporary:
+            shutil.rmtree(self.directory, ignore_errors=True)
 
     def _on_wake(self) -> None:
         """The wake signal's handler, on the main thread: raise the pending restart."""
@@ -233,13 +256,16 @@ class CallWrapper:
     def _iterate(
         self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], members: set[int]
     ) -> tuple[bool, T | None]:
-        baseline = socket_fds()
-        # opened after the baseline: shut by an abort, which is what unblocks a
-        # rendezvous stuck in store.get inside init_process_group
-        self.store = self.rs.pg_store(self.iteration, self._connect().base)
-        ctx = IterationContext(
-            self.iteration, self.initial_rank, members, baseline, self._fr_file()
+        # this iteration's own connection is shut by an abort (what unblocks a rendezvous
+        # stuck in store.get inside init_process_group), like every socket opened since
+        connection, pg_fds = self.spare.take(self.opt.barrier_timeout) or open_tracked(
+            lambda: self._connect().base, self.session.port
         )
+        self.store = self.rs.pg_store(self.iteration, connection)
+        ctx = IterationContext(
+            self.iteration, self.initial_rank, members, socket_fds() - pg_fds, self._fr_file()
+        )
+        self.spare.prepare(ctx, self.shared)
         self._ctx = ctx
         self.shared.delivered.clear()
         self.shared.armed = True

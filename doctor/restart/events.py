@@ -11,14 +11,16 @@ waits for it).
 from __future__ import annotations
 
 import json
+import math
+import os
 import sys
 import threading
 import time
 from pathlib import Path
 from typing import Any
 
-from doctor.registry import ensure_private_dir
 from doctor.restart.store import RestartStore
+from doctor.safeio import open_append, private_dir
 
 SCHEMA = "nccl-doctor/restart-event/v1"
 PHASES = ("detect", "abort", "delivered", "barrier", "reentry")
@@ -82,7 +84,7 @@ def gather_and_report(
         for rank in ranks:
             if rank not in per_rank:
                 record = store.get_json(f"phases/{rank}", iteration)
-                if record is not None:
+                if _valid_phases(record):
                     per_rank[rank] = record
         time.sleep(0.01)
     fault = store.fault(iteration - 1) or {}
@@ -98,9 +100,21 @@ def gather_and_report(
     text = json.dumps(event, sort_keys=True)
     store.put_json("event", iteration, event)
     if directory is not None:
-        with (ensure_private_dir(directory) / "events.jsonl").open("a") as f:
+        fd = open_append(private_dir(directory) / "events.jsonl")
+        with os.fdopen(fd, "a") as f:
             f.write(text + "\n")
     print(f"nccl-doctor restart: {text}", file=sys.stderr, flush=True)
+
+
+def _valid_phases(record: object) -> bool:
+    """A rank's phase times: known phase names to finite numbers."""
+    return isinstance(record, dict) and all(
+        name in PHASES
+        and not isinstance(value, bool)
+        and isinstance(value, int | float)
+        and math.isfinite(value)
+        for name, value in record.items()
+    )
 
 
 def report_in_background(*args: Any) -> threading.Thread:

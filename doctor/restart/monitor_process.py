@@ -29,10 +29,13 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+from doctor.agent import await_growth, forget_rank
+from doctor.process_identity import ProcessId
 from doctor.restart.exceptions import StoreAbandoned
 from doctor.restart.options import RestartOptions
 from doctor.restart.store import RestartStore
 from doctor.restart.watchdog import Phase, SharedProgress
+from doctor.safeio import size_of
 
 
 @dataclass(frozen=True)
@@ -43,6 +46,10 @@ class MonitorSpec:
     options: RestartOptions
     stack_file: Path | None
     """Where the rank's faulthandler writes on SIGUSR2; None = no stacks."""
+    registry: Path | None = None
+    """The job directory whose record and pid file of this rank go once it is dead."""
+    identity: ProcessId | None = None
+    """The rank's process, as its record and pid file name it."""
 
 
 class MonitorProcess:
@@ -108,6 +115,9 @@ class _Monitor:
         self.progress = progress
         self.target = target
         self.pipe = pipe
+        self.pidfd = os.pidfd_open(target)
+        if os.getppid() != target:  # the rank died before we pinned it: nothing to watch
+            raise StoreAbandoned("the rank exited before its monitor started")
         self.store = connect(lambda: progress.read()[4] == Phase.EXITING)
         self.soft_fired = -1
         self.deferred_at: float | None = None
@@ -129,6 +139,8 @@ class _Monitor:
                 self.last_beat = now
             killed = self._check_timeouts(now)
         _, _, _, iteration, phase = self.progress.read()
+        if self.spec.registry is not None:  # a killed rank cannot remove its own files
+            forget_rank(self.spec.registry, self.spec.initial_rank, self.spec.identity)
         if not killed and phase != Phase.EXITING:
             self._record_death(iteration, "terminated", "the rank's process exited")
         elif not killed:  # the rank said so too, unless its store call failed on the way out
@@ -179,20 +191,10 @@ class _Monitor:
         path = self.spec.stack_file
         if path is None:
             return None
-        start = path.stat().st_size if path.exists() else 0
-        try:
-            os.kill(self.target, signal.SIGUSR2)
-        except OSError:
+        start = size_of(path)
+        if not self._signal(signal.SIGUSR2):
             return None
-        deadline = time.monotonic() + 0.5
-        while time.monotonic() < deadline:
-            time.sleep(0.02)
-            if path.exists() and path.stat().st_size > start:
-                time.sleep(0.02)
-                with path.open() as f:
-                    f.seek(start)
-                    return f.read()
-        return None
+        return await_growth(path, start, 0.5)
 
     def _record_death(self, iteration: int, cause: str, detail: str) -> None:
         """Dead for good; a fault only if it was a member of the iteration it was in (a death
@@ -215,11 +217,13 @@ class _Monitor:
             self._signal(signal.SIGKILL)
             ready, _, _ = select.select([self.pipe], [], [], 1.0)
 
-    def _signal(self, sig: signal.Signals) -> None:
+    def _signal(self, sig: signal.Signals) -> bool:
+        """Through the pidfd opened at fork: never a process that reused the rank's pid."""
         try:
-            os.kill(self.target, sig)
-        except ProcessLookupError:
-            pass
+            signal.pidfd_send_signal(self.pidfd, sig)
+            return True
+        except OSError:
+            return False
 
     def _serve_until_all_exited(self) -> None:
         """Only the store host waits: the others' store clients still need it."""

@@ -75,7 +75,7 @@ class RestartOptions(RestartConfig):
 
 def _seconds(name: str, value: object) -> float:
     if isinstance(value, timedelta):
-        return value.total_seconds()
+        value = value.total_seconds()
     try:
         return parse_duration(value)
     except ValueError as exc:

@@ -5,6 +5,11 @@ already hosts a TCPStore at ``MASTER_ADDR:MASTER_PORT`` that outlives every
 rank: every rank is a client. Otherwise initial rank 0's *monitor process*
 hosts it, so a SIGKILLed rank 0 does not take the rendezvous with it. Keys are
 prefixed with the torchrun restart count, so a whole-group restart starts clean.
+
+A store we host listens on the job's address only (``MASTER_ADDR``, resolved),
+never on every interface: TCPStore binds ``*`` unless handed a socket, so we
+bind one and pass its descriptor. Its values are sealed with the job's key
+(``auth``).
 """
 
 from __future__ import annotations
@@ -13,14 +18,16 @@ import socket
 import tempfile
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
 
 from doctor.registry import job_dir
+from doctor.restart.auth import Sealer
 from doctor.restart.exceptions import RestartError, StoreAbandoned
 from doctor.restart.options import RestartOptions
 from doctor.restart.store import RestartStore
+from doctor.safeio import private_dir
 
 PROBE_INTERVAL = 0.02
 
@@ -32,10 +39,17 @@ class Session:
     prefix: str
     hosting: bool
     """True in initial rank 0 when no launcher store exists: its monitor process serves."""
+    key: bytes = field(default=b"", repr=False)
+    """The job's store key (``auth.job_key``)."""
 
     @classmethod
     def from_env(
-        cls, env: Mapping[str, str], host: str | None, port: int | None, initial_rank: int
+        cls,
+        env: Mapping[str, str],
+        host: str | None,
+        port: int | None,
+        initial_rank: int,
+        key: bytes,
     ) -> Session:
         agent_store = env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
         chosen_port = port or int(
@@ -46,6 +60,7 @@ class Session:
             chosen_port,
             f"doctor/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/",
             hosting=not agent_store and initial_rank == 0,
+            key=key,
         )
 
 
@@ -60,17 +75,45 @@ def connect_store(
     waits for the server to listen (see ``await_listener``); ``abandon`` ends that wait."""
     import torch.distributed as dist
 
+    listener = listen_on(session.host, session.port) if host else None
     if not host:
         await_listener(session.host, session.port, options.barrier_timeout, abandon)
-    base = dist.TCPStore(
-        session.host,
-        session.port,
-        None,
-        host,
-        timedelta(seconds=options.barrier_timeout),
-        wait_for_workers=False,
-    )
-    return RestartStore(base, session.prefix, initial_world_size, hosting=host)
+    try:
+        base = dist.TCPStore(
+            session.host,
+            session.port,
+            None,
+            host,
+            timedelta(seconds=options.barrier_timeout),
+            wait_for_workers=False,
+            master_listen_fd=listener.fileno() if listener is not None else None,
+        )
+    except BaseException:
+        if listener is not None:
+            listener.close()
+        raise
+    if listener is not None:
+        listener.detach()  # the store's server owns the descriptor now
+    return RestartStore(base, session.prefix, initial_world_size, Sealer(session.key), host)
+
+
+def listen_on(host: str, port: int) -> socket.socket:
+    """A socket listening on ``host``'s address only (the job's interface)."""
+    try:
+        family, kind, proto, _, address = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)[0]
+        sock = socket.socket(family, kind, proto)
+    except OSError as exc:
+        raise RestartError(f"cannot resolve the store address {host}: {exc}") from None
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind(address)
+        sock.listen(512)
+    except OSError as exc:
+        sock.close()
+        raise RestartError(
+            f"cannot listen on {host}:{port} for the store: {exc.strerror}"
+        ) from None
+    return sock
 
 
 def await_listener(host: str, port: int, timeout: float, abandon: Callable[[], bool]) -> None:
@@ -94,8 +137,9 @@ def await_listener(host: str, port: int, timeout: float, abandon: Callable[[], b
     raise StoreAbandoned(f"stopped waiting for the store at {host}:{port}")
 
 
-def job_directory(job: str | None, env: Mapping[str, str]) -> Path:
-    """The registry directory of the job (launch's, or the launcher's id); else a private temp."""
+def job_directory(job: str | None, env: Mapping[str, str]) -> tuple[Path, bool]:
+    """The registry directory of the job (launch's, or the launcher's id); else a private
+    temporary one, which the wrapper removes when it ends (True: it is temporary)."""
     if env.get("NCCL_DOCTOR_JOB_DIR") or job:
-        return job_dir(job or "", env)
-    return Path(tempfile.mkdtemp(prefix="nccl-doctor-wrapper-"))
+        return private_dir(job_dir(job or "", env)), False
+    return Path(tempfile.mkdtemp(prefix="nccl-doctor-wrapper-")), True

@@ -13,6 +13,7 @@ from doctor.registry import write_state
 from doctor.restart.timeouts import judge, probe_default_group
 
 if TYPE_CHECKING:
+    from doctor.process_identity import ProcessId
     from doctor.restart.hooks import WrapperSettings
     from doctor.restart.monitor_thread import IterationContext
     from doctor.restart.options import RestartOptions
@@ -27,6 +28,8 @@ class PublishedCall(Protocol):
 
     job: str | None
     directory: Path
+    identity: ProcessId
+    """This rank's process (pid and start time), for readers to check it still runs."""
     initial_rank: int
     initial_world_size: int
     rank: int
@@ -53,7 +56,8 @@ def publish(call: PublishedCall, ctx: IterationContext | None) -> None:
         call.initial_rank,
         {
             "job": call.job,
-            "pid": os.getpid(),
+            "pid": call.identity.pid,
+            "pid_start": call.identity.start,
             "initial_rank": call.initial_rank,
             "initial_world_size": call.initial_world_size,
             "rank": call.rank,

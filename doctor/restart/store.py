@@ -15,35 +15,86 @@ A store ``wait`` that times out makes c10d log two warnings, so nothing here
 waits with a timeout: short waits poll ``check``, and the one long wait (the
 monitor thread's, on its own connection) waits for a per-rank wake key that a
 fault record sets for every participant and the rank itself sets at the end.
+
+The store is reachable by anyone who reaches its port, so every value is sealed
+(``auth.Sealer``) and checked on the way in: a forged, malformed or
+out-of-range value is ignored as if absent. Decisions that every rank must
+agree on (the fault that restarts an iteration, an iteration's membership) are
+the *first valid line* of an append-only log, not a ``compare_set`` that a
+forged value written first could block.
 """
 
 from __future__ import annotations
 
 import json
+import math
 import time
 from datetime import timedelta
 from typing import Any
 
 import torch.distributed as dist
 
+from doctor.restart.auth import Sealer
 from doctor.restart.options import RestartOptions
 
+FAULT_CAUSES = frozenset(
+    {
+        "exception",
+        "soft_timeout",
+        "hard_timeout",
+        "terminated",
+        "heartbeat",
+        "recover",
+        "exit",
+        "refused",
+        "finalize",
+        "health_check",
+        "gpu_health_check",
+    }
+)
+_TEXT_BOUNDS = {"exception": 64 << 10, "reason": 4 << 10, "stack": 1 << 20}
+MAX_VALUE = 2 << 20
+"""The most bytes of one store value read (a fault log holds a few stacks)."""
 
-def _ids(raw: bytes) -> set[int]:
-    return {int(p) for p in raw.decode().split(",") if p.strip()}
+
+def valid_fault(record: object, world_size: int) -> dict[str, Any] | None:
+    """A fault record whose every field has the type and bounds the wrapper relies on."""
+    if not isinstance(record, dict) or record.get("cause") not in FAULT_CAUSES:
+        return None
+    rank = record.get("rank")
+    if rank is not None and not _rank_in(rank, world_size):
+        return None
+    when = record.get("time")
+    if isinstance(when, bool) or not isinstance(when, int | float) or not math.isfinite(when):
+        return None
+    for name, bound in _TEXT_BOUNDS.items():
+        text = record.get(name)
+        if text is not None and not (isinstance(text, str) and len(text) <= bound):
+            return None
+    return record
+
+
+def _rank_in(value: object, world_size: int) -> bool:
+    return not isinstance(value, bool) and isinstance(value, int) and 0 <= value < world_size
 
 
 class RestartStore:
-    """Typed access to the wrapper's keys; every method is one or two store round trips."""
+    """Typed, sealed access to the wrapper's keys; every method is a few store round trips."""
 
     def __init__(
-        self, base: dist.Store, prefix: str, initial_world_size: int, hosting: bool = False
+        self,
+        base: dist.Store,
+        prefix: str,
+        initial_world_size: int,
+        sealer: Sealer,
+        hosting: bool = False,
     ) -> None:
         # Any: torch's type stubs lack Store.append and multi_set, which every backend has
         self.base: Any = base
         self.hosting = hosting
         self.prefix = prefix
         self.initial_world_size = initial_world_size
+        self.sealer = sealer
 
     def key(self, name: str, iteration: int | None = None) -> str:
         scope = f"it{iteration}/" if iteration is not None else ""
@@ -53,50 +104,99 @@ class RestartStore:
         """The store handed to the user's ``init_process_group`` in this iteration."""
         return dist.PrefixStore(self.key("pg/", iteration), connection or self.base)
 
-    def _read_set(self, key: str) -> set[int]:
+    # sealed primitives ------------------------------------------------------------------
+    def _set(self, key: str, value: str) -> None:
+        self.base.set(key, self.sealer.seal(key, value))
+
+    def _get(self, key: str) -> str | None:
+        if not self.base.check([key]):
+            return None
+        raw = self.base.get(key)
+        return self.sealer.open(key, raw) if len(raw) <= MAX_VALUE else None
+
+    def _append(self, key: str, value: str) -> None:
+        self.base.append(key, self.sealer.seal(key, value) + "\n")
+
+    def _lines(self, key: str) -> list[str]:
+        """The valid lines of an append log, in the order the store took them."""
         self.base.append(key, "")
-        return _ids(self.base.get(key))
+        raw = self.base.get(key)[: MAX_VALUE * 8]
+        opened = (self.sealer.open(key, line) for line in raw.split(b"\n") if line)
+        return [line for line in opened if line is not None]
+
+    def _json_lines(self, key: str) -> list[Any]:
+        out = []
+        for line in self._lines(key):
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                continue
+        return out
+
+    def _read_set(self, key: str) -> set[int]:
+        ids = set()
+        for line in self._lines(key):
+            if line.isdigit() and int(line) < self.initial_world_size:
+                ids.add(int(line))
+        return ids
 
     # faults --------------------------------------------------------------------------
     def record_fault(self, iteration: int, record: dict[str, Any]) -> bool:
         """Store a fault of ``iteration``; True when it is the first (the one that restarts)."""
         text = json.dumps(record, sort_keys=True)
-        self.base.append(self.key("faults", iteration), text + "\n")
-        won = self.base.compare_set(self.key("fault", iteration), "", text)
+        self._append(self.key("faults", iteration), text)
         ranks = sorted(self.participants(iteration))
         if ranks:
-            self.base.multi_set(
-                [self.key(f"wake/{r}", iteration) for r in ranks], ["fault"] * len(ranks)
-            )
-        return won.decode() == text
+            keys = [self.key(f"wake/{r}", iteration) for r in ranks]
+            self.base.multi_set(keys, [self.sealer.seal(k, "fault") for k in keys])
+        first = self.fault(iteration)
+        return first is not None and json.dumps(first, sort_keys=True) == text
 
     def fault(self, iteration: int) -> dict[str, Any] | None:
-        key = self.key("fault", iteration)
-        if not self.base.check([key]):
-            return None
-        return json.loads(self.base.get(key))
+        """The fault that restarts ``iteration``: the first valid one recorded."""
+        faults = self.all_faults(iteration)
+        return faults[0] if faults else None
 
     def all_faults(self, iteration: int) -> list[dict[str, Any]]:
-        key = self.key("faults", iteration)
-        self.base.append(key, "")
-        return [json.loads(line) for line in self.base.get(key).decode().splitlines() if line]
+        found = (
+            valid_fault(r, self.initial_world_size)
+            for r in self._json_lines(self.key("faults", iteration))
+        )
+        return [f for f in found if f is not None]
 
     def wait_wake(self, iteration: int, initial_rank: int) -> None:
-        """Block until a fault of ``iteration`` is recorded or ``wake`` ends the iteration."""
-        self.base.wait([self.key(f"wake/{initial_rank}", iteration)], timedelta(days=1))
+        """Block until a fault of ``iteration`` is recorded or ``wake`` ends the iteration.
+
+        A wake key set by someone else (no valid seal, no fault behind it) is cleared and
+        the wait goes on: it must not switch this rank's fault watch off."""
+        key = self.key(f"wake/{initial_rank}", iteration)
+        while True:
+            self.base.wait([key], timedelta(days=1))
+            if self._get(key) == "stop" or self.fault(iteration) is not None:
+                return
+            self.base.delete_key(key)
+            if self.fault(iteration) is not None:  # recorded while we cleared: not missed
+                return
 
     def wake(self, iteration: int, initial_rank: int) -> None:
-        self.base.set(self.key(f"wake/{initial_rank}", iteration), "stop")
+        self._set(self.key(f"wake/{initial_rank}", iteration), "stop")
 
     # liveness ------------------------------------------------------------------------
     def mark_terminated(self, initial_rank: int) -> None:
-        self.base.append(self.key("terminated"), f"{initial_rank},")
+        self._append(self.key("terminated"), str(initial_rank))
 
     def terminated(self) -> set[int]:
         return self._read_set(self.key("terminated"))
 
     def heartbeat(self, initial_rank: int) -> None:
-        self.base.set(self.key(f"hb/{initial_rank}"), str(time.time()))
+        self._set(self.key(f"hb/{initial_rank}"), repr(time.time()))
+
+    def _beat(self, rank: int) -> float | None:
+        try:
+            last = float(self._get(self.key(f"hb/{rank}")) or "nan")
+        except ValueError:
+            return None
+        return last if math.isfinite(last) else None
 
     def stale(self, ranks: set[int], timeout: float, since: float | None = None) -> set[int]:
         """Ranks whose monitor has not beaten for ``timeout`` (a lost host). One that never
@@ -105,14 +205,14 @@ class RestartStore:
         now = time.time()
         out = set()
         for rank in ranks:
-            key = self.key(f"hb/{rank}")
-            last = float(self.base.get(key)) if self.base.check([key]) else since
+            beat = self._beat(rank)
+            last = beat if beat is not None else since
             if last is not None and now - last > timeout:
                 out.add(rank)
         return out
 
     def mark_exited(self, initial_rank: int) -> None:
-        self.base.append(self.key("exited"), f"{initial_rank},")
+        self._append(self.key("exited"), str(initial_rank))
 
     def exited(self) -> set[int]:
         return self._read_set(self.key("exited"))
@@ -147,11 +247,21 @@ class RestartStore:
         return members
 
     def entry_result(self, iteration: int) -> list[int] | None:
+        """The iteration's frozen membership: the first valid list of ranks proposed."""
         key = self.key("entry/result", iteration)
-        return json.loads(self.base.get(key)) if self.base.check([key]) else None
+        if not self.base.check([key]):
+            return None
+        for members in self._json_lines(key):
+            if (
+                isinstance(members, list)
+                and len(members) <= self.initial_world_size
+                and all(_rank_in(r, self.initial_world_size) for r in members)
+            ):
+                return sorted(set(members))
+        return None
 
     def arrive(self, iteration: int, initial_rank: int) -> None:
-        self.base.append(self.key("entry/arrived", iteration), f"{initial_rank},")
+        self._append(self.key("entry/arrived", iteration), str(initial_rank))
         self.try_close(iteration)
 
     def try_close(self, iteration: int) -> list[int] | None:
@@ -160,23 +270,30 @@ class RestartStore:
         arrived = self._read_set(self.key("entry/arrived", iteration)) & participants
         if not participants <= arrived | self.terminated():
             return self.entry_result(iteration)
-        text = json.dumps(sorted(arrived))
-        return json.loads(self.base.compare_set(self.key("entry/result", iteration), "", text))
+        if self.entry_result(iteration) is None:
+            self._append(self.key("entry/result", iteration), json.dumps(sorted(arrived)))
+        return self.entry_result(iteration)
 
     # completion ------------------------------------------------------------------------
     def mark_done(self, iteration: int, rank: int, active: int) -> None:
         key = self.key("done", iteration)
-        self.base.append(key, f"{rank},")
+        self._append(key, str(rank))
         if len(self._read_set(key)) >= active:
-            self.base.set(self.key("complete", iteration), "1")
+            self._set(self.key("complete", iteration), "1")
 
     def complete(self, iteration: int) -> bool:
-        return self.base.check([self.key("complete", iteration)])
+        return self._get(self.key("complete", iteration)) == "1"
 
     # observability ---------------------------------------------------------------------
     def put_json(self, name: str, iteration: int, data: Any) -> None:
-        self.base.set(self.key(name, iteration), json.dumps(data, sort_keys=True))
+        self._set(self.key(name, iteration), json.dumps(data, sort_keys=True))
 
     def get_json(self, name: str, iteration: int) -> Any:
-        key = self.key(name, iteration)
-        return json.loads(self.base.get(key)) if self.base.check([key]) else None
+        """A sealed JSON value; None when absent, forged or not JSON (callers check types)."""
+        text = self._get(self.key(name, iteration))
+        if text is None:
+            return None
+        try:
+            return json.loads(text)
+        except ValueError:
+            return None

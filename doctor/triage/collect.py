@@ -59,7 +59,7 @@ class JobRef:
 
     def discover(self, env: Mapping[str, str]) -> Target:
         """The job's ranks on this host now (``NoSuchJobError`` when none is left)."""
-        return discover_job(self.job, env) if self.job else discover_pids(self.pids)
+        return discover_job(self.job, env) if self.job is not None else discover_pids(self.pids)
 
 
 class ProgressHook:

@@ -19,7 +19,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctor.errors import NoSuchJobError, UsageError
+from doctor.errors import InputError, NoSuchJobError, UsageError
+from doctor.process_identity import may_inspect, owner_uid, start_time
 from doctor.registry import RankRecord, job_dir, list_jobs, read_ranks, valid_job_id
 from doctor.triage.target import ENV_KEYS, Launcher, LostRank, RankTarget, Target
 
@@ -209,9 +210,13 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
     host = socket.gethostname()
     needle = job.encode()
     matches = []
+    unreadable = 0
     for pid in _all_pids(proc):
         try:
             raw = (proc / str(pid) / "environ").read_bytes()
+        except PermissionError:
+            unreadable += 1
+            continue
         except OSError:
             continue
         if needle not in raw or b"RANK=" not in raw:
@@ -223,7 +228,10 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
     records = read_ranks(directory) if directory.is_dir() else []
     chosen = pick_rank_processes(matches)
     for record in records:
-        info = read_proc(record.pid, proc) if record.host == host else None
+        # the record's pid counts only while it is still the process launch registered
+        # (same start time): a reused pid is someone else's process
+        alive = record.host == host and start_time(record.pid, proc) == record.pid_start
+        info = read_proc(record.pid, proc) if alive else None
         if info and _int(info.env, "RANK") in (record.rank, None):
             chosen.setdefault(
                 record.rank,
@@ -238,6 +246,11 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
     if not chosen and not records:
         known = list_jobs(env)
         hint = f"; the launch registry here knows: {', '.join(known)}" if known else ""
+        if unreadable:
+            hint += (
+                f"; {unreadable} processes of other users could not be read "
+                "(run triage as root to look at another user's job)"
+            )
         raise NoSuchJobError(
             f"no rank of job {job!r} runs on this host (looked for "
             f"TORCHELASTIC_RUN_ID, SLURM_JOB_ID and the launch registry){hint}"
@@ -247,12 +260,20 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
 
 def discover_pids(pids: Sequence[int], proc: Path = PROC) -> Target:
     """Explicit processes; ranks come from their ``RANK``, else from their order."""
+    if not pids:
+        raise UsageError("--pids names no process")
     host = socket.gethostname()
     infos = []
     for pid in pids:
         info = read_proc(pid, proc)
         if info is None:
             raise NoSuchJobError(f"no process with pid {pid} on this host")
+        owner = owner_uid(pid, proc)
+        if not may_inspect(owner):
+            raise InputError(
+                f"pid {pid} belongs to uid {owner}: nccl-doctor looks only at your own "
+                "processes (run it as root to triage another user's job)"
+            )
         infos.append(info)
     ranked = all(_int(i.env, "RANK") is not None for i in infos)
     if not ranked or len({i.env["RANK"] for i in infos}) != len(infos):

@@ -9,24 +9,33 @@ other tools), each rank's stacks as JSON, and the tails of the logs triage read.
 from __future__ import annotations
 
 import json
+import os
 from dataclasses import asdict
 from pathlib import Path
 
 from doctor.analyze.format import write_bundle
+from doctor.process_identity import owner_uid
+from doctor.safeio import UnsafePath, open_regular
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.sources.logs import TAIL_BYTES
 
 MAX_FR_BYTES = 256 * 1024 * 1024
 
 
-def _read(path: str, limit: int, tail: bool) -> bytes | None:
+def _read(path: str, limit: int, tail: bool, owners: set[int]) -> bytes | None:
+    """The file's bytes if it is a regular file of the job's owner (never through a link):
+    a rank's environment may name a file its owner could not read, for root to copy."""
     try:
-        with open(path, "rb") as f:
+        fd = open_regular(Path(path), None)
+        if os.fstat(fd).st_uid not in owners:
+            os.close(fd)
+            return None
+        with os.fdopen(fd, "rb") as f:
             if tail:
                 f.seek(0, 2)
                 f.seek(max(0, f.tell() - limit))
             data = f.read(limit + 1)
-    except OSError:
+    except (OSError, UnsafePath):
         return None
     return data if tail or len(data) <= limit else None
 
@@ -34,15 +43,17 @@ def _read(path: str, limit: int, tail: bool) -> bytes | None:
 def write_triage_bundle(snapshot: TriageSnapshot, out: Path) -> Path:
     """Write ``out`` (a .tar.gz) atomically; files that vanished since are left out."""
     evidence = snapshot.evidence
+    uids = {owner_uid(p.pid) for p in evidence.processes if p.pid}
+    owners = {uid for uid in uids if uid is not None} or {os.geteuid()}
     fr = {
         Path(p).name: data
         for p in evidence.fr_files
-        if (data := _read(p, MAX_FR_BYTES, tail=False)) is not None
+        if (data := _read(p, MAX_FR_BYTES, tail=False, owners=owners)) is not None
     }
     logs = {
         p.strip("/").replace("/", "_"): data
         for p in evidence.log_files
-        if (data := _read(p, TAIL_BYTES, tail=True)) is not None
+        if (data := _read(p, TAIL_BYTES, tail=True, owners=owners)) is not None
     }
     stacks = {s.rank: json.dumps(asdict(s), indent=1) for s in evidence.stacks}
     return write_bundle(out, evidence, snapshot.verdict, fr=fr, stacks=stacks, logs=logs)

@@ -65,7 +65,8 @@ def test_nccl_without_gpus_is_refused_before_any_rank_starts() -> None:
     [
         (("--plot", "out.pdf"), "writes .svg or .png"),
         (("--sizes", "4K:1K"), "0 < begin <= end"),
-        (("--nproc", "1"), "at least 2"),
+        (("--nproc", "1"), "from 2 to 64"),
+        (("--nproc", "100000"), "from 2 to 64"),
     ],
 )
 def test_usage_errors_exit_2_without_starting_ranks(args: tuple[str, ...], words: str) -> None:

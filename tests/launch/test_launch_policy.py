@@ -58,8 +58,9 @@ def test_launch_runs_the_script_in_the_rank_and_registers_it(tmp_path: Path, cli
     script = tmp_path / "show.py"
     script.write_text(
         "import json, os, sys\nfrom doctor.agent import running_agent\n"
+        "record = json.load(open(os.environ['NCCL_DOCTOR_JOB_DIR'] + '/rank-0.json'))\n"
         "print(json.dumps({'argv': sys.argv, 'ib': os.environ.get('NCCL_IB_HCA'),"
-        " 'agent': running_agent() is not None}))\n"
+        " 'agent': running_agent() is not None, 'record': record}))\n"
     )
     env = {
         "PATH": os.environ["PATH"],
@@ -84,10 +85,13 @@ def test_launch_runs_the_script_in_the_rank_and_registers_it(tmp_path: Path, cli
     # THEN the script ran in-process with the agent, the sanitised env and its argv
     assert out.returncode == 0, out.stderr
     shown = json.loads(out.stdout.strip().splitlines()[-1])
+    record = shown.pop("record")
     assert shown == {"argv": [str(script), "--flag"], "ib": None, "agent": True}
     assert "unset NCCL_IB_HCA" in out.stderr and "preflight" in out.stderr
-    record = json.loads((tmp_path / "home" / "jobs" / "j7" / "rank-0.json").read_text())
     assert record["agent"] and record["files"]["nccl_debug_file"].endswith("nccl-0.log")
+    # AND the record and the agent's pid file are gone once the rank has exited
+    left = {p.name for p in (tmp_path / "home" / "jobs" / "j7").iterdir()}
+    assert not left & {"rank-0.json", "agent-0.pid"}, left
 
 
 def test_launch_without_a_job_id_is_a_usage_error(tmp_path: Path, cli) -> None:

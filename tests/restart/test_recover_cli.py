@@ -15,7 +15,7 @@ pytestmark = pytest.mark.slow
 
 def test_recover_restarts_every_rank_of_a_healthy_job(tmp_path: Path, cli) -> None:
     # GIVEN a healthy 4-rank wrapped job, running
-    started = start_job(tmp_path, env={"STEPS": "40", "STEP_SLEEP": "0.1"}, job="healthy")
+    started = start_job(tmp_path, env={"STEPS": "80", "STEP_SLEEP": "0.1"}, job="healthy")
     job_dir = started[3]
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:

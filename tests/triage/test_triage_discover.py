@@ -12,6 +12,7 @@ import pytest
 from triage_helpers import SLEEPER
 
 from doctor.errors import NoSuchJobError, UsageError
+from doctor.process_identity import start_time
 from doctor.registry import RankRecord, register_rank
 from doctor.triage.discover import discover_job, discover_pids, parse_pids
 
@@ -99,7 +100,10 @@ def test_the_launch_registry_finds_ranks_and_dead_records(sleepers, tmp_path: Pa
     directory = tmp_path / "jobs" / job
     live = sleepers({"RANK": "0", "WORLD_SIZE": "2"}, "r0")
     host = socket.gethostname()
-    register_rank(RankRecord(job, 0, 2, 0, host, live.pid, 0.0, agent=True), directory)
+    started = start_time(live.pid) or 0
+    register_rank(
+        RankRecord(job, 0, 2, 0, host, live.pid, 0.0, agent=True, pid_start=started), directory
+    )
     register_rank(RankRecord(job, 1, 2, 1, host, 2**22 + 7, 0.0), directory)
     target = discover_job(job, env)
     assert [(r.rank, r.pid, r.has_agent, r.job_dir) for r in target.ranks] == [

@@ -20,6 +20,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from doctor.process_identity import start_time
 from doctor.registry import RankRecord, register_rank
 from doctor.triage.discover import discover_job
 from doctor.triage.sources.pyspy import PySpySource, pyspy_binary
@@ -104,7 +105,13 @@ def test_when_ptrace_is_denied_the_in_rank_agent_answers(sleepers, wrapper, tmp_
     directory = tmp_path / "jobs" / job
     rank = sleepers({"JOBDIR": str(directory), "RANK": "0", "WORLD_SIZE": "1"}, "agent", AGENT_RANK)
     register_rank(
-        RankRecord(job, 0, 1, 0, socket.gethostname(), rank.pid, time.time(), agent=True), directory
+        RankRecord(
+            job,
+            *(0, 1, 0, socket.gethostname(), rank.pid, time.time()),
+            agent=True,
+            pid_start=start_time(rank.pid) or 0,
+        ),
+        directory,
     )
     target = discover_job(job, {"NCCL_DOCTOR_HOME": str(tmp_path)})
     # WHEN py-spy is denied for it

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import errno
 import os
+import stat
 import time
 from pathlib import Path
 
@@ -28,6 +29,7 @@ from doctor.evidence import ProgressSample
 from doctor.flight.dump import RankDump
 from doctor.flight.reader import read_flight
 from doctor.model import Skipped
+from doctor.process_identity import owner_uid
 from doctor.triage.fanout import Done, fanout
 from doctor.triage.sources.interface import Collected, Source
 from doctor.triage.target import RankTarget, Target
@@ -40,20 +42,23 @@ ENABLE_HINT = (
 )
 
 
-def trigger_pipe(pipe: Path, dump: Path, timeout: float) -> Path | None:
+def trigger_pipe(pipe: Path, dump: Path, timeout: float, owner: int | None = None) -> Path | None:
     """Ask NCCL's watchdog for a dump through its debug pipe; the fresh dump or None.
 
     Opening a FIFO with ``O_NONBLOCK`` fails at once when nobody reads it, so
     a rank whose watchdog is gone costs nothing.
     """
     before = dump.stat().st_mtime if dump.exists() else 0.0
-    try:
-        fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK)
+    try:  # never through a link, and only into a FIFO (root must not write a planted file)
+        fd = os.open(pipe, os.O_WRONLY | os.O_NONBLOCK | os.O_NOFOLLOW | os.O_CLOEXEC)
     except OSError as exc:
-        if exc.errno in (errno.ENXIO, errno.ENOENT):
+        if exc.errno in (errno.ENXIO, errno.ENOENT, errno.ELOOP):
             return None
         raise
     try:
+        info = os.fstat(fd)
+        if not stat.S_ISFIFO(info.st_mode) or (owner is not None and info.st_uid != owner):
+            return None
         os.write(fd, b"1\n")
     finally:
         os.close(fd)
@@ -100,7 +105,12 @@ def fresh_dump(rank: RankTarget, timeout: float) -> Path | None:
     pipe = rank.env.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
     if pipe:
         prefix = rank.env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or DEFAULT_TEMP_PREFIX
-        return trigger_pipe(Path(f"{pipe}{rank.rank}.pipe"), Path(f"{prefix}{rank.rank}"), timeout)
+        return trigger_pipe(
+            Path(f"{pipe}{rank.rank}.pipe"),
+            Path(f"{prefix}{rank.rank}"),
+            timeout,
+            owner=owner_uid(rank.pid),
+        )
     return None
 
 

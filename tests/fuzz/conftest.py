@@ -1,0 +1,46 @@
+"""Fuzzing as a test: hypothesis profiles, and the count of inputs every run tried.
+
+``make test`` runs the ``default`` profile (a few dozen inputs per reader, seconds);
+``make fuzz`` runs ``fuzz`` (a thousand per test) and prints the figures the README
+quotes: inputs tried, failures, time.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+from hypothesis import HealthCheck, settings
+
+settings.register_profile(
+    "default",
+    max_examples=40,
+    deadline=None,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+settings.register_profile(
+    "fuzz",
+    max_examples=1000,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
+)
+
+TRIED: dict[str, int] = {}
+_STARTED = time.monotonic()
+
+
+def tried(reader: str) -> None:
+    """Count one generated input for ``reader``."""
+    TRIED[reader] = TRIED.get(reader, 0) + 1
+
+
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    if not TRIED:
+        return
+    failed = len(terminalreporter.stats.get("failed", []))
+    seconds = time.monotonic() - _STARTED
+    terminalreporter.write_line(
+        f"fuzz: {sum(TRIED.values())} inputs tried, {failed} failures, {seconds:.0f}s "
+        f"({', '.join(f'{k} {v}' for k, v in sorted(TRIED.items()))})"
+    )

@@ -1,0 +1,120 @@
+"""The restart store: bound to the job's address, every value sealed, every value checked
+(issue 14, item 3)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+import threading
+from datetime import timedelta
+from pathlib import Path
+
+import psutil
+import pytest
+import torch.distributed as dist
+
+from doctor.restart.auth import KEY_ENV, Sealer, job_key, new_key
+from doctor.restart.options import RestartOptions
+from doctor.restart.session import Session, connect_store
+from doctor.restart.store import RestartStore
+from doctor.subproc import free_port
+
+
+@pytest.fixture
+def session() -> Session:
+    return Session("127.0.0.1", free_port(), "doctor/0/", True, new_key())
+
+
+@pytest.fixture
+def hosted(session: Session) -> RestartStore:
+    """A store hosted the way initial rank 0's monitor process hosts it."""
+    return connect_store(session, 4, RestartOptions.build(), host=True)
+
+
+def _attacker(store: RestartStore) -> dist.TCPStore:
+    """Another user's client: it reaches the port, but has no key."""
+    host, port = "127.0.0.1", store.base.port
+    return dist.TCPStore(host, port, None, False, timedelta(seconds=10), wait_for_workers=False)
+
+
+def test_the_store_listens_on_the_job_address_only(hosted: RestartStore) -> None:
+    # GIVEN MASTER_ADDR=127.0.0.1 WHEN rank 0's monitor hosts the store
+    port = hosted.base.port
+    listening = [
+        c.laddr.ip
+        for c in psutil.net_connections(kind="tcp")
+        if c.status == psutil.CONN_LISTEN and c.laddr.port == port
+    ]
+    # THEN it listens on that address, not on every interface
+    assert listening == ["127.0.0.1"]
+
+
+def test_forged_faults_restart_nothing_and_switch_nothing_off(
+    session: Session, hosted: RestartStore
+) -> None:
+    # GIVEN a rank's fault watch waiting on iteration 0 (on its own connection)
+    woke = threading.Event()
+    watcher = connect_store(session, 4, RestartOptions.build(), host=False)
+
+    def watch() -> None:
+        watcher.wait_wake(0, 2)
+        woke.set()
+
+    thread = threading.Thread(target=watch, daemon=True)
+    thread.start()
+    # WHEN another user writes invalid JSON, a well-formed but unsealed fault, and a
+    # fault sealed with another key, then sets the rank's wake key
+    evil = _attacker(hosted)
+    faults, wake = hosted.key("faults", 0), hosted.key("wake/2", 0)
+    record = {"cause": "recover", "rank": None, "time": 1.0, "reason": "mine"}
+    evil.append(faults, "{not json\n")
+    evil.append(faults, json.dumps(record) + "\n")
+    evil.append(faults, Sealer(new_key()).seal(faults, json.dumps(record)) + "\n")
+    evil.set(wake, "fault")
+    # THEN no fault is seen, and the watch keeps waiting
+    assert hosted.fault(0) is None and not woke.wait(0.5) and thread.is_alive()
+    # AND a real fault after the garbage still restarts the iteration
+    real = {"cause": "exception", "rank": 1, "time": 2.0, "exception": "RuntimeError: x"}
+    assert hosted.record_fault(0, real)
+    assert woke.wait(10) and hosted.fault(0) == real
+
+
+@pytest.mark.parametrize(
+    "record",
+    [
+        {"cause": "exception", "rank": 99, "time": 1.0},
+        {"cause": "exception", "rank": "a", "time": 1.0},
+        {"cause": "exception", "rank": 0, "time": float("inf")},
+        {"cause": "made-up", "rank": 0, "time": 1.0},
+        {"cause": "exception", "rank": 0, "time": 1.0, "exception": ["x"]},
+        ["not", "a", "record"],
+    ],
+)
+def test_sealed_but_invalid_values_are_ignored(hosted: RestartStore, record: object) -> None:
+    # GIVEN a value with the right seal but out of range or of the wrong type
+    hosted._append(hosted.key("faults", 0), json.dumps(record))
+    hosted._append(hosted.key("terminated"), "100000000")
+    hosted._set(hosted.key("hb/1"), "nan")
+    # THEN it counts for nothing, and nothing raises
+    assert hosted.fault(0) is None and hosted.terminated() == set()
+    assert hosted.stale({1}, timeout=1.0) == set()
+
+
+def test_a_membership_forged_first_does_not_block_the_barrier(hosted: RestartStore) -> None:
+    evil = _attacker(hosted)
+    evil.append(hosted.key("entry/result", 0), "[0, 1]\n")  # unsealed: ignored
+    for rank in range(4):
+        hosted.arrive(0, rank)
+    assert hosted.entry_result(0) == [0, 1, 2, 3]
+
+
+def test_the_key_is_private_and_shared_by_the_ranks_of_a_host(tmp_path: Path) -> None:
+    # GIVEN no key in the environment WHEN two ranks of a host ask for the job's key
+    first, second = job_key(tmp_path, {}), job_key(tmp_path, {})
+    # THEN they share one, in a file only the owner can read
+    assert first == second and len(first) == 64
+    assert stat.S_IMODE(os.stat(tmp_path / "store.key").st_mode) == 0o600
+    # AND a key given in the environment (hosts without a shared directory) wins
+    given = "ab" * 32
+    assert job_key(tmp_path / "other", {KEY_ENV: given}) == given.encode()

@@ -1,0 +1,114 @@
+"""The suite runs in a private temporary root and must leave nothing behind.
+
+At the start of the run (``start``): a fresh root directory holds the run's
+``TMPDIR`` (every ``tempfile`` of the suite and of the processes it starts), the
+launch registry (``NCCL_DOCTOR_HOME``) and pytest's own ``basetemp``, so the suite
+reads no state others left in ``/tmp`` and shares none with runs beside it. The
+pytest process becomes a child subreaper, so every process the suite starts stays
+its descendant even when orphaned.
+
+At the end (``finish``): a process still alive below pytest, or a file left in the
+run's ``TMPDIR``, is a leak: each is listed, the processes are killed, and the run
+fails. A passing run removes its root; a failing one keeps it, and says where.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import gc
+import os
+import shutil
+import signal
+import tempfile
+import weakref
+from pathlib import Path
+
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def start() -> Path:
+    root = Path(tempfile.mkdtemp(prefix="nccl-doctor-tests-"))
+    for name in ("tmp", "registry"):
+        (root / name).mkdir(mode=0o700)
+    os.environ["TMPDIR"] = str(root / "tmp")
+    os.environ["NCCL_DOCTOR_HOME"] = str(root / "registry")
+    tempfile.tempdir = None  # recomputed from TMPDIR
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    return root
+
+
+def _children() -> dict[int, list[int]]:
+    tree: dict[int, list[int]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if fields[0] != "Z":
+            tree.setdefault(int(fields[1]), []).append(int(entry.name))
+    return tree
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def leftover_processes() -> list[str]:
+    """Every live descendant of this process, as ``pid: command line``."""
+    _reap()
+    tree, found, todo = _children(), [], [os.getpid()]
+    while todo:
+        for child in tree.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    out = []
+    for pid in found:
+        try:
+            cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        out.append(f"{pid}: {cmd.strip()[:200]}")
+    return out
+
+
+def _removed_at_exit() -> set[str]:
+    """Paths a ``weakref.finalize`` of this process removes at exit (a library's
+    ``TemporaryDirectory`` held for the life of the process): cleaned, not leaked."""
+    return {
+        arg
+        for info in list(weakref.finalize._registry.values())  # type: ignore[attr-defined]
+        for arg in info.args
+        if isinstance(arg, str)
+    }
+
+
+def finish(root: Path, passed: bool) -> list[str]:
+    """The leaks of the run (processes are killed); the root goes when all is clean."""
+    processes = leftover_processes()
+    for line in processes:
+        try:
+            os.kill(int(line.split(":", 1)[0]), signal.SIGKILL)
+        except OSError:
+            pass
+    _reap()
+    gc.collect()  # runs the finalizers of temporary directories nothing refers to any more
+    tmp, pending = root / "tmp", _removed_at_exit()
+    files = sorted(
+        str(p.relative_to(tmp))
+        for p in (tmp.iterdir() if tmp.is_dir() else ())
+        if str(p) not in pending
+    )
+    leaks = [f"process left running: {p}" for p in processes]
+    leaks += [f"file left in TMPDIR: {f}" for f in files]
+    if passed and not leaks:
+        shutil.rmtree(root, ignore_errors=True)
+    return leaks
