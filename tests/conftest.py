@@ -26,6 +26,14 @@ def cli():
 _ROOT: Path | None = None
 
 
+@pytest.fixture(autouse=True)
+def _reap_orphans():
+    """After each test, reap the orphans it left (see ``session_guard.reap_orphans``)."""
+    yield
+    if _ROOT is not None:
+        session_guard.reap_orphans()
+
+
 def pytest_configure(config: pytest.Config) -> None:
     """Run in a private temporary root (``session_guard``), pytest's basetemp included."""
     global _ROOT

@@ -5,7 +5,10 @@ At the start of the run (``start``): a fresh root directory holds the run's
 launch registry (``NCCL_DOCTOR_HOME``) and pytest's own ``basetemp``, so the suite
 reads no state others left in ``/tmp`` and shares none with runs beside it. The
 pytest process becomes a child subreaper, so every process the suite starts stays
-its descendant even when orphaned.
+its descendant even when orphaned. Orphans that exit become pytest's zombies; after
+each test ``reap_orphans`` reaps those that no ``subprocess.Popen`` of the suite
+owns, so a test that reads the process table (a launcher's zombie children are
+evidence of lost ranks) never sees another test's dead.
 
 At the end (``finish``): a process still alive below pytest, or a file left in the
 run's ``TMPDIR``, is a leak: each is listed, the processes are killed, and the run
@@ -19,11 +22,24 @@ import gc
 import os
 import shutil
 import signal
+import subprocess
 import tempfile
 import weakref
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
+_POPENS: weakref.WeakSet[subprocess.Popen[bytes]] = weakref.WeakSet()
+"""Every ``Popen`` the suite created and still holds: its children, zombie or not."""
+
+
+def _track_popens() -> None:
+    original = subprocess.Popen.__init__
+
+    def init(self: subprocess.Popen[bytes], *args: object, **kwargs: object) -> None:
+        original(self, *args, **kwargs)  # type: ignore[arg-type]
+        _POPENS.add(self)
+
+    subprocess.Popen.__init__ = init  # type: ignore[method-assign]
 
 
 def start() -> Path:
@@ -34,7 +50,27 @@ def start() -> Path:
     os.environ["NCCL_DOCTOR_HOME"] = str(root / "registry")
     tempfile.tempdir = None  # recomputed from TMPDIR
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    _track_popens()
     return root
+
+
+def reap_orphans() -> None:
+    """Reap the zombies among this process's children that no ``Popen`` owns: orphans
+    of finished tests, reparented here by the subreaper."""
+    owned = {p.pid for p in list(_POPENS)}
+    me = str(os.getpid())
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit() or int(entry.name) in owned:
+            continue
+        try:
+            fields = (entry / "stat").read_text().rsplit(")", 1)[1].split()
+        except (OSError, IndexError):
+            continue
+        if fields[:2] == ["Z", me]:
+            try:
+                os.waitpid(int(entry.name), os.WNOHANG)
+            except ChildProcessError:
+                pass
 
 
 def _children() -> dict[int, list[int]]:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import time
 
 import pytest
+from fuzz_counter import TRIED
 from hypothesis import HealthCheck, settings
 
 settings.register_profile(
@@ -26,13 +27,7 @@ settings.register_profile(
     suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much],
 )
 
-TRIED: dict[str, int] = {}
 _STARTED = time.monotonic()
-
-
-def tried(reader: str) -> None:
-    """Count one generated input for ``reader``."""
-    TRIED[reader] = TRIED.get(reader, 0) + 1
 
 
 def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import tried
+from fuzz_counter import TRIED, tried
 from hypothesis import given
 from hypothesis import strategies as st
 
@@ -175,6 +175,4 @@ def test_store_values(record: Any, raw: bytes) -> None:
 
 
 def test_the_fuzz_tests_count_what_they_try(tmp_path: Path) -> None:
-    from conftest import TRIED
-
     assert TRIED, "the fuzz tests above ran no input"
