@@ -8,6 +8,8 @@ STAMP := $(VENV)/.installed
 help: ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
 
+MULTIHOST_PACKAGES := slurmctld slurmd slurm-client munge openssh-server
+
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
@@ -15,6 +17,12 @@ $(STAMP): pyproject.toml
 	command -v tmux >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq >/dev/null && apt-get install -y -qq tmux >/dev/null; } || \
 	  echo "note: tmux is not installed; the real-terminal TUI test will skip"
+	# the multi-host tests' cluster (tests/multihost): SLURM, munge and sshd, started by hand
+	command -v slurmctld >/dev/null && command -v sshd >/dev/null || \
+	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq >/dev/null && \
+	  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+	  $(MULTIHOST_PACKAGES) >/dev/null; } || \
+	  echo "note: SLURM/sshd are not installed; the multi-host cluster tests will skip"
 	touch $(STAMP)
 
 install: $(STAMP) ## create .venv: the project (editable), torch 2.13 CPU and the test extras

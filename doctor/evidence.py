@@ -150,6 +150,24 @@ class ProgressSample:
     """The rank's state at that moment (``doctor.verdict.stacks.RankState``), '' if unknown."""
 
 
+UNREACHED = "unreached"
+"""``RankProcess.status`` of a rank on a host that did not answer: alive as far as anyone
+knows, but nothing could be read."""
+
+
+@dataclass(frozen=True)
+class HostReach:
+    """Whether one host of a multi-host job answered, and which ranks it holds."""
+
+    host: str
+    reached: bool
+    reason: str = ""
+    """Why it was not reached (or what went wrong there); '' when all went well."""
+    ranks: tuple[int, ...] = ()
+    seconds: float | None = None
+    """From the start of the fan-out to the host's answer; None when it never answered."""
+
+
 @dataclass(frozen=True)
 class Evidence:
     """Everything read about one job at one moment."""
@@ -178,6 +196,8 @@ class Evidence:
     """Flight Recorder dumps triage read (a bundle copies them for people and other tools)."""
     log_files: tuple[str, ...] = ()
     """NCCL and launcher logs triage read (a bundle copies their tails)."""
+    hosts: tuple[HostReach, ...] = ()
+    """Multi-host triage: every host of the job, reached or not (empty for one host)."""
 
     @property
     def has_flight(self) -> bool:

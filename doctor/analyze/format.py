@@ -8,6 +8,7 @@ Layout::
                            and other tools; v1 bundles were re-read from these)
     stacks/rank_<N>.json   each rank's stacks as JSON
     logs/<name>            tails of the NCCL / launcher logs
+    hosts/<host>.json      multi-host triage: every host document, as the host sent it
 
 Writing is atomic (a temp file, then a rename). Reading goes through
 ``doctor.archive`` (members into memory, never extracted; its rules and bounds).
@@ -57,6 +58,7 @@ def write_bundle(
     fr: Mapping[str, bytes] | None = None,
     stacks: Mapping[int, str] | None = None,
     logs: Mapping[str, bytes] | None = None,
+    hosts: Mapping[str, bytes] | None = None,
 ) -> Path:
     """Write the bundle atomically (temp file, then rename) and return its path."""
     tmp = out.with_name(f".{out.name}.{os.getpid()}.tmp")
@@ -71,6 +73,8 @@ def write_bundle(
             _add(tar, f"stacks/rank_{int(rank)}.json", text.encode())
         for name, data in sorted((logs or {}).items()):
             _add(tar, f"logs/{_safe_name(name)}", data)
+        for host, data in sorted((hosts or {}).items()):
+            _add(tar, f"hosts/{_safe_name(host)}.json", data)
     tmp.replace(out)
     return out
 

@@ -11,6 +11,7 @@ import typer
 
 from doctor.cli.analyze import analyze
 from doctor.cli.bench import bench
+from doctor.cli.collect import collect
 from doctor.cli.launch import launch
 from doctor.cli.playbook import playbook
 from doctor.cli.preflight import preflight
@@ -29,6 +30,7 @@ app = typer.Typer(
 )
 app.command("preflight")(preflight)
 app.command("triage")(triage)
+app.command("collect")(collect)
 app.command("analyze")(analyze)
 # launch passes everything after -- to the training command
 app.command("launch", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(

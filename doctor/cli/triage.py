@@ -1,4 +1,5 @@
-"""`nccl-doctor triage (--job ID | --pids P,P) [--once] [--json] [--bundle OUT] [--interval S]`."""
+"""`nccl-doctor triage (--job ID | --pids P,P) [--once] [--json] [--bundle OUT] [--interval S]
+[--via slurm|ssh] [--hosts H,.. | --hostfile F] [--timeout S]`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ import typer
 from doctor.errors import EXIT_FOUND, EXIT_OK, UsageError
 
 if TYPE_CHECKING:
+    from doctor.remote.reach import Reach
     from doctor.triage.collect import CollectOptions, JobRef
     from doctor.triage.snapshot import TriageSnapshot
     from doctor.triage.target import Target
@@ -46,6 +48,26 @@ def triage(
         float,
         typer.Option("--interval", help="seconds of sampling per look (and between TUI refreshes)"),
     ] = 1.0,
+    via: Annotated[
+        str | None,
+        typer.Option(
+            "--via",
+            help="reach the job's hosts with `slurm` (srun --overlap) or `ssh`",
+            show_default=False,
+        ),
+    ] = None,
+    hosts: Annotated[
+        str | None,
+        typer.Option("--hosts", help="the job's hosts: h1,h2 or h[1-64]", show_default=False),
+    ] = None,
+    hostfile: Annotated[
+        Path | None,
+        typer.Option("--hostfile", help="a file of the job's hosts", show_default=False),
+    ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", help="seconds to wait for the other hosts' answers"),
+    ] = 6.0,
 ) -> None:
     """Which rank hangs the job, why, and what to do: without stopping it."""
     from doctor.triage.collect import CollectOptions, JobRef
@@ -58,13 +80,50 @@ def triage(
         raise UsageError(f"--interval must be between 0.05 and 600 seconds, not {interval}")
     ref = JobRef(job=job, pids=tuple(parse_pids(pids)) if pids else ())
     options = CollectOptions(interval=interval, env=dict(os.environ))
+    reach = _reach(job, via, hosts, hostfile, timeout, interval, options)
     if sys.stdout.isatty() and not (once or as_json):
-        raise typer.Exit(_tui(ref, options, job or pids or ""))
-    snapshot = _collect_once(ref, options, spinner=not as_json)
+        raise typer.Exit(_tui(ref, options, job or pids or "", reach, timeout))
+    snapshot = (
+        _collect_once(ref, options, spinner=not as_json)
+        if reach is None
+        else _remote_once(reach, options, timeout)
+    )
     if bundle is not None:
         write_triage_bundle(snapshot, bundle)
     _print(snapshot, as_json, bundle)
     raise typer.Exit(EXIT_FOUND if snapshot.verdict.hang_class.is_hang else EXIT_OK)
+
+
+def _reach(
+    job: str | None,
+    via: str | None,
+    hosts: str | None,
+    hostfile: Path | None,
+    timeout: float,
+    interval: float,
+    options: CollectOptions,
+) -> Reach | None:
+    """How to reach the job's other hosts; None when it runs on this host alone."""
+    if job is None:
+        if via or hosts or hostfile:
+            raise UsageError("--via, --hosts and --hostfile need --job")
+        return None
+    from doctor.remote.reach import reach_from_flags
+
+    return reach_from_flags(job, via, hosts, hostfile, timeout, interval, options.env)
+
+
+def _remote_once(reach: Reach, options: CollectOptions, timeout: float) -> TriageSnapshot:
+    from rich.console import Console
+
+    from doctor.remote.hosts import fold
+    from doctor.remote.reach import snapshot_round
+
+    console = Console(stderr=True)
+    if not console.is_terminal:
+        return snapshot_round(reach, options.interval, timeout, options.env)
+    with console.status(f"collecting from {fold(reach.hosts)} by {reach.via.value}"):
+        return snapshot_round(reach, options.interval, timeout, options.env)
 
 
 def _collect_once(ref: JobRef, options: CollectOptions, spinner: bool) -> TriageSnapshot:
@@ -88,14 +147,20 @@ def _collect_once(ref: JobRef, options: CollectOptions, spinner: bool) -> Triage
         return collect_snapshot(ref, options, Spinner())
 
 
-def _tui(ref: JobRef, options: CollectOptions, title: str) -> int:
+def _tui(
+    ref: JobRef, options: CollectOptions, title: str, reach: Reach | None, timeout: float
+) -> int:
+    from doctor.remote.reach import snapshot_round
     from doctor.triage.collect import collect_snapshot
     from doctor.triage.export import write_triage_bundle
     from doctor.triage.tui.app import run_tui
 
-    ref.discover(options.env)  # a job that is not there is an input error, not an empty screen
+    if reach is None:
+        ref.discover(options.env)  # a job that is not there is an input error, not a blank
     return run_tui(
-        lambda: collect_snapshot(ref, options),
+        (lambda: collect_snapshot(ref, options))
+        if reach is None
+        else (lambda: snapshot_round(reach, options.interval, timeout, options.env)),
         options.interval,
         title,
         on_bundle=write_triage_bundle,

@@ -101,7 +101,7 @@ def _merge(
                 None,
                 "discover",
                 f"{rank_prose(target.remote)} run{'s' * (len(target.remote) == 1)} on other "
-                "hosts: run triage there (or through srun --overlap --jobid)",
+                "hosts: name them to triage them all from here (--hosts H,.. or --via slurm)",
             )
         ]
         if target.remote

@@ -56,4 +56,7 @@ def write_triage_bundle(snapshot: TriageSnapshot, out: Path) -> Path:
         if (data := _read(p, TAIL_BYTES, tail=True, owners=owners)) is not None
     }
     stacks = {s.rank: json.dumps(asdict(s), indent=1) for s in evidence.stacks}
-    return write_bundle(out, evidence, snapshot.verdict, fr=fr, stacks=stacks, logs=logs)
+    hosts = {host: text.encode() for host, text in snapshot.host_documents}
+    return write_bundle(
+        out, evidence, snapshot.verdict, fr=fr, stacks=stacks, logs=logs, hosts=hosts
+    )

@@ -22,6 +22,9 @@ class TriageSnapshot:
     analysis: Analysis
     taken_at: float
     """Wall-clock time (``time.time()``) the collection finished."""
+    host_documents: tuple[tuple[str, str], ...] = ()
+    """Multi-host triage: (host, its ``nccl-doctor/host-evidence/v1`` JSON), as received;
+    a bundle keeps them."""
 
     @property
     def verdict(self) -> Verdict:

@@ -41,7 +41,7 @@ from doctor.evidence import Evidence
 from doctor.flight.align import FlightAnalysis, align
 from doctor.model import Confidence, HangClass, Verdict
 from doctor.ranks import rank_prose
-from doctor.verdict import flight_rules, live, log_rules
+from doctor.verdict import flight_rules, hosts, live, log_rules
 from doctor.verdict.candidate import Candidate
 
 PRECEDENCE = (
@@ -99,6 +99,7 @@ def gather(evidence: Evidence, flight: FlightAnalysis | None = None) -> list[Can
         [c for c in flight_rules.candidates(flight) if not (moving and c.rule in SNAPSHOT_RULES)]
         + live_found
         + log_rules.candidates(evidence)
+        + hosts.host_candidates(evidence)
     )
     return sorted(found, key=_order)
 

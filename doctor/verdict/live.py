@@ -99,7 +99,8 @@ class LiveView:
 
     def waiting_ref(self, waiting: Sequence[int]) -> CollectiveRef | None:
         """The collective the waiters are in, with seq and group from a watchdog line."""
-        ops = Counter(collective_op(s) for s in self.evidence.stacks if s.rank in waiting)
+        wanted = set(waiting)  # a set: 16,384 ranks against a tuple was quadratic
+        ops = Counter(collective_op(s) for s in self.evidence.stacks if s.rank in wanted)
         if not ops:
             return None
         op = ops.most_common(1)[0][0] or "unknown"

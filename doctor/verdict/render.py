@@ -16,10 +16,11 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from doctor.evidence import Evidence
+from doctor.evidence import UNREACHED, Evidence, HostReach
 from doctor.flight.align import FlightAnalysis
 from doctor.model import CollectiveRef, Confidence, Frame, HangClass, Verdict
-from doctor.ranks import rank_list
+from doctor.ranks import rank_list, rank_ranges
+from doctor.verdict import stacktree
 from doctor.verdict.classify import Analysis
 from doctor.verdict.stacks import row_state, top_frame
 
@@ -122,6 +123,31 @@ def culprit_stack(evidence: Evidence, analysis: Analysis) -> Panel | None:
     return Panel(text, title=f"rank {rank} stack ({source})", title_align="left")
 
 
+def divergence_text(evidence: Evidence) -> Text | None:
+    """Where the ranks' stacks part (the STAT-like prefix tree), when they do."""
+    lines = stacktree.branch_lines(stacktree.build(evidence.stacks)) if evidence.stacks else []
+    return Text("\n".join(lines) + "\n") if lines else None
+
+
+def hosts_table(evidence: Evidence) -> Table | None:
+    """Multi-host triage: every host, whether it answered, its ranks."""
+    if not evidence.hosts:
+        return None
+    t = Table(title="hosts", title_justify="left", show_edge=False)
+    for col in ("host", "reached", "ranks", "seconds", "note"):
+        t.add_column(col, justify="right" if col == "seconds" else "left")
+    for h in evidence.hosts:
+        t.add_row(
+            h.host,
+            "yes" if h.reached else "NO",
+            rank_ranges(h.ranks),
+            "" if h.seconds is None else f"{h.seconds:.1f}",
+            h.reason,
+            style="" if h.reached else "red",
+        )
+    return t
+
+
 def skipped(evidence: Evidence, flight: FlightAnalysis | None) -> list[tuple[int | None, str, str]]:
     """(rank, probe, reason) of everything that could not be read: probes, dump files, and
     ranks of the job that left no dump."""
@@ -153,6 +179,8 @@ def render(evidence: Evidence, analysis: Analysis) -> RenderableType:
         evidence_table(analysis),
         divergence_table(analysis.flight),
         culprit_stack(evidence, analysis),
+        divergence_text(evidence),
+        hosts_table(evidence) if len(evidence.hosts) <= MAX_GROUP_ROWS else None,
         skipped_table(evidence, analysis.flight),
     ]
     return Group(*(p for p in parts if p is not None))
@@ -169,7 +197,9 @@ def _ranks(evidence: Evidence, fa: FlightAnalysis | None) -> list[dict[str, Any]
                     "host": p.host,
                     "pid": p.pid,
                     "alive": p.alive,
-                    "state": row_state(p.alive, p.status, stacks.get(p.rank)),
+                    "state": UNREACHED
+                    if p.status == UNREACHED
+                    else row_state(p.alive, p.status, stacks.get(p.rank)),
                     "top_frame": top_frame(stacks.get(p.rank)) or None,
                 }
             )
@@ -203,7 +233,7 @@ def to_json(evidence: Evidence, analysis: Analysis) -> dict[str, Any]:
     """The ``nccl-doctor/triage/v1`` document of DESIGN.md (plus ``skipped`` and ``groups``)."""
     fa = analysis.flight
     found = (
-        sum(p.alive for p in evidence.processes)
+        sum(p.alive and p.status != UNREACHED for p in evidence.processes)
         if evidence.processes
         else (len(fa.ranks_read) if fa else 0)
     )
@@ -223,6 +253,12 @@ def to_json(evidence: Evidence, analysis: Analysis) -> dict[str, Any]:
             {"rank": rank, "probe": probe, "reason": reason}
             for rank, probe, reason in skipped(evidence, fa)
         ],
+        **({"hosts": [_host_json(h) for h in evidence.hosts]} if evidence.hosts else {}),
+        **(
+            {"stack_tree": stacktree.to_json(stacktree.build(evidence.stacks))}
+            if evidence.stacks
+            else {}
+        ),
         "groups": [
             {
                 "process_group": g.name,
@@ -236,6 +272,16 @@ def to_json(evidence: Evidence, analysis: Analysis) -> dict[str, Any]:
             for g in (fa.divergent if fa else ())
             if g.divergence is not None
         ],
+    }
+
+
+def _host_json(h: HostReach) -> dict[str, Any]:
+    return {
+        "host": h.host,
+        "reached": h.reached,
+        "reason": h.reason,
+        "ranks": list(h.ranks),
+        "seconds": h.seconds,
     }
 
 

@@ -131,10 +131,27 @@ def collective_op(stack: RankStack | None) -> str | None:
     return main.frames[index].name.rsplit(".", 1)[-1].rsplit("::", 1)[-1]
 
 
+_EXPLAINED: dict[int, tuple[ThreadStack, tuple[RankState, int | None]]] = {}
+"""``_explain`` by thread identity: merged multi-host evidence shares one thread object
+across every rank of a stack class, so 16,384 ranks in one collective cost one look."""
+_EXPLAINED_MAX = 4096
+
+
 def _explain(main: ThreadStack | None) -> tuple[RankState, int | None]:
     """The state of a main thread and the index of the frame that decided it."""
     if main is None:
         return RankState.UNKNOWN, None
+    hit = _EXPLAINED.get(id(main))
+    if hit is not None and hit[0] is main:
+        return hit[1]
+    if len(_EXPLAINED) >= _EXPLAINED_MAX:
+        _EXPLAINED.clear()
+    found = _explain_frames(main)
+    _EXPLAINED[id(main)] = (main, found)
+    return found
+
+
+def _explain_frames(main: ThreadStack) -> tuple[RankState, int | None]:
     frames = main.frames
     if not frames or (frames[-1].name == "_shutdown" and "threading" in frames[-1].filename):
         return RankState.IDLE, None

@@ -7,9 +7,11 @@ textual, and unit tested on plain evidence.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 from doctor.evidence import (
+    UNREACHED,
     Evidence,
     Frame,
     GpuSample,
@@ -53,6 +55,8 @@ class StackGroup:
     culprit: bool
     note: str = ""
     """Why a group has no stack (dead rank, py-spy skipped)."""
+    hosts: str = ""
+    """Multi-host triage: the hosts of the group's ranks, folded (``h[1-3]``)."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +107,9 @@ class RankIndex:
         for sample in sorted(evidence.progress, key=lambda p: p.time_s):
             progress[sample.rank] = sample
         missing: dict[int, list[str]] = {}
+        for host in evidence.hosts:
+            for rank in host.ranks if not host.reached else ():
+                missing.setdefault(rank, []).append(f"host {host.host} not reached: {host.reason}")
         for skipped in evidence.skipped:
             if skipped.rank is not None:
                 missing.setdefault(skipped.rank, []).append(f"{skipped.probe}: {skipped.reason}")
@@ -125,6 +132,8 @@ class RankIndex:
         process, stack = self.processes.get(rank), self.stacks.get(rank)
         if process is None and stack is None:
             return "missing"
+        if process is not None and process.status == UNREACHED:
+            return UNREACHED
         return stacks.row_state(self.alive(rank), process.status if process else "", stack)
 
 
@@ -171,6 +180,7 @@ def stack_groups(snapshot: TriageSnapshot, index: RankIndex | None = None) -> li
     )
     odd = set() if outliers.tie else set(outliers.ranks)
     culprits = set(snapshot.verdict.culprit_ranks)
+    hosts = _group_hosts(snapshot.evidence, ix)
     return [
         StackGroup(
             ranks=ranks,
@@ -179,9 +189,22 @@ def stack_groups(snapshot: TriageSnapshot, index: RankIndex | None = None) -> li
             odd=bool(odd & set(ranks)),
             culprit=bool(culprits & set(ranks)),
             note=note,
+            hosts=hosts(ranks),
         )
         for ranks, state, frames, note in rows
     ]
+
+
+def _group_hosts(evidence: Evidence, ix: RankIndex) -> Callable[[Sequence[int]], str]:
+    """Ranks -> their hosts, folded; '' for single-host triage (the host column says it)."""
+    if not evidence.hosts:
+        return lambda ranks: ""
+    from doctor.remote.hosts import fold
+
+    def hosts(ranks: Sequence[int]) -> str:
+        return fold({ix.processes[r].host for r in ranks if r in ix.processes})
+
+    return hosts
 
 
 def _fr_position(sample: ProgressSample | None) -> str:

@@ -10,6 +10,7 @@ from doctor.ranks import rank_ranges
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.view import StackGroup, frame_text, stack_groups
 from doctor.triage.tui.widgets.palette import CULPRIT, ODD, state_style
+from doctor.verdict import stacktree
 
 FRAMES_SHOWN = 3
 """Innermost frames per group; the stack pane shows the selected rank's whole stack."""
@@ -23,6 +24,8 @@ def render_groups(groups: list[StackGroup], selected_rank: int | None) -> Text:
         pointer = "▶ " if selected_rank in group.ranks else "  "
         text.append(pointer)
         text.append(f"{count} rank{'s' * (count != 1)} {rank_ranges(group.ranks)}", style=mark)
+        if group.hosts:
+            text.append(f" on {group.hosts}", style=mark)
         text.append("  ")
         text.append(group.state, style=state_style(group.state))
         if group.odd:
@@ -48,11 +51,18 @@ class StackGroups(Widget):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.groups: list[StackGroup] = []
+        self.branches: list[str] = []
+        """Where the ranks' stacks part (STAT's prefix tree), one line per branch."""
 
     def watch_snapshot(self, snapshot: TriageSnapshot | None) -> None:
         self.groups = stack_groups(snapshot) if snapshot else []
+        stacks = snapshot.evidence.stacks if snapshot else ()
+        self.branches = list(stacktree.branch_lines(stacktree.build(stacks))) if stacks else []
 
     def render(self) -> Text:
         if not self.groups:
             return Text("waiting for the first collection…", style="dim")
-        return render_groups(self.groups, self.selected_rank)
+        text = render_groups(self.groups, self.selected_rank)
+        if self.branches:
+            text.append("\n".join(self.branches) + "\n", style="bold")
+        return text

@@ -1,0 +1,104 @@
+"""Issue 10's scale targets: merge and judge recorded host documents of 256 and 2,048 hosts.
+
+Each host holds 8 ranks (py-spy stacks recorded from a real hung gloo job): on
+every host 8 ranks wait in all_reduce, except one rank of one host that is
+stuck in its data loader. The host documents are made once (as ``collect``
+makes them, JSON text), then timed: parse + merge into one ``Evidence`` +
+``classify`` + the triage JSON (stack tree included). Targets on the 2-core
+machine: 256 x 8 in 2 s, 2,048 x 8 in 10 s. Memory: the peak traced by
+``tracemalloc`` while merging, per rank, must stay far below what one rank's
+frames cost (frames are shared across ranks and hosts). Exits 1 on a miss.
+
+    .venv/bin/python benchmarks/bench_multihost_merge.py [--runs N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+import tracemalloc
+from dataclasses import replace
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+
+from triage_helpers import hung_evidence, recorded_stack  # noqa: E402
+
+from doctor.evidence import Evidence  # noqa: E402
+from doctor.remote.document import to_document  # noqa: E402
+from doctor.remote.merge import merge  # noqa: E402
+from doctor.remote.transport import HostAnswer  # noqa: E402
+from doctor.verdict.classify import analyse  # noqa: E402
+from doctor.verdict.render import to_json  # noqa: E402
+
+TARGETS = {256: 2.0, 2048: 10.0}
+PER_HOST = 8
+
+
+def documents(hosts: int) -> dict[str, HostAnswer]:
+    """One host document per host; rank 8*37+5 (host 37, or the last) is the culprit."""
+    wait = recorded_stack("dataloader", 0)
+    stuck = recorded_stack("dataloader", 2)
+    culprit = PER_HOST * min(37, hosts - 1) + 5
+    world = hosts * PER_HOST
+    answers = {}
+    for h in range(hosts):
+        ranks = range(h * PER_HOST, (h + 1) * PER_HOST)
+        stacks = [replace(stuck if r == culprit else wait, rank=r) for r in ranks]
+        whole = hung_evidence(stacks, world=world)
+        part = Evidence(
+            "bench",
+            world,
+            processes=tuple(p for p in whole.processes if p.rank in ranks),
+            stacks=whole.stacks,
+            progress=whole.progress,
+        )
+        name = f"node{h:04d}"
+        answers[name] = HostAnswer(name, json.dumps(to_document(part, name, world, ranks)), 1.0)
+    return answers
+
+
+def judge(answers: dict[str, HostAnswer]) -> tuple[dict, float]:
+    start = time.perf_counter()
+    evidence = merge("bench", list(answers), answers, 1.0)
+    doc = to_json(evidence, analyse(evidence))
+    return doc, time.perf_counter() - start
+
+
+def main() -> int:
+    p = argparse.ArgumentParser()
+    p.add_argument("--runs", type=int, default=3)
+    args = p.parse_args()
+    ok = True
+    for hosts, limit in TARGETS.items():
+        answers = documents(hosts)
+        kib = statistics.median(len(a.text or "") for a in answers.values()) / 1024
+        times = []
+        for _ in range(args.runs):
+            doc, seconds = judge(answers)
+            times.append(seconds)
+        v = doc["verdict"]
+        want = [PER_HOST * min(37, hosts - 1) + 5]
+        right = (v["hang_class"], v["culprit_ranks"]) == ("cpu_stuck", want)
+        tracemalloc.start()
+        judge(answers)
+        peak = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        ranks = hosts * PER_HOST
+        median = statistics.median(times)
+        print(
+            f"{hosts:5d} hosts x {PER_HOST} = {ranks:6d} ranks: merge+classify median "
+            f"{median:.2f}s (max {max(times):.2f}s, target {limit:.0f}s); "
+            f"host document {kib:.1f} KiB; peak memory {peak / 2**20:.1f} MiB "
+            f"({peak / ranks / 1024:.1f} KiB per rank); verdict {v['hang_class']} "
+            f"{v['culprit_ranks']}"
+        )
+        ok &= right and median <= limit
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,206 @@
+"""Reach a SLURM job's nodes with one ``srun --overlap`` step: the job's own launcher.
+
+``job_nodes`` asks ``scontrol show job`` which nodes a running job holds.
+``collect_via_srun`` starts one step of one task per node that runs
+``nccl-doctor collect`` there, reads the documents as they arrive (tagged
+lines, ``doctor.remote.frames``) and stops at the deadline: a node whose
+document is not complete by then did not answer, which is evidence, not an
+error. The step is cancelled (SIGTERM to srun, which cancels it) before we
+return, so nothing of ours stays on the nodes.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import selectors
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+from doctor.remote.frames import Reassembler
+from doctor.remote.hosts import fold, parse_hosts
+from doctor.remote.transport import MAX_HOST_BYTES, MISSING, HostAnswer
+from doctor.subproc import run
+
+SCONTROL_TIMEOUT = 5.0
+_FIELD = re.compile(r"(?:^|\s)(JobState|NodeList|NumNodes)=(\S+)")
+_NODE_ERROR = re.compile(r"(?:on node |node )?([\w.\-]+): (?:task \d+: )?(.*)$")
+
+
+@dataclass(frozen=True)
+class SlurmJob:
+    """What ``scontrol show job`` says about a job."""
+
+    job: str
+    state: str
+    nodes: tuple[str, ...]
+
+
+def job_nodes(job: str, env: Mapping[str, str]) -> SlurmJob | None:
+    """The job as SLURM knows it; None when there is no SLURM here or it does not know
+    the job (a torchrun id, a launch id: the caller tries the next way)."""
+    if not job.isdigit():
+        return None
+    done = run(["scontrol", "show", "job", "-o", job], SCONTROL_TIMEOUT, env=env)
+    if not done.ok:
+        return None
+    fields = dict(_FIELD.findall(done.stdout))
+    nodes = fields.get("NodeList", "")
+    if not nodes or nodes == "(null)":
+        return SlurmJob(job, fields.get("JobState", "UNKNOWN"), ())
+    return SlurmJob(job, fields.get("JobState", "UNKNOWN"), tuple(parse_hosts(nodes)))
+
+
+def srun_argv(job: str, nodes: Sequence[str], command: Sequence[str]) -> list[str]:
+    """One task on each of ``nodes``, inside the running job.
+
+    ``--overlap`` is what makes this work at all: without it the new step asks
+    for CPUs the hung step holds, and waits for them forever (srun reports
+    "Requested nodes are busy" and pends). ``--kill-on-bad-exit=0`` keeps one
+    failing node from cancelling the others; ``--immediate`` gives up at once
+    rather than queueing if the step cannot start. No ``--unbuffered``: that makes
+    slurmstepd forward raw 1 KiB chunks, and lines of different nodes interleave
+    mid-line (seen on SLURM 22.05); line-buffered output keeps our short lines whole.
+    """
+    return [
+        "srun",
+        "--overlap",
+        f"--jobid={job}",
+        f"--nodes={len(nodes)}",
+        f"--ntasks={len(nodes)}",
+        "--ntasks-per-node=1",
+        f"--nodelist={fold(nodes)}",
+        "--kill-on-bad-exit=0",
+        "--immediate=5",
+        "--quiet",
+        *command,
+    ]
+
+
+def collect_via_srun(
+    job: str,
+    nodes: Sequence[str],
+    command: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str],
+) -> dict[str, HostAnswer]:
+    """Every node's answer within ``timeout`` seconds (never longer, give or take 0.5 s)."""
+    start = time.monotonic()
+    argv = srun_argv(job, nodes, command)
+    try:
+        proc = subprocess.Popen(
+            argv,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            stdin=subprocess.DEVNULL,
+            env=dict(env),
+            start_new_session=True,
+        )
+    except OSError as exc:
+        return {n: HostAnswer(n, None, None, f"srun could not start: {exc}") for n in nodes}
+    docs, seconds, errors = _read_until(proc, set(nodes), start + timeout)
+    ended = proc.poll() is not None
+    _cancel(proc)
+    answers = {}
+    for node in nodes:
+        if node in docs:
+            answers[node] = HostAnswer(node, docs[node], seconds[node])
+        else:
+            why = errors.get(node) or _general(errors)
+            why = why or ("srun ended without its document" if ended else "")
+            why = why or f"no answer within {timeout:g}s"
+            answers[node] = HostAnswer(node, None, None, why)
+    return answers
+
+
+def _general(errors: Mapping[str, str]) -> str:
+    return errors.get("", "")
+
+
+def _read_until(
+    proc: subprocess.Popen[bytes], nodes: set[str], deadline: float
+) -> tuple[dict[str, str], dict[str, float], dict[str, str]]:
+    """Read srun's stdout (documents) and stderr (per-node errors) until every node has
+    answered, srun exits, or the deadline passes."""
+    start = time.monotonic()
+    frames = Reassembler()
+    seconds: dict[str, float] = {}
+    errors: dict[str, str] = {}
+    assert proc.stdout is not None and proc.stderr is not None
+    out_fd = proc.stdout.fileno()
+    pending = {out_fd: b"", proc.stderr.fileno(): b""}
+    received = 0
+    with selectors.DefaultSelector() as sel:
+        for fd in pending:
+            os.set_blocking(fd, False)
+            sel.register(fd, selectors.EVENT_READ)
+        while sel.get_map() and not nodes <= set(frames.done):
+            left = deadline - time.monotonic()
+            if left <= 0:
+                break
+            for key, _ in sel.select(timeout=min(left, 0.2)):
+                chunk = os.read(key.fd, 65536)
+                if not chunk:
+                    sel.unregister(key.fileobj)
+                    continue
+                received += len(chunk)
+                if received > MAX_HOST_BYTES * max(len(nodes), 1):
+                    errors[""] = "srun sent more output than any set of host documents"
+                    return frames.done, seconds, errors
+                lines = (pending[key.fd] + chunk).split(b"\n")
+                pending[key.fd] = lines.pop()
+                for raw in lines:
+                    line = raw.decode(errors="replace")
+                    if key.fd == out_fd:
+                        host = frames.feed(line)
+                        if host is not None:
+                            seconds[host] = round(time.monotonic() - start, 3)
+                        elif line.startswith(MISSING) and len(line.split()) == 3:
+                            _, node, path = line.split()
+                            errors[node] = f"nccl-doctor is not installed there (no {path})"
+                    else:
+                        _note_error(line, nodes, errors)
+    return frames.done, seconds, errors
+
+
+def _note_error(line: str, nodes: set[str], errors: dict[str, str]) -> None:
+    """srun's stderr: ``srun: error: h3: task 2: Exited with exit code 127`` and the like."""
+    text = line.removeprefix("srun: ").removeprefix("error: ").strip()
+    if not text:
+        return
+    match = _NODE_ERROR.search(text)
+    node = next((n for n in nodes if match and match.group(1) == n), None)
+    if node is None:
+        node = next((n for n in nodes if f" {n}" in f" {text}"), "")
+    if "exit code 127" in text:
+        text = "nccl-doctor is not installed there (the interpreter is missing)"
+    errors.setdefault(node, f"srun: {text}"[:300])
+
+
+def _cancel(proc: subprocess.Popen[bytes]) -> None:
+    """SIGTERM srun now (it cancels the step on the nodes); reap it, or kill it after a
+    second, on a thread: the verdict does not wait for srun's goodbyes."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except OSError:
+            pass
+
+    def reap() -> None:
+        try:
+            proc.wait(timeout=1.0)
+        except subprocess.TimeoutExpired:
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except OSError:
+                pass
+            proc.wait(timeout=2.0)
+        for stream in (proc.stdout, proc.stderr):
+            if stream is not None:
+                stream.close()
+
+    threading.Thread(target=reap, daemon=True, name="nccl-doctor-srun-reaper").start()

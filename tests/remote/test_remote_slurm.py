@@ -1,0 +1,66 @@
+"""The SLURM transport against stand-in ``scontrol`` and ``srun`` programs on PATH.
+
+The real ones run in ``tests/multihost`` (a real SLURM cluster); these pin what needs
+no cluster: parsing ``scontrol show job``, the step's options, and the reading of one
+stream shared by many nodes within a deadline.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+import time
+from pathlib import Path
+
+from doctor.remote.frames import encode
+from doctor.remote.slurm import collect_via_srun, job_nodes, srun_argv
+
+SCONTROL = (
+    "#!/bin/sh\necho 'JobId=4242 JobName=train UserId=root(0) JobState=RUNNING Reason=None "
+    "NodeList=gpu[001-003] NumNodes=3 NumCPUs=6'\n"
+)
+
+
+def program(tmp: Path, name: str, text: str) -> dict[str, str]:
+    path = tmp / name
+    path.write_text(text)
+    path.chmod(path.stat().st_mode | stat.S_IEXEC)
+    return {"PATH": f"{tmp}:{os.environ['PATH']}"}
+
+
+def test_scontrol_names_the_jobs_nodes(tmp_path) -> None:
+    # GIVEN an scontrol that knows job 4242 on gpu[001-003]
+    env = program(tmp_path, "scontrol", SCONTROL)
+    # WHEN asked THEN its nodes, expanded; and no question at all for a non-SLURM id
+    found = job_nodes("4242", env)
+    assert found is not None and found.nodes == ("gpu001", "gpu002", "gpu003")
+    assert found.state == "RUNNING"
+    assert job_nodes("torchrun-abc", env) is None
+
+
+def test_the_step_overlaps_the_hung_one_one_task_per_node() -> None:
+    argv = srun_argv("4242", ["gpu001", "gpu002"], ["collect"])
+    assert argv[:3] == ["srun", "--overlap", "--jobid=4242"]
+    assert "--ntasks-per-node=1" in argv and "--nodelist=gpu[001-002]" in argv
+    assert "--unbuffered" not in argv  # raw chunks would interleave nodes mid-line
+    assert argv[-1] == "collect"
+
+
+def test_one_stream_many_nodes_and_a_silent_one_within_the_deadline(tmp_path) -> None:
+    # GIVEN an srun whose stream interleaves two nodes' documents, and a third node that
+    # never answers (srun keeps running)
+    a = list(encode("gpu001", '{"a":' + '"x"' * 900 + "}"))
+    b = list(encode("gpu002", '{"b": 2}'))
+    lines = [a[0], b[0], *a[1:]]
+    script = "#!/bin/sh\n" + "".join(f"echo '{line}'\n" for line in lines)
+    script += "echo 'srun: error: gpu003: task 2: Exited with exit code 127' >&2\nsleep 30\n"
+    env = program(tmp_path, "srun", script)
+    # WHEN collected with a 2 s deadline
+    start = time.monotonic()
+    answers = collect_via_srun("4242", ["gpu001", "gpu002", "gpu003"], ["collect"], 2.0, env)
+    # THEN it returns by the deadline, both documents whole, and the third node's reason
+    assert time.monotonic() - start < 2.6
+    assert answers["gpu001"].text == '{"a":' + '"x"' * 900 + "}"
+    assert answers["gpu002"].text == '{"b": 2}'
+    assert answers["gpu003"].text is None
+    assert "not installed" in answers["gpu003"].reason
