@@ -17,7 +17,6 @@ import argparse
 import json
 import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -29,15 +28,8 @@ TARGET_S = 2.0
 
 
 def timed_triage(job: LocalJob) -> tuple[float, dict]:
-    env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(job.home)}
     start = time.monotonic()
-    done = subprocess.run(
-        [sys.executable, "-m", "doctor", "triage", "--job", job.job, "--once", "--json"],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=120,
-    )
+    done = job.triage("--once", "--json")
     took = time.monotonic() - start
     if not done.stdout.strip():
         raise SystemExit(f"triage printed nothing (exit {done.returncode}): {done.stderr[-500:]}")

@@ -7,11 +7,13 @@ CAP_SYS_PTRACE, 3 forbids it. ``checks.host`` tries it for real on an orphaned
 process it starts. Flight Recorder is the other half: PyTorch dumps the last
 collectives of every process group on a watchdog timeout, if it is on and
 ``TORCH_NCCL_TRACE_BUFFER_SIZE`` (the only name ProcessGroupNCCL reads for
-dumps) is not 0.
+dumps) is not 0 - for NCCL only: gloo has no watchdog and never dumps by
+itself (``doctor.backends``, which triage reads too).
 """
 
 from __future__ import annotations
 
+from doctor.backends import GLOO_FLIGHT_RECORDER
 from doctor.checks import fixes
 from doctor.checks.facts import Facts
 from doctor.model import Finding, Severity
@@ -115,6 +117,18 @@ def check_flight_recorder(facts: Facts) -> list[Finding]:
                 subject,
                 " ".join(m for m, _ in problems),
                 "\n".join(fix for _, fix in problems),
+            )
+        ]
+    if facts.backend == "gloo":
+        return [
+            Finding(
+                "diag.flight-recorder",
+                Severity.INFO,
+                subject,
+                f"Flight Recorder on ({entries} entries), but this host runs gloo: "
+                f"{GLOO_FLIGHT_RECORDER}.",
+                "start each rank with `nccl-doctor launch -- CMD` (under torchrun: "
+                "torchrun --no-python ... nccl-doctor launch -- python train.py)",
             )
         ]
     where = (

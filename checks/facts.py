@@ -75,10 +75,17 @@ class Facts:
     versions: Mapping[str, str] = field(default_factory=dict)
     """``torch``, ``nccl``, ``cuda``, ``driver``, ``python`` -> version text."""
     timeouts: TimeoutChain = field(init=False)
-    """The timeout chain of ``config`` and ``env``, resolved once (not an argument)."""
+    """The timeout chain of ``config``, ``env`` and ``backend``, resolved once (not an argument)."""
 
     def __post_init__(self) -> None:
-        object.__setattr__(self, "timeouts", resolve_timeouts(self.config, self.env))
+        object.__setattr__(self, "timeouts", resolve_timeouts(self.config, self.env, self.backend))
+
+    @property
+    def backend(self) -> str:
+        """The backend a job here gets: ``gloo`` when the versions say there is no
+        NCCL-capable torch or no NVIDIA driver, else ``nccl`` (also when not probed)."""
+        without = [k for k in ("nccl", "driver") if self.versions.get(k, "").startswith("none")]
+        return "gloo" if without else "nccl"
 
     def source(self, name: str) -> str:
         """Where ``name`` got its value, for messages."""

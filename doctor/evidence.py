@@ -54,6 +54,9 @@ class RankStack:
     threads: tuple[ThreadStack, ...]
     source: str
     """``py-spy`` or ``agent`` (faulthandler fallback) or ``file``."""
+    native_from: int | None = None
+    """The rank whose native frames the main thread shows: py-spy ``--native`` is slow, so
+    ranks whose Python stacks are identical and idle share one native dump."""
 
     @property
     def main(self) -> ThreadStack | None:
@@ -84,6 +87,15 @@ class RankProcess:
     a gloo/socket rank that makes progress makes them, a hung one does not."""
     error: str = ""
     """What the launcher's error file says about a rank that exited."""
+    io_calls_by_thread: tuple[tuple[int, int], ...] = ()
+    """``(thread id, read/write calls)`` in the window, for threads that made any: calls
+    of a Python thread other than the main one (a metrics uploader) prove nothing about
+    the training loop."""
+    wchan: str = ""
+    """The kernel function the main thread sleeps in (``/proc/PID/wchan``: ``fifo_open``...)."""
+    syscall: str = ""
+    """The system call the main thread is blocked in, with its path or file descriptor
+    (``/proc/PID/syscall``), e.g. ``openat("/data/train_2.bin", a FIFO)``."""
 
 
 @dataclass(frozen=True)

@@ -20,6 +20,8 @@ class Frame:
     name: str
     filename: str
     line: int
+    native: bool = False
+    """A frame of compiled code (py-spy ``--native``: C, C++, Cython), not of Python."""
 
     def __str__(self) -> str:
         return f"{self.name} ({self.filename}:{self.line})"

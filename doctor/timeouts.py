@@ -24,11 +24,12 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
+from doctor.backends import DEFAULT_COLLECTIVE_TIMEOUT_S
 from doctor.config import Config, format_duration
 from doctor.model import Finding, Severity
 from doctor.torchenv import torch_bool, torch_int
 
-DEFAULT_WATCHDOG = {"nccl": 600.0, "gloo": 1800.0, "mixed": 1800.0}
+DEFAULT_WATCHDOG = DEFAULT_COLLECTIVE_TIMEOUT_S
 DEFAULT_HEARTBEAT = 480.0
 DEFAULT_DUMP_WAIT_MS = 15000
 

@@ -127,8 +127,19 @@ def _removed_at_exit() -> set[str]:
     }
 
 
+def _stop_resource_tracker() -> None:
+    """multiprocessing's resource tracker (started by a process pool a test ran in this
+    process) lives as long as pytest: this process's own helper, stopped, not a leak."""
+    from multiprocessing import resource_tracker
+
+    stop = getattr(resource_tracker._resource_tracker, "_stop", None)
+    if stop is not None:
+        stop()
+
+
 def finish(root: Path, passed: bool) -> list[str]:
     """The leaks of the run (processes are killed); the root goes when all is clean."""
+    _stop_resource_tracker()
     processes = leftover_processes()
     for line in processes:
         try:

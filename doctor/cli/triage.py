@@ -1,5 +1,8 @@
-"""`nccl-doctor triage (--job ID | --pids P,P) [--once] [--json] [--bundle OUT] [--interval S]
-[--via slurm|ssh] [--hosts H,.. | --hostfile F] [--timeout S]`."""
+"""`nccl-doctor triage [--job ID | --pids P,P] [--once] [--json] [--bundle OUT] [--interval S]
+[--via slurm|ssh] [--hosts H,.. | --hostfile F] [--timeout S]`.
+
+Without ``--job`` or ``--pids``, the only job on this host is triaged (several: they are listed).
+"""
 
 from __future__ import annotations
 
@@ -74,15 +77,15 @@ def triage(
     from doctor.triage.discover import parse_pids
     from doctor.triage.export import write_triage_bundle
 
-    if (job is None) == (pids is None):
-        raise UsageError("name the job with exactly one of --job ID or --pids P,P")
+    if job is not None and pids is not None:
+        raise UsageError("name the job with one of --job ID or --pids P,P, not both")
     if not 0.05 <= interval <= 600:
         raise UsageError(f"--interval must be between 0.05 and 600 seconds, not {interval}")
     ref = JobRef(job=job, pids=tuple(parse_pids(pids)) if pids else ())
     options = CollectOptions(interval=interval, env=dict(os.environ))
     reach = _reach(job, via, hosts, hostfile, timeout, interval, options)
     if sys.stdout.isatty() and not (once or as_json):
-        raise typer.Exit(_tui(ref, options, job or pids or "", reach, timeout))
+        raise typer.Exit(_tui(ref, options, job or pids or "the job on this host", reach, timeout))
     snapshot = (
         _collect_once(ref, options, spinner=not as_json)
         if reach is None

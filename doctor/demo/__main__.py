@@ -1,8 +1,13 @@
-"""``make demo``: preflight this host, then hang a small CPU job on purpose and triage it.
+"""``make demo``: preflight this host, then hang a real DDP training job and triage it.
 
-Every step runs the real ``nccl-doctor`` command a user would type, so the
-demo shows exactly what they will see. It exits 0 only when triage names the
-class and rank that were injected, so a broken demo cannot look like a good one.
+The job is ``doctor.demo.train_ddp``: a small GPT trained with
+``DistributedDataParallel`` over gloo on 4 CPU ranks, whose gradient
+all-reduces run from DDP's backward hooks. The fault is done to it from
+outside, as a user meets it: by default rank 2's data shard turns into a FIFO
+that nobody writes, so its ``get_batch`` blocks while the others wait in DDP's
+reducer. Every step runs the real ``nccl-doctor`` command a user would type, so
+the demo shows exactly what they will see. It exits 0 only when triage names
+the class and rank that were injected, so a broken demo cannot look like a good one.
 """
 
 from __future__ import annotations
@@ -14,16 +19,15 @@ import sys
 import tempfile
 from pathlib import Path
 
-from doctor.demo.local import LocalJob
+from doctor.demo.training import TrainingJob
 from doctor.errors import TorchMissing
 from doctor.torchdep import require_torch
 
 EXPECTED = {
-    "dataloader": "cpu_stuck",
+    "fifo": "cpu_stuck",
+    "sigstop": "cpu_stuck",
     "gil": "cpu_stuck",
-    "wrong-collective": "collective_mismatch",
     "kill": "rank_loss",
-    "compile": "compile_warmup",
 }
 
 
@@ -41,7 +45,7 @@ def doctor(*args: str, echo: bool = True, timeout: float = 120) -> subprocess.Co
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m doctor.demo", description=__doc__)
-    parser.add_argument("--fault", choices=sorted(EXPECTED), default="dataloader")
+    parser.add_argument("--fault", choices=sorted(EXPECTED), default="fifo")
     parser.add_argument("--rank", type=int, default=2, help="the rank that misbehaves")
     args = parser.parse_args(argv)
     try:
@@ -58,13 +62,15 @@ def main(argv: list[str] | None = None) -> int:
     # under a launcher that leaves them running, as srun does (one process per rank)
     launch = "per-rank" if args.fault == "kill" else "torchrun"
     print(
-        f"\n== 2. a 4-rank CPU job ({launch}, gloo) whose rank {args.rank} gets "
-        f"fault '{args.fault}' at step 3; waiting until it hangs",
+        f"\n== 2. a 4-rank DDP training job ({launch}, gloo, CPU); at step 3 rank "
+        f"{args.rank} gets fault '{args.fault}' from outside; waiting until it hangs",
         flush=True,
     )
     with (
         tempfile.TemporaryDirectory(prefix="nccl-doctor-demo-") as tmp,
-        LocalJob(job, args.fault, Path(tmp), launch=launch, fault_rank=args.rank) as running,
+        TrainingJob(
+            job, "ddp", args.fault, Path(tmp), launch=launch, fault_rank=args.rank
+        ) as running,
     ):
         print(f"   job {running.job} is hung; triaging it without stopping it", flush=True)
         print("\n== 3. live triage of the hung job")

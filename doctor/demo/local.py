@@ -17,10 +17,12 @@ on ``stop()``, terminates, then kills, then reaps every process it started.
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
@@ -49,6 +51,7 @@ class LocalJob:
         if launch not in LAUNCHES:
             raise ValueError(f"launch must be one of {LAUNCHES}")
         self.job, self.fault, self.world, self.launch = job, fault, world, launch
+        self.fault_rank = fault_rank
         self.workdir = workdir
         self.ready_file = workdir / f"{job}.ready"
         self.home = workdir / "registry"
@@ -59,7 +62,18 @@ class LocalJob:
             "MASTER_PORT": str(free_port()),
             "NCCL_DOCTOR_HOME": str(self.home),
             "PYTHONUNBUFFERED": "1",
+            # torch.compile's cache, in the job's folder rather than the shared TMPDIR
+            "TORCHINDUCTOR_CACHE_DIR": str(workdir / "inductor"),
         }
+        self.program = ["-m", "doctor.demo.job"]
+        self.torchrun_args: list[str] = [
+            "--rdzv-backend",
+            "c10d",
+            "--rdzv-endpoint",
+            f"127.0.0.1:{free_port()}",
+            "--rdzv-id",
+            job,
+        ]
         self.job_args = [
             "--fault",
             fault,
@@ -104,14 +118,8 @@ class LocalJob:
                     "1",
                     "--nproc-per-node",
                     str(self.world),
-                    "--rdzv-backend",
-                    "c10d",
-                    "--rdzv-endpoint",
-                    f"127.0.0.1:{free_port()}",
-                    "--rdzv-id",
-                    self.job,
-                    "-m",
-                    "doctor.demo.job",
+                    *self.torchrun_args,
+                    *self.program,
                     *self.job_args,
                 ],
                 self.base_env,
@@ -121,7 +129,7 @@ class LocalJob:
             module = (
                 ["-m", "doctor.demo.local", "--agent-rank"]
                 if self.launch == "agent"
-                else ["-m", "doctor.demo.job"]
+                else self.program
             )
             for rank in range(self.world):
                 env = {
@@ -139,12 +147,12 @@ class LocalJob:
         self.wait_ready(timeout)
         return self
 
-    def wait_ready(self, timeout: float) -> None:
+    def wait_ready(self, timeout: float, lines: int | None = None) -> None:
+        """Until ``lines`` ready lines (default: one per rank) are in the ready file."""
         end = time.monotonic() + timeout
         while time.monotonic() < end:
-            if (
-                self.ready_file.exists()
-                and len(self.ready_file.read_text().splitlines()) >= self.world
+            if self.ready_file.exists() and len(self.ready_file.read_text().splitlines()) >= (
+                lines or self.world
             ):
                 return
             if self.procs and all(p.poll() is not None for p in self.procs):
@@ -164,6 +172,11 @@ class LocalJob:
                 tree += [top, *top.children(recursive=True)]
             except psutil.Error:
                 continue
+        for member in tree:  # a stopped process handles SIGTERM only once continued
+            try:
+                member.send_signal(signal.SIGCONT)
+            except psutil.Error:
+                pass
         for sig in (signal.SIGTERM, signal.SIGKILL):
             for member in tree:
                 try:
@@ -178,6 +191,26 @@ class LocalJob:
                 proc.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 proc.kill()
+        self._remove_torchrun_folder()
+
+    def _remove_torchrun_folder(self) -> None:
+        """torchrun's log folder (``$TMPDIR/torchelastic_*/<run id>_*``, a mkdtemp it
+        leaves behind whenever it is killed): this job's evidence, gone with the job."""
+        for run in Path(tempfile.gettempdir()).glob(f"torchelastic_*/{self.job}_*"):
+            if all(p.name.startswith(f"{self.job}_") for p in run.parent.iterdir()):
+                shutil.rmtree(run.parent, ignore_errors=True)
+
+    def triage(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
+        """``nccl-doctor triage --job JOB ARGS`` in a fresh interpreter, as a user runs it."""
+        env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(self.home)}
+        env.update({k: os.environ[k] for k in ("TMPDIR",) if k in os.environ})
+        return subprocess.run(
+            [sys.executable, "-m", "doctor", "triage", "--job", self.job, *args],
+            capture_output=True,
+            text=True,
+            env=env,
+            timeout=timeout,
+        )
 
     def __enter__(self) -> LocalJob:
         return self.start()

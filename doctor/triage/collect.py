@@ -4,7 +4,8 @@
 the TUI (every ``interval``) call. It rediscovers the job each time, so a
 rank that died since the last look is seen as lost. Sources run side by
 side on daemon threads; the collection ends when all of them are done or at
-the deadline (``interval`` + ``probe_timeout`` + a little), whichever comes
+the deadline (``interval`` + the longer of ``probe_timeout`` and
+``native_timeout`` + a little), whichever comes
 first, and a source still running then is reported as ``Skipped``. Nothing
 here signals, stops or kills the job.
 
@@ -23,8 +24,9 @@ from dataclasses import dataclass, field
 from doctor.evidence import Evidence
 from doctor.model import Skipped
 from doctor.ranks import rank_prose
-from doctor.triage.discover import discover_job, discover_pids
+from doctor.triage.discover import discover_pids
 from doctor.triage.fanout import Done, Failed, fanout
+from doctor.triage.hostjobs import find_job
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.sources.flight import FlightSource
 from doctor.triage.sources.interface import Collected, Source, SourceError
@@ -47,19 +49,22 @@ class CollectOptions:
     samples: int = 5
     probe_timeout: float = 1.0
     """The most one probe of one rank (a py-spy dump, an agent request) may take."""
+    native_timeout: float = 2.0
+    """The most a native stack dump (``py-spy --native``, taken after the window where the
+    Python stack cannot show a wait) may take: it reads libtorch's symbols, about 1 s."""
     env: Mapping[str, str] = field(default_factory=lambda: dict(os.environ))
 
 
 @dataclass(frozen=True)
 class JobRef:
-    """What the user named: ``--job ID`` or ``--pids``."""
+    """What the user named: ``--job ID``, ``--pids``, or neither (the only job here)."""
 
     job: str | None = None
     pids: tuple[int, ...] = ()
 
     def discover(self, env: Mapping[str, str]) -> Target:
-        """The job's ranks on this host now (``NoSuchJobError`` when none is left)."""
-        return discover_job(self.job, env) if self.job is not None else discover_pids(self.pids)
+        """The named job, else the listed pids, else the only job on this host."""
+        return discover_pids(self.pids) if self.pids else find_job(self.job, env)
 
 
 class ProgressHook:
@@ -139,7 +144,8 @@ def collect_evidence(
     """Run ``sources`` (default: all) against ``target`` in parallel, until the deadline."""
     hook = progress or ProgressHook()
     start = time.monotonic() if started is None else started
-    deadline = time.monotonic() + options.interval + options.probe_timeout + DEADLINE_SLACK
+    longest = max(options.probe_timeout, options.native_timeout)
+    deadline = time.monotonic() + options.interval + longest + DEADLINE_SLACK
     chosen = list(sources if sources is not None else default_sources(options))
     by_name = {s.name: s for s in chosen}
 

@@ -111,7 +111,7 @@ def _launcher(ranks: Sequence[ProcInfo], proc: Path) -> Launcher | None:
     return Launcher(pid, cmd.decode(errors="replace"))
 
 
-def _error_file_message(path: Path) -> str:
+def error_file_message(path: Path) -> str:
     """The first line of a torchrun error file (``{"message": {"message": ...}}``)."""
     try:
         data = json.loads(path.read_text())
@@ -130,7 +130,7 @@ def _lost_rank(rank: int, live: Sequence[RankTarget], zombie: int | None, proc: 
         err_file = peer.env.get("TORCHELASTIC_ERROR_FILE")
         if err_file and peer.local_rank is not None:
             local = rank - (peer.rank - peer.local_rank)
-            error = _error_file_message(Path(err_file).parent.parent / str(local) / "error.json")
+            error = error_file_message(Path(err_file).parent.parent / str(local) / "error.json")
             break
     status = "zombie" if zombie is not None else ("dead" if error else "missing")
     info = read_proc(zombie, proc) if zombie is not None else None
@@ -139,14 +139,34 @@ def _lost_rank(rank: int, live: Sequence[RankTarget], zombie: int | None, proc: 
     )
 
 
-def _zombie_children(launcher: Launcher | None, proc: Path) -> list[int]:
+def _start_ticks(pid: int, proc: Path) -> int | None:
+    """When ``pid`` started, in clock ticks after boot (``/proc/PID/stat`` field 22)."""
+    try:
+        stat = (proc / str(pid) / "stat").read_text()
+        return int(stat[stat.rfind(")") + 2 :].split()[19])
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+ZOMBIE_SLACK_TICKS = 3000
+"""A zombie counts for a job only if it started at most this long (30 s at USER_HZ 100)
+before the job's first live rank: an older one is another job's, not yet reaped."""
+
+
+def _zombie_children(
+    launcher: Launcher | None, proc: Path, live: Sequence[RankTarget] = ()
+) -> list[int]:
     if launcher is None:
         return []
+    starts = [t for r in live if (t := _start_ticks(r.pid, proc)) is not None]
+    oldest = min(starts) - ZOMBIE_SLACK_TICKS if starts else None
     zombies = []
     for pid in _all_pids(proc):
         info = read_proc(pid, proc)
         if info and info.ppid == launcher.pid and info.state == "Z":
-            zombies.append(pid)
+            started = _start_ticks(pid, proc)
+            if oldest is None or started is None or started >= oldest:
+                zombies.append(pid)
     return sorted(zombies)
 
 
@@ -190,7 +210,7 @@ def _assemble(
         base = live[0].rank - live[0].local_rank
         remote |= {r for r in range(world) if not base <= r < base + local_size}
     launcher = _launcher(list(chosen.values()), proc)
-    zombies = _zombie_children(launcher, proc)
+    zombies = _zombie_children(launcher, proc, live)
     expected = set(only) if only is not None else set(range(world or 0)) | set(by_rank)
     lost_ranks = sorted(expected - set(chosen) - remote)
     lost = []

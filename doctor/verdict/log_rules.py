@@ -53,8 +53,8 @@ from doctor.model import CollectiveRef, Confidence, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict import log_faults, log_waits
 from doctor.verdict.candidate import Candidate
-from doctor.verdict.live import FR_HINT
 from doctor.verdict.log_view import LogView, lines_of, quote, ranks_of, where
+from doctor.verdict.view import FR_HINT
 
 
 def unsupported_op(view: LogView) -> list[Candidate]:

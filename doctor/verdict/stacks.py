@@ -3,21 +3,30 @@
 Pure functions over ``RankStack``. A rank's *state* comes from the frames of
 its main thread, innermost first, by the first rule that matches:
 
-1. ``in_collective`` - a ``torch.distributed`` collective (or, with native
-   frames, c10d/gloo/NCCL wait code) is on the stack;
+1. ``in_collective`` - a ``torch.distributed`` collective, DDP's buffer
+   broadcast, or (with native frames) c10d/gloo/NCCL wait code such as DDP's
+   ``c10d::Reducer`` or a process group's ``c10d::Work::wait`` is on the stack;
 2. ``compile`` - torch.compile is tracing or inductor is compiling (running an
    already compiled graph is not compiling);
 3. ``data_loading`` - a ``torch.utils.data`` loader, ``__getitem__`` or a
-   function named like a loader;
-4. ``gil_loop`` - the thread runs and holds the GIL in other code;
-5. ``user_code`` - any other Python code (sleeping, I/O, a checkpoint);
-6. ``idle`` - no Python frames, or the interpreter waiting to shut down.
+   function named like a loader (a name only says *where*: the live rules
+   decide the class from structure, never from it);
+4. ``gil_wait`` - the main thread is blocked while another thread holds the
+   GIL (a C call that keeps it, a native extension): the holder is the cause;
+5. ``gil_loop`` - the thread runs and holds the GIL in other code;
+6. ``user_code`` - any other Python code (sleeping, I/O, a checkpoint);
+7. ``idle`` - no Python frames, or the interpreter waiting to shut down.
+
+``stopped`` (kernel state T/t: SIGSTOP or a debugger) and ``dead`` come from
+the process, never from a stack; they override the stack's state.
 
 A rank's *signature* is the call path that got it there: the top frame's
 function (no line, so a loop sampled at two lines is one signature) and
 every caller with its line (so the same collective called from an ``except``
 clause differs). Frames inside a collective are dropped: where in c10d the
 sampler caught a rank does not matter, which collective it is in does.
+Native frames count by symbol only: an unresolved address (``0x7f..``) differs
+from process to process and is left out, so it never splits a group.
 """
 
 from __future__ import annotations
@@ -34,6 +43,8 @@ class RankState(StrEnum):
     IN_COLLECTIVE = "in_collective"
     COMPILE = "compile"
     DATA_LOADING = "data_loading"
+    GIL_WAIT = "gil_wait"
+    """The main thread waits for the GIL that another thread holds."""
     GIL_LOOP = "gil_loop"
     USER_CODE = "user_code"
     IDLE = "idle"
@@ -41,6 +52,8 @@ class RankState(StrEnum):
     """No stack could be read."""
     DEAD = "dead"
     """The process is gone (set from liveness, never from a stack)."""
+    STOPPED = "stopped"
+    """The process is stopped (kernel state T or t: SIGSTOP, a debugger); from liveness."""
 
 
 WAITING = frozenset({RankState.IN_COLLECTIVE})
@@ -48,9 +61,11 @@ ELSEWHERE = frozenset(
     {
         RankState.COMPILE,
         RankState.DATA_LOADING,
+        RankState.GIL_WAIT,
         RankState.GIL_LOOP,
         RankState.USER_CODE,
         RankState.IDLE,
+        RankState.STOPPED,
     }
 )
 """States of a live rank that is not in a collective: the ones that keep peers waiting."""
@@ -61,11 +76,13 @@ COLLECTIVES = frozenset(
         "all_reduce_coalesced",
         "all_gather",
         "all_gather_into_tensor",
+        "all_gather_single",
         "all_gather_coalesced",
         "all_gather_object",
         "_all_gather_base",
         "reduce_scatter",
         "reduce_scatter_tensor",
+        "reduce_scatter_single",
         "_reduce_scatter_base",
         "all_to_all",
         "all_to_all_single",
@@ -96,6 +113,22 @@ BOOTSTRAP_OPS = frozenset(
     {"init_process_group", "new_group", "new_subgroups", "_store_based_barrier"}
 )
 _NATIVE_WAIT = re.compile(r"^(c10d::|gloo::|nccl|ncclComm|ProcessGroupNCCL)")
+_PYTHON_WAITS = {
+    "torch/nn/parallel/distributed.py": frozenset(
+        {"_distributed_broadcast_coalesced", "_sync_params_and_buffers"}
+    ),
+}
+"""Collectives that torch's own Python code calls into C directly (not through ``dist.*``)."""
+_NATIVE_OPS = (
+    ("c10d::Reducer::", "all_reduce"),
+    ("::wait", "wait"),
+    ("allreduce", "all_reduce"),
+    ("allgather", "all_gather"),
+    ("broadcast", "broadcast"),
+    ("barrier", "barrier"),
+)
+"""The op a native wait is part of: DDP's reducer all-reduces gradient buckets."""
+_ADDRESS = re.compile(r"^0x[0-9a-fA-F]+$")
 _COMPILE_FILES = re.compile(
     r"torch/_dynamo/(?!eval_frame|external_utils)|"
     r"torch/_inductor/(?!output_code|runtime/)|"
@@ -107,28 +140,59 @@ _DATA_NAMES = re.compile(
 )
 
 
-def _is_collective(frame: Frame) -> bool:
+def _python_wait(frame: Frame) -> bool:
     short = frame.name.rsplit(".", 1)[-1]
-    return ("torch/distributed/" in frame.filename and short in COLLECTIVES) or bool(
-        _NATIVE_WAIT.match(frame.name)
-    )
+    if "torch/distributed/" in frame.filename and short in COLLECTIVES:
+        return True
+    return any(f in frame.filename and short in n for f, n in _PYTHON_WAITS.items())
+
+
+def _is_collective(frame: Frame) -> bool:
+    return _python_wait(frame) or bool(_NATIVE_WAIT.match(frame.name))
+
+
+def is_native(frame: Frame) -> bool:
+    """A frame of compiled code (py-spy ``--native``); for stacks saved before frames said
+    so, a frame with no line in a shared object."""
+    return frame.native or (frame.line == 0 and ".so" in frame.filename)
+
+
+def _first_telling(frames: Sequence[Frame]) -> int:
+    """The innermost Python frame (where the user's code is), else the innermost symbol."""
+    python = next((i for i, f in enumerate(frames) if not is_native(f)), None)
+    if python is not None:
+        return python
+    return next((i for i, f in enumerate(frames) if not _ADDRESS.match(f.name)), 0)
 
 
 def collective_index(thread: ThreadStack) -> int | None:
     """Index of the outermost collective frame (the call the user made), if any."""
     hits = [i for i, f in enumerate(thread.frames) if _is_collective(f)]
-    python = [i for i in hits if "torch/distributed/" in thread.frames[i].filename]
+    python = [i for i in hits if _python_wait(thread.frames[i])]
     chosen = python or hits
     return chosen[-1] if chosen else None
 
 
 def collective_op(stack: RankStack | None) -> str | None:
-    """The collective a rank waits in (``all_reduce``; ``wait`` for a native ``Work::wait``)."""
+    """The collective a rank waits in (``all_reduce``; ``wait`` for a native ``Work::wait``;
+    ``all_reduce`` for DDP's ``c10d::Reducer``, which all-reduces gradient buckets)."""
     main = stack.main if stack else None
     index = collective_index(main) if main else None
     if main is None or index is None:
         return None
-    return main.frames[index].name.rsplit(".", 1)[-1].rsplit("::", 1)[-1]
+    name = main.frames[index].name
+    if _python_wait(main.frames[index]):
+        short = name.rsplit(".", 1)[-1]
+        return "broadcast" if "broadcast" in short else short
+    return next((op for part, op in _NATIVE_OPS if part in name), name.rsplit("::", 1)[-1])
+
+
+def gil_holder(stack: RankStack | None) -> ThreadStack | None:
+    """Another thread that holds the GIL while the main thread does not, if any."""
+    main = stack.main if stack else None
+    if stack is None or main is None or main.holds_gil:
+        return None
+    return next((t for t in stack.threads if t.holds_gil and t is not main), None)
 
 
 _EXPLAINED: dict[int, tuple[ThreadStack, tuple[RankState, int | None]]] = {}
@@ -170,13 +234,16 @@ def _explain_frames(main: ThreadStack) -> tuple[RankState, int | None]:
         if hits:
             return state, hits[-1]  # the outermost: where the user's code entered it
     if main.holds_gil and main.active:
-        return RankState.GIL_LOOP, 0
-    return RankState.USER_CODE, 0
+        return RankState.GIL_LOOP, _first_telling(frames)
+    return RankState.USER_CODE, _first_telling(frames)
 
 
 def rank_state(stack: RankStack | None) -> RankState:
     """The state of a rank's main thread; rules and their order in the module docstring."""
-    return _explain(stack.main if stack else None)[0]
+    state = _explain(stack.main if stack else None)[0]
+    if state in (RankState.USER_CODE, RankState.IDLE) and gil_holder(stack) is not None:
+        return RankState.GIL_WAIT
+    return state
 
 
 def _short(frame: Frame) -> str:
@@ -194,11 +261,23 @@ def signature(stack: RankStack | None) -> str:
     callers = frames[(index if index is not None else 0) + 1 :]
     parts = [top.name.rsplit(".", 1)[-1] if index is not None else top.name]
     parts += [
-        f"{f.name}@{_short(f)}:{f.line}"
+        f.name if is_native(f) else f"{f.name}@{_short(f)}:{f.line}"
         for f in callers
-        if not f.name.endswith("wrapper") or "torch/distributed" not in f.filename
+        if not _ADDRESS.match(f.name)
+        and (not f.name.endswith("wrapper") or "torch/distributed" not in f.filename)
     ]
     return " < ".join(parts)
+
+
+def python_signature(stack: RankStack | None) -> str:
+    """The signature of the main thread's Python frames alone: two ranks whose Python
+    stacks agree frame for frame, one dumped with native frames and one without, match."""
+    main = stack.main if stack else None
+    if stack is None or main is None:
+        return ""
+    python = tuple(f for f in main.frames if not is_native(f) and not _ADDRESS.match(f.name))
+    only = ThreadStack(main.thread_id, main.name, python, main.holds_gil, main.active, True)
+    return signature(RankStack(stack.rank, (only,), stack.source))
 
 
 def decisive_index(stack: RankStack | None) -> int | None:
@@ -276,9 +355,16 @@ def odd_ones_out_by_group(
     }
 
 
+STOPPED_STATUSES = frozenset({"stopped", "tracing-stop"})
+"""psutil's names of kernel states T and t."""
+
+
 def row_state(alive: bool, status: str, stack: RankStack | None) -> str:
     """A rank's ``state`` in the triage JSON and the TUI: its stack's state while it lives
-    (``in_collective``...), else what became of its process (``zombie``, ``missing``, ``dead``)."""
+    (``in_collective``...), ``stopped`` when the kernel stopped it, else what became of its
+    process (``zombie``, ``missing``, ``dead``)."""
     if not alive:
         return status or RankState.DEAD.value
+    if status in STOPPED_STATUSES:
+        return RankState.STOPPED.value
     return rank_state(stack).value

@@ -127,7 +127,8 @@ def test_environment_findings(tmp_path, extra, expected):
             ("timeout.heartbeat-vs-warmup", "warn", "heartbeat"),
         ),
         (
-            '[compile]\nwarmup = "20m"\n',
+            # the collective timeout is set: PyTorch's default depends on this host's backend
+            '[compile]\nwarmup = "20m"\n[distributed]\ntimeout = "10m"\n',
             {"TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC": "3600"},
             ("timeout.watchdog-vs-warmup", "fail", "watchdog"),
         ),

@@ -14,7 +14,7 @@ from doctor.triage.sources.interface import Collected, SourceError
 from doctor.triage.target import Target
 
 TARGET = Target("job", "h", (), 4)
-FAST = CollectOptions(interval=0.2, probe_timeout=0.2, env={})
+FAST = CollectOptions(interval=0.2, probe_timeout=0.2, native_timeout=0.2, env={})
 
 
 def test_sources_run_in_parallel_and_a_stuck_one_is_cut_at_the_deadline() -> None:

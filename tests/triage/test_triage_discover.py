@@ -131,8 +131,7 @@ def test_pids_and_input_errors(sleepers) -> None:
     ("args", "message"),
     [
         (["--job", "nope-zz-1"], "no rank of job 'nope-zz-1' runs on this host"),
-        (["--job", "a", "--pids", "1"], "exactly one of --job ID or --pids"),
-        ([], "exactly one of --job ID or --pids"),
+        (["--job", "a", "--pids", "1"], "one of --job ID or --pids P,P, not both"),
         (["--pids", "1,two"], "not 'two'"),
         (["--pids", "1", "--interval", "0"], "--interval must be between"),
     ],

@@ -39,14 +39,7 @@ CASES = [
 
 
 def triage(job: LocalJob, *args: str) -> subprocess.CompletedProcess[str]:
-    env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(job.home)}
-    return subprocess.run(
-        [sys.executable, "-m", "doctor", "triage", "--job", job.job, *args],
-        capture_output=True,
-        text=True,
-        env=env,
-        timeout=60,
-    )
+    return job.triage(*args, timeout=60)
 
 
 @pytest.fixture(scope="module")

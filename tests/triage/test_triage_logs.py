@@ -7,7 +7,13 @@ from pathlib import Path
 
 from triage_helpers import DATA
 
-from doctor.triage.sources.logs import LogSource, parse_log, read_tail, resolve_debug_file
+from doctor.triage.sources.logs import (
+    LogSource,
+    current_attempt,
+    parse_log,
+    read_tail,
+    resolve_debug_file,
+)
 from doctor.triage.target import RankTarget, Target
 
 LOGS = DATA / "logs"
@@ -70,3 +76,17 @@ def test_the_source_reads_each_rank_debug_file(tmp_path: Path) -> None:
     # THEN the file is read and kept for a bundle
     assert any(e.kind == "watchdog_timeout" and e.seq == 12 for e in got.logs)
     assert got.log_files == (tmp_path / f"nccl.{host}.{pid}.log",)
+
+
+def test_a_restarted_job_is_not_blamed_for_the_previous_attempts_errors() -> None:
+    # GIVEN torchrun's log of a job whose rank 2 was killed: the survivors' transport errors,
+    # then the agent's failure line, after which it restarted every rank (--max-restarts 1)
+    text = (LOGS / "torchrun_restart.log").read_text()
+    assert {e.rank for e in parse_log(text, None, {})} == {1, 3}
+    # WHEN the ranks running now are attempt 1 (TORCHELASTIC_RESTART_COUNT=1)
+    # THEN nothing the previous attempt wrote is read as theirs
+    assert parse_log(current_attempt(text, 1), None, {}) == []
+    # AND a line the new attempt writes is read
+    fresh = text + "[rank1]: RuntimeError: Connection reset by peer\n"
+    assert {e.rank for e in parse_log(current_attempt(fresh, 1), None, {})} == {1}
+    assert current_attempt(text, 0) == text

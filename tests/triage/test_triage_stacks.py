@@ -6,7 +6,8 @@ import pytest
 from triage_helpers import FAULT_FIXTURES, recorded_stack
 
 from doctor.evidence import Frame, RankStack, ThreadStack
-from doctor.triage.sources.pyspy import needs_native, parse_faulthandler
+from doctor.triage.sources.native import needs_native
+from doctor.triage.sources.pyspy import parse_faulthandler
 from doctor.verdict.stacks import (
     RankState,
     collective_op,

@@ -20,7 +20,9 @@ from doctor.flight.align import FlightAnalysis, GroupAlignment
 from doctor.model import Confidence, HangClass, Skipped
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.classify import classify, gather
-from doctor.verdict.live import LiveView, candidates, job_progress, straggler_counts
+from doctor.verdict.live import candidates
+from doctor.verdict.progress import straggler_counts
+from doctor.verdict.view import LiveView, job_progress
 
 
 def best(evidence: Evidence) -> Candidate:
@@ -78,15 +80,15 @@ def test_a_one_to_one_disagreement_is_a_low_confidence_tie() -> None:
     assert c.culprit_ranks == (0, 1) and c.confidence is Confidence.LOW and "tie" in c.summary
 
 
-def test_progress_comes_from_io_calls_or_flight_recorder_sequence_ids() -> None:
+def test_progress_comes_from_io_calls_moving_stacks_or_flight_recorder_sequence_ids() -> None:
     hung = fault_evidence("dataloader")
     assert job_progress(hung) is False
-    assert (
-        job_progress(
-            replace(hung, processes=tuple(replace(p, io_calls_delta=40) for p in hung.processes))
-        )
-        is True
+    busy = replace(hung, processes=tuple(replace(p, io_calls_delta=40) for p in hung.processes))
+    assert job_progress(busy) is True
+    moved = tuple(
+        replace(s, stack_signature=f"{s.stack_signature}#{s.time_s}") for s in hung.progress
     )
+    assert job_progress(replace(hung, progress=moved)) is True
     no_io = replace(hung, processes=tuple(replace(p, io_calls_delta=None) for p in hung.processes))
     assert job_progress(no_io) is None
     moving = no_io.progress + (

@@ -25,6 +25,7 @@ from pathlib import Path
 
 import psutil
 
+from doctor.backends import GLOO_FLIGHT_RECORDER
 from doctor.evidence import ProgressSample
 from doctor.flight.dump import RankDump
 from doctor.flight.reader import read_flight
@@ -112,6 +113,15 @@ def fresh_dump(rank: RankTarget, timeout: float) -> Path | None:
             owner=owner_uid(rank.pid),
         )
     return None
+
+
+def _nccl_capable(pid: int) -> bool:
+    """Whether the rank has NCCL loaded (a CPU-only torch cannot run NCCL: gloo, then)."""
+    try:
+        with open(f"/proc/{pid}/maps", "rb") as maps:
+            return any(b"libnccl" in line for line in maps)
+    except OSError:
+        return True  # unknown: say what works for both
 
 
 def _live(rank: RankTarget) -> bool:
@@ -203,7 +213,8 @@ class FlightSource(Source):
             if r.rank not in reads.paths
         ]
         if not reads.paths:
-            why = f"no Flight Recorder dump: {ENABLE_HINT}"
+            gloo = target.ranks and not any(_nccl_capable(r.pid) for r in target.ranks)
+            why = f"no Flight Recorder dump: {GLOO_FLIGHT_RECORDER if gloo else ENABLE_HINT}"
             return Collected(skipped=tuple(silent) or (Skipped(None, PROBE, why),))
         return Collected(
             progress=tuple(progress),

@@ -4,13 +4,20 @@ Where the lines are: each rank's ``NCCL_DEBUG_FILE`` (``%h`` is the host,
 ``%p`` the pid), the launch registry's per-rank log, torchrun's per-rank
 ``stderr.log`` beside its error file, and any stdout/stderr of a rank or of
 its launcher that is redirected to a regular file (``/proc/PID/fd/1,2``).
-Only the tail of each file is read. The parser is a pure function over text
-so tests feed it recorded NCCL and PyTorch lines.
+Only the tail of each file is read, and only the current restart attempt of
+it: under ``--max-restarts`` torchrun logs the failure that ends an attempt
+(and, at INFO, "will restart worker group") before it starts every rank
+again, and what the previous attempt's ranks wrote (a transport error when
+one of them was killed) says nothing about the ranks running now, whose
+``TORCHELASTIC_RESTART_COUNT`` says which attempt they are
+(``current_attempt``). The parser is a pure function over text so
+tests feed it recorded NCCL and PyTorch lines.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import replace
@@ -22,6 +29,34 @@ from doctor.triage.sources.interface import Collected, Source
 from doctor.triage.target import Target
 
 TAIL_BYTES = 1 << 20
+
+
+ATTEMPT_END = re.compile(
+    r"will restart worker group|"
+    r"elastic/multiprocessing/api\.py:\d+\] failed \(exitcode: -?\d+\) local_rank: \d+"
+)
+"""torchrun's agent lines that end an attempt: the failure it observed (logged at ERROR, so
+always there) and, at INFO, its decision to restart every rank (``--max-restarts``)."""
+RESTART = re.compile(r"will restart worker group")
+
+
+def current_attempt(text: str, restarts: int) -> str:
+    """The part of a launcher's log written by attempt ``restarts`` (the ranks'
+    ``TORCHELASTIC_RESTART_COUNT``): what follows the attempt ends before it. An agent
+    logs one failure line, and maybe one restart line, per ended attempt, so the last
+    line of the ``restarts``-th failure ends the previous attempt."""
+    if restarts <= 0:
+        return text
+    failures = [m for m in ATTEMPT_END.finditer(text) if "failed (exitcode" in m.group(0)]
+    marks = failures[:restarts] or list(ATTEMPT_END.finditer(text))
+    if not marks:
+        return text
+    cut = marks[-1].end()
+    restart = RESTART.search(text, cut)
+    if restart is not None and text.count("\n", cut, restart.start()) < 3:
+        cut = restart.end()  # the agent's INFO line right after the failure
+    end = text.find("\n", cut)
+    return text[end + 1 :] if end >= 0 else ""
 
 
 def parse_log(text: str, rank: int | None, pid_ranks: Mapping[int, int]) -> list[LogEvent]:
@@ -102,12 +137,17 @@ class LogSource(Source):
 
     def collect(self, target: Target, deadline: float) -> Collected:
         pid_ranks = {r.pid: r.rank for r in target.ranks}
+        restarts = max(
+            (int(r.env.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) for r in target.ranks),
+            default=0,
+        )
         events: list[LogEvent] = []
         files = log_files(target)
         for rank, path in files:
             if time.monotonic() >= deadline:
                 break
-            events.extend(parse_log(read_tail(path), rank, pid_ranks))
+            text = current_attempt(read_tail(path), restarts)
+            events.extend(parse_log(text, rank, pid_ranks))
         return Collected(logs=tuple(_unique(events)), log_files=tuple(p for _, p in files))
 
 

@@ -2,8 +2,10 @@
 
 py-spy reads the target's memory through ptrace and pauses it for the few
 milliseconds of a dump; it never stops it for longer (we never send
-SIGSTOP). Each rank is sampled on its own thread, so one slow rank does not
-delay the others' samples. Where ptrace is denied, a rank started by
+SIGSTOP). A process that is already stopped (kernel state T or t) is read
+without pausing. Each rank is sampled on its own thread, so one slow rank does
+not delay the others' samples; native frames are taken where the Python stack
+cannot show the wait (``doctor.triage.sources.native``). Where ptrace is denied, a rank started by
 ``nccl-doctor launch`` is asked through its in-rank agent (faulthandler on
 SIGUSR2); any other rank becomes a ``Skipped`` that says what to change.
 """
@@ -24,13 +26,17 @@ from doctor.model import Skipped
 from doctor.subproc import run
 from doctor.triage.fanout import Done, fanout
 from doctor.triage.sources.interface import Collected, Source, SourceError
+from doctor.triage.sources.kernel import stopped
+from doctor.triage.sources.native import NativePlan
 from doctor.triage.target import RankTarget, Target
-from doctor.verdict.stacks import RankState, rank_state, signature
+from doctor.verdict.stacks import rank_state, signature
 
 PYSPY_ENV = "NCCL_DOCTOR_PYSPY"
 """Path of the py-spy binary to use (else ``py-spy`` on PATH, else next to Python)."""
 
-_DENIED = re.compile(r"(?i)permission denied|operation not permitted|ptrace")
+_DENIED = re.compile(r"(?i)permission denied|operation not permitted")
+"""py-spy's words for a refused attach (not \"ptrace\" alone: its waitpid errors name
+``PtraceEvent`` when a stopped process could not be suspended)."""
 _GONE = re.compile(r"(?i)no such process|check that the process is running|process .* not found")
 
 
@@ -51,6 +57,7 @@ def parse_dump(text: str, rank: int) -> RankStack:
                 f.get("name", "?"),
                 f.get("short_filename") or f.get("filename", "?"),
                 int(f.get("line") or 0),
+                native=f.get("module") is not None,
             )
             for f in item.get("frames", [])
         )
@@ -111,24 +118,15 @@ def ptrace_hint() -> str:
     )
 
 
-NATIVE_MIN_S = 0.6
-"""Time a ``--native`` dump needs (it reads the native symbols of every library)."""
-
-
-def needs_native(stack: RankStack) -> bool:
-    """A main thread blocked in C under user code: ``work.wait()`` of an async collective
-    looks like that in Python frames alone; native frames tell (``c10d::Work::wait``)."""
-    main = stack.main
-    return bool(
-        main and main.frames and not main.active and rank_state(stack) is RankState.USER_CODE
-    )
+_NOT_SUSPENDED = re.compile(r"(?i)failed to suspend|unexpected waitpid result")
 
 
 class PySpySource(Source):
     """Every thread's stack, ``samples`` times per rank spread over ``window`` seconds.
 
-    After the samples, a rank whose main thread is blocked in C under user code
-    gets one ``--native`` dump if the deadline leaves time for it.
+    A stopped process is read without pausing it (``--nonblocking``: it is not
+    running anyway). A rank whose main thread is blocked in C under code that is
+    not a known collective gets native frames (``doctor.triage.sources.native``).
     """
 
     name = "py-spy"
@@ -152,12 +150,21 @@ class PySpySource(Source):
         start = time.monotonic()
         step = self.window / (self.samples - 1) if self.samples > 1 else 0.0
         times = [start + i * step for i in range(self.samples)]
+        plan = NativePlan(
+            lambda rank, pid, timeout: self._dump(
+                binary, RankTarget(rank, pid, ""), timeout, native=True
+            )[0],
+            not_before=start + self.window,
+        )
         calls = {
-            r.rank: (lambda r=r: self._sample_rank(binary, r, times, start, deadline))
+            r.rank: (lambda r=r: self._sample_rank(binary, r, times, start, deadline, plan))
             for r in target.ranks
         }
         outcomes = fanout(calls, deadline)
-        stacks, progress, skipped = [], [], []
+        plan.wait(deadline - time.monotonic() - 0.05)
+        stacks: list[RankStack] = []
+        progress: list[ProgressSample] = []
+        skipped: list[Skipped] = []
         for rank in target.ranks:
             outcome = outcomes.get(rank.rank)
             if not isinstance(outcome, Done):
@@ -165,19 +172,28 @@ class PySpySource(Source):
                 skipped.append(Skipped(rank.rank, self.name, f"py-spy {reason}"))
                 continue
             stack, samples, problem = outcome.value
-            progress.extend(samples)
-            if stack is not None:
-                stacks.append(stack)
+            if stopped(rank.pid):  # its own stack is the evidence: never a twin's frames
+                progress.extend(sample for sample, _ in samples)
+                stacks.extend([stack] if stack is not None else [])
+            else:
+                progress.extend(plan.resolve_sample(sample, seen) for sample, seen in samples)
+                stacks.extend([plan.resolve(stack)] if stack is not None else [])
             if problem:
                 skipped.append(Skipped(rank.rank, self.name, problem))
         return Collected(stacks=tuple(stacks), progress=tuple(progress), skipped=tuple(skipped))
 
     def _sample_rank(
-        self, binary: str, rank: RankTarget, times: list[float], start: float, deadline: float
-    ) -> tuple[RankStack | None, list[ProgressSample], str]:
+        self,
+        binary: str,
+        rank: RankTarget,
+        times: list[float],
+        start: float,
+        deadline: float,
+        plan: NativePlan,
+    ) -> tuple[RankStack | None, list[tuple[ProgressSample, RankStack]], str]:
         """Sample one rank at ``times``; its newest stack, every sample, and what went wrong."""
         newest: RankStack | None = None
-        samples: list[ProgressSample] = []
+        samples: list[tuple[ProgressSample, RankStack]] = []
         problem = ""
         for when in times:
             time.sleep(max(0.0, when - time.monotonic()))
@@ -185,33 +201,44 @@ class PySpySource(Source):
             if budget <= 0.05:
                 problem = problem or "py-spy: no time left for a sample"
                 break
-            stack, problem = self._dump(binary, rank, budget)
+            is_stopped = stopped(rank.pid)
+            quiet = is_stopped or plan.busy(rank.pid)
+            stack, problem = self._dump(binary, rank, budget, nonblocking=quiet)
             if stack is None:
                 if "exited" in problem or "did not answer" in problem:
                     break  # it will not come back, or would only eat the others' time
                 continue
             newest = stack
-            samples.append(
-                ProgressSample(
-                    rank.rank,
-                    round(time.monotonic() - start, 3),
-                    stack_signature=signature(stack),
-                    state=rank_state(stack).value,
+            if not is_stopped:
+                plan.offer_if_frozen(
+                    [seen for _, seen in samples] + [stack], rank.pid, deadline - 0.1
                 )
+            sample = ProgressSample(
+                rank.rank,
+                round(time.monotonic() - start, 3),
+                stack_signature=signature(stack),
+                state=rank_state(stack).value,
             )
+            samples.append((sample, stack))
+        if newest is not None and not stopped(rank.pid):
+            plan.offer_most_seen([seen for _, seen in samples], rank.pid, deadline - 0.1)
         if newest is not None and problem and samples:
             problem = f"{problem} (in {len(times) - len(samples)} of {len(times)} samples)"
-        left = deadline - time.monotonic() - 0.1
-        if newest is not None and needs_native(newest) and left >= NATIVE_MIN_S:
-            native, _ = self._dump(binary, rank, left, native=True)
-            newest = native if native is not None and native.main else newest
         return newest, samples, problem
 
     def _dump(
-        self, binary: str, rank: RankTarget, timeout: float, native: bool = False
+        self,
+        binary: str,
+        rank: RankTarget,
+        timeout: float,
+        native: bool = False,
+        nonblocking: bool = False,
     ) -> tuple[RankStack | None, str]:
         argv = [binary, "dump", "--json", "--pid", str(rank.pid)]
-        done = run(argv + (["--native"] if native else []), timeout, env=self.env)
+        argv += ["--native"] if native else []
+        argv += ["--nonblocking"] if nonblocking else []
+        started = time.monotonic()
+        done = run(argv, timeout, env=self.env)
         if done.ok:
             try:
                 return parse_dump(done.stdout, rank.rank), ""
@@ -222,11 +249,18 @@ class PySpySource(Source):
         message = done.error or done.stderr
         if not os.path.exists(f"/proc/{rank.pid}") or _GONE.search(message):
             return None, f"the process (pid {rank.pid}) exited during collection"
+        if _NOT_SUSPENDED.search(message) and not nonblocking:
+            # the process was stopped (or traced) between our look at its state and the dump
+            left = timeout - (time.monotonic() - started)
+            stack, problem = self._dump(binary, rank, left, native=False, nonblocking=True)
+            why = f"py-spy could not suspend pid {rank.pid} (stopped, or traced by a debugger)"
+            return stack, f"{why}; {problem}" if problem else ""
         if _DENIED.search(message):
             return self._from_agent(rank, timeout)
         if "python version" in message:
             return None, f"pid {rank.pid} is not a Python process (or has not started Python yet)"
-        first = next((line for line in message.splitlines() if line.strip()), "no output")
+        lines = [line for line in message.splitlines() if line.strip()]
+        first = lines[0] if lines else "no output"
         return None, f"py-spy failed: {first.strip()}"
 
     def _from_agent(self, rank: RankTarget, timeout: float) -> tuple[RankStack | None, str]:

@@ -8,6 +8,7 @@ STATE_STYLES: dict[str, str] = {
     RankState.IN_COLLECTIVE: "cyan",
     RankState.COMPILE: "magenta",
     RankState.DATA_LOADING: "yellow",
+    RankState.GIL_WAIT: "yellow",
     RankState.GIL_LOOP: "yellow",
     RankState.USER_CODE: "yellow",
     RankState.IDLE: "dim",

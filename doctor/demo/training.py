@@ -1,0 +1,135 @@
+"""Real training stacks with faults from outside: DDP, Lightning and accelerate jobs.
+
+``TrainingJob`` starts one of the tiny-GPT trainers (``doctor.demo.train_ddp``,
+``train_lightning``, ``train_accelerate``, ``train_fsdp``) under torchrun or one process per
+rank (as srun starts them), with ``doctor.demo.inject`` on the ranks'
+``sitecustomize``, waits until every rank has made ``step`` optimizer steps,
+then does the fault to rank ``fault_rank`` from outside the training code
+(under torchrun with ``max_restarts``, a killed rank makes torchrun restart
+every rank: ``start`` returns once the new ranks made their steps too):
+
+=======  ==============================================================
+none     nothing (a healthy job)
+sigstop  ``kill -STOP`` the rank
+kill     ``kill -9`` the rank
+fifo     its data shard becomes a FIFO no one writes: ``get_batch`` blocks
+gil      (injected) a thread holds the GIL in a C call
+slow     (injected) every optimizer step of the rank sleeps ``delay`` s
+=======  ==============================================================
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from pathlib import Path
+
+import psutil
+
+from doctor.demo import inject
+from doctor.demo.gpt import shard_path, write_shards
+from doctor.demo.local import LocalJob
+
+FRAMEWORKS = {
+    "ddp": "doctor.demo.train_ddp",
+    "lightning": "doctor.demo.train_lightning",
+    "accelerate": "doctor.demo.train_accelerate",
+    "fsdp": "doctor.demo.train_fsdp",
+}
+EXTERNAL = ("none", "sigstop", "kill", "fifo")
+INJECTED = ("gil", "slow")
+FAULTS = EXTERNAL + INJECTED
+
+
+class TrainingJob(LocalJob):
+    """A real-stack training job of ``world`` ranks with one fault done from outside."""
+
+    def __init__(
+        self,
+        job: str,
+        framework: str,
+        fault: str,
+        workdir: Path,
+        *,
+        launch: str = "per-rank",
+        world: int = 4,
+        fault_rank: int = 2,
+        step: int = 3,
+        delay: float = 0.5,
+        max_restarts: int = 0,
+    ) -> None:
+        if framework not in FRAMEWORKS or fault not in FAULTS:
+            raise ValueError(f"framework in {sorted(FRAMEWORKS)}, fault in {FAULTS}")
+        site = workdir / f"{job}.site"
+        super().__init__(
+            job,
+            fault,
+            workdir,
+            launch=launch,
+            world=world,
+            fault_rank=fault_rank,
+            env={
+                **os.environ,
+                "PYTHONPATH": os.pathsep.join(
+                    filter(None, [str(site), os.environ.get("PYTHONPATH", "")])
+                ),
+                inject.FAULT_ENV: fault if fault in INJECTED else "none",
+                inject.RANK_ENV: str(fault_rank),
+                inject.STEP_ENV: str(step),
+                inject.READY_ENV: str(workdir / f"{job}.ready"),
+                inject.DELAY_ENV: str(delay),
+            },
+        )
+        self.framework, self.site, self.data = framework, site, workdir / f"{job}.data"
+        self.program = ["-m", FRAMEWORKS[framework]]
+        self.job_args = ["--data", str(self.data)]
+        self.max_restarts = max_restarts
+        self.torchrun_args += ["--max-restarts", str(max_restarts)]
+
+    def start(self, timeout: float = 120.0) -> TrainingJob:
+        self.site.mkdir(parents=True, exist_ok=True)
+        (self.site / "sitecustomize.py").write_text(inject.sitecustomize_text())
+        write_shards(self.data, self.world)
+        super().start(timeout)
+        self.inflict()
+        if self.launch == "torchrun" and self.max_restarts and self.fault == "kill":
+            self.wait_ready(timeout, lines=2 * self.world)  # torchrun restarted every rank
+        return self
+
+    def rank_pids(self) -> dict[int, int]:
+        """The pid of every live rank, read from the processes this job started."""
+        found: dict[int, int] = {}
+        for proc in self.procs:
+            try:
+                top = psutil.Process(proc.pid)
+                tree = [top, *top.children(recursive=True)]
+            except psutil.Error:
+                continue
+            for member in tree:
+                try:
+                    rank = member.environ().get("RANK")
+                except psutil.Error:
+                    continue
+                if rank is not None and int(rank) not in found:
+                    found[int(rank)] = member.pid
+        return found
+
+    def inflict(self) -> None:
+        """Do the fault to the rank from outside (the injected ones are already on)."""
+        pid = self.rank_pids().get(self.fault_rank)
+        if self.fault in ("sigstop", "kill") and pid is not None:
+            os.kill(pid, signal.SIGSTOP if self.fault == "sigstop" else signal.SIGKILL)
+        elif self.fault == "fifo":
+            shard = shard_path(self.data, self.fault_rank)
+            fifo = shard.with_suffix(".fifo")
+            os.mkfifo(fifo)
+            fifo.replace(shard)
+        end = time.monotonic() + 10
+        while self.fault == "kill" and pid is not None and time.monotonic() < end:
+            try:
+                if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                    return
+            except psutil.NoSuchProcess:
+                return
+            time.sleep(0.02)

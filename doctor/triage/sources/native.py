@@ -1,0 +1,170 @@
+"""Native stacks where the Python stack cannot show the wait, within the time budget.
+
+Under DDP a waiting rank's Python stack ends in the autograd engine
+(``_engine_run_backward``); the wait itself (``c10d::Reducer``, a process
+group's ``Work::wait``) is only in native frames. ``py-spy --native`` shows
+them but costs about a second per process (it reads libtorch's symbols), so:
+
+* a rank needs native frames when its main thread is idle in code that is
+  not a known collective (``needs_native``);
+* a rank whose Python samples show such a stack in at least half of the
+  window gets a native dump, on its own thread, when the sampling window
+  ends: a ``--native`` dump pauses the process for most of its second
+  (measured: 0.7 s), which inside the window would stall a healthy job and
+  look like a hang to the progress probes; only a rank already frozen at one
+  idle stack for ``FROZEN_SAMPLES`` samples is dumped at once (time to
+  verdict on a hung job);
+* only one rank per Python signature is dumped: ranks whose Python stacks
+  agree frame for frame and are idle wait in the same place, so the others
+  are given that rank's native main-thread frames, marked ``native_from``;
+* a stopped process is never dumped natively (it cannot be suspended), and
+  never inherits another rank's frames: its own state is the evidence.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from doctor.evidence import ProgressSample, RankStack, ThreadStack
+from doctor.verdict.stacks import RankState, is_native, python_signature, rank_state, signature
+
+NEEDS_NATIVE = frozenset({RankState.USER_CODE, RankState.GIL_WAIT, RankState.IDLE})
+RETRY_MIN_S = 0.5
+"""Time a native dump needs at least; no attempt starts with less left."""
+FROZEN_SAMPLES = 3
+"""Consecutive samples at one idle Python stack after which a native dump starts at once."""
+
+
+def needs_native(stack: RankStack) -> bool:
+    """A main thread blocked in C under code that is not a known collective: the autograd
+    engine, a backward hook, ``work.wait()``, a C call holding up the GIL."""
+    main = stack.main
+    if main is None or not main.frames or main.active:
+        return False
+    return rank_state(stack) in NEEDS_NATIVE and not any(is_native(f) for f in main.frames)
+
+
+@dataclass(frozen=True)
+class _Resolved:
+    rank: int
+    stack: RankStack
+
+
+class NativePlan:
+    """One collection's native dumps: at most one per Python signature, started early."""
+
+    def __init__(
+        self, dump: Callable[[int, int, float], RankStack | None], not_before: float = 0.0
+    ) -> None:
+        """``dump(rank, pid, timeout)`` returns a ``--native`` stack or None; no dump starts
+        before ``not_before`` (``time.monotonic()``)."""
+        self._dump = dump
+        self._not_before = not_before
+        self._lock = threading.Lock()
+        self._claimed: dict[str, int] = {}
+        self._done: dict[str, _Resolved] = {}
+        self._threads: list[threading.Thread] = []
+        self._running: set[int] = set()
+
+    def offer(self, stack: RankStack, pid: int, deadline: float, now: bool = False) -> None:
+        """Book a native dump of this rank, to end by ``deadline``, if no rank with its
+        Python stack has one; ``now`` starts it at once instead of at the window's end."""
+        start = time.monotonic() if now else max(self._not_before, time.monotonic())
+        if deadline - start <= 0.2 or not needs_native(stack):
+            return
+        key = python_signature(stack)
+        with self._lock:
+            if key in self._claimed:
+                return
+            self._claimed[key] = stack.rank
+        thread = threading.Thread(
+            target=self._run,
+            args=(key, stack.rank, pid, start, deadline),
+            daemon=True,
+            name=f"nccl-doctor-native-{stack.rank}",
+        )
+        self._threads.append(thread)
+        thread.start()
+
+    def offer_if_frozen(self, stacks: list[RankStack], pid: int, deadline: float) -> None:
+        """Start at once when the last ``FROZEN_SAMPLES`` samples show one idle Python stack
+        that needs native frames: a rank that sits that long is most likely waiting, and
+        pausing it costs a hung job nothing."""
+        last = stacks[-FROZEN_SAMPLES:]
+        if len(last) == FROZEN_SAMPLES and all(needs_native(s) for s in last):
+            if len({python_signature(s) for s in last}) == 1:
+                self.offer(last[-1], pid, deadline, now=True)
+
+    def offer_most_seen(self, stacks: list[RankStack], pid: int, deadline: float) -> None:
+        """Offer the rank's most frequent Python stack that needs native frames, if it was
+        seen in at least half of the samples: a rank that moves through the window (a
+        healthy one) is not paused for a native dump it does not need."""
+        wanting = [s for s in stacks if needs_native(s)]
+        if not wanting:
+            return
+        counts = Counter(python_signature(s) for s in wanting)
+        key, seen = counts.most_common(1)[0]
+        if 2 * seen >= len(stacks):
+            self.offer(next(s for s in wanting if python_signature(s) == key), pid, deadline)
+
+    def busy(self, pid: int) -> bool:
+        """Whether a native dump of ``pid`` runs now: a second py-spy must not attach to it
+        (two tracers stall each other until the deadline); read it without pausing."""
+        with self._lock:
+            return pid in self._running
+
+    def _run(self, key: str, rank: int, pid: int, start: float, deadline: float) -> None:
+        """Dump until a dump catches the rank at the Python stack it was booked for (a
+        rank of a moving job is there only part of the time), while time is left."""
+        time.sleep(max(0.0, start - time.monotonic()))
+        while deadline - time.monotonic() > RETRY_MIN_S:
+            with self._lock:
+                self._running.add(pid)
+            try:
+                native = self._dump(rank, pid, deadline - time.monotonic())
+            finally:
+                with self._lock:
+                    self._running.discard(pid)
+            if native is None or native.main is None:
+                return
+            if python_signature(native) == key:
+                with self._lock:
+                    self._done[key] = _Resolved(rank, native)
+                return
+            # it moved on meanwhile: these frames would explain another stack; try again
+
+    def wait(self, timeout: float) -> None:
+        for thread in self._threads:
+            thread.join(max(0.0, timeout))
+
+    def resolve(self, stack: RankStack) -> RankStack:
+        """``stack`` with native main-thread frames: its own dump, or its twin's."""
+        with self._lock:
+            found = self._done.get(python_signature(stack))
+        if found is None or not needs_native(stack):
+            return stack
+        if found.rank == stack.rank:
+            return found.stack
+        main = stack.main
+        twin = found.stack.main
+        assert main is not None and twin is not None
+        threads = tuple(
+            ThreadStack(t.thread_id, t.name, twin.frames, t.holds_gil, t.active, t.is_main)
+            if t is main
+            else t
+            for t in stack.threads
+        )
+        return replace(stack, threads=threads, native_from=found.rank)
+
+    def resolve_sample(self, sample: ProgressSample, stack: RankStack) -> ProgressSample:
+        """A sample's state as the native frames of its Python stack tell it."""
+        resolved = self.resolve(stack)
+        if resolved is stack:
+            return sample
+        return replace(
+            sample, stack_signature=signature(resolved), state=rank_state(resolved).value
+        )

@@ -1,0 +1,182 @@
+"""The facts every live rule reads, computed once: rank states and the job's progress.
+
+``job_progress`` decides whether the job moved during the window, from proof
+only (see ``doctor.verdict.live`` for the rules that read it).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from doctor.evidence import Evidence, ProgressSample, RankProcess, RankStack
+from doctor.flight.align import FlightAnalysis
+from doctor.model import CollectiveRef, EvidenceLine
+from doctor.verdict.stacks import (
+    STOPPED_STATUSES,
+    RankState,
+    collective_op,
+    rank_state,
+    top_frame,
+)
+
+PROGRESS_CALLS = 8
+"""Read/write calls in half a window that count as progress (one gloo step makes dozens)."""
+FR_HINT = "Flight Recorder dumps (TORCH_FR_BUFFER_SIZE and `nccl-doctor launch`)"
+
+
+@dataclass(frozen=True)
+class LiveView:
+    """The facts every rule reads, computed once from the evidence."""
+
+    evidence: Evidence
+    states: dict[int, RankState]
+    dead: tuple[int, ...]
+    progress: bool | None
+    samples: dict[int, list[ProgressSample]]
+    frozen: frozenset[int] = frozenset()
+    """Ranks in one collective at one call path in every sample (``frozen_ranks``)."""
+    flight: FlightAnalysis | None = None
+    """The Flight Recorder alignment ``classify`` computed (it names sub-group members)."""
+
+    @classmethod
+    def of(cls, evidence: Evidence, flight: FlightAnalysis | None = None) -> LiveView:
+        states = {s.rank: rank_state(s) for s in evidence.stacks}
+        dead = tuple(sorted(p.rank for p in evidence.processes if not p.alive))
+        for p in evidence.processes:
+            if not p.alive:
+                states[p.rank] = RankState.DEAD
+            elif p.status in STOPPED_STATUSES:
+                states[p.rank] = RankState.STOPPED
+            else:
+                states.setdefault(p.rank, RankState.UNKNOWN)
+        samples: dict[int, list[ProgressSample]] = {}
+        for s in evidence.progress:
+            if s.state:
+                samples.setdefault(s.rank, []).append(s)
+        return cls(
+            evidence,
+            states,
+            dead,
+            job_progress(evidence),
+            samples,
+            frozenset(frozen_ranks(evidence)),
+            flight,
+        )
+
+    def mostly_elsewhere(self, rank: int) -> bool:
+        """Not in a collective in most of the rank's samples (True when it has none)."""
+        seen = self.samples.get(rank, [])
+        away = sum(s.state != RankState.IN_COLLECTIVE.value for s in seen)
+        return not seen or 2 * away > len(seen)
+
+    def ranks_in(self, *wanted: RankState) -> tuple[int, ...]:
+        return tuple(sorted(r for r, s in self.states.items() if s in wanted))
+
+    def stack(self, rank: int) -> str:
+        return top_frame(next((s for s in self.evidence.stacks if s.rank == rank), None))
+
+    def waiting_ref(self, waiting: Sequence[int]) -> CollectiveRef | None:
+        """The collective the waiters are in, with seq and group from a watchdog line."""
+        wanted = set(waiting)  # a set: 16,384 ranks against a tuple was quadratic
+        ops = Counter(collective_op(s) for s in self.evidence.stacks if s.rank in wanted)
+        if not ops:
+            return None
+        op = ops.most_common(1)[0][0] or "unknown"
+        line = next((e for e in self.evidence.logs if e.kind == "watchdog_timeout" and e.seq), None)
+        return CollectiveRef(
+            (line.process_group or "0") if line else "unknown", line.seq if line else None, op
+        )
+
+
+def loop_calls(process: RankProcess, stack: RankStack | None) -> int:
+    """Read/write calls of the training loop: the main thread and threads with no Python
+    frames (gloo's and NCCL's workers), not another Python thread (a metrics uploader,
+    a heartbeat), whose calls say nothing about the loop."""
+    if stack is None or not process.io_calls_by_thread:
+        return process.io_calls_delta or 0
+    others = {t.thread_id for t in stack.threads if t is not stack.main}
+    return sum(n for tid, n in process.io_calls_by_thread if tid not in others)
+
+
+def moving_ranks(evidence: Evidence) -> set[int]:
+    """Live ranks with proof of their own progress: at least ``PROGRESS_CALLS`` read/write
+    calls of the training loop (``loop_calls``), or a main thread caught at different
+    call paths across the samples (a rank that waits in one collective, spins in one
+    loop or is stopped shows one)."""
+    signatures: dict[int, set[str]] = {}
+    for s in evidence.progress:
+        if s.stack_signature:
+            signatures.setdefault(s.rank, set()).add(s.stack_signature)
+    stacks = {s.rank: s for s in evidence.stacks}
+    return {
+        p.rank
+        for p in evidence.processes
+        if p.alive
+        and p.status not in STOPPED_STATUSES
+        and (
+            len(signatures.get(p.rank, ())) > 1
+            or loop_calls(p, stacks.get(p.rank)) >= PROGRESS_CALLS
+        )
+    }
+
+
+def frozen_ranks(evidence: Evidence) -> set[int]:
+    """Ranks sampled at least twice, in a collective at one and the same call path every
+    time: how a waiter of a hung job looks. A waiter of a slow but healthy job is caught
+    elsewhere (its forward pass, its data) in some sample of the window."""
+    seen: dict[int, list[ProgressSample]] = {}
+    for s in evidence.progress:
+        if s.state:
+            seen.setdefault(s.rank, []).append(s)
+    return {
+        rank
+        for rank, samples in seen.items()
+        if len(samples) > 1
+        and len({s.stack_signature for s in samples}) == 1
+        and all(s.state == RankState.IN_COLLECTIVE.value for s in samples)
+    }
+
+
+def job_progress(evidence: Evidence) -> bool | None:
+    """Whether the job moved during the window: True only with proof, None when nothing
+    can say.
+
+    In order: Flight Recorder sequence ids that moved between two reads; every live
+    rank moving (``moving_ranks``; a wrapper's heartbeat file or the agent answering a
+    dump makes a few calls, fewer than ``PROGRESS_CALLS``); a stopped rank, or every
+    waiting rank frozen in its collective (``frozen_ranks``) without I/O (False);
+    sequence ids read twice that did not move (False). The Flight Recorder reads are
+    taken after the window, so their cost never looks like progress.
+    """
+    readings = [
+        s
+        for s in evidence.progress
+        if s.last_enqueued_seq is not None or s.last_completed_seq is not None
+    ]
+    fr: dict[int, set[tuple[int | None, int | None]]] = {}
+    for s in readings:
+        fr.setdefault(s.rank, set()).add((s.last_enqueued_seq, s.last_completed_seq))
+    if any(len(v) > 1 for v in fr.values()):
+        return True
+    alive = [p for p in evidence.processes if p.alive]
+    moving = moving_ranks(evidence)
+    if alive and all(p.rank in moving for p in alive):
+        return True
+    waiting = {s.rank for s in evidence.stacks if rank_state(s) is RankState.IN_COLLECTIVE}
+    stopped = {p.rank for p in alive if p.status in STOPPED_STATUSES}
+    measured = {p.rank for p in alive if p.io_calls_delta is not None}
+    frozen = frozen_ranks(evidence)
+    stuck = waiting & measured
+    if stopped or (stuck and all(r in frozen and r not in moving for r in stuck)):
+        return False
+    return False if len(readings) > len(fr) else None
+
+
+def pyspy_line(rank: int | None, text: str) -> EvidenceLine:
+    return EvidenceLine("py-spy", rank, text)
+
+
+def process_of(view: LiveView, rank: int) -> RankProcess | None:
+    return next((p for p in view.evidence.processes if p.rank == rank), None)

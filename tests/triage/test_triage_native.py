@@ -1,0 +1,92 @@
+"""Native frames where the Python stack cannot show the wait: DDP's reducer, shared by twins."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import replace
+
+from triage_helpers import recorded_stack
+
+from doctor.triage.sources.native import NativePlan, needs_native
+from doctor.verdict.stacks import RankState, collective_op, rank_state, signature, top_frame
+
+
+def test_a_ddp_rank_waiting_in_backward_needs_native_frames_to_be_seen_waiting() -> None:
+    # GIVEN a DDP rank whose Python stack ends in the autograd engine, idle
+    python_only = recorded_stack("backward-peer", 0)
+    native = recorded_stack("backward-peer-native", 0)
+    # THEN Python frames alone cannot say it waits; the native dump shows DDP's reducer
+    assert rank_state(python_only) is RankState.USER_CODE and needs_native(python_only)
+    assert rank_state(native) is RankState.IN_COLLECTIVE and not needs_native(native)
+    assert collective_op(native) == "all_reduce"
+    assert "c10d::Reducer" in top_frame(native)
+
+
+def test_ddp_buffer_broadcast_in_forward_is_a_collective_in_python_frames() -> None:
+    stack = recorded_stack("ddp-peer", 0)
+    assert rank_state(stack) is RankState.IN_COLLECTIVE
+    assert collective_op(stack) == "broadcast"
+
+
+def test_unresolved_native_addresses_never_split_identical_stacks() -> None:
+    # GIVEN the same native stack in two processes, whose libc addresses differ
+    a = recorded_stack("backward-peer-native", 0)
+    main = a.main
+    assert main is not None and any(f.name.startswith("0x") for f in main.frames)
+    moved = tuple(
+        replace(f, name=hex(int(f.name, 16) + 0x1000)) if f.name.startswith("0x") else f
+        for f in main.frames
+    )
+    b = replace(a, rank=1, threads=(replace(main, frames=moved),))
+    # THEN their signatures are one, and hold no address
+    assert signature(a) == signature(b)
+    assert "0x" not in signature(a)
+
+
+def test_one_native_dump_serves_every_rank_with_the_same_idle_python_stack() -> None:
+    # GIVEN three ranks idle at the same Python frames and a native dump that takes a while
+    peers = [replace(recorded_stack("backward-peer", 0), rank=r) for r in (0, 1, 3)]
+    native = recorded_stack("backward-peer-native", 0)
+    dumped: list[int] = []
+
+    def dump(rank: int, pid: int, timeout: float):
+        dumped.append(rank)
+        return replace(native, rank=rank)
+
+    plan = NativePlan(dump)
+    # WHEN each offers its stack, then the plan resolves them
+    for stack in peers:
+        plan.offer(stack, 1000 + stack.rank, deadline=time.monotonic() + 2.0)
+    plan.wait(5.0)
+    resolved = [plan.resolve(s) for s in peers]
+    # THEN one rank was dumped and the others carry its native frames, saying whose
+    assert dumped == [0]
+    assert [rank_state(s) for s in resolved] == [RankState.IN_COLLECTIVE] * 3
+    assert [s.native_from for s in resolved] == [None, 0, 0]
+
+
+def test_a_native_dump_of_a_rank_that_moved_on_explains_nothing() -> None:
+    # GIVEN a rank idle in backward whose native dump caught it somewhere else
+    peer = recorded_stack("backward-peer", 0)
+    elsewhere = recorded_stack("ddp-fifo", 2)
+    plan = NativePlan(lambda rank, pid, timeout: replace(elsewhere, rank=rank))
+    plan.offer(peer, 1000, deadline=time.monotonic() + 2.0)
+    plan.wait(5.0)
+    # THEN the rank keeps its own Python stack
+    assert plan.resolve(peer) is peer
+
+
+def test_a_rank_frozen_for_three_samples_is_dumped_at_once_others_wait_for_the_window() -> None:
+    # GIVEN a plan whose window ends in an hour, and a rank idle at one stack 3 times
+    peer = recorded_stack("backward-peer", 0)
+    dumped: list[int] = []
+    plan = NativePlan(
+        lambda rank, pid, timeout: dumped.append(rank) or peer, not_before=time.monotonic() + 3600
+    )
+    # WHEN it has been seen twice, nothing starts; the third time, the dump starts now
+    plan.offer_if_frozen([peer, peer], 1000, time.monotonic() + 5)
+    plan.wait(0.2)
+    assert dumped == []
+    plan.offer_if_frozen([peer, peer, peer], 1000, time.monotonic() + 5)
+    plan.wait(5.0)
+    assert dumped == [0]
