@@ -11,9 +11,12 @@ every finding names the source that set its value.
 
 from __future__ import annotations
 
+import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from doctor.safeio import UnsafePath, open_regular
 
 ENVIRONMENT = "environment"
 SYSTEM_FILE = "/etc/nccl.conf"
@@ -68,13 +71,22 @@ def merge(env: Mapping[str, str], files: Sequence[ConfFile]) -> MergedEnv:
     return MergedEnv(merged, sources, tuple(c.path for c in files if c.text is not None))
 
 
+MAX_CONF_BYTES = 1 << 20
+"""The bound on one NCCL config file (they hold a few lines)."""
+
+
 def read_conf_files(paths: Sequence[str]) -> list[ConfFile]:
-    """The edge: read each file, treating a missing or unreadable one as absent, as NCCL does."""
+    """The edge: read each file, treating a missing or unreadable one as absent, as NCCL does.
+    Only a regular file within ``MAX_CONF_BYTES`` is read: ``NCCL_CONF_FILE=/dev/zero`` or a
+    FIFO would otherwise be read forever."""
     files = []
     for path in paths:
         try:
-            text: str | None = Path(path).read_text(encoding="utf-8", errors="replace")
-        except OSError:
+            fd = open_regular(Path(path), None, MAX_CONF_BYTES, follow=True)
+            with os.fdopen(fd, "rb") as f:
+                size = min(os.fstat(fd).st_size + 1, MAX_CONF_BYTES)
+                text: str | None = f.read(size).decode("utf-8", errors="replace")
+        except (OSError, UnsafePath):
             text = None
         files.append(ConfFile(path, text))
     return files

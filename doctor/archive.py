@@ -21,11 +21,14 @@ the archive is not read further.
 from __future__ import annotations
 
 import functools
+import os
+import stat
 import tarfile
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 MAX_MEMBER_BYTES = 512 * 1024 * 1024
 """A Flight Recorder dump of a large job is tens of MiB; 512 MiB leaves room."""
@@ -33,6 +36,31 @@ MAX_MEMBERS = 100_000
 """A bundle of a 16k-rank job holds fewer files than this."""
 MAX_TOTAL_BYTES = 8 * 1024 * 1024 * 1024
 """Bytes walked through (decompressed) in one archive, members read or not."""
+
+
+MAX_HEADER_BYTES = 1024 * 1024
+"""A tar member's extended header (PAX records, a GNU long name): tarfile reads it whole
+into memory before the member is seen, so a 1 MB archive could ask for a 1 GiB header."""
+
+
+class _BoundedHeaders(tarfile.TarInfo):
+    """``TarInfo`` that refuses an extended header past ``MAX_HEADER_BYTES`` before
+    reading it (tarfile turns the error into a ``ReadError`` carrying this sentence)."""
+
+    def _refuse_large(self) -> None:
+        if self.size > MAX_HEADER_BYTES:
+            # absent from the stubs, present in every CPython 3: tarfile reports it as ReadError
+            raise tarfile.SubsequentHeaderError(  # type: ignore[attr-defined]
+                f"an extended header of {self.size} bytes (header-bytes bound: {MAX_HEADER_BYTES})"
+            )
+
+    def _proc_pax(self, tarfile: tarfile.TarFile) -> tarfile.TarInfo:
+        self._refuse_large()
+        return super()._proc_pax(tarfile)  # type: ignore[misc]
+
+    def _proc_gnulong(self, tarfile: tarfile.TarFile) -> tarfile.TarInfo:
+        self._refuse_large()
+        return super()._proc_gnulong(tarfile)  # type: ignore[misc]
 
 
 @dataclass(frozen=True)
@@ -70,9 +98,42 @@ class Refused:
 Entry = Member | Refused
 
 
+_MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"PK\x03\x04", b"PK\x05\x06")
+
+
+TarMode = Literal["r:gz", "r:bz2", "r:xz", "r:"]
+
+
+def _tar_mode(path: Path) -> TarMode:
+    """The compression by magic bytes (trying each, tarfile reports every failure)."""
+    with path.open("rb") as f:
+        head = f.read(6)
+    modes: tuple[tuple[bytes, TarMode], ...] = (
+        (b"\x1f\x8b", "r:gz"),
+        (b"BZh", "r:bz2"),
+        (b"\xfd7zXZ\x00", "r:xz"),
+    )
+    for magic, mode in modes:
+        if head.startswith(magic):
+            return mode
+    return "r:"
+
+
 def is_archive(path: Path) -> bool:
-    """Whether ``path`` is a file this module reads (tar of any compression, or zip)."""
-    return path.is_file() and (tarfile.is_tarfile(path) or zipfile.is_zipfile(path))
+    """Whether ``path`` is a file this module reads (tar of any compression, or zip), by
+    its first bytes only: ``tarfile.is_tarfile`` parses the first member, whose header
+    alone may be a gigabyte, and reads a FIFO forever."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return False
+        head = os.pread(fd, 512, 0)
+    finally:
+        os.close(fd)
+    return head.startswith(_MAGIC) or head[257:262] == b"ustar"
 
 
 def clean_name(raw: str) -> str | None:
@@ -130,7 +191,7 @@ def _check(raw: str, is_file: bool, size: int, bounds: Bounds) -> tuple[str, Ref
 
 def _tar(path: Path, bounds: Bounds, wanted: Callable[[str], bool]) -> Iterator[Entry]:
     budget = _Budget(bounds)
-    with tarfile.open(path) as tar:
+    with tarfile.open(path, _tar_mode(path), tarinfo=_BoundedHeaders) as tar:
         for info in tar:
             stop = budget.over(info.name, info.size if info.isfile() else 0)
             if stop is not None:

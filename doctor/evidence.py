@@ -15,6 +15,7 @@ from typing import Any
 from doctor.codec import DecodeError, decode, encode
 from doctor.flight.dump import RankDump
 from doctor.model import Frame, Skipped
+from doctor.ranks import MAX_WORLD_SIZE
 
 __all__ = [
     "SCHEMA",
@@ -229,4 +230,9 @@ class Evidence:
         schema = data.get("schema")
         if schema not in (SCHEMA, SCHEMA_V1):
             raise DecodeError(f"unknown evidence schema {schema!r} (this reads {SCHEMA})")
-        return decode(cls, data)
+        evidence = decode(cls, data)
+        for name in ("ranks_expected", "world_size"):
+            value = getattr(evidence, name)
+            if value is not None and not 0 <= value <= MAX_WORLD_SIZE:
+                raise DecodeError(f"{name} must be from 0 to {MAX_WORLD_SIZE}, not {value}")
+        return evidence

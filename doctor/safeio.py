@@ -99,11 +99,15 @@ def check_dir(path: Path, owner: int) -> os.stat_result:
     return info
 
 
-def open_regular(path: Path, owner: int | None, limit: int | None = None) -> int:
+def open_regular(
+    path: Path, owner: int | None, limit: int | None = None, follow: bool = False
+) -> int:
     """A read descriptor on ``path``: not a link, a regular file, of ``owner`` (None: any
-    owner, for evidence a person named), at most ``limit`` bytes. The caller closes it."""
+    owner, for evidence a person named), at most ``limit`` bytes. The caller closes it.
+    ``follow`` allows a link, for a file the user names for themselves (their own config,
+    which NCCL reads through links too): the checks then apply to the file it points at."""
     try:
-        fd = os.open(path, NOFOLLOW_READ)
+        fd = os.open(path, NOFOLLOW_READ & ~os.O_NOFOLLOW if follow else NOFOLLOW_READ)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise UnsafePath(f"refusing {path}: it is a symbolic link") from None
@@ -129,8 +133,8 @@ def read_bytes(path: Path, limit: int, owner: int | None = None) -> bytes:
     """The content of a regular file of ``owner`` (default: this user), at most ``limit``
     bytes (a file that grows past it while read is cut there)."""
     fd = open_regular(path, os.getuid() if owner is None else owner, limit)
-    with os.fdopen(fd, "rb") as f:
-        return f.read(limit)
+    with os.fdopen(fd, "rb") as f:  # read(limit) would allocate ``limit`` bytes up front
+        return f.read(min(os.fstat(fd).st_size + 1, limit))
 
 
 def read_text(path: Path, limit: int, owner: int | None = None) -> str:
@@ -203,4 +207,5 @@ def read_from(path: Path, offset: int, limit: int, owner: int | None = None) -> 
     fd = open_regular(path, os.getuid() if owner is None else owner)
     with os.fdopen(fd, "rb") as f:
         f.seek(offset)
-        return f.read(limit).decode("utf-8", errors="replace")
+        size = max(os.fstat(fd).st_size - offset, 0)
+        return f.read(min(size + 1, limit)).decode("utf-8", errors="replace")

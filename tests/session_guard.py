@@ -2,7 +2,8 @@
 
 At the start of the run (``start``): a fresh root directory holds the run's
 ``TMPDIR`` (every ``tempfile`` of the suite and of the processes it starts), the
-launch registry (``NCCL_DOCTOR_HOME``) and pytest's own ``basetemp``, so the suite
+launch registry (``NCCL_DOCTOR_HOME``), torch's compile caches and pytest's own
+``basetemp``, so the suite
 reads no state others left in ``/tmp`` and shares none with runs beside it. The
 pytest process becomes a child subreaper, so every process the suite starts stays
 its descendant even when orphaned. Orphans that exit become pytest's zombies; after
@@ -28,6 +29,13 @@ import weakref
 from pathlib import Path
 
 PR_SET_CHILD_SUBREAPER = 36
+TORCH_CACHES = ("torchinductor_", "triton")
+"""torch's compile caches, which it keeps in TMPDIR by design (a process whose environment
+was built without TORCHINDUCTOR_CACHE_DIR still finds TMPDIR): caches, not leaks.
+torchrun's ``torchelastic_*`` log folder is a leak: give torchrun ``--log-dir``."""
+HELPERS = ("from multiprocessing.resource_tracker import main",)
+"""Processes that live as long as pytest by design (multiprocessing's resource tracker,
+started by a process pool, exits with its parent)."""
 _POPENS: weakref.WeakSet[subprocess.Popen[bytes]] = weakref.WeakSet()
 """Every ``Popen`` the suite created and still holds: its children, zombie or not."""
 
@@ -48,6 +56,9 @@ def start() -> Path:
         (root / name).mkdir(mode=0o700)
     os.environ["TMPDIR"] = str(root / "tmp")
     os.environ["NCCL_DOCTOR_HOME"] = str(root / "registry")
+    # torch's compile caches: the run's own, beside TMPDIR (caches by design, not leaks)
+    os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(root / "cache" / "inductor")
+    os.environ["TRITON_CACHE_DIR"] = str(root / "cache" / "triton")
     tempfile.tempdir = None  # recomputed from TMPDIR
     ctypes.CDLL(None, use_errno=True).prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     _track_popens()
@@ -112,7 +123,8 @@ def leftover_processes() -> list[str]:
             cmd = Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        out.append(f"{pid}: {cmd.strip()[:200]}")
+        if not any(helper in cmd for helper in HELPERS):
+            out.append(f"{pid}: {cmd.strip()[:200]}")
     return out
 
 
@@ -152,7 +164,7 @@ def finish(root: Path, passed: bool) -> list[str]:
     files = sorted(
         str(p.relative_to(tmp))
         for p in (tmp.iterdir() if tmp.is_dir() else ())
-        if str(p) not in pending
+        if str(p) not in pending and not p.name.startswith(TORCH_CACHES)
     )
     leaks = [f"process left running: {p}" for p in processes]
     leaks += [f"file left in TMPDIR: {f}" for f in files]

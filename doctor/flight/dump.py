@@ -20,8 +20,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
+from doctor.escape import escape_control
 from doctor.flight import safe_pickle
 from doctor.model import Frame
+from doctor.ranks import MAX_WORLD_SIZE
 
 if TYPE_CHECKING:
     IntArray = array[int]
@@ -112,6 +114,32 @@ class RankDump:
         )
 
 
+MAX_TEXT = 4096
+"""The longest text field kept from a dump (names, states, descriptions)."""
+_INT_BOUND = 1 << 64
+
+
+def _text(value: object) -> str:
+    """A dump field as text: a string (cut to ``MAX_TEXT``, control characters escaped) or
+    a plain number; anything else is not text (``str()`` of a hostile nest of shared
+    lists runs for minutes)."""
+    if isinstance(value, str):  # shown as escapes: a name must not drive the terminal
+        return escape_control(value[:MAX_TEXT])
+    if isinstance(value, int) and -_INT_BOUND < value < _INT_BOUND:
+        return str(value)
+    return ""
+
+
+def _int(value: object) -> int:
+    """A dump field as an integer within 64 bits; ``DumpError`` for anything else (inf,
+    5,000 digits, a list), naming the value's type."""
+    if isinstance(value, int) and -_INT_BOUND < value < _INT_BOUND:
+        return int(value)
+    if isinstance(value, float) and value.is_integer() and abs(value) < _INT_BOUND:
+        return int(value)
+    raise DumpError(f"a number field holds {type(value).__name__}, not an integer")
+
+
 def decode(data: bytes) -> dict[str, Any]:
     """Bytes -> the dump's dict (JSON or restricted pickle); raises ``DumpError``."""
     if not data:
@@ -142,7 +170,7 @@ def decode(data: bytes) -> dict[str, Any]:
 
 
 def _version(doc: dict[str, Any]) -> str:
-    raw = str(doc.get("version", ""))
+    raw = _text(doc.get("version", ""))
     try:
         major, minor = (int(p) for p in raw.split(".")[:2])
     except ValueError:
@@ -155,7 +183,11 @@ def _version(doc: dict[str, Any]) -> str:
 def _ranks(raw: Any) -> tuple[int, ...] | None:
     if isinstance(raw, str):
         return _ranks_text(raw)
-    if isinstance(raw, list) and raw and all(isinstance(r, int) for r in raw):
+    if (
+        isinstance(raw, list)
+        and 0 < len(raw) <= MAX_WORLD_SIZE
+        and all(type(r) is int and 0 <= r < MAX_WORLD_SIZE for r in raw)
+    ):
         return tuple(raw)
     return None
 
@@ -178,7 +210,7 @@ def raw_config(doc: dict[str, Any]) -> RawConfig:
     if not isinstance(raw, dict):
         return {}
     return {
-        str(name): (str(cfg.get("desc", "")), cfg.get("ranks"))
+        _text(name): (_text(cfg.get("desc", "")), cfg.get("ranks"))
         for name, cfg in raw.items()
         if name and isinstance(cfg, dict)
     }
@@ -192,29 +224,33 @@ def parse_config(raw: RawConfig) -> dict[str, tuple[str, tuple[int, ...] | None]
 def _sizes(raw: Any) -> tuple[tuple[int, ...], ...]:
     if not isinstance(raw, list):
         return ()
-    return tuple(tuple(s) if isinstance(s, list | tuple) else () for s in raw)
+    # integers only: a size list holding lists (a nest of shared references) compares in
+    # exponential time
+    return tuple(
+        tuple(x for x in s if type(x) is int) if isinstance(s, list | tuple) else () for s in raw
+    )
 
 
 def _frames(raw: Any) -> tuple[Frame, ...]:
     if not isinstance(raw, list):
         return ()
     return tuple(
-        Frame(str(f.get("name", "")), str(f.get("filename", "")), int(f.get("line", 0)))
+        Frame(_text(f.get("name", "")), _text(f.get("filename", "")), _int(f.get("line", 0)))
         for f in raw[:FRAMES]
         if isinstance(f, dict)
     )
 
 
 def _op(e: dict[str, Any], p2p: bool, stack: bool = True) -> Op:
-    prof = str(e.get("profiling_name", ""))
+    prof = _text(e.get("profiling_name", ""))
     return Op(
-        seq=int(e.get("p2p_seq_id", 0) if p2p else e.get("collective_seq_id", e.get("seq_id", 0))),
+        seq=_int(e.get("p2p_seq_id", 0) if p2p else e.get("collective_seq_id", e.get("seq_id", 0))),
         name=prof.split(":", 1)[-1],
         in_sizes=_sizes(e.get("input_sizes")),
         out_sizes=_sizes(e.get("output_sizes")),
-        dtypes=tuple(str(d) for d in e.get("input_dtypes") or ()),
-        state=str(e.get("state", "")),
-        record_id=int(e.get("record_id", 0)),
+        dtypes=tuple(_text(d) for d in e.get("input_dtypes") or ()),
+        state=_text(e.get("state", "")),
+        record_id=_int(e.get("record_id", 0)),
         time_ns=e.get("time_created_ns") or None,
         frames=_frames(e.get("frames")) if stack else (),
         p2p=p2p,
@@ -224,15 +260,15 @@ def _op(e: dict[str, Any], p2p: bool, stack: bool = True) -> Op:
 def _is_p2p(e: dict[str, Any]) -> bool:
     if "is_p2p" in e:
         return bool(e["is_p2p"])
-    name = str(e.get("profiling_name", ""))
+    name = _text(e.get("profiling_name", ""))
     return " " in name.split(":", 1)[-1] or "send" in name or "recv" in name
 
 
 def _group_of(e: dict[str, Any]) -> tuple[str, str]:
     pg = e.get("process_group")
     if isinstance(pg, list | tuple) and pg:
-        return str(pg[0]), str(pg[1]) if len(pg) > 1 else ""
-    return str(e.get("pg_id", "?")), ""
+        return _text(pg[0]), _text(pg[1]) if len(pg) > 1 else ""
+    return _text(e.get("pg_id", "?")), ""
 
 
 def reduce_dump(rank: int, source: str, data: bytes) -> RankDump:
@@ -255,9 +291,9 @@ def _reduce(rank: int, source: str, version: str, doc: dict[str, Any]) -> RankDu
     entries = doc["entries"]
     backend = next(
         (
-            str(e.get("profiling_name", "")).split(":", 1)[0]
+            _text(e.get("profiling_name", "")).split(":", 1)[0]
             for e in entries[-1:]
-            if isinstance(e, dict) and ":" in str(e.get("profiling_name", ""))
+            if isinstance(e, dict) and ":" in _text(e.get("profiling_name", ""))
         ),
         "",
     )
@@ -266,7 +302,7 @@ def _reduce(rank: int, source: str, version: str, doc: dict[str, Any]) -> RankDu
     scans: dict[str, _Scan] = {}
     # Every group with entries has a pg_status entry (2.7+): once each of those has what
     # it needs, older entries cannot change the result and the scan stops.
-    waiting = {str(k) for k in status_raw}
+    waiting = {_text(k) for k in status_raw}
     for e in reversed(entries):  # newest first; a group that has what it needs skips fast
         pg = e.get("process_group") if e.__class__ is dict else None
         scan = scans.get(pg[0]) if pg.__class__ is tuple and pg else None
@@ -287,12 +323,12 @@ def _reduce(rank: int, source: str, version: str, doc: dict[str, Any]) -> RankDu
     groups = {name: scan.track() for name, scan in scans.items()}
     mapped = {g.pg_id for g in groups.values()}
     status = {
-        str(k): (
-            int(v.get("last_enqueued_collective", -1)),
-            None if backend == "gloo" else int(v.get("last_completed_collective", -1)),
+        _text(k): (
+            _int(v.get("last_enqueued_collective", -1)),
+            None if backend == "gloo" else _int(v.get("last_completed_collective", -1)),
         )
         for k, v in status_raw.items()
-        if str(k) not in mapped and isinstance(v, dict)
+        if _text(k) not in mapped and isinstance(v, dict)
     }
     return RankDump(rank, source, version, backend, {}, groups, status)
 
@@ -304,7 +340,7 @@ class _Scan:
         self, name: str, desc: str, newest: dict[str, Any], status: dict[str, Any], backend: str
     ) -> None:
         self.name, self.desc, self.backend = name, desc, backend
-        self.pg_id = str(newest["pg_id"]) if "pg_id" in newest else None
+        self.pg_id = _text(newest["pg_id"]) if "pg_id" in newest else None
         st = status.get(self.pg_id) if self.pg_id is not None else None
         self.status = st if isinstance(st, dict) else None
         self.coll: list[dict[str, Any]] = []
@@ -313,7 +349,7 @@ class _Scan:
         self.full = False
         self.floor: int | None = None
         if self.status is not None and backend != "gloo":
-            self.floor = int(self.status.get("last_completed_collective", -1))
+            self.floor = _int(self.status.get("last_completed_collective", -1))
 
     def add(self, e: dict[str, Any]) -> None:
         if _is_p2p(e):
@@ -321,7 +357,7 @@ class _Scan:
             if len(self.p2p) < TAIL:
                 self.p2p.append(e)
             return
-        seq = int(e.get("collective_seq_id", e.get("seq_id", 0)))
+        seq = _int(e.get("collective_seq_id", e.get("seq_id", 0)))
         if e.get("op_id", -1) != seq:
             self.trusted = False
         self.coll.append(e)
@@ -331,26 +367,26 @@ class _Scan:
 
     def track(self) -> GroupTrack:
         coll = self.coll[::-1]
-        seqs = [int(e.get("collective_seq_id", e.get("seq_id", 0))) for e in coll]
+        seqs = [_int(e.get("collective_seq_id", e.get("seq_id", 0))) for e in coll]
         trusted = bool(coll) and self.trusted
         enqueued = max(seqs) if seqs else None
         done = [s for s, e in zip(seqs, coll, strict=True) if e.get("state") == "completed"]
         completed = max(done) if done and self.backend != "gloo" else None
         if trusted and self.status is not None:
-            enqueued = max(enqueued or -1, int(self.status.get("last_enqueued_collective", -1)))
+            enqueued = max(enqueued or -1, _int(self.status.get("last_enqueued_collective", -1)))
             if self.backend != "gloo":
-                last = int(self.status.get("last_completed_collective", -1))
+                last = _int(self.status.get("last_completed_collective", -1))
                 completed = max(completed if completed is not None else -1, last)
         floor = completed if completed is not None else (enqueued or 0)
         pending = [e for s, e in zip(seqs, coll, strict=True) if s > floor]
         done_tail = [e for s, e in zip(seqs, coll, strict=True) if s <= floor][-TAIL:]
-        kept = sorted(done_tail + pending, key=lambda e: int(e.get("record_id", 0)))
+        kept = sorted(done_tail + pending, key=lambda e: _int(e.get("record_id", 0)))
         # only the newest op keeps its call stack: it is where the rank is now
         ops = tuple(sorted((_op(e, False, e is kept[-1]) for e in kept), key=lambda o: o.seq))
         times = array("q")
         for s, e in list(zip(seqs, coll, strict=True))[-TIMES:]:
             if e.get("time_created_ns"):
-                times.extend((s, int(e["time_created_ns"])))
+                times.extend((s, _int(e["time_created_ns"])))
         return GroupTrack(
             self.name,
             self.desc,

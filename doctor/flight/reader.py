@@ -26,6 +26,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
 from doctor import archive
+from doctor.escape import escape_control
 from doctor.flight.dump import (
     DumpError,
     RankDump,
@@ -35,6 +36,8 @@ from doctor.flight.dump import (
     reduce_dump_raw,
 )
 from doctor.model import Skipped
+from doctor.ranks import MAX_WORLD_SIZE
+from doctor.safeio import UnsafePath, open_regular
 
 MAX_DUMP_BYTES = archive.MAX_MEMBER_BYTES
 PARALLEL_FROM = 64
@@ -55,6 +58,12 @@ class FlightRead:
     skipped: tuple[Skipped, ...]
 
 
+def _shown(name: str) -> str:
+    """A file or member name as a reason shows it: a newline or an escape in a name must
+    not forge a line or drive the terminal."""
+    return escape_control(name)
+
+
 def rank_of(name: str) -> int | None:
     """The rank a dump file name ends in, or None when the name does not say."""
     base = PurePosixPath(name).name
@@ -65,10 +74,11 @@ def rank_of(name: str) -> int | None:
     ):
         return None
     found = _RANK.findall(base)
-    if found:
-        return int(found[-1])
-    m = _TRAILING.search(base)
-    return int(m.group(1)) if m else None
+    digits = found[-1] if found else (m.group(1) if (m := _TRAILING.search(base)) else None)
+    if digits is None:
+        return None
+    # a rank past MAX_WORLD_SIZE (or 5,000 digits) is no rank: the name says nothing
+    return int(digits) if len(digits) <= 7 and int(digits) < MAX_WORLD_SIZE else None
 
 
 Opener = Callable[[], bytes]
@@ -82,9 +92,14 @@ def _folder(root: Path) -> Iterator[tuple[str, Opener]]:
 
 def _file_opener(p: Path) -> Opener:
     def read() -> bytes:
-        if p.stat().st_size > MAX_DUMP_BYTES:
-            raise DumpError(f"larger than {MAX_DUMP_BYTES} bytes")
-        return p.read_bytes()
+        """A regular file within ``MAX_DUMP_BYTES`` (a FIFO or /dev/zero is refused, not
+        read forever), never through a link."""
+        try:
+            fd = open_regular(p, None, MAX_DUMP_BYTES)
+        except UnsafePath as exc:
+            raise DumpError(str(exc).removeprefix(f"refusing {p}: ")) from None
+        with os.fdopen(fd, "rb") as f:  # read(n) would allocate n bytes up front
+            return f.read(os.fstat(fd).st_size + 1)[: MAX_DUMP_BYTES + 1]
 
     return read
 
@@ -124,7 +139,9 @@ def _reduce_file(job: tuple[int, str, str]) -> tuple[RankDump, RawConfig] | str:
         with _gc_paused():
             return reduce_dump_raw(rank, name, _file_opener(Path(path))())
     except (DumpError, OSError) as exc:
-        return f"{name}: {exc}"
+        return f"{_shown(name)}: {exc}"
+    except Exception as exc:  # noqa: BLE001 - one bad dump never ends the analysis
+        return f"{_shown(name)}: malformed ({type(exc).__name__})"
 
 
 def _parallel(paths: list[Path], skipped: list[Skipped]) -> Iterator[RankDump] | None:
@@ -177,7 +194,9 @@ def iter_dumps(paths: Iterable[Path], skipped: list[Skipped]) -> Iterator[RankDu
         try:
             yield from _read_path(path, seen, skipped)
         except (OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
-            skipped.append(Skipped(None, PROBE, f"{path.name}: unreadable ({exc})"))
+            skipped.append(
+                Skipped(None, PROBE, f"{_shown(path.name)}: unreadable ({_shown(str(exc))})")
+            )
 
 
 def _read_path(path: Path, seen: set[int], skipped: list[Skipped]) -> Iterator[RankDump]:
@@ -186,22 +205,27 @@ def _read_path(path: Path, seen: set[int], skipped: list[Skipped]) -> Iterator[R
         if isinstance(found, archive.Refused):
             # a member too large is still that rank's dump; a bad name or a link is nobody's
             rank = rank_of(found.name) if found.rule == "member-bytes" else None
-            skipped.append(Skipped(rank, PROBE, f"{path.name}: {found}"))
+            skipped.append(Skipped(rank, PROBE, f"{_shown(path.name)}: {_shown(str(found))}"))
             continue
         name, opener = found
         rank = rank_of(name)
         if rank is None:
             if explicit:
-                skipped.append(Skipped(None, PROBE, f"{name}: no rank number in its name"))
+                skipped.append(Skipped(None, PROBE, f"{_shown(name)}: no rank number in its name"))
             continue
         if rank in seen:
-            skipped.append(Skipped(rank, PROBE, f"{name}: a second dump for rank {rank}"))
+            skipped.append(Skipped(rank, PROBE, f"{_shown(name)}: a second dump for rank {rank}"))
             continue
         try:
             with _gc_paused():
                 dump = reduce_dump(rank, name, opener())
         except (DumpError, OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
-            skipped.append(Skipped(rank, PROBE, f"{name}: {exc}"))
+            skipped.append(Skipped(rank, PROBE, f"{_shown(name)}: {exc}"))
+            continue
+        except Exception as exc:  # noqa: BLE001 - one bad dump never ends the analysis
+            skipped.append(
+                Skipped(rank, PROBE, f"{_shown(name)}: malformed ({type(exc).__name__})")
+            )
             continue
         seen.add(rank)
         yield dump

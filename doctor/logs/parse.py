@@ -78,8 +78,8 @@ _WORTH_A_LOOK = re.compile("|".join(map(re.escape, _CAPITALISED)))
 holds; with ``_LOWER`` below, the gate ``tests/logs`` checks is lossless on the corpus."""
 _LOWER = (
     "socket|nccl|srun:|slurmstepd|main_process_first|lagging|started |support|return code|"
-    "oom-kill|exited on signal|missing ranks|compiling|ninja|torchdynamo|compiler function|"
-    "AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed."
+    "oom-kill|exited on signal|exitcode|missing ranks|compiling|ninja|torchdynamo|"
+    "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed."
 ).split("|")
 
 

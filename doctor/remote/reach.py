@@ -157,12 +157,12 @@ def plan_job(
     Raises ``NoSuchJobError`` when neither this host nor any way of reaching others
     knows the job.
     """
-    from doctor.triage.discover import discover_job
+    from doctor.triage.hostjobs import find_job
 
     if hosts:
         return plan_reach(job, env, via, hosts)
-    try:
-        local: Target | None = discover_job(job, env)
+    try:  # find_job, not discover_job: a --standalone alias or an ended torchrun job is here
+        local: Target | None = find_job(job, env)
         missing: NoSuchJobError | None = None
     except NoSuchJobError as exc:
         local, missing = None, exc

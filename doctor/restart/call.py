@@ -184,6 +184,7 @@ class CallWrapper:
         with contextlib.suppress(Exception):
             publish(self, None)  # the registry must not show a finished rank as running
         self.watchdog.close()
+        self.spare.close(self.opt.barrier_timeout)
         self.monitor.close(wait=0.2)
         self._release()
 

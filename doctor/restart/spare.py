@@ -81,3 +81,8 @@ class SpareConnection:
                 return None
         ready, self._ready, self._thread = self._ready, None, None
         return ready
+
+    def close(self, timeout: float) -> None:
+        """Drop the spare before the process exits: a TCPStore client still connecting, or
+        left for interpreter shutdown to destroy, hung the exit of every rank."""
+        self.take(timeout)

@@ -13,6 +13,7 @@ to many hangs.
 from __future__ import annotations
 
 import json
+import os
 import socket
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
@@ -244,6 +245,7 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
         info = read_proc(pid, proc)
         if info and any(info.env.get(k) == job for k in JOB_KEYS):
             matches.append(info)
+    matches = job_owners_processes(job, matches, proc)
     directory = job_dir(job, env)
     records = read_ranks(directory) if directory.is_dir() else []
     chosen = pick_rank_processes(matches)
@@ -266,7 +268,7 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
     if not chosen and not records:
         known = list_jobs(env)
         hint = f"; the launch registry here knows: {', '.join(known)}" if known else ""
-        if unreadable:
+        if unreadable and os.geteuid() != 0:  # root reads every user's; its misses are not theirs
             hint += (
                 f"; {unreadable} processes of other users could not be read "
                 "(run triage as root to look at another user's job)"
@@ -276,6 +278,24 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
             f"TORCHELASTIC_RUN_ID, SLURM_JOB_ID and the launch registry){hint}"
         )
     return _assemble(job, chosen, records, proc, directory if records else None, host)
+
+
+def job_owners_processes(job: str, matches: list[ProcInfo], proc: Path) -> list[ProcInfo]:
+    """The processes that count for ``job``: the invoking user's, and for root those of the
+    job's owner. Job ids are public, so another user's process may claim one; when
+    processes of several users claim it, root cannot tell whose job it is and says so."""
+    owners: dict[int, list[ProcInfo]] = {}
+    for info in matches:
+        owner = owner_uid(info.pid, proc)
+        if owner is not None and may_inspect(owner):
+            owners.setdefault(owner, []).append(info)
+    if len(owners) > 1:
+        counts = ", ".join(f"uid {uid}: {len(found)}" for uid, found in sorted(owners.items()))
+        raise InputError(
+            f"processes of several users claim job {job!r} ({counts}); job ids are public, "
+            "so name the ranks with --pids"
+        )
+    return next(iter(owners.values()), [])
 
 
 def discover_pids(pids: Sequence[int], proc: Path = PROC) -> Target:

@@ -70,3 +70,19 @@ def test_monitoring_off_does_not_claim_the_dump_is_off() -> None:
         warn.check,
         warn.severity.value,
     )
+
+
+@pytest.mark.parametrize("path", ["/dev/zero", "fifo"])
+def test_an_nccl_conf_file_that_is_not_a_file_is_not_read(tmp_path, path: str) -> None:
+    import os
+
+    from doctor.checks.ncclconf import read_conf_files
+
+    # GIVEN NCCL_CONF_FILE naming an endless device or a FIFO nobody writes
+    if path == "fifo":
+        path = str(tmp_path / "fifo")
+        os.mkfifo(path)
+    # WHEN preflight reads it THEN at once, as absent (it was a MemoryError or a hang)
+    start = time.monotonic()
+    (conf,) = read_conf_files([path])
+    assert conf.text is None and time.monotonic() - start < 1.0

@@ -30,7 +30,8 @@ from doctor.restart.auth import Sealer, new_key
 from doctor.restart.store import valid_fault
 
 pytestmark = pytest.mark.fuzz
-SECONDS = 2.0
+SECONDS = 10.0
+"""Generous: it catches a quadratic or endless reader, not a machine busy with other work."""
 PEAK_BYTES = 64 << 20
 NAMES = sorted(catalogue())
 
@@ -176,3 +177,64 @@ def test_store_values(record: Any, raw: bytes) -> None:
 
 def test_the_fuzz_tests_count_what_they_try(tmp_path: Path) -> None:
     assert TRIED, "the fuzz tests above ran no input"
+
+
+FR_DUMP = (
+    Path(__file__).resolve().parents[1] / "fixtures" / "fr" / "gloo-wrong-collective" / "rank_0"
+)
+ENTRY_FIELDS = [
+    "collective_seq_id",
+    "record_id",
+    "profiling_name",
+    "process_group",
+    "input_sizes",
+    "input_dtypes",
+    "state",
+    "frames",
+    "time_created_ns",
+    "is_p2p",
+    "pg_id",
+]
+
+
+@given(
+    st.sampled_from(["entry", "version", "pg_config", "pg_status", "entries", "bytes"]),
+    st.sampled_from(ENTRY_FIELDS),
+    json_values,
+    st.binary(max_size=300),
+)
+def test_flight_recorder_dumps(
+    tmp_path_factory: pytest.TempPathFactory, where: str, field: str, value: Any, raw: bytes
+) -> None:
+    # a real dump with one hostile field, or hostile bytes, as pickle and as JSON
+    import pickle
+
+    from doctor.flight.reader import read_flight
+
+    doc = pickle.loads(FR_DUMP.read_bytes())
+    if where == "entry":
+        doc["entries"][0][field] = value
+    elif where != "bytes":
+        doc[where] = value
+    folder = tmp_path_factory.mktemp("fr")
+    (folder / "rank_0").write_bytes(raw if where == "bytes" else pickle.dumps(doc))
+    try:
+        (folder / "rank_1.json").write_text(json.dumps(doc, default=str))
+    except (ValueError, TypeError):
+        pass
+    read = bounded("flight recorder dump", lambda: read_flight([folder]), ())
+    assert all(s.reason for s in read.skipped)
+
+
+EVIDENCE_KEYS = ["job", "ranks_expected", "processes", "stacks", "dumps", "world_size", "x"]
+
+
+@given(st.dictionaries(st.sampled_from(EVIDENCE_KEYS), json_values, max_size=6))
+def test_evidence_json(data: dict[str, Any]) -> None:
+    from doctor.codec import DecodeError
+    from doctor.evidence import SCHEMA, Evidence
+
+    document = {"schema": SCHEMA, "job": "j", "ranks_expected": None, **data}
+    evidence = bounded("evidence.json", lambda: Evidence.from_json(document), (DecodeError,))
+    if evidence is not None and evidence.ranks_expected is not None:
+        assert 0 <= evidence.ranks_expected <= 1 << 18

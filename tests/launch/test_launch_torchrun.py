@@ -33,6 +33,8 @@ def test_torchrun_launch_wrap_recovers_an_injected_fault(tmp_path: Path) -> None
             str(torchrun),
             "--nproc-per-node",
             "4",
+            "--log-dir",
+            str(tmp_path / "torchrun-logs"),  # else torchrun leaves a torchelastic_* in TMPDIR
             "--rdzv-backend",
             "c10d",
             "--rdzv-endpoint",

@@ -53,7 +53,7 @@ def test_one_stream_many_nodes_and_a_silent_one_within_the_deadline(tmp_path) ->
     b = list(encode("gpu002", '{"b": 2}'))
     lines = [a[0], b[0], *a[1:]]
     script = "#!/bin/sh\n" + "".join(f"echo '{line}'\n" for line in lines)
-    script += "echo 'srun: error: gpu003: task 2: Exited with exit code 127' >&2\nsleep 30\n"
+    script += "echo 'srun: error: gpu003: task 2: Exited with exit code 127' >&2\nexec sleep 30\n"
     env = program(tmp_path, "srun", script)
     # WHEN collected with a 2 s deadline
     start = time.monotonic()

@@ -18,7 +18,7 @@ FAKE_SSH = """#!/bin/sh
 eval host=\\${$(($#-1))}
 case "$host" in
   good*) echo + >> {log}; sleep 0.2; echo - >> {log}; printf '%s\\n' {frames} ;;
-  slow*) sleep 30 ;;
+  slow*) exec sleep 30 ;;  # exec: the transport kills "ssh", which must be the sleeper
   nokey*) echo "Permission denied (publickey)." >&2; exit 255 ;;
   bare*) echo "nccl-doctor-missing $host /venv/bin/python"; exit 127 ;;
 esac

@@ -118,3 +118,47 @@ def test_the_key_is_private_and_shared_by_the_ranks_of_a_host(tmp_path: Path) ->
     # AND a key given in the environment (hosts without a shared directory) wins
     given = "ab" * 32
     assert job_key(tmp_path / "other", {KEY_ENV: given}) == given.encode()
+
+
+def test_recover_on_stale_state_honours_its_timeout_and_prints_one_sentence(
+    tmp_path: Path, cli
+) -> None:
+    import time
+
+    from clitools import clean_env
+
+    from doctor.process_identity import this_process
+    from doctor.registry import write_state
+
+    # GIVEN a state file of a live process whose store is gone (a closed port)
+    me = this_process()
+    job_key(tmp_path, {})
+    write_state(
+        tmp_path,
+        0,
+        {
+            "pid": me.pid,
+            "pid_start": me.start,
+            "phase": "running",
+            "iteration": 0,
+            "initial_world_size": 4,
+            "store": f"127.0.0.1:{free_port()}",
+            "store_prefix": "doctor/0/",
+            "updated_at": time.time(),
+        },
+    )
+    # WHEN recover is asked with --timeout 2 (it took 26 s and printed a C++ stack)
+    start = time.monotonic()
+    out = cli(
+        "recover",
+        "--job",
+        "x",
+        "--timeout",
+        "2",
+        env=clean_env({"NCCL_DOCTOR_JOB_DIR": str(tmp_path)}),
+    )
+    took = time.monotonic() - start
+    # THEN exit 2 with one sentence, within the timeout (plus the interpreter's start)
+    assert out.returncode == 2 and "does not answer" in out.stderr, out.stderr
+    assert out.stderr.count("\n") == 1 and "Exception raised from" not in out.stderr
+    assert took < 2 + 60  # generous: the interpreter starts slowly on a loaded machine

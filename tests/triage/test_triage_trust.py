@@ -64,3 +64,76 @@ def test_a_newline_in_a_file_name_cannot_forge_a_line(tmp_path: Path, cli) -> No
     assert out.returncode == 2
     assert out.stderr.count("\n") == 1 and "\x1b" not in out.stderr, out.stderr
     assert "\\nverdict: healthy\\x1b[2J" in out.stderr
+
+
+@needs_root
+def test_a_process_of_another_user_claiming_the_job_does_not_join_it(sleepers) -> None:
+    import uuid
+
+    from doctor.errors import InputError
+    from doctor.triage.discover import discover_job
+
+    # GIVEN a rank of root's job, and another user's process claiming the same (public) id
+    job = f"claim-{uuid.uuid4().hex[:8]}"
+    env = {"SLURM_JOB_ID": job, "RANK": "0", "WORLD_SIZE": "1"}
+    sleepers(env, "rank0")
+    intruder = sleepers(env, "intruder", _AS_NOBODY)
+    assert intruder.poll() is None
+    # WHEN root triages the job THEN it refuses to guess whose job it is
+    with pytest.raises(InputError, match="several users claim job"):
+        discover_job(job, {})
+
+
+_AS_NOBODY = (
+    "import os, sys, time; open(sys.argv[1], 'w').close(); os.setgid(65534); os.setuid(65534); "
+    "time.sleep(120)"
+)
+
+
+@needs_root
+def test_an_unprivileged_triage_of_a_root_pid_is_an_input_error(sleepers) -> None:
+    from doctor.errors import InputError
+    from doctor.triage.discover import discover_pids
+
+    # GIVEN a root process WHEN an unprivileged user names it with --pids
+    rank = sleepers({"RANK": "0", "WORLD_SIZE": "1"}, "root-rank")
+    os.seteuid(65534)
+    try:
+        # THEN one sentence saying whose it is, not a healthy verdict from zero stacks
+        with pytest.raises(InputError, match="belongs to uid 0"):
+            discover_pids([rank.pid])
+    finally:
+        os.seteuid(0)
+
+
+def test_a_log_named_by_a_rank_is_read_only_when_its_owner_owns_it(tmp_path: Path) -> None:
+    from doctor.triage.sources.logs import read_tail
+
+    # GIVEN NCCL_DEBUG_FILE naming a FIFO nobody writes, a link, and a file of another user
+    fifo, link, theirs = tmp_path / "fifo.log", tmp_path / "link.log", tmp_path / "other.log"
+    os.mkfifo(fifo)
+    theirs.write_text("NCCL WARN secret\n")
+    link.symlink_to(theirs)
+    # WHEN triage reads their tails THEN at once, and nothing of what the owner cannot see
+    assert read_tail(fifo) == "" and read_tail(link) == ""
+    assert read_tail(theirs, owners={os.getuid() + 1}) == ""
+    assert read_tail(theirs, owners={os.getuid()}) == "NCCL WARN secret\n"
+
+
+def test_a_dump_named_by_a_rank_counts_only_when_its_owner_wrote_it(
+    tmp_path: Path, sleepers
+) -> None:
+    from doctor.triage.sources.flight import written_dump
+    from doctor.triage.target import RankTarget
+
+    # GIVEN a rank whose dump prefix names a link to someone else's file
+    rank = sleepers({}, "dumper")
+    other = tmp_path / "elsewhere"
+    other.write_bytes(b"x")
+    (tmp_path / "fr_0").symlink_to(other)
+    target = RankTarget(0, rank.pid, "h", env={"TORCH_FR_DUMP_TEMP_FILE": str(tmp_path / "fr_")})
+    # THEN it is not taken for the rank's dump; the rank's own regular file is
+    assert written_dump(target) is None
+    (tmp_path / "fr_0").unlink()
+    (tmp_path / "fr_0").write_bytes(b"x")
+    assert written_dump(target) == tmp_path / "fr_0"

@@ -86,14 +86,15 @@ def written_dump(rank: RankTarget) -> Path | None:
         rank.env.get("TORCH_FR_DUMP_TEMP_FILE"),
         rank.env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or (DEFAULT_TEMP_PREFIX if fr_on else None),
     ]
-    born = _started(rank.pid)
+    born, owner = _started(rank.pid), owner_uid(rank.pid)
     for prefix in filter(None, prefixes):
         path = Path(f"{prefix}{rank.rank}")
         try:
-            if path.is_file() and path.stat().st_mtime >= born:
-                return path
+            info = os.lstat(path)  # the rank owner's own regular file, never through a link
         except OSError:
             continue
+        if stat.S_ISREG(info.st_mode) and info.st_uid == owner and info.st_mtime >= born:
+            return path
     return None
 
 

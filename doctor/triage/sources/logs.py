@@ -25,6 +25,8 @@ from pathlib import Path
 
 from doctor.evidence import LogEvent
 from doctor.logs import parse_lines
+from doctor.process_identity import owner_uid
+from doctor.safeio import UnsafePath, open_regular
 from doctor.triage.sources.interface import Collected, Source
 from doctor.triage.target import Target
 
@@ -80,17 +82,20 @@ def resolve_debug_file(template: str, host: str, pid: int) -> Path:
     return Path(template.replace("%h", host).replace("%p", str(pid)))
 
 
-def read_tail(path: Path, size: int = TAIL_BYTES) -> str:
-    """The last ``size`` bytes of a regular file ('' for pipes, terminals and missing files)."""
+def read_tail(path: Path, size: int = TAIL_BYTES, owners: set[int] | None = None) -> str:
+    """The last ``size`` bytes of a regular file ('' for pipes, terminals, links, missing
+    files, and files of none of ``owners``: a rank's environment may name a file its owner
+    could not read, for root to show)."""
     try:
-        with path.open("rb") as f:
-            if not os.path.isfile(path):
-                return ""
-            f.seek(0, os.SEEK_END)
-            f.seek(max(0, f.tell() - size))
-            return f.read().decode(errors="replace")
-    except OSError:
+        fd = open_regular(path, None)
+    except (OSError, UnsafePath):
         return ""
+    with os.fdopen(fd, "rb") as f:
+        if owners is not None and os.fstat(fd).st_uid not in owners:
+            return ""
+        f.seek(0, os.SEEK_END)
+        f.seek(max(0, f.tell() - size))
+        return f.read().decode(errors="replace")
 
 
 def _redirected(pid: int) -> list[Path]:
@@ -137,6 +142,7 @@ class LogSource(Source):
 
     def collect(self, target: Target, deadline: float) -> Collected:
         pid_ranks = {r.pid: r.rank for r in target.ranks}
+        owners = {u for r in target.ranks if (u := owner_uid(r.pid)) is not None}
         restarts = max(
             (int(r.env.get("TORCHELASTIC_RESTART_COUNT", "0") or 0) for r in target.ranks),
             default=0,
@@ -146,7 +152,7 @@ class LogSource(Source):
         for rank, path in files:
             if time.monotonic() >= deadline:
                 break
-            text = current_attempt(read_tail(path), restarts)
+            text = current_attempt(read_tail(path, owners=owners or None), restarts)
             events.extend(parse_log(text, rank, pid_ranks))
         return Collected(logs=tuple(_unique(events)), log_files=tuple(p for _, p in files))
 
