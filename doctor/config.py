@@ -18,6 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from doctor.errors import ConfigError
+from doctor.watch import settings as watch_settings
+from doctor.watch.settings import WatchConfig
 
 CONFIG_NAME = "nccl-doctor.toml"
 CONFIG_ENV = "NCCL_DOCTOR_CONFIG"
@@ -91,6 +93,8 @@ class RestartConfig:
     last_call_wait: float = 1.0
     termination_grace_time: float = 5.0
     max_iterations: int | None = None
+    spares: int = 0
+    """Ranks kept in reserve by ``launch --wrap``: one takes the place of an excluded rank."""
 
 
 @dataclass(frozen=True)
@@ -110,6 +114,7 @@ class Config:
     restart: RestartConfig = field(default_factory=RestartConfig)
     compile: CompileConfig = field(default_factory=CompileConfig)
     lane: LaneConfig = field(default_factory=LaneConfig)
+    watch: WatchConfig = field(default_factory=WatchConfig)
     source: str | None = None
     """The file it came from; None when every value is a default."""
     explicit: frozenset[str] = frozenset()
@@ -121,6 +126,7 @@ _SECTIONS: dict[str, type] = {
     "restart": RestartConfig,
     "compile": CompileConfig,
     "lane": LaneConfig,
+    "watch": WatchConfig,
 }
 _DURATION_KEYS = {
     "distributed.timeout",
@@ -203,7 +209,8 @@ def parse_config(
             try:
                 values[key] = _coerce(dotted, raw)
             except ValueError as exc:
-                raise fail(dotted, f"{dotted}: {exc}") from None
+                where = getattr(exc, "key", dotted)  # a nested table names its own entry
+                raise fail(where, f"{where}: {exc}") from None
             explicit.add(dotted)
         sections[name] = cls(**values)
     return Config(**sections, source=source, explicit=frozenset(explicit))
@@ -218,6 +225,12 @@ def _coerce(dotted: str, raw: Any) -> Any:
     if dotted == "restart.enabled":
         if not isinstance(raw, bool):
             raise ValueError("must be true or false")
+        return raw
+    if dotted.startswith("watch."):
+        return watch_settings.coerce(dotted.removeprefix("watch."), raw)
+    if dotted == "restart.spares":
+        if isinstance(raw, bool) or not isinstance(raw, int) or raw < 0:
+            raise ValueError("must be a whole number, 0 or more")
         return raw
     if dotted == "restart.max_iterations":
         if isinstance(raw, bool) or not isinstance(raw, int) or raw < 1:

@@ -16,6 +16,9 @@ Exit codes (a contract: launch scripts gate on them):
     0  nothing at fail (warnings allowed unless --strict)
     1  something at fail (preflight) or a hang was found (triage/analyze)
     2  usage or input error
+   93  the job's watcher stopped the job and it must not be requeued (a deterministic bug;
+       the code NVIDIA's launcher uses for "do not requeue")
+   94  the job's watcher stopped the job: requeue it without the host it names
 """
 
 from __future__ import annotations
@@ -23,6 +26,8 @@ from __future__ import annotations
 EXIT_OK = 0
 EXIT_FOUND = 1
 EXIT_USAGE = 2
+EXIT_NO_REQUEUE = 93
+EXIT_REQUEUE_WITHOUT_HOST = 94
 
 
 class DoctorError(Exception):

@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Mapping
+import time
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -40,3 +41,49 @@ def run_cli(
         cwd=cwd,
         timeout=timeout,
     )
+
+
+def processes_with(token: str) -> list[int]:
+    """Pids whose environment carries ``token`` (ranks and their monitor processes)."""
+    found = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            if token.encode() in (entry / "environ").read_bytes():
+                found.append(int(entry.name))
+        except OSError:
+            continue
+    return found
+
+
+def wait_and_reap(
+    procs: Iterable[subprocess.Popen[bytes]], token: str, timeout: float, grace: float = 8.0
+) -> list[int]:
+    """Wait for ``procs`` until ``timeout`` (then kill them), give what they started (monitor
+    processes, a watcher) ``grace`` seconds to end, and kill what is left, reporting it: never
+    leave a process to the next test. Returns the pids that were left."""
+    deadline = time.monotonic() + timeout
+    try:
+        for proc in procs:
+            proc.wait(max(0.1, deadline - time.monotonic()))
+    except subprocess.TimeoutExpired:
+        pass
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(5)
+    leftovers = processes_with(token)
+    end = time.monotonic() + grace
+    while leftovers and time.monotonic() < end:
+        time.sleep(0.1)
+        leftovers = processes_with(token)
+    for pid in leftovers:
+        try:
+            cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
+            print(f"leftover {pid}: {cmdline.decode(errors='replace')}", file=sys.stderr)
+            os.kill(pid, 9)
+        except OSError:
+            pass
+    return leftovers

@@ -17,6 +17,7 @@ from doctor.cli.playbook import playbook
 from doctor.cli.preflight import preflight
 from doctor.cli.recover import recover
 from doctor.cli.triage import triage
+from doctor.cli.watch import watch
 from doctor.errors import DoctorError
 from doctor.escape import escape_control
 
@@ -37,6 +38,7 @@ app.command("launch", context_settings={"allow_extra_args": True, "ignore_unknow
     launch
 )
 app.command("recover")(recover)
+app.command("watch")(watch)
 app.command("bench")(bench)
 app.command("playbook")(playbook)
 

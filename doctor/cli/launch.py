@@ -1,4 +1,4 @@
-"""`nccl-doctor launch [--lane L] [--config F] [--wrap] [--job ID] -- CMD...`, per rank."""
+"""`nccl-doctor launch [--lane L] [--config F] [--wrap] [--watch] [--job ID] -- CMD...`."""
 
 from __future__ import annotations
 
@@ -26,6 +26,14 @@ def launch(
             "--wrap", help="run the Python entrypoint in-process inside the restart wrapper"
         ),
     ] = False,
+    watch: Annotated[
+        bool,
+        typer.Option(
+            "--watch",
+            help="detect a stall from progress, bundle the evidence, act by verdict "
+            "([watch] in the config); exit 93 when the job must not be requeued",
+        ),
+    ] = False,
     job: Annotated[
         str | None, typer.Option(help="job id (default: TORCHELASTIC_RUN_ID or SLURM_JOB_ID)")
     ] = None,
@@ -39,4 +47,4 @@ def launch(
         require_torch("the restart wrapper (launch --wrap)")
     env = dict(os.environ)
     cfg = load_config(config, env, Path.cwd())
-    raise typer.Exit(run_launch(ctx.args, cfg, lane.value if lane else None, wrap, job, env))
+    raise typer.Exit(run_launch(ctx.args, cfg, lane.value if lane else None, wrap, job, env, watch))

@@ -11,7 +11,7 @@ import os
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
@@ -93,7 +93,7 @@ def triage(
     )
     if bundle is not None:
         write_triage_bundle(snapshot, bundle)
-    _print(snapshot, as_json, bundle)
+    _print(snapshot, as_json, bundle, _watch_events(ref, options))
     raise typer.Exit(EXIT_FOUND if snapshot.verdict.hang_class.is_hang else EXIT_OK)
 
 
@@ -193,15 +193,31 @@ def _recover_action(ref: JobRef, options: CollectOptions) -> Callable[[], str] |
     return recover
 
 
-def _print(snapshot: TriageSnapshot, as_json: bool, bundle: Path | None) -> None:
+def _watch_events(ref: JobRef, options: CollectOptions) -> list[dict[str, Any]]:
+    """What the job's watcher did (``launch --watch``, ``nccl-doctor watch``), newest last."""
+    from doctor.registry import job_dir, valid_job_id
+    from doctor.watch.events import read_watch_events
+
+    if ref.job is None or not valid_job_id(ref.job):
+        return []
+    return read_watch_events(job_dir(ref.job, options.env))
+
+
+def _print(
+    snapshot: TriageSnapshot, as_json: bool, bundle: Path | None, events: list[dict[str, Any]]
+) -> None:
     from rich.console import Console
 
     from doctor.verdict.render import render, to_json
+    from doctor.watch.events import summary
 
     if as_json:
-        print(json.dumps(to_json(snapshot.evidence, snapshot.analysis), indent=2))
+        doc = to_json(snapshot.evidence, snapshot.analysis)
+        print(json.dumps({**doc, "watch_events": events} if events else doc, indent=2))
         return
     console = Console()
     console.print(render(snapshot.evidence, snapshot.analysis))
+    for event in events:
+        console.print(f"watch: {summary(event)}", markup=False, highlight=False)
     if bundle is not None:
         console.print(f"bundle written: {bundle} (re-judge it: nccl-doctor analyze {bundle})")

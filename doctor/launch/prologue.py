@@ -6,6 +6,10 @@ Recorder dumps for triage) lives in the rank; with ``--wrap`` it runs inside
 the restart ``Wrapper``, re-executed from the top on every iteration, and
 reaches its ``CallWrapper`` with ``doctor.restart.current_call()``. Anything
 else is ``exec``'d with the policy's environment (no agent, no wrapper).
+
+With ``--watch`` (or ``[watch] enabled``), initial rank 0 starts the job's watcher
+process (``doctor.watch``) and every rank a stopper thread; a stop by the watcher
+makes every rank's launch exit with the stop's code (93: do not requeue).
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING, NoReturn
 
 from doctor.agent import forget_rank
 from doctor.config import Config
@@ -29,6 +34,9 @@ from doctor.errors import UsageError
 from doctor.launch.policy import apply_policy
 from doctor.process_identity import ProcessId, this_process
 from doctor.registry import RankRecord, job_dir, register_rank, unregister_rank
+
+if TYPE_CHECKING:
+    from doctor.restart import StoppedByDoctor
 
 JOB_ID_SOURCES = ("NCCL_DOCTOR_JOB", "TORCHELASTIC_RUN_ID", "SLURM_JOB_ID")
 
@@ -103,6 +111,7 @@ def launch(
     wrap: bool,
     job_flag: str | None,
     env: Mapping[str, str],
+    watch: bool = False,
 ) -> int:
     """Run one rank through the prologue; the entrypoint's exit code."""
     from doctor.lanes import resolve_lane
@@ -152,6 +161,11 @@ def launch(
         pid_start=this_process().start,
     )
     register_rank(record, directory)
+    watching = watch or config.watch.enabled
+    if watching and rank == 0:
+        from doctor.watch.watcher import spawn
+
+        spawn(job, directory, config.source, policy.env)
     os.environ.clear()
     os.environ.update(policy.env)
     if target is None:
@@ -160,8 +174,14 @@ def launch(
         except OSError as exc:
             unregister_rank(directory, rank, record.process)
             raise UsageError(f"cannot run {cmd[0]}: {exc.strerror}") from None
-    with registered(directory, rank, record.process):
-        return run_python(target, directory, rank, wrap, config)
+    from doctor.restart.exceptions import StoppedByDoctor
+
+    with registered(directory, rank, record.process, record.started_at if watching else None):
+        try:
+            return run_python(target, directory, rank, wrap, config, watching)
+        except StoppedByDoctor as stopped:
+            reason = stopped
+    end_stopped(reason, rank)
 
 
 def check_runnable(
@@ -191,12 +211,26 @@ def _module_exists(name: str) -> bool:
 
 
 @contextlib.contextmanager
-def registered(directory: Path, rank: int, process: ProcessId) -> Iterator[None]:
+def registered(
+    directory: Path, rank: int, process: ProcessId, stops_since: float | None = None
+) -> Iterator[None]:
     """The rank's record (and its agent's pid file) go on every way out: a return, an
-    exception, and SIGTERM, whose default action (death by SIGTERM) follows the cleanup."""
+    exception, and SIGTERM, whose default action (death by SIGTERM) follows the cleanup.
+
+    With ``stops_since`` (the job is watched), a SIGTERM after the watcher's stop ends the
+    rank with the stop's code instead: the launcher (torchrun, srun) terminates the other
+    ranks as soon as the first one exits 93, and they must say 93 too."""
 
     def on_term(signum: int, frame: object) -> None:
         forget_rank(directory, rank, process)
+        if stops_since is not None:
+            from doctor.watch.stopper import stop_order
+
+            order = stop_order(directory, stops_since)
+            if order is not None:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(order.exit_code)
         signal.signal(signal.SIGTERM, signal.SIG_DFL)
         os.kill(os.getpid(), signal.SIGTERM)
 
@@ -209,7 +243,12 @@ def registered(directory: Path, rank: int, process: ProcessId) -> Iterator[None]
 
 
 def run_python(
-    target: tuple[str, str, list[str]], directory: Path, rank: int, wrap: bool, config: Config
+    target: tuple[str, str, list[str]],
+    directory: Path,
+    rank: int,
+    wrap: bool,
+    config: Config,
+    watching: bool = False,
 ) -> int:
     from doctor.agent import Agent
 
@@ -226,11 +265,30 @@ def run_python(
             if exc.code not in (None, 0):
                 raise
 
-    with Agent(directory, rank):
+    with contextlib.ExitStack() as stack:
+        stack.enter_context(Agent(directory, rank))
+        if watching:
+            from doctor.watch.stopper import Stopper
+
+            grace = config.restart.termination_grace_time if wrap else 0.0
+            stack.enter_context(Stopper(directory, rank, grace))
         if wrap:
             from doctor.restart import Wrapper
 
-            Wrapper(config=config)(entry)()
+            Wrapper(config=config)(entry)()  # StoppedByDoctor goes up to launch
         else:
             entry()
     return 0
+
+
+def end_stopped(stopped: StoppedByDoctor, rank: int) -> NoReturn:
+    """A rank the watcher stopped (or excluded: exit 0) ends here, once it is unregistered.
+
+    After an abort the interpreter's own teardown is not safe: on torch 2.13 every rank
+    spun in the garbage collector at exit after most of the watcher's stops here (root
+    cause not found). What had to be closed is closed; the process ends without it."""
+    if stopped.exit_code == 0:
+        print(f"nccl-doctor launch[{rank}]: leaves the job: {stopped}", file=sys.stderr)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(stopped.exit_code)

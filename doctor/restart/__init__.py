@@ -12,7 +12,12 @@ require_torch("the restart wrapper (doctor.restart)")
 
 from doctor.restart.assignment import RankAssignment
 from doctor.restart.call import CallWrapper, current_call
-from doctor.restart.exceptions import RestartError, RestartLimitError, RestartRequested
+from doctor.restart.exceptions import (
+    RestartError,
+    RestartLimitError,
+    RestartRequested,
+    StoppedByDoctor,
+)
 from doctor.restart.hooks import HookState
 from doctor.restart.wrapper import Wrapper
 
@@ -23,6 +28,7 @@ __all__ = [
     "RestartError",
     "RestartLimitError",
     "RestartRequested",
+    "StoppedByDoctor",
     "Wrapper",
     "current_call",
 ]

@@ -35,7 +35,12 @@ from doctor.restart.abort import (
 from doctor.restart.assignment import Assignment
 from doctor.restart.auth import job_key
 from doctor.restart.events import report_in_background
-from doctor.restart.exceptions import RestartError, RestartLimitError, RestartRequested
+from doctor.restart.exceptions import (
+    RestartError,
+    RestartLimitError,
+    RestartRequested,
+    StoppedByDoctor,
+)
 from doctor.restart.health import gpu_health_check
 from doctor.restart.hooks import HookState, WrapperSettings
 from doctor.restart.monitor_process import MonitorProcess, MonitorSpec
@@ -44,7 +49,7 @@ from doctor.restart.session import Session, connect_store, job_directory
 from doctor.restart.spare import SpareConnection, open_tracked
 from doctor.restart.state import publish
 from doctor.restart.store import RestartStore
-from doctor.restart.watchdog import Phase, ProgressWatchdog, SharedProgress
+from doctor.restart.watchdog import Phase, ProgressWatchdog, SharedProgress, progress_path
 
 PEER_GRACE = 0.3
 _PEER_LOST = re.compile(
@@ -86,7 +91,7 @@ class CallWrapper:
             self.initial_rank,
             job_key(self.directory, env),
         )
-        self.progress = SharedProgress()
+        self.progress = SharedProgress(progress_path(self.directory, self.initial_rank))
         self.identity = this_process()
         spec = MonitorSpec(
             self.initial_rank,
@@ -158,9 +163,11 @@ class CallWrapper:
         """A section that a restart never interrupts (it waits until the section ends)."""
         while not self.shared.lock.acquire(timeout=0.01):
             pass
+        self.progress.open_atomic(+1)
         try:
             yield
         finally:
+            self.progress.open_atomic(-1)
             self.shared.lock.release()
 
     # lifecycle ------------------------------------------------------------------------
@@ -228,7 +235,20 @@ class CallWrapper:
                 raise RestartError(
                     f"rank {self.initial_rank}: refused to go on: {fault['exception']}"
                 )
+            self._obey_watcher()
             iteration += 1
+
+    def _obey_watcher(self) -> None:
+        """A restart the job's watcher asked for may stop the job or exclude this rank."""
+        fault = self.last_fault or {}
+        if fault.get("cause") != "watch":
+            return
+        action, line = fault.get("action"), str(fault.get("line") or fault.get("exception"))
+        if action == "stop":
+            raise StoppedByDoctor(line, int(fault.get("exit_code") or 1))
+        if action == "exclude" and self.initial_rank in (fault.get("ranks") or ()):
+            self.rs.mark_terminated(self.initial_rank)  # the watcher did too; idempotent
+            raise StoppedByDoctor(line, 0)
 
     def _assign(self, iteration: int, place: Assignment) -> None:
         if place.world_size == 0:

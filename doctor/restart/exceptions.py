@@ -7,8 +7,10 @@ BaseException
 RuntimeError
 └── RestartError          the wrapper cannot go on (barrier timeout, declared dead)
     ├── RestartLimitError the retry limit (``max_iterations``) was reached
-    └── StoreAbandoned    a monitor process stopped waiting for the store: its rank
-                          exited before the store came up
+    ├── StoreAbandoned    a monitor process stopped waiting for the store: its rank
+    │                     exited before the store came up
+    └── StoppedByDoctor   the job's watcher stopped the job (or excluded this rank)
+                          instead of restarting it; carries the exit code
 """
 
 from __future__ import annotations
@@ -28,3 +30,12 @@ class RestartLimitError(RestartError):
 
 class StoreAbandoned(RestartError):
     """The caller stopped waiting for the store because there is nothing left to report."""
+
+
+class StoppedByDoctor(RestartError):
+    """The watcher's verdict ends this rank: the job stops (``exit_code`` 93: do not requeue;
+    94: requeue without a host) or this rank was excluded (0: the job goes on without it)."""
+
+    def __init__(self, message: str, exit_code: int) -> None:
+        super().__init__(message)
+        self.exit_code = exit_code

@@ -57,9 +57,10 @@ class StoreAddress:
         return cls(host, int(port), prefix, world, iteration)
 
 
-def request_restart(directory: Path, job: str, reason: str, timeout: float) -> dict[str, Any]:
-    """Request the restart and wait for its event; raises NoSuchJobError or RecoverTimeout.
-    Every wait (connecting included) ends within ``timeout``."""
+def job_store(directory: Path, job: str, timeout: float) -> tuple[RestartStore, int]:
+    """A client of the job's store (the newest live state's; its key read from the job
+    directory) and the job's current iteration; raises NoSuchJobError when no wrapped rank
+    runs or the store does not answer within ``timeout``."""
     import torch.distributed as dist
 
     deadline = time.monotonic() + timeout
@@ -88,9 +89,30 @@ def request_restart(directory: Path, job: str, reason: str, timeout: float) -> d
         )
     except Exception:  # OSError, DistNetworkError and friends: the store is gone
         raise NoSuchJobError(f"job {job!r}: its store {where} does not answer") from None
-    store = RestartStore(base, address.prefix, address.world_size, sealer)
+    return RestartStore(base, address.prefix, address.world_size, sealer), address.iteration
+
+
+def await_restart(store: RestartStore, job: str, iteration: int, timeout: float) -> dict[str, Any]:
+    """The restart event of the iteration after ``iteration``, once every rank re-entered."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        event = store.get_json("event", iteration + 1)
+        if isinstance(event, dict):
+            return event
+        time.sleep(0.05)
+    raise RecoverTimeout(
+        f"job {job!r}: restart requested in iteration {iteration}, but not "
+        f"every rank re-entered within {timeout:g}s"
+    )
+
+
+def request_restart(directory: Path, job: str, reason: str, timeout: float) -> dict[str, Any]:
+    """Request the restart and wait for its event; raises NoSuchJobError or RecoverTimeout.
+    Every wait (connecting included) ends within ``timeout``."""
+    deadline = time.monotonic() + timeout
+    store, iteration = job_store(directory, job, timeout)
     store.record_fault(
-        address.iteration,
+        iteration,
         {
             "cause": "recover",
             "rank": None,
@@ -99,15 +121,7 @@ def request_restart(directory: Path, job: str, reason: str, timeout: float) -> d
             "reason": reason[:4096],
         },
     )
-    while time.monotonic() < deadline:
-        event = store.get_json("event", address.iteration + 1)
-        if isinstance(event, dict):
-            return event
-        time.sleep(0.05)
-    raise RecoverTimeout(
-        f"job {job!r}: restart requested in iteration {address.iteration}, but not "
-        f"every rank re-entered within {timeout:g}s"
-    )
+    return await_restart(store, job, iteration, _left(deadline))
 
 
 def _left(deadline: float) -> float:

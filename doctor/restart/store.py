@@ -50,9 +50,17 @@ FAULT_CAUSES = frozenset(
         "finalize",
         "health_check",
         "gpu_health_check",
+        "watch",
     }
 )
-_TEXT_BOUNDS = {"exception": 64 << 10, "reason": 4 << 10, "stack": 1 << 20}
+_TEXT_BOUNDS = {
+    "exception": 64 << 10,
+    "reason": 4 << 10,
+    "stack": 1 << 20,
+    "line": 4 << 10,
+    "bundle": 4 << 10,
+}
+WATCH_ACTIONS = frozenset({"restart", "stop", "exclude"})
 MAX_VALUE = 2 << 20
 """The most bytes of one store value read (a fault log holds a few stacks)."""
 
@@ -71,7 +79,22 @@ def valid_fault(record: object, world_size: int) -> dict[str, Any] | None:
         text = record.get(name)
         if text is not None and not (isinstance(text, str) and len(text) <= bound):
             return None
+    if record["cause"] == "watch" and not _valid_watch(record, world_size):
+        return None
     return record
+
+
+def _valid_watch(record: dict[str, Any], world_size: int) -> bool:
+    """The watcher's order (``doctor.watch.actions``): an action, an exit code for a stop,
+    the ranks an exclusion takes out."""
+    code, ranks = record.get("exit_code"), record.get("ranks", [])
+    return (
+        record.get("action") in WATCH_ACTIONS
+        and (code is None or (_rank_in(code, 256)))
+        and isinstance(ranks, list)
+        and len(ranks) <= world_size
+        and all(_rank_in(r, world_size) for r in ranks)
+    )
 
 
 def _rank_in(value: object, world_size: int) -> bool:

@@ -81,7 +81,7 @@ class Wrapper:
             progress_watchdog_interval=progress_watchdog_interval,
         )
         self.initialize, self.finalize, self.health_check = initialize, finalize, health_check
-        self.rank_assignment = rank_assignment or RankAssignment()
+        self.rank_assignment = rank_assignment or RankAssignment(spares=config.restart.spares)
         self.store_host, self.store_port = store_host, store_port
         self.directory, self.flight_recorder, self.enabled = directory, flight_recorder, enabled
 

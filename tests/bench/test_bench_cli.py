@@ -136,7 +136,7 @@ def test_a_run_past_its_timeout_stops_and_reaps_every_rank() -> None:
     assert leftovers == []
 
 
-def test_inside_a_torchrun_job_it_uses_the_jobs_ranks() -> None:
+def test_inside_a_torchrun_job_it_uses_the_jobs_ranks(tmp_path: Path) -> None:
     import subprocess
     import sys
 
@@ -150,6 +150,8 @@ def test_inside_a_torchrun_job_it_uses_the_jobs_ranks() -> None:
             "2",
             "--master_port",
             port,
+            "--log-dir",  # torchrun's default, a mkdtemp in TMPDIR, is never removed
+            str(tmp_path / "torchrun"),
             "-m",
             "doctor",
             "bench",

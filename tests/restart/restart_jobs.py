@@ -6,10 +6,11 @@ import json
 import os
 import subprocess
 import sys
-import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
+
+from clitools import wait_and_reap
 
 from doctor.subproc import free_port
 
@@ -30,20 +31,6 @@ class JobRun:
     def events(self) -> list[dict]:
         path = self.job_dir / "events.jsonl"
         return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
-
-
-def processes_with(token: str) -> list[int]:
-    """Pids whose environment carries ``token`` (ranks and their monitor processes)."""
-    found = []
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            if token.encode() in (entry / "environ").read_bytes():
-                found.append(int(entry.name))
-        except OSError:
-            continue
-    return found
 
 
 def start_job(
@@ -88,30 +75,8 @@ def start_job(
 def finish_job(
     procs: dict, token: str, out_dir: Path, job_dir: Path, timeout: float = 60
 ) -> JobRun:
-    deadline = time.monotonic() + timeout
-    try:
-        for proc in procs.values():
-            proc.wait(max(0.1, deadline - time.monotonic()))
-    except subprocess.TimeoutExpired:
-        pass
-    finally:
-        for proc in procs.values():
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(5)
     # monitor processes end once every rank exited; the store host within heartbeat_timeout
-    leftovers = processes_with(token)
-    end = time.monotonic() + 8
-    while leftovers and time.monotonic() < end:
-        time.sleep(0.1)
-        leftovers = processes_with(token)
-    for pid in leftovers:  # never leave them to the next test, but report them
-        try:
-            cmdline = (Path("/proc") / str(pid) / "cmdline").read_bytes().replace(b"\0", b" ")
-            print(f"leftover {pid}: {cmdline.decode(errors='replace')}", file=sys.stderr)
-            os.kill(pid, 9)
-        except OSError:
-            pass
+    leftovers = wait_and_reap(list(procs.values()), token, timeout)
     results, stderr = {}, {}
     for rank in procs:
         for line in (out_dir / f"out{rank}").read_text().splitlines():

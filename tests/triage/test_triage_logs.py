@@ -82,7 +82,9 @@ def test_a_restarted_job_is_not_blamed_for_the_previous_attempts_errors() -> Non
     # GIVEN torchrun's log of a job whose rank 2 was killed: the survivors' transport errors,
     # then the agent's failure line, after which it restarted every rank (--max-restarts 1)
     text = (LOGS / "torchrun_restart.log").read_text()
-    assert {e.rank for e in parse_log(text, None, {})} == {1, 3}
+    events = parse_log(text, None, {})
+    assert {e.rank for e in events if e.kind != "exit"} == {1, 3}
+    assert [(e.pid, e.code) for e in events if e.kind == "exit"] == [(20438, -9)]
     # WHEN the ranks running now are attempt 1 (TORCHELASTIC_RESTART_COUNT=1)
     # THEN nothing the previous attempt wrote is read as theirs
     assert parse_log(current_attempt(text, 1), None, {}) == []

@@ -1,0 +1,114 @@
+"""One JSON line per decision of the watcher, beside the wrapper's restart events.
+
+``<jobdir>/events.jsonl`` holds both kinds (``schema`` tells them apart); each
+watcher line says what was detected, what the diagnosis found, which bundle holds
+the evidence, what was done and why. ``triage`` shows them with the job.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from doctor.errors import EXIT_NO_REQUEUE
+from doctor.ranks import rank_ranges
+from doctor.safeio import UnsafePath, open_append, private_dir, read_text
+from doctor.watch.detector import Stall
+from doctor.watch.diagnose import Diagnosis
+from doctor.watch.policy import Decision
+from doctor.watch.settings import Action
+
+SCHEMA = "nccl-doctor/watch-event/v1"
+EVENTS = "events.jsonl"
+MAX_EVENTS_BYTES = 16 * 1024 * 1024
+"""The bound on the events file read for triage (a line is about 2 KiB)."""
+
+
+def build_event(
+    job: str, stall: Stall, diagnosis: Diagnosis, decision: Decision, outcome: str, now: float
+) -> dict[str, Any]:
+    """The event line of one decision (pure; ``now`` is wall-clock time)."""
+    verdict = diagnosis.snapshot.verdict
+    mono_offset = now - time.monotonic()
+    return {
+        "schema": SCHEMA,
+        "job": job,
+        "time": now,
+        "action": decision.action.value,
+        "requested": decision.requested.value,
+        "reason": decision.reason,
+        "outcome": outcome,
+        "exit_code": decision.exit_code,
+        "ranks": list(decision.ranks),
+        "hosts": list(decision.hosts),
+        "verdict": verdict.to_json(),
+        "place": diagnosis.place,
+        "bundle": str(diagnosis.bundle),
+        "detection": {
+            "stalled_ranks": list(stall.ranks),
+            "stalled_for": round(stall.stalled_for, 3),
+            "step_time": round(stall.step_time, 4),
+            "threshold": round(stall.threshold, 3),
+            "source": stall.source,
+            "last_progress_at": round(stall.since + mono_offset, 3),
+        },
+        "diagnosis_seconds": round(diagnosis.seconds, 3),
+    }
+
+
+def summary(event: Mapping[str, Any]) -> str:
+    """One line a person reads: verdict, culprits, action and why, the bundle."""
+    verdict = event.get("verdict") or {}
+    culprits = verdict.get("culprit_ranks") or []
+    who = f" on rank {rank_ranges(culprits)}" if culprits else ""
+    action = event.get("action")
+    if action == Action.STOP.value:
+        code = event.get("exit_code")
+        meaning = (
+            "do not requeue"
+            if code == EXIT_NO_REQUEUE
+            else f"requeue without {', '.join(event.get('hosts') or ['the host'])}"
+        )
+        head = f"stopped job {event.get('job')}: {verdict.get('hang_class')}{who}"
+        return (
+            f"{head} ({event.get('reason')}); bundle {event.get('bundle')}; exit {code} ({meaning})"
+        )
+    detected = event.get("detection") or {}
+    return (
+        f"{action} job {event.get('job')}: {verdict.get('hang_class')}{who} after "
+        f"{detected.get('stalled_for', 0):.1f}s without progress "
+        f"(step {detected.get('step_time', 0):.2f}s); {event.get('reason')}; "
+        f"{event.get('outcome')}; bundle {event.get('bundle')}"
+    )
+
+
+def record_event(directory: Path, event: Mapping[str, Any]) -> None:
+    """Append the event to the job's events file and print its summary line to stderr."""
+    fd = open_append(private_dir(directory) / EVENTS)
+    try:
+        os.write(fd, (json.dumps(event, sort_keys=True) + "\n").encode())
+    finally:
+        os.close(fd)
+    print(f"nccl-doctor watch: {summary(event)}", file=sys.stderr, flush=True)
+
+
+def read_watch_events(directory: Path, limit: int = 20) -> list[dict[str, Any]]:
+    """The newest ``limit`` watcher events of a job (restart events are left out)."""
+    try:
+        lines = read_text(directory / EVENTS, MAX_EVENTS_BYTES).splitlines()
+    except (OSError, UnsafePath):
+        return []
+    events = []
+    for line in lines:
+        try:
+            event = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(event, dict) and event.get("schema") == SCHEMA:
+            events.append(event)
+    return events[-limit:]
