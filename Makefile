@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help install demo test lint bench fuzz clean
+.PHONY: help install demo test lint typecheck bench fuzz clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -13,7 +13,7 @@ MULTIHOST_PACKAGES := slurmctld slurmd slurm-client munge openssh-server
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[test]"
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[test,torch]"
 	command -v tmux >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq >/dev/null && apt-get install -y -qq tmux >/dev/null; } || \
 	  echo "note: tmux is not installed; the real-terminal TUI test will skip"
@@ -25,7 +25,7 @@ $(STAMP): pyproject.toml
 	  echo "note: SLURM/sshd are not installed; the multi-host cluster tests will skip"
 	touch $(STAMP)
 
-install: $(STAMP) ## create .venv and install the project with its test extras
+install: $(STAMP) ## create .venv: the project (editable), torch 2.13 CPU and the test extras
 
 demo: install ## preflight, then a small CPU job with an injected hang, triaged
 	$(PY) -m doctor.demo
@@ -38,12 +38,25 @@ test: lint ## the full suite (the lint gates, then pytest)
 fuzz: install ## the fuzz tests at length (1,000 inputs per reader test); prints inputs tried and failures
 	$(VENV)/bin/pytest -q -m fuzz --hypothesis-profile=fuzz tests/fuzz
 
-lint: install ## ruff check and ruff format --check
+lint: install ## ruff check, ruff format --check and mypy (strict on the pure core)
 	$(VENV)/bin/ruff check $(SOURCES)
 	$(VENV)/bin/ruff format --check $(SOURCES)
+	$(MAKE) --no-print-directory typecheck
+
+TYPECHECK := build/typecheck
+
+# mypy cannot follow setuptools' package-dir mapping (checks/ installs as doctor.checks), so
+# it reads a tree of links laid out as the wheel installs: doctor/*, doctor/checks,
+# doctor/playbooks. Errors name doctor/checks/x.py for checks/x.py.
+typecheck: install ## mypy over the package as it installs ([tool.mypy] in pyproject.toml)
+	rm -rf $(TYPECHECK) && mkdir -p $(TYPECHECK)/doctor
+	for f in doctor/*; do ln -s ../../../$$f $(TYPECHECK)/doctor/; done
+	ln -s ../../../checks $(TYPECHECK)/doctor/checks
+	ln -s ../../../playbooks $(TYPECHECK)/doctor/playbooks
+	cd $(TYPECHECK) && $(abspath $(VENV))/bin/mypy --config-file $(abspath pyproject.toml) -p doctor
 
 bench: install ## every benchmark under benchmarks/ (installs NVIDIA's wrapper to compare)
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[test,compare]"
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[test,torch,compare]"
 	# NVIDIA's package pulls the deprecated `pynvml` distribution, whose import-time
 	# FutureWarning breaks torch imports under our warnings-as-errors; nvidia-ml-py provides
 	# the same `pynvml` module.

@@ -1,7 +1,7 @@
 """``bench.allreduce``: measured AllReduce bus bandwidth against the model's prediction.
 
-Runs only under ``preflight --bench`` (it takes seconds, not milliseconds).
-The verdict is a pure function of the result: the median efficiency
+Measured only under ``preflight --bench`` (it takes seconds, not milliseconds),
+by ``doctor.checks.gather``. The verdict is a pure function of the result: the median efficiency
 (measured/predicted busbw) over the largest sizes of the sweep, where the
 bandwidth and not the latency decides, against a minimum that
 ``NCCL_DOCTOR_BENCH_MIN_EFFICIENCY`` (in the job's environment) can change.
@@ -15,7 +15,6 @@ from collections.abc import Mapping
 from doctor.bench.result import BenchResult
 from doctor.bench.sizes import human
 from doctor.checks.facts import Facts
-from doctor.errors import DoctorError
 from doctor.model import Finding, Severity
 
 CHECK = "bench.allreduce"
@@ -28,6 +27,7 @@ PREFLIGHT_SIZES = "64K:16M:4"
 
 
 def min_efficiency(env: Mapping[str, str]) -> float:
+    """The share of the model's busbw that passes (``NCCL_DOCTOR_BENCH_MIN_EFFICIENCY``)."""
     raw = env.get(MIN_EFFICIENCY_ENV, "")
     try:
         value = float(raw) if raw else DEFAULT_MIN_EFFICIENCY
@@ -96,7 +96,8 @@ def judge(result: BenchResult, minimum: float, env: Mapping[str, str]) -> Findin
 
 
 def run(facts: Facts) -> list[Finding]:
-    if not facts.run_bench:
+    """The verdict over what ``preflight --bench`` measured (``Facts.bench``)."""
+    if facts.bench is None:
         return [
             Finding(
                 CHECK,
@@ -105,27 +106,15 @@ def run(facts: Facts) -> list[Finding]:
                 "not run (it takes seconds): use preflight --bench.",
             )
         ]
-    from doctor.bench.session import BenchRequest, run_bench
-    from doctor.bench.sizes import parse_sweep
-    from doctor.nvml import read_fleet
-
-    fleet = read_fleet(facts.env)
-    gpus = len(fleet.gpus) if not fleet.unavailable else 0
-    backend = "nccl" if gpus >= 2 else "gloo"
-    request = BenchRequest(
-        backend,
-        tuple(parse_sweep(PREFLIGHT_SIZES)),
-        None if "RANK" in facts.env else (gpus if gpus >= 2 else 2),
-        120.0,
-    )
-    try:
-        result = run_bench(request, facts.env, lambda event: None)
-    except DoctorError as exc:
+    if facts.bench.error:
         return [
             Finding(
-                CHECK, Severity.FAIL, "allreduce", f"the AllReduce benchmark could not run: {exc}"
+                CHECK,
+                Severity.FAIL,
+                "allreduce",
+                f"the AllReduce benchmark could not run: {facts.bench.error}",
             )
         ]
-    if result is None:
+    if facts.bench.result is None:
         return [Finding(CHECK, Severity.SKIP, "allreduce", "rank 0 of this job reports it.")]
-    return [judge(result, min_efficiency(facts.env), facts.env)]
+    return [judge(facts.bench.result, min_efficiency(facts.env), facts.env)]

@@ -16,8 +16,8 @@ from __future__ import annotations
 from doctor.backends import GLOO_FLIGHT_RECORDER
 from doctor.checks import fixes
 from doctor.checks.facts import Facts
-from doctor.checks.values import torch_bool, torch_int
 from doctor.model import Finding, Severity
+from doctor.torchenv import torch_bool, torch_int
 
 MIN_FR_ENTRIES = 200
 """Fewer than this and the dump rarely reaches back to where ranks diverged."""
@@ -25,6 +25,7 @@ FR_DEFAULT = 2000
 
 
 def check_ptrace(facts: Facts) -> list[Finding]:
+    """``diag.ptrace``: triage needs to read other processes' stacks here."""
     p = facts.ptrace
     if p is None:
         return [Finding("diag.ptrace", Severity.SKIP, "ptrace", "ptrace was not probed.")]
@@ -76,6 +77,7 @@ def check_ptrace(facts: Facts) -> list[Finding]:
 
 
 def check_flight_recorder(facts: Facts) -> list[Finding]:
+    """``diag.flight-recorder``: without a big enough buffer a hang leaves no trace."""
     env = facts.env
     trace = torch_int(env, "TORCH_NCCL_TRACE_BUFFER_SIZE")
     buffer = torch_int(env, "TORCH_FR_BUFFER_SIZE")
@@ -146,4 +148,5 @@ def check_flight_recorder(facts: Facts) -> list[Finding]:
 
 
 def run(facts: Facts) -> list[Finding]:
+    """The ``diag.*`` findings."""
     return [*check_ptrace(facts), *check_flight_recorder(facts)]

@@ -136,7 +136,7 @@ def check_values(facts: Facts) -> list[Finding]:
     for name, value in _set(facts):
         spec = specs.get(name)
         problem = check_value(spec, value) if spec and spec.read else None
-        if problem is None:
+        if problem is None or spec is None:
             continue
         fix = (
             fixes.export(name, problem.fixed)
@@ -180,6 +180,7 @@ def check_debug(facts: Facts) -> list[Finding]:
 
 
 def run(facts: Facts) -> list[Finding]:
+    """The ``env.*`` findings."""
     return [
         *check_unknown(facts),
         *check_deprecated(facts),

@@ -2,7 +2,9 @@
 
 Checks are pure functions ``Facts -> list[Finding]``; the CLI (and tests)
 build ``Facts`` from the real host or from a table, so no check reads
-``os.environ`` or the file system itself. ``checks.gather`` builds the real one.
+``os.environ``, the file system, NVML or a benchmark itself. ``checks.gather``
+builds the real one. The timeout chain is derived once, here, from the config
+and the environment (``Facts.timeouts``): the checks and the report share it.
 """
 
 from __future__ import annotations
@@ -10,7 +12,12 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from doctor.bench.result import BenchResult
 from doctor.config import Config
+from doctor.nvml import Fleet
+from doctor.timeouts import TimeoutChain, resolve_timeouts
+
+NOT_READ = Fleet(unavailable="NVML was not read")
 
 
 @dataclass(frozen=True)
@@ -30,7 +37,19 @@ class PtraceFacts:
 
 
 @dataclass(frozen=True)
+class BenchFacts:
+    """What ``preflight --bench`` measured: gathered, because the sweep takes seconds."""
+
+    result: BenchResult | None
+    """None when rank 0 of this job reports it (or when it could not run: ``error``)."""
+    error: str = ""
+    """Why the benchmark could not run; empty when it ran."""
+
+
+@dataclass(frozen=True)
 class Facts:
+    """Everything the checks judge, read once at the edge."""
+
     env: Mapping[str, str]
     """The environment the job will run with (after NCCL config files are merged in)."""
     config: Config = field(default_factory=Config)
@@ -38,8 +57,10 @@ class Facts:
     """Resolved lane: ``single-node`` or ``multi-node``."""
     lane_source: str = "default"
     """Where the lane came from: ``--lane``, the config, or what ``auto`` detected."""
-    run_bench: bool = False
-    """``preflight --bench``: run the AllReduce benchmark check."""
+    bench: BenchFacts | None = None
+    """The AllReduce benchmark's outcome under ``preflight --bench``; None when not asked."""
+    fleet: Fleet = NOT_READ
+    """NVML's view of this host's GPUs (``doctor.nvml.read_fleet``)."""
     env_sources: Mapping[str, str] = field(default_factory=dict)
     """Variable -> ``environment`` or ``FILE:LINE`` of the NCCL config file that set it."""
     conf_files: tuple[str, ...] = ()
@@ -53,6 +74,11 @@ class Facts:
     ptrace: PtraceFacts | None = None
     versions: Mapping[str, str] = field(default_factory=dict)
     """``torch``, ``nccl``, ``cuda``, ``driver``, ``python`` -> version text."""
+    timeouts: TimeoutChain = field(init=False)
+    """The timeout chain of ``config``, ``env`` and ``backend``, resolved once (not an argument)."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "timeouts", resolve_timeouts(self.config, self.env, self.backend))
 
     @property
     def backend(self) -> str:
@@ -66,4 +92,5 @@ class Facts:
         return self.env_sources.get(name, "environment")
 
     def from_file(self, name: str) -> bool:
+        """Whether ``name`` came from an NCCL config file (then ``unset`` does not remove it)."""
         return self.source(name) != "environment"

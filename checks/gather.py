@@ -1,4 +1,8 @@
-"""Build the real ``Facts`` of this host: the only place preflight touches the outside world."""
+"""Build the real ``Facts`` of this host: the only place preflight touches the outside world.
+
+That includes NVML (the GPU fleet) and, under ``preflight --bench``, the
+AllReduce benchmark: the checks only judge what was gathered here.
+"""
 
 from __future__ import annotations
 
@@ -8,9 +12,12 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from doctor.checks import host, ncclconf, plugin
-from doctor.checks.facts import Facts
-from doctor.checks.lane import resolve_lane
+from doctor.checks.bench import PREFLIGHT_SIZES
+from doctor.checks.facts import BenchFacts, Facts
 from doctor.config import Config
+from doctor.errors import DoctorError
+from doctor.lanes import resolve_lane
+from doctor.nvml import Fleet, read_fleet
 
 
 def home_dir() -> str | None:
@@ -29,7 +36,8 @@ def gather(
     cwd: Path | None = None,
     home: str | None = None,
 ) -> Facts:
-    """Merge NCCL's config files into ``env``, resolve the lane, and probe the host."""
+    """Merge NCCL's config files into ``env``, resolve the lane, probe the host and its GPUs,
+    and run the benchmark when asked (``run_bench``)."""
     merged = ncclconf.merge(
         env,
         ncclconf.read_conf_files(
@@ -40,12 +48,14 @@ def gather(
     libraries = host.resolve_libraries(
         sorted(plugin.library_names(merged.env)), merged.env, cwd or Path.cwd()
     )
+    fleet = read_fleet(merged.env)
     return Facts(
         env=merged.env,
         config=config,
         lane=lane,
         lane_source=lane_source,
-        run_bench=run_bench,
+        bench=measure_bench(merged.env, fleet) if run_bench else None,
+        fleet=fleet,
         env_sources=merged.sources,
         conf_files=merged.files_read,
         interfaces=host.interfaces(),
@@ -54,3 +64,22 @@ def gather(
         ptrace=host.probe_ptrace(),
         versions=host.versions(),
     )
+
+
+def measure_bench(env: Mapping[str, str], fleet: Fleet) -> BenchFacts:
+    """A short AllReduce sweep: NCCL across this host's GPUs, else gloo on two CPU ranks (or
+    the ranks of the job preflight runs in)."""
+    from doctor.bench.session import BenchRequest, run_bench
+    from doctor.bench.sizes import parse_sweep
+
+    gpus = len(fleet.gpus) if not fleet.unavailable else 0
+    request = BenchRequest(
+        "nccl" if gpus >= 2 else "gloo",
+        tuple(parse_sweep(PREFLIGHT_SIZES)),
+        None if "RANK" in env else (gpus if gpus >= 2 else 2),
+        120.0,
+    )
+    try:
+        return BenchFacts(run_bench(request, env, lambda event: None))
+    except DoctorError as exc:
+        return BenchFacts(None, str(exc))

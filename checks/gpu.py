@@ -1,8 +1,8 @@
 """GPU health through NVML: ``gpu.*`` and ``nvlink.*``.
 
-Each rule is a pure function over a :class:`doctor.nvml.Fleet`; :func:`run`
-reads the fleet once at the edge (the real NVML, or the fake one named by
-``NCCL_DOCTOR_FAKE_NVML`` in the job's environment). A host where NVML cannot
+Each rule is a pure function over a :class:`doctor.nvml.Fleet`; the fleet is
+read once at the edge (``doctor.checks.gather``: the real NVML, or the fake one
+named by ``NCCL_DOCTOR_FAKE_NVML`` in the job's environment). A host where NVML cannot
 be read reports every rule as ``skip`` with the reason, never ``warn``. A rule
 with nothing to say reports one ``pass`` for the whole host.
 """
@@ -13,7 +13,7 @@ from collections.abc import Callable
 
 from doctor.checks.facts import Facts
 from doctor.model import Finding, Severity
-from doctor.nvml import Fleet, GpuState, read_fleet
+from doctor.nvml import Fleet, GpuState
 
 XIDS: dict[int, tuple[Severity, str]] = {
     13: (Severity.WARN, "graphics engine exception (usually the application)"),
@@ -59,6 +59,7 @@ def _xid(code: int) -> tuple[Severity, str]:
 
 
 def xid(fleet: Fleet) -> list[Finding]:
+    """``gpu.xid``: XID events in NVML or the kernel log, and GPUs that fell off the bus."""
     found = []
     for g in fleet.gpus:
         if g.lost:
@@ -89,6 +90,7 @@ def xid(fleet: Fleet) -> list[Finding]:
 
 
 def ecc(fleet: Fleet) -> list[Finding]:
+    """``gpu.ecc``: uncorrectable ECC errors since the driver loaded (fail) or ever (warn)."""
     found = []
     for g in fleet.gpus:
         if g.ecc_volatile_uncorrected:
@@ -126,6 +128,7 @@ def ecc(fleet: Fleet) -> list[Finding]:
 
 
 def retired_pages(fleet: Fleet) -> list[Finding]:
+    """``gpu.retired-pages``: retirements and row remaps pending or failed."""
     found = []
     for g in fleet.gpus:
         if g.remap_failure:
@@ -153,6 +156,7 @@ def retired_pages(fleet: Fleet) -> list[Finding]:
 
 
 def throttle(fleet: Fleet) -> list[Finding]:
+    """``gpu.throttle``: hardware or thermal slowdown makes one rank every step's straggler."""
     found = []
     for g in fleet.gpus:
         hw = [r for r in g.throttle_reasons if r in HW_THROTTLE]
@@ -172,6 +176,7 @@ def throttle(fleet: Fleet) -> list[Finding]:
 
 
 def clocks(fleet: Fleet) -> list[Finding]:
+    """``gpu.clocks``: a busy GPU far below its maximum SM clock."""
     found = []
     for g in fleet.gpus:
         if (g.utilization_pct or 0) < BUSY_PCT or not g.sm_clock_max_mhz or g.sm_clock_mhz is None:
@@ -190,6 +195,7 @@ def clocks(fleet: Fleet) -> list[Finding]:
 
 
 def persistence(fleet: Fleet) -> list[Finding]:
+    """``gpu.persistence``: without persistence mode the driver reloads between jobs."""
     off = [g for g in fleet.gpus if g.persistence_mode is False]
     if not off:
         return _ok("gpu.persistence", fleet, "persistence mode on")
@@ -206,6 +212,7 @@ def persistence(fleet: Fleet) -> list[Finding]:
 
 
 def mig(fleet: Fleet) -> list[Finding]:
+    """``gpu.mig``: MIG partitions change what NCCL can use."""
     found = [
         Finding(
             "gpu.mig",
@@ -222,6 +229,7 @@ def mig(fleet: Fleet) -> list[Finding]:
 
 
 def pcie_link(fleet: Fleet) -> list[Finding]:
+    """``gpu.pcie-link``: a busy GPU on a downshifted PCIe link."""
     found = []
     for g in fleet.gpus:
         if g.pcie_width and g.pcie_width_max and g.pcie_width < g.pcie_width_max:
@@ -252,6 +260,7 @@ def pcie_link(fleet: Fleet) -> list[Finding]:
 
 
 def recovery_action(fleet: Fleet) -> list[Finding]:
+    """``gpu.recovery-action``: the driver asks for a reset or a reboot."""
     found = [
         Finding(
             "gpu.recovery-action",
@@ -272,6 +281,7 @@ def recovery_action(fleet: Fleet) -> list[Finding]:
 
 
 def processes(fleet: Fleet) -> list[Finding]:
+    """``gpu.processes``: other processes already hold GPU memory."""
     found = []
     for g in fleet.gpus:
         if g.processes:
@@ -293,6 +303,7 @@ def processes(fleet: Fleet) -> list[Finding]:
 
 
 def nvlink_down(fleet: Fleet) -> list[Finding]:
+    """``nvlink.down``: fewer active NVLinks than the GPU has."""
     most = max((g.active_nvlinks for g in fleet.gpus), default=0)
     found = []
     for g in fleet.gpus:
@@ -315,6 +326,7 @@ def nvlink_down(fleet: Fleet) -> list[Finding]:
 
 
 def nvlink_errors(fleet: Fleet) -> list[Finding]:
+    """``nvlink.errors``: replay, recovery or CRC errors on a link."""
     found = []
     for g in fleet.gpus:
         bad = [
@@ -372,4 +384,5 @@ def evaluate(fleet: Fleet) -> list[Finding]:
 
 
 def run(facts: Facts) -> list[Finding]:
-    return evaluate(read_fleet(facts.env))
+    """Every GPU rule over the fleet the facts hold."""
+    return evaluate(facts.fleet)

@@ -11,7 +11,8 @@ from collections.abc import Callable
 
 from doctor.checks import bench, diag, env, gpu, lane, net, nvls, plugin, stack, timeouts
 from doctor.checks.facts import Facts
-from doctor.model import Finding, Report, Severity
+from doctor.checks.report import Report
+from doctor.model import Finding, Severity
 
 Check = Callable[[Facts], list[Finding]]
 
@@ -52,15 +53,13 @@ def run_family(name: str, check: Check, facts: Facts) -> list[Finding]:
 
 
 def run_checks(facts: Facts) -> Report:
-    """Every family in order; the report carries the resolved timeout chain and the lane source."""
+    """Every family in order; the report carries the timeout chain they judged and the lane
+    source."""
     findings = [finding for name, check in FAMILIES for finding in run_family(name, check, facts)]
-    chain = timeouts.resolve_timeouts(facts.config, facts.env)
     return Report(
         facts.lane,
         tuple(findings),
-        extras={
-            "timeouts": chain.to_json(),
-            "lane_source": facts.lane_source,
-            "conf_files": list(facts.conf_files),
-        },
+        lane_source=facts.lane_source,
+        conf_files=tuple(facts.conf_files),
+        timeouts=facts.timeouts,
     )

@@ -1,7 +1,7 @@
 """Renderers of a preflight ``Report``: rich renderables for people, JSON for machines.
 
-Two phases: the report (and its ``extras["timeouts"]`` chain, already plain
-data) is built first; these functions only lay it out, so the CLI prints them
+Two phases: the report (with the timeout chain its checks judged) is built
+first; these functions only lay it out, so the CLI prints them
 and a TUI could show them in a ``Static``.
 
 Findings quote values from the environment, ``nccl.conf`` lines and file names:
@@ -14,16 +14,17 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable
-from typing import Any
 
 from rich.console import Console, Group, RenderableType
 from rich.table import Table
 from rich.text import Text
 
 from doctor.checks.registry import family
+from doctor.checks.report import Report
 from doctor.config import format_duration
-from doctor.model import Finding, Report, Severity
+from doctor.model import Finding, Severity
 from doctor.safe_text import safe_text
+from doctor.timeouts import TimeoutChain
 
 MARKS = {
     Severity.FAIL: ("✗ fail", "bold red"),
@@ -89,31 +90,32 @@ def _duration(seconds: float | None, off: str = "off") -> str:
     return off if seconds is None else format_duration(seconds)
 
 
-def timeout_table(chain: dict[str, Any]) -> Table:
+def timeout_table(chain: TimeoutChain) -> Table:
     """The resolved timeout chain with the worst-case time to detect a hang and to recover."""
     table = Table(title="timeout chain", title_justify="left", expand=True)
     table.add_column("layer", no_wrap=True)
     table.add_column("value", no_wrap=True, justify="right")
     table.add_column("set by", ratio=1, overflow="fold")
-    for layer in chain["layers"].values():
+    for layer in chain.layers:
         table.add_row(
-            safe_text(layer["title"]), Text(_duration(layer["seconds"])), safe_text(layer["source"])
+            safe_text(layer.title), Text(_duration(layer.seconds)), safe_text(layer.source)
         )
     table.add_section()
     table.add_row(
         Text("time to detect a hang", style="bold"),
-        Text(_duration(chain["detect_seconds"], "never")),
+        Text(_duration(chain.detect, "never")),
         Text("worst case"),
     )
     table.add_row(
         Text("time to recover", style="bold"),
-        Text(_duration(chain["recover_seconds"], "never")),
-        safe_text(chain["recover_how"]),
+        Text(_duration(chain.recover, "never")),
+        safe_text(chain.recover_how),
     )
     return table
 
 
 def summary_line(report: Report) -> Text:
+    """The last line: the counts, the lane and where it came from, the NCCL files read."""
     counts = {s: report.count(s) for s in Severity}
     verdict = "FAIL" if counts[Severity.FAIL] else "WARN" if counts[Severity.WARN] else "OK"
     style = {"FAIL": "bold red", "WARN": "bold yellow", "OK": "bold green"}[verdict]
@@ -121,25 +123,26 @@ def summary_line(report: Report) -> Text:
     parts = " · ".join(
         f"{counts[s]} {s.value}" for s in Severity if counts[s] or s is not Severity.INFO
     )
-    lane = f": {parts} · lane {report.lane} ({report.extras.get('lane_source', '?')})"
-    line.append(safe_text(lane))
-    files = report.extras.get("conf_files")
-    if files:
-        line.append(safe_text(f" · NCCL config files read: {', '.join(files)}"))
+    line.append(safe_text(f": {parts} · lane {report.lane} ({report.lane_source or '?'})"))
+    if report.conf_files:
+        line.append(safe_text(f" · NCCL config files read: {', '.join(report.conf_files)}"))
     return line
 
 
 def report_renderable(report: Report) -> RenderableType:
+    """The whole report, findings first: what the CLI prints."""
     parts: list[RenderableType] = [findings_table(report)]
-    if "timeouts" in report.extras:
-        parts.append(timeout_table(report.extras["timeouts"]))
+    if report.timeouts is not None:
+        parts.append(timeout_table(report.timeouts))
     parts.append(summary_line(report))
     return Group(*parts)
 
 
 def print_report(report: Report, console: Console) -> None:
+    """Print the report for a person."""
     console.print(report_renderable(report))
 
 
 def to_json(report: Report) -> str:
+    """The report as ``nccl-doctor/preflight/v1`` JSON text."""
     return json.dumps(report.to_json(), indent=2)

@@ -1,188 +1,25 @@
-"""Every timeout between a hang and its recovery, resolved into one chain, and its order checked.
+"""The ``timeout.*`` checks: the layers of the timeout chain must nest.
 
-The layers, and who sets them:
-
-    watchdog   collective timeout: init_process_group(timeout=), [distributed] timeout,
-               else PyTorch's default (10m for nccl, 30m for gloo or mixed backends)
-    heartbeat  TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC (480s); with TORCH_NCCL_ENABLE_MONITORING=0
-               the heartbeat monitor still runs and still dumps Flight Recorder, but no
-               longer ends the process (ProcessGroupNCCL.cpp, HeartbeatMonitor::runLoop)
-    dump       Flight Recorder grace after a timeout: 4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC
-    soft/hard  the restart wrapper ([restart]), with its grace and restart barrier
-    warmup     the worst expected torch.compile warmup ([compile] warmup)
-
-They must nest: soft < hard < watchdog, and warmup < watchdog and heartbeat,
-or one layer kills the process before the next can recover it. The restart
-wrapper imports ``resolve_timeouts`` and ``timeout_findings`` to check the
-process-group timeout it is actually given (``pg_timeout``).
+The chain (``doctor.timeouts``) is resolved once, when the facts are built
+(``Facts.timeouts``). Its layers must nest: soft < hard < watchdog, and
+warmup < watchdog and heartbeat, or one layer kills the process before the
+next can recover it. ``timeout.watchdog-vs-hard`` is ``doctor.timeouts``'s,
+shared with the restart wrapper, which judges the process group it is given.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import dataclass
-from typing import Any
 
-from doctor.backends import DEFAULT_COLLECTIVE_TIMEOUT_S
 from doctor.checks import fixes
 from doctor.checks.facts import Facts
-from doctor.checks.values import torch_bool, torch_int
-from doctor.config import Config, format_duration
+from doctor.config import format_duration
 from doctor.model import Finding, Severity
-
-DEFAULT_WATCHDOG = DEFAULT_COLLECTIVE_TIMEOUT_S
-DEFAULT_HEARTBEAT = 480.0
-DEFAULT_DUMP_WAIT_MS = 15000
-
-
-@dataclass(frozen=True)
-class Layer:
-    key: str
-    """Stable JSON key: ``watchdog``, ``heartbeat``, ``dump``, ``soft``, ``hard``, ``grace``,
-    ``barrier``, ``warmup``."""
-    title: str
-    seconds: float | None
-    """None: the layer is off or not in use."""
-    source: str
-
-    def to_json(self) -> dict[str, Any]:
-        return {"title": self.title, "seconds": self.seconds, "source": self.source}
-
-
-@dataclass(frozen=True)
-class TimeoutChain:
-    layers: tuple[Layer, ...]
-    restart: bool
-    """Whether the in-process restart wrapper is on."""
-    detect: float | None
-    """Worst-case seconds from a hang until something acts; None = never."""
-    recover: float | None
-    """Worst-case seconds until the job runs again (in-process) or can be restarted."""
-    recover_how: str
-
-    def __getitem__(self, key: str) -> Layer:
-        return next(layer for layer in self.layers if layer.key == key)
-
-    def seconds(self, key: str) -> float | None:
-        return self[key].seconds
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "layers": {layer.key: layer.to_json() for layer in self.layers},
-            "detect_seconds": self.detect,
-            "recover_seconds": self.recover,
-            "recover_how": self.recover_how,
-        }
-
-
-def _watchdog(config: Config, backend: str, pg_timeout: float | None) -> Layer:
-    title = "collective timeout (watchdog)"
-    if pg_timeout is not None:
-        return Layer("watchdog", title, pg_timeout, "process group timeout")
-    if config.distributed.timeout is not None:
-        return Layer(
-            "watchdog",
-            title,
-            config.distributed.timeout,
-            f"[distributed] timeout in {config.source}",
-        )
-    return Layer(
-        "watchdog",
-        title,
-        DEFAULT_WATCHDOG.get(backend, DEFAULT_WATCHDOG["mixed"]),
-        f"PyTorch default for {backend} (10m nccl, 30m gloo or mixed)",
-    )
-
-
-def _env_layers(env: Mapping[str, str]) -> tuple[Layer, Layer]:
-    monitoring = torch_bool(env, "TORCH_NCCL_ENABLE_MONITORING", True)
-    beat = torch_int(env, "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC")
-    heartbeat = Layer(
-        "heartbeat",
-        "heartbeat monitor",
-        (beat if beat is not None else DEFAULT_HEARTBEAT) if monitoring else None,
-        "TORCH_NCCL_ENABLE_MONITORING=0"
-        if not monitoring
-        else "TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC"
-        if beat is not None
-        else "PyTorch default",
-    )
-    buffer = torch_int(env, "TORCH_NCCL_TRACE_BUFFER_SIZE")
-    dumps = torch_bool(env, "TORCH_NCCL_DUMP_ON_TIMEOUT", True) and (buffer is None or buffer > 0)
-    wait_ms = torch_int(env, "TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC") or DEFAULT_DUMP_WAIT_MS
-    dump = Layer(
-        "dump",
-        "Flight Recorder dump grace",
-        4 * wait_ms / 1000 if dumps else None,
-        "4 x TORCH_NCCL_WAIT_TIMEOUT_DUMP_MILSEC" if dumps else "no dump on timeout",
-    )
-    return heartbeat, dump
-
-
-def resolve_timeouts(
-    config: Config, env: Mapping[str, str], backend: str = "nccl", pg_timeout: float | None = None
-) -> TimeoutChain:
-    """Resolve every layer; ``pg_timeout`` (seconds) overrides the config's collective timeout."""
-    watchdog = _watchdog(config, backend, pg_timeout)
-    heartbeat, dump = _env_layers(env)
-    r = config.restart
-    on = r.enabled
-
-    def restart_layer(key: str, title: str, field: str) -> Layer:
-        if not on:
-            return Layer(key, title, None, "restart wrapper off")
-        source = (
-            f"[restart] {field} in {config.source}"
-            if f"restart.{field}" in config.explicit
-            else "[restart] default"
-        )
-        return Layer(key, title, getattr(r, field), source)
-
-    warmup = config.compile.warmup
-    layers = (
-        watchdog,
-        heartbeat,
-        dump,
-        restart_layer("soft", "wrapper soft timeout", "soft_timeout"),
-        restart_layer("hard", "wrapper hard timeout", "hard_timeout"),
-        restart_layer("grace", "wrapper termination grace", "termination_grace_time"),
-        restart_layer("barrier", "wrapper restart barrier", "barrier_timeout"),
-        Layer(
-            "warmup",
-            "compile warmup",
-            warmup,
-            f"[compile] warmup in {config.source}" if warmup is not None else "no compile",
-        ),
-    )
-    assert watchdog.seconds is not None
-    if on:
-        detect: float | None = r.soft_timeout
-        recover: float | None = max(
-            r.soft_timeout + r.barrier_timeout, r.hard_timeout + r.termination_grace_time
-        )
-        how = (
-            "in-process restart: soft timeout + restart barrier; a rank stuck past the "
-            "hard timeout is killed after the grace time"
-        )
-    else:
-        detect = watchdog.seconds
-        handling = torch_int(env, "TORCH_NCCL_ASYNC_ERROR_HANDLING")
-        if handling == 0:
-            recover, how = None, "never: TORCH_NCCL_ASYNC_ERROR_HANDLING=0 leaves ranks hanging"
-        else:
-            recover = watchdog.seconds + (dump.seconds or 0)
-            how = "a job restart: the watchdog ends the process, torchrun or the scheduler restarts"
-    return TimeoutChain(layers, on, detect, recover, how)
-
-
-def _seconds_above(seconds: float | None) -> float:
-    """A round number of minutes comfortably above ``seconds``, for fixes."""
-    return math.ceil((seconds or 0) * 1.25 / 60) * 60
+from doctor.timeouts import TimeoutChain, seconds_above, watchdog_vs_hard
 
 
 def _above(seconds: float) -> str:
-    return format_duration(_seconds_above(seconds))
+    return format_duration(seconds_above(seconds))
 
 
 def _ok(check: str, subject: str, message: str) -> Finding:
@@ -196,32 +33,7 @@ def timeout_findings(chain: TimeoutChain) -> list[Finding]:
     assert watchdog is not None
     soft, hard, warmup = chain.seconds("soft"), chain.seconds("hard"), chain.seconds("warmup")
     heartbeat = chain.seconds("heartbeat")
-    out = []
-    if hard is None:
-        out.append(_ok("timeout.watchdog-vs-hard", "watchdog", "the restart wrapper is off."))
-    elif watchdog <= hard:
-        out.append(
-            Finding(
-                "timeout.watchdog-vs-hard",
-                Severity.FAIL,
-                "watchdog",
-                f"the collective timeout ({f(watchdog)}, {chain['watchdog'].source}) is not longer "
-                f"than the wrapper's hard timeout ({f(hard)}): the NCCL watchdog kills the process "
-                "before the wrapper can restart it in place.",
-                fixes.config_change(
-                    f'[distributed] timeout = "{_above(hard)}"  (nccl-doctor.toml, '
-                    "and pass it to init_process_group)"
-                ),
-            )
-        )
-    else:
-        out.append(
-            _ok(
-                "timeout.watchdog-vs-hard",
-                "watchdog",
-                f"watchdog {f(watchdog)} > hard timeout {f(hard)}.",
-            )
-        )
+    out = [watchdog_vs_hard(chain)]
     if soft is None or hard is None:
         out.append(_ok("timeout.soft-vs-hard", "restart", "the restart wrapper is off."))
     elif soft >= hard:
@@ -244,7 +56,7 @@ def timeout_findings(chain: TimeoutChain) -> list[Finding]:
             heartbeat,
             warmup,
             Severity.WARN,
-            fixes.export("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", str(int(_seconds_above(warmup)))),
+            fixes.export("TORCH_NCCL_HEARTBEAT_TIMEOUT_SEC", str(int(seconds_above(warmup)))),
         )
     )
     out.append(
@@ -306,4 +118,5 @@ def _warmup_vs(
 
 
 def run(facts: Facts) -> list[Finding]:
-    return timeout_findings(resolve_timeouts(facts.config, facts.env, facts.backend))
+    """The ``timeout.*`` findings of the chain resolved with the facts."""
+    return timeout_findings(facts.timeouts)

@@ -11,30 +11,17 @@ anything else. ``check_value`` turns a catalogue spec and a value into a
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from dataclasses import dataclass
 from functools import cache
 
 from doctor.checks.catalogue import VarSpec
 from doctor.config import parse_duration
+from doctor.torchenv import MAX_DIGITS, TORCH_FALSE, TORCH_TRUE, decimal
 
-TORCH_TRUE = frozenset({"y", "yes", "t", "true", "1"})
-TORCH_FALSE = frozenset({"n", "no", "f", "false", "0"})
 NCCL_STRBOOL = frozenset({"1", "0", "t", "f", "true", "false"})
 _TRUTHY_WORDS = TORCH_TRUE | {"on", "enable", "enabled"}
 _SUFFIX = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 _INT64 = (-(1 << 63), (1 << 63) - 1)
-MAX_DIGITS = 40
-"""Digits past which an integer is judged without being converted: any value this long is
-outside int64, and Python refuses to convert more than 4,300 decimal digits."""
-_DECIMAL = re.compile(rf"\s*([+-]?)0*([0-9]{{1,{MAX_DIGITS}}})\s*", re.ASCII)
-
-
-def decimal(text: str) -> int | None:
-    """A plain ASCII decimal integer (surrounding blanks allowed), or None, in linear time
-    and bounded: too many digits is None, never a ValueError."""
-    match = _DECIMAL.fullmatch(text)
-    return int(match.group(1) + match.group(2)) if match else None
 
 
 @dataclass(frozen=True)
@@ -81,17 +68,6 @@ def strtoll(text: str) -> Strtoll:
     if not _INT64[0] <= value <= _INT64[1]:
         return Strtoll(max(min(value, _INT64[1]), _INT64[0]), rest, base, overflow=True)
     return Strtoll(value, rest, base)
-
-
-def torch_bool(env: Mapping[str, str], name: str, default: bool) -> bool:
-    """What PyTorch reads for a boolean variable; unset or unparsable gives ``default``."""
-    value = env.get(name, "").strip().lower()
-    return True if value in TORCH_TRUE else False if value in TORCH_FALSE else default
-
-
-def torch_int(env: Mapping[str, str], name: str) -> int | None:
-    """A decimal integer variable as PyTorch reads it; None when unset or not an integer."""
-    return decimal(env.get(name, ""))
 
 
 def _numbers_in(text: str) -> set[int]:

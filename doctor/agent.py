@@ -71,7 +71,8 @@ def dump_flight_recorder(path: Path) -> Path | None:
     (what the aligner needs) are all there.
     """
     try:
-        from torch._C._distributed_c10d import _dump_fr_trace
+        # private c10d API (what torch's own dump on timeout calls), absent from its stubs
+        from torch._C._distributed_c10d import _dump_fr_trace  # type: ignore[attr-defined]
 
         data = _dump_fr_trace(True, False, False)
     except Exception:  # no c10d build, or FR unavailable: nothing to dump

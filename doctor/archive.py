@@ -20,6 +20,7 @@ the archive is not read further.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 import tarfile
@@ -27,6 +28,7 @@ import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
+from typing import Literal
 
 MAX_MEMBER_BYTES = 512 * 1024 * 1024
 """A Flight Recorder dump of a large job is tens of MiB; 512 MiB leaves room."""
@@ -47,15 +49,16 @@ class _BoundedHeaders(tarfile.TarInfo):
 
     def _refuse_large(self) -> None:
         if self.size > MAX_HEADER_BYTES:
-            raise tarfile.SubsequentHeaderError(
+            # absent from the stubs, present in every CPython 3: tarfile reports it as ReadError
+            raise tarfile.SubsequentHeaderError(  # type: ignore[attr-defined]
                 f"an extended header of {self.size} bytes (header-bytes bound: {MAX_HEADER_BYTES})"
             )
 
-    def _proc_pax(self, tarfile: tarfile.TarFile) -> tarfile.TarInfo:  # type: ignore[override]
+    def _proc_pax(self, tarfile: tarfile.TarFile) -> tarfile.TarInfo:
         self._refuse_large()
         return super()._proc_pax(tarfile)  # type: ignore[misc]
 
-    def _proc_gnulong(self, tarfile: tarfile.TarFile) -> tarfile.TarInfo:  # type: ignore[override]
+    def _proc_gnulong(self, tarfile: tarfile.TarFile) -> tarfile.TarInfo:
         self._refuse_large()
         return super()._proc_gnulong(tarfile)  # type: ignore[misc]
 
@@ -98,11 +101,19 @@ Entry = Member | Refused
 _MAGIC = (b"\x1f\x8b", b"BZh", b"\xfd7zXZ\x00", b"PK\x03\x04", b"PK\x05\x06")
 
 
-def _tar_mode(path: Path) -> str:
+TarMode = Literal["r:gz", "r:bz2", "r:xz", "r:"]
+
+
+def _tar_mode(path: Path) -> TarMode:
     """The compression by magic bytes (trying each, tarfile reports every failure)."""
     with path.open("rb") as f:
         head = f.read(6)
-    for magic, mode in ((b"\x1f\x8b", "r:gz"), (b"BZh", "r:bz2"), (b"\xfd7zXZ\x00", "r:xz")):
+    modes: tuple[tuple[bytes, TarMode], ...] = (
+        (b"\x1f\x8b", "r:gz"),
+        (b"BZh", "r:bz2"),
+        (b"\xfd7zXZ\x00", "r:xz"),
+    )
+    for magic, mode in modes:
         if head.startswith(magic):
             return mode
     return "r:"
@@ -196,7 +207,7 @@ def _tar(path: Path, bounds: Bounds, wanted: Callable[[str], bool]) -> Iterator[
                 continue
             data = tar.extractfile(info)
             if data is not None:
-                yield Member(name, info.size, lambda d=data, n=info.size: d.read(n))
+                yield Member(name, info.size, functools.partial(data.read, info.size))
 
 
 def _zip(path: Path, bounds: Bounds, wanted: Callable[[str], bool]) -> Iterator[Entry]:
@@ -217,7 +228,7 @@ def _zip(path: Path, bounds: Bounds, wanted: Callable[[str], bool]) -> Iterator[
             if refused is not None:
                 yield refused
                 continue
-            yield Member(name, info.file_size, lambda i=info: _read_zip(zf, i))
+            yield Member(name, info.file_size, functools.partial(_read_zip, zf, info))
 
 
 def _read_zip(zf: zipfile.ZipFile, info: zipfile.ZipInfo) -> bytes:

@@ -7,7 +7,9 @@ code and one printed sentence, so no user ever sees a traceback for bad input.
     ├── UsageError              a bad flag or combination of flags
     ├── ConfigError             unreadable or malformed config (names key and line)
     ├── InputError              unreadable evidence, a path that does not exist
-    └── NoSuchJobError          --job names no running job on this host
+    ├── NoSuchJobError          --job names no running job on this host
+    └── TorchMissing            an in-rank part (wrapper, bench, demo) without PyTorch
+                                (also an ImportError, for ``import doctor.restart``)
 
 Exit codes (a contract: launch scripts gate on them):
 
@@ -48,3 +50,7 @@ class InputError(DoctorError):
 
 class NoSuchJobError(DoctorError):
     """No rank of the named job runs on this host."""
+
+
+class TorchMissing(DoctorError, ImportError):
+    """PyTorch is not installed here, and this part of nccl-doctor runs inside a rank."""

@@ -61,6 +61,7 @@ class RankStack:
 
     @property
     def main(self) -> ThreadStack | None:
+        """The main thread (py-spy marks it), else the first: where the rank's own code runs."""
         first = self.threads[0] if self.threads else None
         return next((t for t in self.threads if t.is_main), first)
 

@@ -1,13 +1,14 @@
 """The values every part of nccl-doctor passes around.
 
 Frozen dataclasses with no I/O: sources build them, pure functions read them,
-renderers print them. Preflight speaks in ``Finding``; triage and analyze
-speak in ``Evidence`` (see ``doctor.evidence``) and ``Verdict``.
+renderers print them. Preflight speaks in ``Finding`` (its ``Report`` is
+``doctor.checks.report``'s); triage and analyze speak in ``Evidence`` (see
+``doctor.evidence``) and ``Verdict``.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import StrEnum
 from typing import Any
 
@@ -51,6 +52,7 @@ class Finding:
     """The exact ``export``/``unset`` lines or config change that makes it pass."""
 
     def to_json(self) -> dict[str, Any]:
+        """The ``findings[]`` object of preflight's JSON."""
         return {
             "check": self.check,
             "severity": self.severity.value,
@@ -82,6 +84,8 @@ class HangClass(StrEnum):
 
 
 class Confidence(StrEnum):
+    """How sure a verdict is; ``low`` also marks a tie the evidence cannot break."""
+
     HIGH = "high"
     MEDIUM = "medium"
     LOW = "low"
@@ -96,6 +100,7 @@ class CollectiveRef:
     op: str
 
     def to_json(self) -> dict[str, Any]:
+        """The ``verdict.collective`` object of the triage JSON."""
         return {"process_group": self.process_group, "seq": self.seq, "op": self.op}
 
 
@@ -109,6 +114,7 @@ class EvidenceLine:
     text: str
 
     def to_json(self) -> dict[str, Any]:
+        """One ``evidence[]`` object of the triage JSON."""
         return {"source": self.source, "rank": self.rank, "text": self.text}
 
 
@@ -127,9 +133,11 @@ class Verdict:
 
     @property
     def playbook(self) -> str:
+        """The playbook to follow: one per hang class (``nccl-doctor playbook``)."""
         return self.hang_class.value
 
     def to_json(self) -> dict[str, Any]:
+        """The ``verdict`` object of the triage JSON (DESIGN.md)."""
         return {
             "hang_class": self.hang_class.value,
             "culprit_ranks": list(self.culprit_ranks),
@@ -150,26 +158,5 @@ class Skipped:
     reason: str
 
     def to_json(self) -> dict[str, Any]:
+        """One ``skipped[]`` object of the triage JSON."""
         return {"rank": self.rank, "probe": self.probe, "reason": self.reason}
-
-
-@dataclass(frozen=True)
-class Report:
-    """A preflight run: the lane it judged and every finding, in check order."""
-
-    lane: str
-    findings: tuple[Finding, ...]
-    extras: dict[str, Any] = field(default_factory=dict, compare=False)
-    """Renderer extras, e.g. the resolved timeout chain."""
-
-    def count(self, severity: Severity) -> int:
-        return sum(1 for f in self.findings if f.severity is severity)
-
-    def to_json(self) -> dict[str, Any]:
-        return {
-            "schema": "nccl-doctor/preflight/v1",
-            "lane": self.lane,
-            "findings": [f.to_json() for f in self.findings],
-            "summary": {s.value: self.count(s) for s in Severity},
-            **{k: v for k, v in self.extras.items() if k == "timeouts"},
-        }

@@ -212,7 +212,7 @@ class FakeNvml:
         nvlink = self._gpu(h).get("nvlink", {})
         if link >= int(nvlink.get("count", 0)):
             raise pynvml.NVMLError_InvalidArgument()
-        return nvlink  # type: ignore[no-any-return]
+        return nvlink
 
     def nvmlDeviceGetNvLinkState(self, h: int, link: int) -> int:
         self._link(h, link)

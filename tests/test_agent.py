@@ -5,7 +5,6 @@ from __future__ import annotations
 import pickle
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -23,10 +22,11 @@ dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1,
                         timeout=datetime.timedelta(seconds=30))
 dist.all_reduce(torch.ones(8))
 def hang_holding_the_gil():
+    print("ready", flush=True)  # from inside: its frame is on the stack from now on
     ctypes.PyDLL(None).sleep(int(sys.argv[2]))
 def hang_releasing_the_gil():
+    print("ready", flush=True)
     time.sleep(int(sys.argv[2]))
-print("ready", flush=True)
 (hang_holding_the_gil if sys.argv[3] == "gil" else hang_releasing_the_gil)()
 """
 
@@ -56,7 +56,6 @@ def test_stack_of_a_rank_that_holds_the_gil(tmp_path: Path, stop) -> None:
     # GIVEN a rank whose main thread is stuck in C code while holding the GIL
     proc = start_rank(tmp_path, hold_gil=True)
     stop(proc)
-    time.sleep(0.2)
     # WHEN triage asks for its stack
     text = request_stack(tmp_path, 3, proc.pid, timeout=5)
     # THEN faulthandler answers anyway, naming the stuck function

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.ranks import rank_ranges
+from doctor.ranks import rank_prose, rank_ranges
 
 
 @pytest.mark.parametrize(
@@ -20,3 +20,24 @@ from doctor.ranks import rank_ranges
 )
 def test_rank_ranges_compacts_consecutive_ranks(ranks: list[int], expected: str) -> None:
     assert rank_ranges(ranks) == expected
+
+
+@pytest.mark.parametrize(
+    ("ranks", "expected"),
+    [
+        ([], "no rank"),
+        ([2], "rank 2"),
+        ([2, 2], "rank 2"),
+        ([3, 2], "ranks 2 and 3"),
+        ([0, 1, 3], "ranks 0, 1 and 3"),
+        ([0, 1, 2, 4], "ranks 0-2 and 4"),
+        ([*range(128), 130], "ranks 0-127 and 130"),
+        ([5, *range(10, 4106), 9000], "ranks 5, 10-4105 and 9000"),
+    ],
+)
+def test_rank_prose_reads_as_one_sentence_and_folds_runs(ranks: list[int], expected: str) -> None:
+    assert rank_prose(ranks) == expected
+
+
+def test_a_sentence_can_start_with_it() -> None:
+    assert rank_prose([10, 15]).capitalize() == "Ranks 10 and 15"

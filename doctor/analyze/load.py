@@ -47,7 +47,9 @@ def load_evidence(paths: Sequence[Path]) -> Evidence:
     # a v2 bundle's dumps are in its evidence.json; its fr/ copies are for people
     skip = found[0] if found is not None and found[2] else None
     fr = read_flight(p for p in paths if p != skip)
-    logs = read_logs(paths)
+    # a bundle's log events are in its evidence.json too: its logs/ tails (and, unpacked, its
+    # JSON documents) are not read again as logs
+    logs = read_logs([p for p in paths if found is None or p != found[0]])
     texts = {Path(f).name for f in logs.files}
     unreadable = tuple(s for s in fr.skipped if s.reason.split(":", 1)[0] not in texts)
     if not fr.dumps and found is None and not logs.files:

@@ -59,7 +59,7 @@ def explain(result: BenchResult) -> list[str]:
             f"({small[0].time_us:.0f} us at {human(small[0].bytes)}B): their busbw "
             "measures step latency, not the links."
         )
-    algorithms = []
+    algorithms: list[tuple[str, int]] = []
     for row in result.rows:
         if not algorithms or algorithms[-1][0] != row.algorithm:
             algorithms.append((row.algorithm, row.bytes))

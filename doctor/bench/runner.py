@@ -106,8 +106,8 @@ def run_local(
         for proc in procs:
             if proc.stdout:
                 proc.stdout.close()
-        for err in errs:
-            err.close()
+        for log in errs:
+            log.close()
 
 
 def _collect(

@@ -12,6 +12,7 @@ from doctor.bench.runner import job_env, run_in_job, run_local
 from doctor.bench.worker import Emit, WorkerSpec
 from doctor.errors import UsageError
 from doctor.nvml import read_fleet
+from doctor.torchdep import require_torch
 
 DEFAULT_SIZES = {"gloo": "1K:64M:2", "nccl": "1K:1G:2"}
 
@@ -56,6 +57,7 @@ past it a typo, not a benchmark, would exhaust the host."""
 
 def run_bench(request: BenchRequest, env: Mapping[str, str], emit: Emit) -> BenchResult | None:
     """Run the sweep; rank 0 (or the local launcher) gets the result, other job ranks ``None``."""
+    require_torch("the AllReduce benchmark")
     spec = WorkerSpec(request.backend, request.sizes, timeout_s=request.timeout_s)
     if job_env(env) is not None:
         if request.nproc is not None:

@@ -1,4 +1,7 @@
-"""The ``nccl-doctor`` console script: one module per command, registered in --help order."""
+"""The ``nccl-doctor`` console script: one module per command, registered here in --help order.
+
+Each command is a plain module-level function, so tests can import and call it directly.
+"""
 
 from __future__ import annotations
 
@@ -6,17 +9,15 @@ import sys
 
 import typer
 
-from doctor.cli import (
-    analyze,
-    bench,
-    collect,
-    launch,
-    playbook,
-    preflight,
-    recover,
-    triage,
-    watch,
-)
+from doctor.cli.analyze import analyze
+from doctor.cli.bench import bench
+from doctor.cli.collect import collect
+from doctor.cli.launch import launch
+from doctor.cli.playbook import playbook
+from doctor.cli.preflight import preflight
+from doctor.cli.recover import recover
+from doctor.cli.triage import triage
+from doctor.cli.watch import watch
 from doctor.errors import DoctorError
 from doctor.escape import escape_control
 
@@ -28,8 +29,18 @@ app = typer.Typer(
     pretty_exceptions_enable=False,
     rich_markup_mode=None,
 )
-for module in (preflight, triage, collect, analyze, launch, recover, watch, bench, playbook):
-    module.register(app)
+app.command("preflight")(preflight)
+app.command("triage")(triage)
+app.command("collect")(collect)
+app.command("analyze")(analyze)
+# launch passes everything after -- to the training command
+app.command("launch", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
+    launch
+)
+app.command("recover")(recover)
+app.command("watch")(watch)
+app.command("bench")(bench)
+app.command("playbook")(playbook)
 
 
 def main() -> None:

@@ -38,7 +38,3 @@ def analyze(
     else:
         Console().print(render(evidence, analysis))
     raise typer.Exit(EXIT_FOUND if analysis.verdict.hang_class.is_hang else EXIT_OK)
-
-
-def register(app: typer.Typer) -> None:
-    app.command("analyze")(analyze)

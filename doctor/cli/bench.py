@@ -14,61 +14,61 @@ from doctor.errors import UsageError
 
 
 class Backend(StrEnum):
+    """The collective backend to measure: gloo on CPUs, NCCL on GPUs."""
+
     GLOO = "gloo"
     NCCL = "nccl"
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("bench")
-    def bench(
-        nproc: Annotated[int | None, typer.Option(help="Local ranks to start (default 2).")] = None,
-        backend: Annotated[Backend, typer.Option(help="gloo (CPU) or nccl (GPUs).")] = Backend.GLOO,
-        sizes: Annotated[
-            str | None,
-            typer.Option(help="BEGIN:END[:FACTOR] as nccl-tests' -b/-e/-f, e.g. 1K:64M:2."),
-        ] = None,
-        json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
-        plot: Annotated[
-            Path | None, typer.Option(help="Write the plot to FILE (.svg, or .png with Pillow).")
-        ] = None,
-        timeout: Annotated[float, typer.Option(help="Seconds before the run is abandoned.")] = 300,
-    ) -> None:
-        """AllReduce bandwidth against the ring/tree model (nccl-tests' table and columns)."""
-        from rich.console import Console
+def bench(
+    nproc: Annotated[int | None, typer.Option(help="Local ranks to start (default 2).")] = None,
+    backend: Annotated[Backend, typer.Option(help="gloo (CPU) or nccl (GPUs).")] = Backend.GLOO,
+    sizes: Annotated[
+        str | None,
+        typer.Option(help="BEGIN:END[:FACTOR] as nccl-tests' -b/-e/-f, e.g. 1K:64M:2."),
+    ] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print JSON.")] = False,
+    plot: Annotated[
+        Path | None, typer.Option(help="Write the plot to FILE (.svg, or .png with Pillow).")
+    ] = None,
+    timeout: Annotated[float, typer.Option(help="Seconds before the run is abandoned.")] = 300,
+) -> None:
+    """AllReduce bandwidth against the ring/tree model (nccl-tests' table and columns)."""
+    from rich.console import Console
 
-        from doctor.bench.explain import explain
-        from doctor.bench.plot import png_plot, svg_plot, terminal_plot
-        from doctor.bench.render import format_table
-        from doctor.bench.session import DEFAULT_SIZES, BenchRequest, run_bench
-        from doctor.bench.sizes import parse_sweep
+    from doctor.bench.explain import explain
+    from doctor.bench.plot import png_plot, svg_plot, terminal_plot
+    from doctor.bench.render import format_table
+    from doctor.bench.session import DEFAULT_SIZES, BenchRequest, run_bench
+    from doctor.bench.sizes import parse_sweep
 
-        if plot is not None:
-            _check_plot_target(plot)
-        request = BenchRequest(
-            backend.value, tuple(parse_sweep(sizes or DEFAULT_SIZES[backend])), nproc, timeout
-        )
-        with _progress(len(request.sizes)) as emit:
-            result = run_bench(request, os.environ, emit)
-        if result is None:
-            return  # a non-zero rank of a job: rank 0 reports
-        if plot is not None:
-            try:
-                if plot.suffix.lower() == ".png":
-                    plot.write_bytes(png_plot(result))
-                else:
-                    plot.write_text(svg_plot(result))
-            except OSError as exc:
-                raise UsageError(f"cannot write {plot}: {exc.strerror}") from exc
-        if json_out:
-            print(json.dumps(result.to_json(), indent=2))
-            return
-        out = Console(highlight=False, soft_wrap=True)
-        out.print(format_table(result), markup=False)
-        out.print()
-        out.print(terminal_plot(result), markup=False)
-        out.print()
-        for note in explain(result):
-            out.print(f"- {note}", markup=False)
+    if plot is not None:
+        _check_plot_target(plot)
+    request = BenchRequest(
+        backend.value, tuple(parse_sweep(sizes or DEFAULT_SIZES[backend])), nproc, timeout
+    )
+    with _progress(len(request.sizes)) as emit:
+        result = run_bench(request, os.environ, emit)
+    if result is None:
+        return  # a non-zero rank of a job: rank 0 reports
+    if plot is not None:
+        try:
+            if plot.suffix.lower() == ".png":
+                plot.write_bytes(png_plot(result))
+            else:
+                plot.write_text(svg_plot(result))
+        except OSError as exc:
+            raise UsageError(f"cannot write {plot}: {exc.strerror}") from exc
+    if json_out:
+        print(json.dumps(result.to_json(), indent=2))
+        return
+    out = Console(highlight=False, soft_wrap=True)
+    out.print(format_table(result), markup=False)
+    out.print()
+    out.print(terminal_plot(result), markup=False)
+    out.print()
+    for note in explain(result):
+        out.print(f"- {note}", markup=False)
 
 
 def _check_plot_target(plot: Path) -> None:

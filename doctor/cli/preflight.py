@@ -7,20 +7,17 @@ from __future__ import annotations
 
 import os
 import sys
-from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from doctor.errors import EXIT_FOUND, EXIT_OK, UsageError
-from doctor.model import Report, Severity
+from doctor.lanes import Lane
+from doctor.model import Severity
 
-
-class Lane(StrEnum):
-    AUTO = "auto"
-    SINGLE = "single-node"
-    MULTI = "multi-node"
+if TYPE_CHECKING:
+    from doctor.checks.report import Report
 
 
 def exit_code(report: Report, strict: bool) -> int:
@@ -29,53 +26,49 @@ def exit_code(report: Report, strict: bool) -> int:
     return EXIT_FOUND if bad else EXIT_OK
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("preflight")
-    def preflight(
-        lane: Annotated[
-            Lane | None,
-            typer.Option(
-                help="auto detects SLURM/torchrun node counts; default: [lane] kind, then auto"
-            ),
-        ] = None,
-        config: Annotated[
-            Path | None,
-            typer.Option(
-                help="nccl-doctor.toml to read (default: ./nccl-doctor.toml or pyproject.toml)"
-            ),
-        ] = None,
-        bench: Annotated[
-            bool, typer.Option("--bench", help="also run the AllReduce benchmark")
-        ] = False,
-        json_out: Annotated[bool, typer.Option("--json", help="print JSON for machines")] = False,
-        emit_env: Annotated[
-            bool,
-            typer.Option(
-                "--emit-env", help="print export/unset lines that make the environment pass"
-            ),
-        ] = False,
-        strict: Annotated[bool, typer.Option("--strict", help="exit 1 on warnings too")] = False,
-    ) -> None:
-        """Check this host and environment before launch (exit 1 if anything fails)."""
-        from doctor.checks import fixes, render
-        from doctor.checks.gather import gather
-        from doctor.checks.registry import run_checks
-        from doctor.config import load_config
+def preflight(
+    lane: Annotated[
+        Lane | None,
+        typer.Option(
+            help="auto detects SLURM/torchrun node counts; default: [lane] kind, then auto"
+        ),
+    ] = None,
+    config: Annotated[
+        Path | None,
+        typer.Option(
+            help="nccl-doctor.toml to read (default: ./nccl-doctor.toml or pyproject.toml)"
+        ),
+    ] = None,
+    bench: Annotated[
+        bool, typer.Option("--bench", help="also run the AllReduce benchmark")
+    ] = False,
+    json_out: Annotated[bool, typer.Option("--json", help="print JSON for machines")] = False,
+    emit_env: Annotated[
+        bool,
+        typer.Option("--emit-env", help="print export/unset lines that make the environment pass"),
+    ] = False,
+    strict: Annotated[bool, typer.Option("--strict", help="exit 1 on warnings too")] = False,
+) -> None:
+    """Check this host and environment before launch (exit 1 if anything fails)."""
+    from doctor.checks import fixes, render
+    from doctor.checks.gather import gather
+    from doctor.checks.registry import run_checks
+    from doctor.config import load_config
 
-        if json_out and emit_env:
-            raise UsageError("--json and --emit-env print different things; choose one")
-        env = dict(os.environ)
-        cfg = load_config(config, env, Path.cwd())
-        facts = gather(env, cfg, lane.value if lane else None, bench, Path.cwd())
-        report = run_checks(facts)
-        if emit_env:
-            snippet, unfixed = fixes.emit_env(report.findings)
-            print(snippet)
-            raise typer.Exit(EXIT_FOUND if unfixed else EXIT_OK)
-        if json_out:
-            print(render.to_json(report))
-        else:
-            from rich.console import Console
+    if json_out and emit_env:
+        raise UsageError("--json and --emit-env print different things; choose one")
+    env = dict(os.environ)
+    cfg = load_config(config, env, Path.cwd())
+    facts = gather(env, cfg, lane.value if lane else None, bench, Path.cwd())
+    report = run_checks(facts)
+    if emit_env:
+        snippet, unfixed = fixes.emit_env(report.findings)
+        print(snippet)
+        raise typer.Exit(EXIT_FOUND if unfixed else EXIT_OK)
+    if json_out:
+        print(render.to_json(report))
+    else:
+        from rich.console import Console
 
-            render.print_report(report, Console(file=sys.stdout))
-        raise typer.Exit(exit_code(report, strict))
+        render.print_report(report, Console(file=sys.stdout))
+    raise typer.Exit(exit_code(report, strict))

@@ -24,83 +24,77 @@ if TYPE_CHECKING:
     from doctor.triage.target import Target
 
 
-def register(app: typer.Typer) -> None:
-    @app.command("triage")
-    def triage(
-        job: Annotated[
-            str | None,
-            typer.Option(
-                "--job",
-                help="TORCHELASTIC_RUN_ID, SLURM_JOB_ID or a `nccl-doctor launch` job id",
-                show_default=False,
-            ),
-        ] = None,
-        pids: Annotated[
-            str | None,
-            typer.Option("--pids", help="rank processes, comma-separated", show_default=False),
-        ] = None,
-        once: Annotated[bool, typer.Option("--once", help="print the verdict and exit")] = False,
-        as_json: Annotated[
-            bool, typer.Option("--json", help="print nccl-doctor/triage/v1 JSON")
-        ] = False,
-        bundle: Annotated[
-            Path | None,
-            typer.Option(
-                "--bundle", help="write every piece of evidence to OUT.tar.gz", show_default=False
-            ),
-        ] = None,
-        interval: Annotated[
-            float,
-            typer.Option(
-                "--interval", help="seconds of sampling per look (and between TUI refreshes)"
-            ),
-        ] = 1.0,
-        via: Annotated[
-            str | None,
-            typer.Option(
-                "--via",
-                help="reach the job's hosts with `slurm` (srun --overlap) or `ssh`",
-                show_default=False,
-            ),
-        ] = None,
-        hosts: Annotated[
-            str | None,
-            typer.Option("--hosts", help="the job's hosts: h1,h2 or h[1-64]", show_default=False),
-        ] = None,
-        hostfile: Annotated[
-            Path | None,
-            typer.Option("--hostfile", help="a file of the job's hosts", show_default=False),
-        ] = None,
-        timeout: Annotated[
-            float,
-            typer.Option("--timeout", help="seconds to wait for the other hosts' answers"),
-        ] = 6.0,
-    ) -> None:
-        """Which rank hangs the job, why, and what to do: without stopping it."""
-        from doctor.triage.collect import CollectOptions, JobRef
-        from doctor.triage.discover import parse_pids
-        from doctor.triage.export import write_triage_bundle
+def triage(
+    job: Annotated[
+        str | None,
+        typer.Option(
+            "--job",
+            help="TORCHELASTIC_RUN_ID, SLURM_JOB_ID or a `nccl-doctor launch` job id",
+            show_default=False,
+        ),
+    ] = None,
+    pids: Annotated[
+        str | None,
+        typer.Option("--pids", help="rank processes, comma-separated", show_default=False),
+    ] = None,
+    once: Annotated[bool, typer.Option("--once", help="print the verdict and exit")] = False,
+    as_json: Annotated[
+        bool, typer.Option("--json", help="print nccl-doctor/triage/v1 JSON")
+    ] = False,
+    bundle: Annotated[
+        Path | None,
+        typer.Option(
+            "--bundle", help="write every piece of evidence to OUT.tar.gz", show_default=False
+        ),
+    ] = None,
+    interval: Annotated[
+        float,
+        typer.Option("--interval", help="seconds of sampling per look (and between TUI refreshes)"),
+    ] = 1.0,
+    via: Annotated[
+        str | None,
+        typer.Option(
+            "--via",
+            help="reach the job's hosts with `slurm` (srun --overlap) or `ssh`",
+            show_default=False,
+        ),
+    ] = None,
+    hosts: Annotated[
+        str | None,
+        typer.Option("--hosts", help="the job's hosts: h1,h2 or h[1-64]", show_default=False),
+    ] = None,
+    hostfile: Annotated[
+        Path | None,
+        typer.Option("--hostfile", help="a file of the job's hosts", show_default=False),
+    ] = None,
+    timeout: Annotated[
+        float,
+        typer.Option("--timeout", help="seconds to wait for the other hosts' answers"),
+    ] = 6.0,
+) -> None:
+    """Which rank hangs the job, why, and what to do: without stopping it."""
+    from doctor.triage.collect import CollectOptions, JobRef
+    from doctor.triage.discover import parse_pids
+    from doctor.triage.export import write_triage_bundle
 
-        if job is not None and pids is not None:
-            raise UsageError("name the job with one of --job ID or --pids P,P, not both")
-        if not 0.05 <= interval <= 600:
-            raise UsageError(f"--interval must be between 0.05 and 600 seconds, not {interval}")
-        ref = JobRef(job=job, pids=tuple(parse_pids(pids)) if pids else ())
-        options = CollectOptions(interval=interval, env=dict(os.environ))
-        reach = _reach(job, via, hosts, hostfile, timeout, interval, options)
-        if sys.stdout.isatty() and not (once or as_json):
-            raise typer.Exit(
-                _tui(ref, options, job or pids or "the job on this host", reach, timeout)
-            )
-        snapshot = (
-            _collect_once(ref, options, spinner=not as_json)
-            if reach is None
-            else _remote_once(reach, options, timeout)
-        )
-        if bundle is not None:
-            write_triage_bundle(snapshot, bundle)
-        _print(snapshot, as_json, bundle, _watch_events(ref, options))
-        raise typer.Exit(EXIT_FOUND if snapshot.verdict.hang_class.is_hang else EXIT_OK)
+    if job is not None and pids is not None:
+        raise UsageError("name the job with one of --job ID or --pids P,P, not both")
+    if not 0.05 <= interval <= 600:
+        raise UsageError(f"--interval must be between 0.05 and 600 seconds, not {interval}")
+    ref = JobRef(job=job, pids=tuple(parse_pids(pids)) if pids else ())
+    options = CollectOptions(interval=interval, env=dict(os.environ))
+    reach = _reach(job, via, hosts, hostfile, timeout, interval, options)
+    if sys.stdout.isatty() and not (once or as_json):
+        raise typer.Exit(_tui(ref, options, job or pids or "the job on this host", reach, timeout))
+    snapshot = (
+        _collect_once(ref, options, spinner=not as_json)
+        if reach is None
+        else _remote_once(reach, options, timeout)
+    )
+    if bundle is not None:
+        write_triage_bundle(snapshot, bundle)
+    _print(snapshot, as_json, bundle, _watch_events(ref, options))
+    raise typer.Exit(EXIT_FOUND if snapshot.verdict.hang_class.is_hang else EXIT_OK)
 
 
 def _reach(

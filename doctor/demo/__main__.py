@@ -20,6 +20,8 @@ import tempfile
 from pathlib import Path
 
 from doctor.demo.training import TrainingJob
+from doctor.errors import TorchMissing
+from doctor.torchdep import require_torch
 
 EXPECTED = {
     "fifo": "cpu_stuck",
@@ -46,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fault", choices=sorted(EXPECTED), default="fifo")
     parser.add_argument("--rank", type=int, default=2, help="the rank that misbehaves")
     args = parser.parse_args(argv)
+    try:
+        require_torch("the demo job")
+    except TorchMissing as exc:
+        print(f"python -m doctor.demo: {exc}", file=sys.stderr)
+        return 2
 
     print("== 1. preflight: is this environment going to hang? (single-node lane)")
     doctor("preflight", "--lane", "single-node")

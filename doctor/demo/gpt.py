@@ -72,7 +72,8 @@ def make_model() -> Any:
         def forward(self, idx: Any, targets: Any = None) -> Any:
             pos = torch.arange(idx.shape[1], device=idx.device)
             h = self.tokens(idx) + self.positions(pos)
-            h = self.blocks(h, mask=self.mask[: idx.shape[1], : idx.shape[1]], is_causal=True)
+            mask: Any = self.mask  # a registered buffer: a Tensor, typed Tensor | Module
+            h = self.blocks(h, mask=mask[: idx.shape[1], : idx.shape[1]], is_causal=True)
             logits = self.head(h)
             if targets is None:
                 return logits
@@ -80,6 +81,20 @@ def make_model() -> Any:
 
     torch.manual_seed(0)
     return TinyGPT()
+
+
+def train(model: Any, args: argparse.Namespace, rank: int) -> None:
+    """The plain loop of GPT scripts (batch, forward, backward, AdamW step), which DDP and
+    FSDP drive from their hooks: the collectives run inside ``loss.backward()``."""
+    import torch
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for step in range(args.steps):
+        x, y = get_batch(args.data, rank, step, args.batch)
+        loss = model(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
 
 
 def train_args(prog: str, argv: list[str] | None) -> argparse.Namespace:

@@ -255,10 +255,11 @@ def dump_flight_recorder(opts: Options, rank: int) -> None:
         return
     import torch._C._distributed_c10d as c10d
 
+    # private c10d API (what torch's own dump on timeout calls), absent from torch's stubs
     if opts.fr_dump_format == "json":
-        data = c10d._dump_fr_trace_json(True, True)
+        data = c10d._dump_fr_trace_json(True, True)  # type: ignore[attr-defined]
     else:
-        data = c10d._dump_fr_trace(True, True, False)
+        data = c10d._dump_fr_trace(True, True, False)  # type: ignore[attr-defined]
     opts.fr_dump_dir.mkdir(parents=True, exist_ok=True)
     tmp = opts.fr_dump_dir / f".rank_{rank}.tmp"
     tmp.write_bytes(data)
@@ -276,8 +277,13 @@ def main(argv: list[str] | None = None) -> int:
     import torch.distributed as dist
 
     rank, world = int(os.environ["RANK"]), int(os.environ["WORLD_SIZE"])
+
     # torchrun SIGTERMs the surviving ranks when one fails: dump before going.
-    signal.signal(signal.SIGTERM, lambda *_: (dump_flight_recorder(opts, rank), os._exit(143)))
+    def dump_and_exit(*_: object) -> None:
+        dump_flight_recorder(opts, rank)
+        os._exit(143)
+
+    signal.signal(signal.SIGTERM, dump_and_exit)
     dist.init_process_group(
         "gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=opts.timeout)
     )

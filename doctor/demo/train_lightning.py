@@ -30,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     if not shard_path(args.data, rank).exists():
         write_shards(args.data, world)
 
-    class Shard(IterableDataset):  # type: ignore[type-arg]
+    class Shard(IterableDataset):
         def __iter__(self) -> Iterator[Any]:
             for step in range(args.steps):
                 yield get_batch(args.data, rank, step, args.batch)

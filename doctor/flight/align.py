@@ -26,10 +26,9 @@ clear margin is a straggler.
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from doctor.evidence import Frame
 from doctor.flight.divergence import (
     Divergence,
     describe,
@@ -40,7 +39,8 @@ from doctor.flight.divergence import (
     stalled,
 )
 from doctor.flight.dump import GroupTrack, RankDump
-from doctor.model import Skipped
+from doctor.model import Frame, Skipped
+from doctor.ranks import rank_prose
 
 __all__ = [
     "Divergence",
@@ -71,6 +71,8 @@ class Position:
 
 @dataclass(frozen=True)
 class GroupAlignment:
+    """One process group across its members: where each got, and where they first diverge."""
+
     name: str
     desc: str
     members: tuple[int, ...]
@@ -93,6 +95,8 @@ class RankOp:
 
 @dataclass(frozen=True)
 class Straggler:
+    """A rank that is last to enqueue most collectives of a group: slow, not stuck."""
+
     rank: int
     group: str
     last_share: float
@@ -127,9 +131,11 @@ class FlightAnalysis:
 
     @property
     def divergent(self) -> tuple[GroupAlignment, ...]:
+        """The groups whose members diverge, in group order."""
         return tuple(g for g in self.groups if g.divergence is not None)
 
     def last_op(self, rank: int) -> RankOp | None:
+        """The newest operation ``rank`` recorded, or None without a dump."""
         return next((o for o in self.last_ops if o.rank == rank), None)
 
 
@@ -282,8 +288,8 @@ def _break_tie(
     odd = tuple(sorted(r for r, o in ops.items() if signature(o) != top))
     peers = tuple(sorted(r for r in ops if r not in odd))
     text = (
-        f"pg {g.name} seq {d.seq}: rank {', '.join(map(str, odd))} issued "
-        f"{', '.join(describe(ops[r]) for r in odd)} where rank {', '.join(map(str, peers))} "
+        f"pg {g.name} seq {d.seq}: {rank_prose(odd)} issued "
+        f"{', '.join(describe(ops[r]) for r in odd)} where {rank_prose(peers)} "
         f"and the sibling groups ({', '.join(siblings)}) issued {describe(ops[peers[0]])}"
     )
     div = Divergence("mismatch", d.seq, ops[odd[0]].name, odd, peers, False, text)
@@ -320,9 +326,8 @@ def _group_order(
                     tuple(sorted(few + many if tie else few)),
                     tuple(sorted(many)),
                     tie,
-                    f"pg {a} and pg {b} were scheduled in opposite orders: rank(s) "
-                    f"{', '.join(map(str, sorted(few)))} against "
-                    f"{', '.join(map(str, sorted(many)))}",
+                    f"pg {a} and pg {b} were scheduled in opposite orders: "
+                    f"{rank_prose(few)} against {rank_prose(many)}",
                 )
                 g = out[idx]
                 out[idx] = GroupAlignment(g.name, g.desc, g.members, g.positions, g.no_dump, div)
@@ -343,7 +348,7 @@ def _last_ops(ds: dict[int, RankDump]) -> Iterable[RankOp]:
             yield RankOp(r, n, o.seq, o.name, o.state, o.frames)
 
 
-def _median(values: list[int] | list[float]) -> float:
+def _median(values: Sequence[float]) -> float:
     v = sorted(values)
     n = len(v)
     return v[n // 2] if n % 2 else (v[n // 2 - 1] + v[n // 2]) / 2

@@ -12,6 +12,7 @@ from collections import Counter
 from dataclasses import dataclass
 
 from doctor.flight.dump import GroupTrack, Op
+from doctor.ranks import rank_prose
 
 VARIABLE_SIZE_OPS = ("all_to_all", "alltoall", "gather", "scatter", "_v")
 
@@ -33,11 +34,13 @@ class Divergence:
 
 
 def describe(op: Op) -> str:
+    """``all_reduce[1024]/Float``: an op as the divergence texts show it."""
     sizes = ",".join("x".join(map(str, s)) for s in op.in_sizes)
     return f"{op.name}[{sizes}]{'/' + op.dtypes[0] if op.dtypes else ''}"
 
 
 def signature(op: Op) -> tuple[object, ...]:
+    """What must agree across ranks at one sequence number (op, sizes, dtypes)."""
     return (op.name, op.dtypes, None if _variable_size(op.name) else op.in_sizes)
 
 
@@ -48,6 +51,7 @@ def _variable_size(name: str) -> bool:
 
 
 def mismatch(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
+    """The first sequence number at which members recorded different collectives."""
     by_seq: dict[int, dict[int, Op]] = {}
     for r, t in tracks.items():
         for o in t.ops:
@@ -103,8 +107,8 @@ def _vote(
         )
     else:
         text = (
-            f"pg {name} seq {seq}: rank{'s' if len(odd) > 1 else ''} "
-            f"{', '.join(map(str, odd))} issued {', '.join(sorted({what[r] for r in odd}))} "
+            f"pg {name} seq {seq}: {rank_prose(odd)} "
+            f"issued {', '.join(sorted({what[r] for r in odd}))} "
             f"where {len(majority)} rank{'s' if len(majority) > 1 else ''} "
             f"issued {what[majority[0]]}"
         )
@@ -113,16 +117,18 @@ def _vote(
 
 def stalled(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
     """Ranks that did not complete (or start) what their peers completed."""
-    known = {r: t for r, t in tracks.items() if t.completed is not None and t.enqueued is not None}
+    known = {
+        r: (t.completed, t.enqueued)
+        for r, t in tracks.items()
+        if t.completed is not None and t.enqueued is not None
+    }
     if len(known) < 2:
         return not_started(tracks, name)
-    best = max(t.completed for t in known.values())  # type: ignore[type-var]
-    lag = tuple(
-        sorted(r for r, t in known.items() if t.completed < best and t.completed < t.enqueued)
-    )  # type: ignore[operator]
+    best = max(done for done, _enq in known.values())
+    lag = tuple(sorted(r for r, (done, enq) in known.items() if done < best and done < enq))
     if lag:
-        seq = min(known[r].completed for r in lag) + 1  # type: ignore[operator]
-        op = next((o.name for r in lag for o in known[r].ops if o.seq == seq), "")
+        seq = min(known[r][0] for r in lag) + 1
+        op = next((o.name for r in lag for o in tracks[r].ops if o.seq == seq), "")
         others = tuple(sorted(r for r in known if r not in lag))
         return Divergence(
             "not_completed",
@@ -131,14 +137,14 @@ def stalled(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
             lag,
             others,
             False,
-            f"pg {name}: rank{'s' if len(lag) > 1 else ''} {', '.join(map(str, lag))} "
-            f"did not complete seq {seq} ({op or 'op'}), which "
+            f"pg {name}: {rank_prose(lag)} did not complete seq {seq} ({op or 'op'}), which "
             f"{'peers' if others else 'the group'} completed up to seq {best}",
         )
     return not_started(tracks, name)
 
 
 def not_started(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
+    """The first collective some members scheduled but never started on their GPU."""
     states: dict[int, dict[int, str]] = {}
     for r, t in tracks.items():
         for o in t.ops:
@@ -154,13 +160,13 @@ def not_started(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
                 late,
                 tuple(sorted(r for r in st if r not in late)),
                 False,
-                f"pg {name} seq {seq}: never started on rank(s) "
-                f"{', '.join(map(str, late))} while peers started it",
+                f"pg {name} seq {seq}: never started on {rank_prose(late)} while peers started it",
             )
     return None
 
 
 def missing(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
+    """Members that never scheduled a collective their peers reached."""
     enq = {r: t.enqueued for r, t in tracks.items() if t.enqueued is not None}
     if len(enq) < 2:
         return None
@@ -178,8 +184,7 @@ def missing(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
         behind,
         ahead,
         False,
-        f"pg {name}: rank{'s' if len(behind) > 1 else ''} "
-        f"{', '.join(map(str, behind))} never scheduled seq {seq}"
+        f"pg {name}: {rank_prose(behind)} never scheduled seq {seq}"
         f"{' (' + op + ')' if op else ''}; {len(ahead)} peer(s) reached seq {front}",
     )
 
@@ -187,6 +192,7 @@ def missing(tracks: dict[int, GroupTrack], name: str) -> Divergence | None:
 def no_dump(
     tracks: dict[int, GroupTrack], no_dump: tuple[int, ...], name: str
 ) -> Divergence | None:
+    """Members without a dump while every dumped member waits: the silent ones."""
     if not no_dump or not tracks:
         return None
     waiting = tuple(sorted(tracks))
@@ -200,5 +206,5 @@ def no_dump(
         waiting,
         False,
         f"pg {name}: every dumped member reached seq {last} ({op or 'op'}); "
-        f"rank{'s' if len(no_dump) > 1 else ''} {', '.join(map(str, no_dump))} left no dump",
+        f"{rank_prose(no_dump)} left no dump",
     )

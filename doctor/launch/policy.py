@@ -1,8 +1,8 @@
 """The environment a rank runs with: a pure function of the inherited env, the lane and --wrap.
 
 * single-node: multi-node IB/net tuning leaked from the shell is unset (the
-  list is preflight's ``lane.ib-leak`` rule), IB is disabled and the external
-  net plugin is off;
+  list is ``doctor.lanes``'s, shared with preflight's ``lane.ib-leak`` rule),
+  IB is disabled and the external net plugin is off;
 * multi-node: IB is kept as it is (preflight reports a disabled IB);
 * ``--wrap``: NVLS off and net plugin ``none`` (NVLS and external net plugins
   keep resources that an in-process restart cannot release);
@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from doctor.checks.lane import MULTI, SINGLE, leaked_multinode_vars
+from doctor.lanes import MULTI, SINGLE, leaked_multinode_vars
 from doctor.registry import JOB_DIR_ENV
 
 FR_BUFFER = "2000"

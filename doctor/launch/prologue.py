@@ -114,7 +114,7 @@ def launch(
     watch: bool = False,
 ) -> int:
     """Run one rank through the prologue; the entrypoint's exit code."""
-    from doctor.checks.lane import resolve_lane
+    from doctor.lanes import resolve_lane
 
     if not cmd:
         raise UsageError("nothing to launch: give the command after --")

@@ -230,10 +230,11 @@ class CallWrapper:
             done, value = self._iterate(fn, args, kwargs, set(members))
             if done:
                 return value
-            if (self.last_fault or {}).get("cause") == "refused":
+            fault = self.last_fault or {}
+            if fault.get("cause") == "refused":
                 raise RestartError(
-                    f"rank {self.initial_rank}: refused to go on: {self.last_fault['exception']}"
-                )  # type: ignore[index]
+                    f"rank {self.initial_rank}: refused to go on: {fault['exception']}"
+                )
             self._obey_watcher()
             iteration += 1
 

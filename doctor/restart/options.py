@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, fields, replace
 from datetime import timedelta
+from typing import Any
 
 from doctor.config import RestartConfig, parse_duration
 
@@ -27,7 +28,7 @@ class RestartOptions(RestartConfig):
         """Config defaults, then explicit arguments; raises ValueError on an impossible set."""
         known = {f.name for f in fields(cls)}
         options = cls(**asdict(config or RestartConfig()))
-        changes: dict[str, float | int | None] = {}
+        changes: dict[str, Any] = {}  # checked one by one below, per field
         for name, value in overrides.items():
             if name not in known:
                 raise TypeError(f"unknown restart option {name!r}")

@@ -112,7 +112,8 @@ class RestartStore:
         sealer: Sealer,
         hosting: bool = False,
     ) -> None:
-        self.base = base
+        # Any: torch's type stubs lack Store.append and multi_set, which every backend has
+        self.base: Any = base
         self.hosting = hosting
         self.prefix = prefix
         self.initial_world_size = initial_world_size

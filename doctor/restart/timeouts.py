@@ -1,8 +1,8 @@
 """The runtime twin of preflight's timeout checks, on the process group the function created.
 
 Preflight reads the config; here we read the timeout of the group that
-``init_process_group`` really built, once per iteration, through preflight's own
-resolver (``checks.timeouts``), so the ids and severities match: a collective
+``init_process_group`` really built, once per iteration, through the same
+resolver and rule (``doctor.timeouts``), so the ids and severities match: a collective
 timeout not longer than ``hard_timeout`` is a fail (the backend gives up, or its
 watchdog kills the rank, before the wrapper can restart it). For a backend the
 wrapper cannot interrupt, a blocked collective ends only at its own timeout, so
@@ -17,14 +17,13 @@ from doctor.config import Config, RestartConfig, format_duration
 from doctor.model import Finding, Severity
 from doctor.restart.abort import INTERRUPTIBLE_BACKENDS
 from doctor.restart.options import RestartOptions
+from doctor.timeouts import resolve_timeouts, watchdog_vs_hard
 
 
 def judge(
     backend: str, timeout: float, options: RestartOptions, env: Mapping[str, str]
 ) -> list[Finding]:
     """Findings (not passes) for a ``backend`` group whose collective timeout is ``timeout``."""
-    from doctor.checks.timeouts import resolve_timeouts, timeout_findings
-
     restart = RestartConfig(
         enabled=True,
         soft_timeout=options.soft_timeout,
@@ -33,11 +32,7 @@ def judge(
         barrier_timeout=options.barrier_timeout,
     )
     chain = resolve_timeouts(Config(restart=restart), env, backend, pg_timeout=timeout)
-    found = [
-        f
-        for f in timeout_findings(chain)
-        if f.check == "timeout.watchdog-vs-hard" and f.severity != Severity.PASS
-    ]
+    found = [f for f in (watchdog_vs_hard(chain),) if f.severity != Severity.PASS]
     if backend not in INTERRUPTIBLE_BACKENDS and timeout >= options.soft_timeout:
         found.append(
             Finding(
@@ -61,6 +56,8 @@ def probe_default_group() -> tuple[str, float] | None:
     if not (dist.is_available() and dist.is_initialized()):
         return None
     group = dist.group.WORLD
+    if group is None:
+        return None
     backend = str(dist.get_backend(group))
     for device in ("cpu", "cuda"):
         try:

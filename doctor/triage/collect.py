@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from doctor.evidence import Evidence
 from doctor.model import Skipped
-from doctor.ranks import rank_ranges
+from doctor.ranks import rank_prose
 from doctor.triage.discover import discover_pids
 from doctor.triage.fanout import Done, Failed, fanout
 from doctor.triage.hostjobs import find_job
@@ -81,6 +81,7 @@ class ProgressHook:
 
 
 def default_sources(options: CollectOptions) -> list[Source]:
+    """Every evidence source, each with its share of the sampling window."""
     return [
         PySpySource(
             options.env,
@@ -104,8 +105,8 @@ def _merge(
             Skipped(
                 None,
                 "discover",
-                f"ranks {rank_ranges(target.remote)} run on other hosts: "
-                "name them to triage them all from here (--hosts H,.. or --via slurm)",
+                f"{rank_prose(target.remote)} run{'s' * (len(target.remote) == 1)} on other "
+                "hosts: name them to triage them all from here (--hosts H,.. or --via slurm)",
             )
         ]
         if target.remote

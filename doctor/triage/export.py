@@ -43,7 +43,8 @@ def _read(path: str, limit: int, tail: bool, owners: set[int]) -> bytes | None:
 def write_triage_bundle(snapshot: TriageSnapshot, out: Path) -> Path:
     """Write ``out`` (a .tar.gz) atomically; files that vanished since are left out."""
     evidence = snapshot.evidence
-    owners = {owner_uid(p.pid) for p in evidence.processes if p.pid} - {None} or {os.geteuid()}
+    uids = {owner_uid(p.pid) for p in evidence.processes if p.pid}
+    owners = {uid for uid in uids if uid is not None} or {os.geteuid()}
     fr = {
         Path(p).name: data
         for p in evidence.fr_files

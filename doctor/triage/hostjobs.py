@@ -122,9 +122,9 @@ def host_jobs(proc: Path = PROC, processes: Sequence[ProcInfo] | None = None) ->
     procs = list(processes) if processes is not None else rank_processes(proc)
     grouped: dict[tuple[str, str], list[ProcInfo]] = {}
     for info in procs:
-        job = _job_of(info)
-        if job is not None:
-            grouped.setdefault(job, []).append(info)
+        found = _job_of(info)
+        if found is not None:
+            grouped.setdefault(found, []).append(info)
     uptime = _uptime(proc)
     jobs = []
     for (key, job), members in grouped.items():

@@ -28,6 +28,7 @@ class TriageSnapshot:
 
     @property
     def verdict(self) -> Verdict:
+        """The verdict of this look (``analysis.verdict``)."""
         return self.analysis.verdict
 
     @property

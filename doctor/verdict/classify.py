@@ -40,6 +40,7 @@ from dataclasses import dataclass, replace
 from doctor.evidence import Evidence
 from doctor.flight.align import FlightAnalysis, align
 from doctor.model import Confidence, HangClass, Verdict
+from doctor.ranks import rank_prose
 from doctor.verdict import flight_rules, hosts, live, log_rules
 from doctor.verdict.candidate import Candidate
 
@@ -161,7 +162,7 @@ def combine(cands: list[Candidate]) -> Candidate | None:
             best,
             confidence=Confidence.LOW,
             summary=f"{best.summary} (Equally strong: {rival.hang_class.value}, "
-            f"{flight_rules.ranks_text(rival.culprit_ranks)}.)",
+            f"{rank_prose(rival.culprit_ranks)}.)",
         )
     return best
 

@@ -13,9 +13,9 @@ from collections.abc import Sequence
 
 from doctor.evidence import RankStack
 from doctor.model import Confidence, EvidenceLine, HangClass
+from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.kernel import blocked_on, kernel_line
-from doctor.verdict.signals import names
 from doctor.verdict.stacks import ELSEWHERE, RankState, gil_holder, is_native
 from doctor.verdict.view import LiveView, process_of, pyspy_line
 
@@ -45,7 +45,7 @@ def stuck(view: LiveView) -> list[Candidate]:
     if not waiting or not elsewhere:
         return []
     ref = view.waiting_ref(waiting)
-    wait_line = pyspy_line(None, f"{names(waiting)} wait in {view.stack(waiting[0])}")
+    wait_line = pyspy_line(None, f"{rank_prose(waiting)} wait in {view.stack(waiting[0])}")
     out = []
     compiling = tuple(r for r in elsewhere if view.states[r] is RankState.COMPILE)
     others = tuple(r for r in elsewhere if r not in compiling)
@@ -70,7 +70,9 @@ def stuck(view: LiveView) -> list[Candidate]:
             + _native_lines(view, waiting)
             + _cpu_lines(view, culprits)
         )
-        summary = f"{where}, while {names(waiting)} wait in {ref.op if ref else 'a collective'}"
+        summary = (
+            f"{where}, while {rank_prose(waiting)} wait in {ref.op if ref else 'a collective'}"
+        )
         out.append(
             Candidate(
                 cls, culprits, sure, summary, 80, collective=ref, evidence=tuple(lines), rule=rule
@@ -95,7 +97,7 @@ def _holder_text(stack: RankStack | None) -> str:
 def _where(view: LiveView, rank: int) -> str:
     """Where a culprit is, by structure first (stopped, GIL, kernel wait), then by name."""
     state = view.states[rank]
-    text = f"{names([rank])} is {_WHERE[state]}"
+    text = f"{rank_prose([rank])} is {_WHERE[state]}"
     stack = next((s for s in view.evidence.stacks if s.rank == rank), None)
     if state is RankState.GIL_WAIT and (holder := _holder_text(stack)):
         text += f" ({holder}; its main thread is at {view.stack(rank)})"
@@ -173,13 +175,15 @@ def blocked(view: LiveView) -> list[Candidate]:
     others = [r for r in view.states if r not in culprits and view.states[r] is not RankState.DEAD]
     ref = view.waiting_ref(waiting)
     peers = (
-        f", while {names(waiting)} wait in {ref.op if ref else 'a collective'}"
+        f", while {rank_prose(waiting)} wait in {ref.op if ref else 'a collective'}"
         if waiting
-        else (f"; {names(others)} cannot finish a collective without it" if others else "")
+        else (f"; {rank_prose(others)} cannot finish a collective without it" if others else "")
     )
     summary = "; ".join(_where(view, r) for r in culprits) + peers
     lines = (
-        [pyspy_line(None, f"{names(waiting)} wait in {view.stack(waiting[0])}")] if waiting else []
+        [pyspy_line(None, f"{rank_prose(waiting)} wait in {view.stack(waiting[0])}")]
+        if waiting
+        else []
     )
     return [
         Candidate(

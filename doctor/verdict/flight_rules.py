@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from doctor.flight.align import Divergence, FlightAnalysis, GroupAlignment
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, Frame, HangClass
+from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
 
 SOURCE = "flight-recorder"
@@ -44,10 +45,6 @@ def candidates(fa: FlightAnalysis | None) -> list[Candidate]:
         return _quiet(fa)
     out = [c for c in (_mismatch(fa, divergent), _stopped(fa, divergent)) if c is not None]
     return out
-
-
-def ranks_text(ranks: tuple[int, ...] | list[int]) -> str:
-    return f"rank{'s' if len(ranks) != 1 else ''} {', '.join(map(str, ranks))}"
 
 
 def _ref(g: GroupAlignment) -> CollectiveRef:
@@ -99,7 +96,7 @@ def _mismatch(fa: FlightAnalysis, divergent: tuple[GroupAlignment, ...]) -> Cand
     culprits = tuple(sorted({r for g in groups if g.divergence for r in g.divergence.culprits}))
     if tie:
         summary = (
-            f"{ranks_text(culprits).capitalize()} disagree 1:1 ({first.text}); nothing else "
+            f"{rank_prose(culprits).capitalize()} disagree 1:1 ({first.text}); nothing else "
             f"in the dumps says which one is wrong."
         )
         return Candidate(
@@ -110,7 +107,7 @@ def _mismatch(fa: FlightAnalysis, divergent: tuple[GroupAlignment, ...]) -> Cand
             50,
             _ref(groups[0]),
             _lines(groups, fa, culprits),
-            (f"py-spy stacks of {ranks_text(culprits)} to see which call site is wrong",),
+            (f"py-spy stacks of {rank_prose(culprits)} to see which call site is wrong",),
             rule="fr.mismatch-tie",
         )
     conf = Confidence.HIGH if len(first.waiting) >= 2 else Confidence.MEDIUM
@@ -172,15 +169,15 @@ def _stopped(fa: FlightAnalysis, divergent: tuple[GroupAlignment, ...]) -> Candi
     else:
         lean = f"{they} stopped scheduling collectives {'its' if one else 'their'} peers scheduled"
     summary = (
-        f"{ranks_text(culprits).capitalize()} {'holds' if one else 'hold'} up the job: {lean}; "
+        f"{rank_prose(culprits).capitalize()} {'holds' if one else 'hold'} up the job: {lean}; "
         f"Flight Recorder alone cannot tell a GPU hang from a rank stuck on its CPU (GIL, "
         f"data loader) or a dead rank."
     )
     missing = (
-        f"py-spy stacks of {ranks_text(culprits)} (a GIL-held, data-loader or "
+        f"py-spy stacks of {rank_prose(culprits)} (a GIL-held, data-loader or "
         f"torch.compile rank shows there)",
-        f"NVML of {ranks_text(culprits)}'s GPU (a hung kernel keeps utilisation high; XID errors)",
-        f"process liveness of {ranks_text(culprits)} (a dead rank is rank_loss)",
+        f"NVML of {rank_prose(culprits)}'s GPU (a hung kernel keeps utilisation high; XID errors)",
+        f"process liveness of {rank_prose(culprits)} (a dead rank is rank_loss)",
     )
     return Candidate(
         HangClass.UNKNOWN,
@@ -230,7 +227,7 @@ def _quiet(fa: FlightAnalysis) -> list[Candidate]:
     ]
     if stuck:
         g = stuck[0]
-        seq = min(p.completed for p in g.positions) + 1  # type: ignore[operator]
+        seq = min(p.completed or 0 for p in g.positions) + 1  # all known: `stuck` says so
         out.append(
             Candidate(
                 HangClass.NETWORK,

@@ -20,9 +20,8 @@ import re
 
 from doctor.evidence import UNREACHED, Evidence
 from doctor.model import Confidence, EvidenceLine, HangClass
-from doctor.ranks import rank_ranges
+from doctor.ranks import rank_prose, rank_ranges
 from doctor.verdict.candidate import Candidate
-from doctor.verdict.signals import names
 from doctor.verdict.stacks import RankState, rank_state
 
 _CUT_OFF = re.compile(r"(?i)cut off|cannot connect|connection timed out|no route to host")
@@ -46,8 +45,8 @@ def host_candidates(evidence: Evidence) -> list[Candidate]:
     where = ", ".join(f"{h.host} (ranks {rank_ranges(h.ranks)}: {h.reason})" for h in silent)
     waiting = sorted(s.rank for s in evidence.stacks if s.rank not in unreached)
     summary = (
-        f"{names(waiting) if len(waiting) <= 8 else f'{len(waiting)} ranks'} "
-        f"{'waits' if len(waiting) == 1 else 'wait'} in a collective for {names(culprits)} on "
+        f"{rank_prose(waiting) if len(waiting) <= 8 else f'{len(waiting)} ranks'} "
+        f"{'waits' if len(waiting) == 1 else 'wait'} in a collective for {rank_prose(culprits)} on "
         + ", ".join(h.host for h in silent)
         + (
             ", which cannot be reached: a node cut off from the network; check its links "

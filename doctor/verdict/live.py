@@ -55,10 +55,11 @@ from collections.abc import Callable, Sequence
 from doctor.evidence import Evidence, RankStack
 from doctor.flight.align import FlightAnalysis
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
+from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.culprits import blocked, stuck
 from doctor.verdict.progress import progressing
-from doctor.verdict.signals import names, signal_candidates
+from doctor.verdict.signals import signal_candidates
 from doctor.verdict.stacks import (
     BOOTSTRAP_OPS,
     ELSEWHERE,
@@ -115,7 +116,7 @@ def rank_loss(view: LiveView) -> list[Candidate]:
             EvidenceLine(
                 "process",
                 None,
-                f"{names(killed)} ended by a signal, {names(followed)} otherwise "
+                f"{rank_prose(killed)} ended by a signal, {rank_prose(followed)} otherwise "
                 "(an error code, or unknown): a rank that loses a peer raises and exits",
             )
         )
@@ -126,10 +127,10 @@ def rank_loss(view: LiveView) -> list[Candidate]:
                 Confidence.HIGH
                 if all((procs[r].exit_code or 0) > 0 for r in followed)
                 else Confidence.MEDIUM,
-                f"{names(killed)} {'was' if len(killed) == 1 else 'were'} killed "
-                f"({exit_text(procs[killed[0]].exit_code)}); {names(followed)} exited after "
+                f"{rank_prose(killed)} {'was' if len(killed) == 1 else 'were'} killed "
+                f"({exit_text(procs[killed[0]].exit_code)}); {rank_prose(followed)} exited after "
                 "losing it"
-                + (f" and {names(alive)} cannot finish without it" if alive else "")
+                + (f" and {rank_prose(alive)} cannot finish without it" if alive else "")
                 + ": find why it was killed (OOM killer, a scheduler, a person), then restart "
                 "the job (or recover it in process)",
                 90,
@@ -148,14 +149,14 @@ def rank_loss(view: LiveView) -> list[Candidate]:
                 HangClass.RANK_LOSS,
                 silent,
                 Confidence.MEDIUM if one else Confidence.LOW,
-                f"the job has ended; {names(silent)} left no error file, as a process "
-                f"killed by a signal does, while {names(loud)} raised "
+                f"the job has ended; {rank_prose(silent)} left no error file, as a process "
+                f"killed by a signal does, while {rank_prose(loud)} raised "
                 f"({procs[loud[0]].error[:160]})"
                 + (
                     ""
                     if one
                     else "; the launcher's teardown (SIGTERM) also leaves none, so one of "
-                    f"{names(silent)} was killed first: its log says which"
+                    f"{rank_prose(silent)} was killed first: its log says which"
                 )
                 + ": find why it was killed (OOM killer, a scheduler, a person), then "
                 "restart the job",
@@ -187,14 +188,14 @@ def rank_loss(view: LiveView) -> list[Candidate]:
         "",
     )
     summary = (
-        f"{names(view.dead)} {'is' if len(view.dead) == 1 else 'are'} gone"
+        f"{rank_prose(view.dead)} {'is' if len(view.dead) == 1 else 'are'} gone"
         + (f" ({why})" if why else "")
         + (
-            f" while {names(waiting)} {'waits' if len(waiting) == 1 else 'wait'} in {ref.op}"
+            f" while {rank_prose(waiting)} {'waits' if len(waiting) == 1 else 'wait'} in {ref.op}"
             if waiting and ref
             else ""
         )
-        + f"; {names(alive)} cannot finish without it: find why it died, then restart "
+        + f"; {rank_prose(alive)} cannot finish without it: find why it died, then restart "
         "the job (or recover it in process)"
     )
     return [
@@ -233,8 +234,8 @@ def mismatch(view: LiveView) -> list[Candidate]:
         lines = [pyspy_line(r, f"waits in {view.stack(r)}") for r in sorted(ops)]
         lines += _group_lines(view, readable)
         summary = (
-            f"{names(culprits)} called {', '.join(sorted({ops[r] for r in culprits}))} "
-            f"where {names([r for r in ops if r not in culprits])} called {major}"
+            f"{rank_prose(culprits)} called {', '.join(sorted({ops[r] for r in culprits}))} "
+            f"where {rank_prose([r for r in ops if r not in culprits])} called {major}"
         )
         if tie:
             summary = (
@@ -258,11 +259,11 @@ def mismatch(view: LiveView) -> list[Candidate]:
     if len(groups) == 1:
         return []
     odd = odd_ones_out(groups)
-    lines = [pyspy_line(None, f"{names(g.ranks)}: {g.signature}") for g in groups]
+    lines = [pyspy_line(None, f"{rank_prose(g.ranks)}: {g.signature}") for g in groups]
     lines += _group_lines(view, readable)
     summary = (
-        f"{names(odd.ranks)} {'wait' if len(odd.ranks) > 1 else 'waits'} in "
-        f"{next(iter(counts))} from a different call site than {names(odd.majority.ranks)}"
+        f"{rank_prose(odd.ranks)} {'wait' if len(odd.ranks) > 1 else 'waits'} in "
+        f"{next(iter(counts))} from a different call site than {rank_prose(odd.majority.ranks)}"
         if odd.majority
         else f"the ranks wait in {next(iter(counts))} from different call sites, split evenly"
     )
@@ -289,8 +290,10 @@ def _group_lines(view: LiveView, stacks: Sequence[RankStack]) -> list[EvidenceLi
     lines = []
     for name, odd in odd_ones_out_by_group(stacks, members).items():
         if odd.ranks:
-            what = "split evenly (a tie)" if odd.tie else f"{names(odd.ranks)} stand apart"
-            lines.append(pyspy_line(None, f"process group {name} ({names(members[name])}): {what}"))
+            what = "split evenly (a tie)" if odd.tie else f"{rank_prose(odd.ranks)} stand apart"
+            lines.append(
+                pyspy_line(None, f"process group {name} ({rank_prose(members[name])}): {what}")
+            )
     return lines
 
 
@@ -298,8 +301,8 @@ def _bootstrap_wait(view: LiveView, ops: dict[int, str]) -> list[Candidate]:
     stuck_in = sorted(r for r, op in ops.items() if op in BOOTSTRAP_OPS)
     others = tuple(sorted(set(ops) - set(stuck_in)))
     summary = (
-        f"{names(stuck_in)} wait in {ops[stuck_in[0]]}"
-        + (f" while {names(others)} went on" if others else "")
+        f"{rank_prose(stuck_in)} wait in {ops[stuck_in[0]]}"
+        + (f" while {rank_prose(others)} went on" if others else "")
         + ": communicator creation does not complete"
     )
     return [
@@ -330,8 +333,8 @@ def all_waiting(view: LiveView) -> list[Candidate]:
     why = {s.rank: s.reason for s in view.evidence.skipped if s.rank in unread}
     if unread:
         summary = (
-            f"{names(unread)} could not be read while {names(waiting)} wait in "
-            f"{view.stack(waiting[0])}: {names(unread)} is the likely culprit"
+            f"{rank_prose(unread)} could not be read while {rank_prose(waiting)} wait in "
+            f"{view.stack(waiting[0])}: {rank_prose(unread)} is the likely culprit"
         )
         lines = [
             EvidenceLine("py-spy", r, f"no stack: {why.get(r, 'unknown reason')}") for r in unread

@@ -20,10 +20,10 @@ from doctor.logs.launcher import ROOT_CAUSE
 from doctor.logs.nccl import IB_STATUS
 from doctor.logs.who import host_key
 from doctor.model import Confidence, HangClass
+from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.live import exit_text
 from doctor.verdict.log_view import LogView, lines_of, quote, ranks_of, where
-from doctor.verdict.signals import names
 
 COLLATERAL_CODES = frozenset({-6, -15, -2})
 """SIGABRT (the watchdog's own abort), SIGTERM and SIGINT (the launcher stopping survivors)."""
@@ -48,7 +48,7 @@ def gpu_fault(view: LogView) -> list[Candidate]:
     )
     devices = sorted({e.device for e in found if e.device})
     summary = (
-        f"the GPU of {names(ranks)}"
+        f"the GPU of {rank_prose(ranks)}"
         if ranks
         else "a GPU" + (f" ({', '.join(devices)})" if devices else "")
     ) + f"{where(found)} failed: {what}; drain the node and reset the GPU before restarting"
@@ -98,7 +98,7 @@ def rank_loss(view: LogView) -> list[Candidate]:
         first = own[0]
         ranks = ranks_of(own[:1]) if first.text.startswith(ROOT_CAUSE) else ranks_of(own)
         summary = (
-            f"{names(ranks) if ranks else 'a rank'}{where(own[:1])} died of its own cause "
+            f"{rank_prose(ranks) if ranks else 'a rank'}{where(own[:1])} died of its own cause "
             f"({_exit_text(first)}) and the others cannot finish without it: find why it died "
             "(the OOM killer, a crash, its traceback), then restart"
         )
@@ -107,7 +107,8 @@ def rank_loss(view: LogView) -> list[Candidate]:
         ranks = _ras_lost_ranks(dead, missing)
         state = "considered dead" if dead else "unreachable (a stopped or hung process)"
         summary = (
-            f"NCCL RAS reports {names(ranks) if ranks else 'a process'}{where(dead or missing)} "
+            f"NCCL RAS reports {rank_prose(ranks) if ranks else 'a process'}"
+            f"{where(dead or missing)} "
             f"{state}: the others wait for it; check that process and its host"
         )
         sure = Confidence.HIGH if dead else Confidence.MEDIUM
@@ -115,7 +116,7 @@ def rank_loss(view: LogView) -> list[Candidate]:
     if unexplained and not out:
         ranks = ranks_of(unexplained)
         summary = (
-            f"{names(ranks) if ranks else 'a rank'} exited ({_exit_text(unexplained[0])}) "
+            f"{rank_prose(ranks) if ranks else 'a rank'} exited ({_exit_text(unexplained[0])}) "
             "and the logs do not say why: its own output (or its traceback) decides whether "
             "it failed first or was stopped by a peer's failure"
         )
@@ -163,7 +164,7 @@ def bootstrap(view: LogView) -> list[Candidate]:
     ranks = ranks_of(found)
     peers = sorted({e.peer for e in found if e.peer})
     summary = (
-        f"communicator creation failed{' on ' + names(ranks) if ranks else ''}{where(found)} "
+        f"communicator creation failed{' on ' + rank_prose(ranks) if ranks else ''}{where(found)} "
         f"({quote(found[0])})"
         + (f", reaching {', '.join(peers[:3])}" if peers else "")
         + ": check MASTER_ADDR/port reachability, NCCL_SOCKET_IFNAME and the host's "
@@ -201,7 +202,7 @@ def network(view: LogView) -> list[Candidate]:
     )
     summary = (
         ("NCCL reports transport errors" if errors else "connections were closed by a peer")
-        + (f" on {names(reporters)}" if reporters else "")
+        + (f" on {rank_prose(reporters)}" if reporters else "")
         + where(found)
         + (f" with {', '.join(peers[:3])}" if peers else "")
         + f" ({quote(found[0])}){meaning}: check the links and NICs between them"
@@ -230,7 +231,7 @@ def cuda_error(view: LogView) -> list[Candidate]:
         return []
     ranks = ranks_of(found)
     summary = (
-        f"a CUDA error stopped the GPU work of {names(ranks) if ranks else 'a rank'}"
+        f"a CUDA error stopped the GPU work of {rank_prose(ranks) if ranks else 'a rank'}"
         f"{where(found)} ({quote(found[0])}): a faulty kernel or a failing GPU; run it "
         "with CUDA_LAUNCH_BLOCKING=1 and check the host's Xid lines"
     )

@@ -50,11 +50,11 @@ from collections.abc import Callable
 from doctor.evidence import Evidence, LogEvent
 from doctor.logs import kinds
 from doctor.model import CollectiveRef, Confidence, HangClass
+from doctor.ranks import rank_prose
 from doctor.verdict import log_faults, log_waits
 from doctor.verdict.candidate import Candidate
-from doctor.verdict.live import FR_HINT
 from doctor.verdict.log_view import LogView, lines_of, quote, ranks_of, where
-from doctor.verdict.signals import names
+from doctor.verdict.view import FR_HINT
 
 
 def unsupported_op(view: LogView) -> list[Candidate]:
@@ -65,7 +65,7 @@ def unsupported_op(view: LogView) -> list[Candidate]:
     ranks = ranks_of(found)
     summary = (
         f"the backend rejected {op}"
-        + (f" on {names(ranks)}" if ranks else "")
+        + (f" on {rank_prose(ranks)}" if ranks else "")
         + ": the job crashed in a way that looks like a hang; use an op the backend supports "
         "(or another backend)"
     )
@@ -110,9 +110,10 @@ def mismatch(view: LogView) -> list[Candidate]:
         return _different_calls(view)
     found = detected + [e for e in view.of_kind(kinds.COLLECTIVE_AT) if e.rank in culprits]
     summary = (
-        f"{names(culprits)} ran a different collective than the others at sequence number {ref.seq}"
+        f"{rank_prose(culprits)} ran a different collective than the others at sequence "
+        f"number {ref.seq}"
         if ref and not tie
-        else f"the ranks split evenly at sequence number {ref.seq} ({names(culprits)}): a tie "
+        else f"the ranks split evenly at sequence number {ref.seq} ({rank_prose(culprits)}): a tie "
         "the logs cannot break"
         if ref
         else "torch's collective check found the ranks "
@@ -198,8 +199,8 @@ def compiling(view: LogView) -> list[Candidate]:
     waiting = ranks_of(timeouts)
     ranks = tuple(r for r in ranks_of(found) if r not in waiting)  # a waiter is not compiling
     summary = (
-        f"{names(ranks) if ranks else 'a rank'} was compiling ({quote(found[-1])}) when "
-        f"{names(waiting) if waiting else 'the others'} timed out waiting: the compilation "
+        f"{rank_prose(ranks) if ranks else 'a rank'} was compiling ({quote(found[-1])}) when "
+        f"{rank_prose(waiting) if waiting else 'the others'} timed out waiting: the compilation "
         "outlasted the collective timeout; raise the timeout for the first steps, warm the "
         "compile cache, or build the kernels before launch"
     )
@@ -222,7 +223,7 @@ def straggler(view: LogView) -> list[Candidate]:
         return []
     ranks = ranks_of(found)
     summary = (
-        f"NCCL's diagnostics measured the link of {names(ranks)}{where(found)} far below the "
+        f"NCCL's diagnostics measured the link of {rank_prose(ranks)}{where(found)} far below the "
         "others': every collective waits for it; check its NIC, cable and switch port"
     )
     return [

@@ -27,9 +27,9 @@ from collections import Counter, defaultdict
 from doctor.evidence import LogEvent
 from doctor.logs import kinds
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
+from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.log_view import SOURCE, LogView, lines_of, ranks_of
-from doctor.verdict.signals import names
 
 STACKS_HINT = (
     "stacks of the lagging ranks (py-spy dump, or a Flight Recorder dump): in their own code "
@@ -74,7 +74,7 @@ def laggards(view: LogView) -> list[Candidate]:
         return []
     ranks = tuple(sorted(named))
     summary = (
-        f"{names(ranks)} never reached the collective the others wait in "
+        f"{rank_prose(ranks)} never reached the collective the others wait in "
         f"({next(iter(named.values()))[:140]}): {'they are' if len(ranks) > 1 else 'it is'} "
         "the likely culprit; its stack says whether it is stuck in its own code, in another "
         "collective, or gone"
@@ -146,7 +146,7 @@ def stalled(view: LogView) -> list[Candidate]:
     (group, seq), _n = where.most_common(1)[0]
     ranks = ranks_of(timeouts)
     summary = (
-        f"{names(ranks)} timed out in collective {seq} of group {group}, and none is behind: "
+        f"{rank_prose(ranks)} timed out in collective {seq} of group {group}, and none is behind: "
         "it was issued everywhere and did not finish (a GPU that stopped, or the network)"
     )
     return [
@@ -189,7 +189,7 @@ def ras_frozen(view: LogView) -> list[Candidate]:
         return []  # moving (or nothing singled out): the healthy and laggard rules say so
     ranks = tuple(sorted(behind))
     summary = (
-        f"NCCL RAS counts did not move across {len(reports)} reports and {names(ranks)} "
+        f"NCCL RAS counts did not move across {len(reports)} reports and {rank_prose(ranks)} "
         f"{'stay' if len(ranks) > 1 else 'stays'} behind the others: the communicator is "
         "stuck and the ranks behind never issued the collectives the others did (a desync)"
     )

@@ -10,8 +10,8 @@ from __future__ import annotations
 from collections import Counter
 
 from doctor.model import Confidence, HangClass
+from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
-from doctor.verdict.signals import names
 from doctor.verdict.stacks import ELSEWHERE, RankState
 from doctor.verdict.view import FR_HINT, LiveView, moving_ranks, pyspy_line
 
@@ -29,7 +29,7 @@ def no_proof(view: LiveView) -> Candidate:
     summary = (
         "no rank is stuck by what the stacks and processes show, but nothing proved that "
         "the job progresses: "
-        f"{names(still)} made no read/write calls and no stack change in the window"
+        f"{rank_prose(still)} made no read/write calls and no stack change in the window"
         if still
         else "no rank is stuck by what the stacks and processes show, but nothing proved "
         "that the job progresses"
@@ -87,7 +87,7 @@ def progressing(view: LiveView) -> list[Candidate]:
     runner_up = counts[1][1] if len(counts) > 1 else 0
     if 2 * n > total and n >= 2 * runner_up and _others_wait(view, rank):
         summary = (
-            f"the job progresses, but {names([rank])} is in its own code while the others "
+            f"the job progresses, but {rank_prose([rank])} is in its own code while the others "
             f"wait in {n} of {total} samples: it is the straggler ({view.stack(rank)})"
         )
         sure = Confidence.HIGH if 5 * n >= 4 * total else Confidence.MEDIUM

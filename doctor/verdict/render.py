@@ -23,7 +23,7 @@ from rich.text import Text
 from doctor.evidence import UNREACHED, Evidence, HostReach
 from doctor.flight.align import FlightAnalysis
 from doctor.model import CollectiveRef, Confidence, Frame, HangClass, Verdict
-from doctor.ranks import rank_ranges
+from doctor.ranks import rank_list, rank_ranges
 from doctor.safe_text import safe_text
 from doctor.verdict import stacktree
 from doctor.verdict.classify import Analysis
@@ -41,7 +41,7 @@ def verdict_panel(verdict: Verdict) -> Panel:
     style = _STYLE.get(verdict.hang_class, "red")
     body = Text()
     body.append(safe_text(verdict.summary)).append("\n\n")
-    culprits = ", ".join(map(str, verdict.culprit_ranks)) or "none"
+    culprits = rank_list(verdict.culprit_ranks) or "none"
     body.append("culprit ranks: ", style="bold").append(culprits + "\n")
     body.append("confidence:    ", style="bold").append(
         verdict.confidence.value + "\n", style=_CONF_STYLE[verdict.confidence]
@@ -97,18 +97,12 @@ def divergence_table(fa: FlightAnalysis | None) -> Table | None:
             safe_text(d.kind),
             "" if d.seq is None else str(d.seq),
             safe_text(d.op),
-            ", ".join(map(str, d.culprits)),
-            _span(d.waiting),
+            rank_list(d.culprits),
+            rank_list(d.waiting),
         )
     if len(fa.divergent) > MAX_GROUP_ROWS:
         t.caption = f"{len(fa.divergent) - MAX_GROUP_ROWS} more groups diverge (--json lists all)"
     return t
-
-
-def _span(ranks: tuple[int, ...]) -> str:
-    if len(ranks) > 6:
-        return f"{len(ranks)} ranks ({ranks[0]}..{ranks[-1]})"
-    return ", ".join(map(str, ranks))
 
 
 def culprit_frames(

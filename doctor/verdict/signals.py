@@ -1,23 +1,17 @@
 """Rules over the signals that need no stack: NVML (gpu_hang, strength 85).
 
-Log lines are judged by ``doctor.verdict.log_rules``; ``names`` is shared by every rule.
+Log lines are judged by ``doctor.verdict.log_rules``; every rule writes ranks with
+``doctor.ranks.rank_prose``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 from doctor.evidence import Evidence
 from doctor.model import Confidence, EvidenceLine, HangClass
+from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
-
-
-def names(ranks: Iterable[int]) -> str:
-    """``[2]`` -> ``rank 2``; ``[0, 1, 3]`` -> ``ranks 0, 1 and 3``."""
-    items = [str(r) for r in sorted(ranks)]
-    if len(items) == 1:
-        return f"rank {items[0]}"
-    return f"ranks {', '.join(items[:-1])} and {items[-1]}" if items else "no rank"
 
 
 def gpu_candidates(evidence: Evidence) -> list[Candidate]:
@@ -37,7 +31,7 @@ def gpu_candidates(evidence: Evidence) -> list[Candidate]:
     )
     xids = sorted({x for g in bad for x in g.xid_events})
     summary = (
-        f"the GPU of {names(ranks)} reported "
+        f"the GPU of {rank_prose(ranks)} reported "
         + (f"XID {', '.join(map(str, xids))}" if xids else "uncorrected ECC errors")
         + ": the collective cannot finish there; drain the node and reset the GPU"
     )

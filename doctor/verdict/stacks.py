@@ -32,7 +32,7 @@ from process to process and is left out, so it never splits a group.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -222,7 +222,7 @@ def _explain_frames(main: ThreadStack) -> tuple[RankState, int | None]:
     index = collective_index(main)
     if index is not None:
         return RankState.IN_COLLECTIVE, index
-    tests = (
+    tests: tuple[tuple[RankState, Callable[[Frame], bool]], ...] = (
         (RankState.COMPILE, lambda f: bool(_COMPILE_FILES.search(f.filename))),
         (
             RankState.DATA_LOADING,

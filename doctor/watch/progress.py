@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
@@ -77,7 +78,7 @@ def _flight_counts(ranks: list[RankTarget], timeout: float) -> dict[int, int]:
     from doctor.triage.sources.flight import fresh_dump
 
     asked = fanout(
-        {r.rank: (lambda r=r: fresh_dump(r, timeout)) for r in ranks},
+        {r.rank: functools.partial(fresh_dump, r, timeout) for r in ranks},
         time.monotonic() + timeout + 0.05,
     )
     counts = {}

@@ -49,7 +49,9 @@ def stop_order(directory: Path, since: float) -> StopOrder | None:
     if not isinstance(when, int | float) or when < since:
         return None  # a stop of an earlier run of the same job id
     valid = isinstance(code, int) and not isinstance(code, bool) and 0 <= code < 256
-    return StopOrder(code if valid else 1, str(order.get("line", ""))[:4096])
+    return StopOrder(
+        code if valid and isinstance(code, int) else 1, str(order.get("line", ""))[:4096]
+    )
 
 
 class Stopper:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import tarfile
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,7 +15,7 @@ from doctor.analyze import format as bundle_format
 from doctor.analyze.format import write_bundle
 from doctor.analyze.load import load_evidence
 from doctor.errors import InputError
-from doctor.evidence import SCHEMA_V1
+from doctor.evidence import SCHEMA_V1, LogEvent
 from doctor.verdict.classify import analyse, classify
 from doctor.verdict.render import to_json
 
@@ -118,3 +119,22 @@ def test_malformed_evidence_is_an_input_error_not_a_traceback(tmp_path: Path) ->
     res = run_cli("analyze", str(bad), cwd=tmp_path)
     assert res.returncode == 2 and "Traceback" not in res.stderr
     assert "evidence.json is malformed ($.dumps: expected a list)" in res.stderr
+
+
+def test_an_unpacked_bundle_judges_like_the_tar(tmp_path: Path) -> None:
+    # GIVEN a bundle whose evidence holds a watchdog log line and the log's tail
+    line = (
+        "[rank2]:[E ProcessGroupNCCL.cpp:616] [Rank 2] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=7, OpType=ALLGATHER, NumelIn=4, NumelOut=16, Timeout(ms)=5000)"
+    )
+    evidence = load_evidence([GLOO])
+    evidence = replace(evidence, logs=(LogEvent(2, "watchdog_timeout", line, seq=7),))
+    out = write_bundle(
+        tmp_path / "b.tar.gz", evidence, classify(evidence), logs={"rank_2.log": line.encode()}
+    )
+    folder = tmp_path / "unpacked"
+    with tarfile.open(out) as tar:
+        tar.extractall(folder, filter="data")
+    # WHEN the tar and the folder it unpacks to are analysed
+    # THEN both hold exactly the evidence that was written: no log line read twice
+    assert load_evidence([out]) == load_evidence([folder]) == evidence

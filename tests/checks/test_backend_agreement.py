@@ -8,7 +8,7 @@ from pathlib import Path
 from triage_helpers import start_sleeper
 
 from doctor.backends import GLOO_FLIGHT_RECORDER
-from doctor.checks import diag, timeouts
+from doctor.checks import diag
 from doctor.checks.facts import Facts
 from doctor.model import Severity
 from doctor.subproc import stop_all
@@ -23,7 +23,7 @@ def test_preflight_on_a_gloo_host_says_what_triage_will_find(tmp_path: Path) -> 
     facts = Facts(env={"TORCH_FR_BUFFER_SIZE": "2000"}, versions=CPU_HOST)
     # WHEN preflight judges it
     (fr,) = diag.check_flight_recorder(facts)
-    chain = timeouts.resolve_timeouts(facts.config, facts.env, facts.backend)
+    chain = facts.timeouts  # resolved once, with the host's backend
     # THEN it does not promise a dump on timeout, and the default timeout is gloo's 30 minutes
     assert facts.backend == "gloo"
     assert fr.severity is Severity.INFO and GLOO_FLIGHT_RECORDER in fr.message
@@ -43,7 +43,4 @@ def test_an_nccl_host_keeps_the_watchdog_promise() -> None:
     facts = Facts(env={}, versions=gpu)
     (fr,) = diag.check_flight_recorder(facts)
     assert facts.backend == "nccl" and fr.severity is Severity.PASS
-    assert (
-        timeouts.resolve_timeouts(facts.config, facts.env, facts.backend).seconds("watchdog")
-        == 600.0
-    )
+    assert facts.timeouts.seconds("watchdog") == 600.0

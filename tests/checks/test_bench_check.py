@@ -8,7 +8,7 @@ from doctor.bench.model import params_from_probe
 from doctor.bench.probe import ProbeResult
 from doctor.bench.result import BenchResult, Measured, Timing, build_result
 from doctor.checks import bench
-from doctor.checks.facts import Facts
+from doctor.checks.facts import BenchFacts, Facts
 from doctor.model import Severity
 
 PROBE = ProbeResult(alpha_us=100.0, link_gbps=1.0, reduce_gbps=10.0)
@@ -63,6 +63,21 @@ def test_a_configured_fraction_changes_the_verdict() -> None:
 
 
 def test_skipped_unless_asked_for() -> None:
-    [finding] = bench.run(Facts(env={}, run_bench=False))
+    [finding] = bench.run(Facts(env={}))
     assert finding.severity is Severity.SKIP
     assert "preflight --bench" in finding.message
+
+
+@pytest.mark.parametrize(
+    ("outcome", "severity", "words"),
+    [
+        (BenchFacts(None, "no free port"), Severity.FAIL, "could not run: no free port"),
+        (BenchFacts(None), Severity.SKIP, "rank 0 of this job reports it"),
+        (BenchFacts(result_at(0.4)), Severity.FAIL, "40% of the model"),
+    ],
+)
+def test_the_verdict_is_a_pure_function_of_the_gathered_outcome(outcome, severity, words) -> None:
+    # GIVEN what `preflight --bench` measured, gathered beforehand
+    # WHEN the check judges it THEN it reaches its verdict without running anything
+    [finding] = bench.run(Facts(env={}, bench=outcome))
+    assert finding.severity is severity and words in finding.message

@@ -85,11 +85,28 @@ def test_no_gpu_is_skip_for_every_rule_never_warn() -> None:
 
 
 def test_this_host_without_a_gpu_skips_through_run() -> None:
-    from doctor.checks.facts import Facts
+    # GIVEN the facts gathered on this host (no GPU, no NVML)
+    from doctor.checks.gather import gather
+    from doctor.config import Config
 
-    findings = gpu.run(Facts(env={}))
+    facts = gather({}, Config(), "single-node")
+    # WHEN the GPU family judges them THEN every rule skips with NVML's reason
+    findings = gpu.run(facts)
     assert {f.severity for f in findings} == {Severity.SKIP}
     assert len(findings) == len(IDS)
+    assert facts.fleet.unavailable in findings[0].message
+
+
+def test_the_gpu_family_judges_the_gathered_fleet_and_reads_nothing(monkeypatch) -> None:
+    # GIVEN facts whose fleet was gathered through the fake NVML (an XID 79 GPU)
+    from doctor.checks.gather import gather
+    from doctor.config import Config
+
+    facts = gather({"NCCL_DOCTOR_FAKE_NVML": "xid79"}, Config(), "single-node")
+    # WHEN NVML can no longer be read at all
+    monkeypatch.setattr("doctor.nvml.read_fleet", lambda *a, **k: 1 / 0)
+    # THEN the checks still judge the facts: they read nothing themselves
+    assert ("gpu.xid", "fail", "GPU 5") in fired(gpu.run(facts))
 
 
 def test_idle_downshift_and_idle_clocks_are_not_faults() -> None:

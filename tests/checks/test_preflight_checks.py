@@ -8,6 +8,7 @@ from preflight_helpers import H100_MULTINODE_ENV, facts, triples
 from doctor.checks import diag, env, lane, net, nvls, plugin, timeouts
 from doctor.checks.facts import PtraceFacts
 from doctor.checks.registry import run_checks
+from doctor.lanes import leaked_multinode_vars
 from doctor.model import Severity
 
 RESTART_ON = "[restart]\nenabled = true\n"
@@ -155,7 +156,7 @@ def test_ib_disabled_is_fine_when_an_external_net_plugin_loads():
     ],
 )
 def test_leaked_multinode_vars(environment, expected):
-    assert lane.leaked_multinode_vars(environment) == expected
+    assert leaked_multinode_vars(environment) == expected
 
 
 @pytest.mark.parametrize(

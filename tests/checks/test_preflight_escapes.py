@@ -3,6 +3,7 @@ file names reach the report on a terminal only as escapes, never as markup."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from io import StringIO
 from pathlib import Path
 
@@ -12,9 +13,10 @@ from rich.console import Console
 
 from doctor.checks.fixes import comment
 from doctor.checks.render import report_renderable
-from doctor.checks.timeouts import resolve_timeouts
+from doctor.checks.report import Report
 from doctor.config import Config
-from doctor.model import Finding, Report, Severity
+from doctor.model import Finding, Severity
+from doctor.timeouts import resolve_timeouts
 
 
 def printed(renderable: object) -> str:
@@ -27,18 +29,18 @@ def test_every_text_field_of_a_report_is_escaped() -> None:
     # GIVEN a report whose subject, message, fix, lane, lane source, config file names
     # and timeout sources all hold hostile text (a fix's lines are built inert by
     # checks.fixes, as every check builds them: its line breaks are kept)
-    chain = resolve_timeouts(Config(), {}).to_json()
-    for layer in chain["layers"].values():
-        layer["source"] = HOSTILE
-        layer["title"] = HOSTILE
-    chain["recover_how"] = HOSTILE
+    chain = resolve_timeouts(Config(), {})
+    layers = tuple(replace(layer, title=HOSTILE, source=HOSTILE) for layer in chain.layers)
+    chain = replace(chain, layers=layers, recover_how=HOSTILE)
     report = Report(
         HOSTILE,
         (
             Finding("env.unknown", Severity.WARN, HOSTILE, HOSTILE, f"unset X\n{comment(HOSTILE)}"),
             Finding(HOSTILE, Severity.FAIL, "s", HOSTILE),
         ),
-        extras={"timeouts": chain, "lane_source": HOSTILE, "conf_files": [HOSTILE]},
+        lane_source=HOSTILE,
+        conf_files=(HOSTILE,),
+        timeouts=chain,
     )
     # WHEN it is rendered on a terminal THEN nothing hostile is raw, each field was shown
     assert_inert(printed(report_renderable(report)), shown_at_least=10)

@@ -8,9 +8,10 @@ from io import StringIO
 from rich.console import Console
 
 from doctor.checks.render import findings_table, print_report, summary_line, timeout_table, to_json
-from doctor.checks.timeouts import resolve_timeouts
+from doctor.checks.report import Report
 from doctor.config import Config
-from doctor.model import Finding, Report, Severity
+from doctor.model import Finding, Severity
+from doctor.timeouts import resolve_timeouts
 
 FINDINGS = (
     Finding(
@@ -36,11 +37,9 @@ def report() -> Report:
     return Report(
         "single-node",
         FINDINGS,
-        extras={
-            "timeouts": resolve_timeouts(Config(), {}).to_json(),
-            "lane_source": "--lane",
-            "conf_files": ["/etc/nccl.conf"],
-        },
+        lane_source="--lane",
+        conf_files=("/etc/nccl.conf",),
+        timeouts=resolve_timeouts(Config(), {}),
     )
 
 
@@ -72,7 +71,7 @@ nccl-doctor preflight · lane single-node
 
 
 def test_timeout_table_shows_the_chain_and_worst_cases():
-    text = render(timeout_table(report().extras["timeouts"]), width=100)
+    text = render(timeout_table(report().timeouts), width=100)
     lines = [line.rstrip() for line in text.splitlines()]
     assert any(
         line.startswith(
@@ -143,5 +142,5 @@ def test_consecutive_skips_with_one_reason_collapse_into_one_row():
 def test_config_sources_in_brackets_are_printed_not_parsed_as_markup():
     from preflight_helpers import config
 
-    chain = resolve_timeouts(config('[distributed]\ntimeout = "60s"\n'), {}).to_json()
+    chain = resolve_timeouts(config('[distributed]\ntimeout = "60s"\n'), {})
     assert "[distributed] timeout in nccl-doctor.toml" in render(timeout_table(chain), width=120)

@@ -7,8 +7,9 @@ from preflight_helpers import config, facts
 
 from doctor.checks import fixes, ncclconf
 from doctor.checks.ncclconf import ConfFile
-from doctor.checks.timeouts import resolve_timeouts, timeout_findings
+from doctor.checks.timeouts import timeout_findings
 from doctor.model import Finding, Severity
+from doctor.timeouts import resolve_timeouts
 
 
 def test_conf_paths_follow_nccl():

@@ -192,13 +192,22 @@ def test_large_folder_is_read_in_workers(tmp_path: Path) -> None:
 
 
 def test_large_folder_is_read_from_a_thread(tmp_path: Path) -> None:
-    # GIVEN a caller with other threads running (triage collects in threads)
-    import threading
+    # GIVEN a caller with other threads running (triage collects in threads), in a process
+    # of its own: spawned workers leave multiprocessing's resource tracker running until
+    # that process ends
+    import subprocess
+    import sys
 
     folder = _many(tmp_path, 70)
-    out: list[int] = []
-    t = threading.Thread(target=lambda: out.append(len(read_flight([folder]).dumps)))
-    t.start()
-    t.join(timeout=120)
+    code = (
+        "import sys, threading; from pathlib import Path\n"
+        "from doctor.flight.reader import read_flight\n"
+        "out = []\n"
+        "read = lambda: out.append(len(read_flight([Path(sys.argv[1])]).dumps))\n"
+        "t = threading.Thread(target=read); t.start(); t.join(120); print(out)"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code, str(folder)], capture_output=True, text=True, timeout=180
+    )
     # THEN the workers are spawned, not forked, and the result is the same
-    assert out == [70]
+    assert done.stdout.strip() == "[70]", done.stderr[-2000:]

@@ -61,6 +61,15 @@ def inject(call: CallWrapper, step: int) -> None:
             (OUT / "atomic-end").write_text(str(time.time()))
 
 
+def wait_for(path: Path, timeout: float = 60) -> None:
+    """Until ``path`` exists (another rank's ready file); the deadline only bounds a hang."""
+    end = time.monotonic() + timeout
+    while not path.exists():
+        if time.monotonic() > end:
+            raise RuntimeError(f"{path} never appeared")
+        time.sleep(0.01)
+
+
 def train(call_wrapper: CallWrapper) -> dict[str, object]:
     call = call_wrapper
     dist.init_process_group(
@@ -74,7 +83,7 @@ def train(call_wrapper: CallWrapper) -> dict[str, object]:
     for step in range(STEPS):
         call.ping()
         if KIND == "atomic" and INITIAL == 1 and step == int(FAULT_STEP) and call.iteration == 0:
-            time.sleep(0.3)  # rank 2 is inside its atomic section now
+            wait_for(OUT / "atomic-begin")  # rank 2 is inside its atomic section now
             raise RuntimeError("injected fault while rank 2 is in atomic()")
         inject(call, step)
         value += 1

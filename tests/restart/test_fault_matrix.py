@@ -102,7 +102,7 @@ def test_a_spare_rank_takes_over(tmp_path: Path) -> None:
 
 
 def test_atomic_section_is_never_interrupted(tmp_path: Path) -> None:
-    # GIVEN rank 2 inside atomic() (1 s) WHEN rank 1 raises 0.3 s into it
+    # GIVEN rank 2 inside atomic() (1 s) WHEN rank 1 raises once rank 2 is in it
     run = run_job(tmp_path, "atomic:2:3")
     assert_finished(run, [0, 1, 2, 3], WORLD, iteration=1)
     # THEN rank 2 finished the section before its abort and exception came

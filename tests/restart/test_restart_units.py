@@ -96,7 +96,8 @@ def test_shared_progress_arms_manual_pings_per_phase() -> None:
 
 class LoadedStore:
     """A restart store whose ``record_fault`` wakes the fault watch, then stalls as a store
-    on a loaded machine does, so the rank's monitor thread wakes before the call returns."""
+    on a loaded machine does: until the rank's monitor thread has acted on the wake (it ends,
+    or, were the rank still armed, it holds the atomic lock raising a restart)."""
 
     def __init__(self) -> None:
         self.recorded = threading.Event()
@@ -109,7 +110,8 @@ class LoadedStore:
     def record_fault(self, iteration: int, fault: dict[str, Any]) -> None:
         self.faults.append(fault)
         self.recorded.set()
-        time.sleep(0.3)
+        monitor = next(t for t in threading.enumerate() if t.name == "nccl-doctor-monitor-2")
+        monitor.join(1.0)  # at once when it stands down; the bound only ends the bad case
 
     def wait_wake(self, iteration: int, rank: int) -> None:
         self.recorded.wait()

@@ -60,3 +60,37 @@ def test_dumps_already_written_are_read_and_stale_ones_ignored(tmp_path: Path) -
     old = time.time() - 10**7
     os.utime(f"{prefix}0", (old, old))
     assert written_dump(ranks[0]) is None and written_dump(ranks[1]) is not None
+
+
+def test_triage_and_analyze_align_once_through_the_same_call(tmp_path: Path, monkeypatch) -> None:
+    # GIVEN a job whose four ranks already wrote their dumps, and a count of alignments
+    from doctor import verdict
+    from doctor.analyze.load import load_evidence
+    from doctor.flight import align as aligner
+    from doctor.triage.collect import CollectOptions, collect_snapshot
+    from doctor.triage.export import write_triage_bundle
+    from doctor.verdict.classify import analyse
+
+    calls: list[int] = []
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return aligner.align(*args, **kwargs)
+
+    monkeypatch.setattr(verdict.classify, "align", counted)
+    prefix = tmp_path / "nccl_trace_rank_"
+    for rank in range(4):
+        shutil.copy(DUMPS / f"rank_{rank}", f"{prefix}{rank}")
+    env = {"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": str(prefix)}
+    ranks = tuple(RankTarget(r, os.getpid(), "h", r, 4, env) for r in range(4))
+    target = Target("j", "h", ranks, 4)
+    # WHEN triage looks once
+    snap = collect_snapshot(target, CollectOptions(interval=0.05), sources=[FlightSource(0.0)])
+    # THEN the dumps were aligned exactly once, by the classifier, and the TUI's grid and
+    # the verdict share that one alignment
+    assert len(calls) == 1 and snap.flight is snap.analysis.flight is not None
+    assert snap.verdict.culprit_ranks == (2,)
+    # WHEN its bundle is analysed elsewhere THEN the same call reaches the same verdict
+    evidence = load_evidence([write_triage_bundle(snap, tmp_path / "b.tar.gz")])
+    assert evidence == snap.evidence
+    assert analyse(evidence) == snap.analysis and len(calls) == 2

@@ -163,6 +163,8 @@ class _Reads:
 
 
 class FlightSource(Source):
+    """Flight Recorder dumps of a live job, read once each and handed on reduced."""
+
     name = PROBE
 
     def __init__(self, window: float = 1.0, probe_timeout: float = 1.0) -> None:

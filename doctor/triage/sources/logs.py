@@ -70,7 +70,9 @@ def parse_log(text: str, rank: int | None, pid_ranks: Mapping[int, int]) -> list
     names only its process gets that process's rank from ``pid_ranks``.
     """
     return [
-        replace(e, rank=pid_ranks[e.pid]) if e.rank is None and e.pid in pid_ranks else e
+        replace(e, rank=pid_ranks[e.pid])
+        if e.rank is None and e.pid is not None and e.pid in pid_ranks
+        else e
         for e in parse_lines(text.splitlines(), file_rank=rank)
     ]
 

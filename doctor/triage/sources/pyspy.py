@@ -162,7 +162,9 @@ class PySpySource(Source):
         }
         outcomes = fanout(calls, deadline)
         plan.wait(deadline - time.monotonic() - 0.05)
-        stacks, progress, skipped = [], [], []
+        stacks: list[RankStack] = []
+        progress: list[ProgressSample] = []
+        skipped: list[Skipped] = []
         for rank in target.ranks:
             outcome = outcomes.get(rank.rank)
             if not isinstance(outcome, Done):

@@ -185,7 +185,7 @@ class TriageApp(App[int]):
             ranks = RankIndex.of(snapshot.evidence).ranks
             if self.selected_rank not in ranks:
                 culprits = [r for r in snapshot.verdict.culprit_ranks if r in ranks]
-                self.selected_rank = (culprits or list(ranks) or [None])[0]
+                self.selected_rank = next(iter(culprits or list(ranks)), None)
 
     def on_rank_table_selected(self, message: RankTable.Selected) -> None:
         self.selected_rank = message.rank

@@ -50,6 +50,8 @@ _OP_ABBREVIATIONS = {
 
 @dataclass(frozen=True)
 class GridCell:
+    """One rank's record at one sequence number."""
+
     op: str
     state: str
     """``scheduled``, ``started`` or ``completed``, as the Flight Recorder says, or ``ABSENT``."""
@@ -59,6 +61,8 @@ class GridCell:
 
 @dataclass(frozen=True)
 class GridRow:
+    """One row of the grid: a rank, or the ranks that recorded the same."""
+
     ranks: tuple[int, ...]
     """One rank, or every rank with this same row when the group is large."""
     cells: tuple[GridCell | None, ...]
@@ -67,6 +71,8 @@ class GridRow:
 
 @dataclass(frozen=True)
 class GridGroup:
+    """The grid of one process group: sequence numbers across, ranks down."""
+
     process_group: str
     desc: str
     seqs: tuple[int, ...]

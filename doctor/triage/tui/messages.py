@@ -17,6 +17,7 @@ class SnapshotReady(Message):
     snapshot: TriageSnapshot
 
     def can_replace(self, message: Message) -> bool:
+        """A newer snapshot replaces one still waiting: only the newest is drawn."""
         return isinstance(message, SnapshotReady)
 
 
@@ -29,16 +30,22 @@ class CollectionFailed(Message):
 
 @dataclass
 class BundleWritten(Message):
+    """The bundle of the snapshot on screen was written to ``path``."""
+
     path: Path
 
 
 @dataclass
 class RecoveryRequested(Message):
+    """The recover action came back; its answer is shown to the person."""
+
     answer: str
     """What the recover callback said, shown to the person as is."""
 
 
 @dataclass
 class ActionFailed(Message):
+    """A key's action failed; the message names it and why."""
+
     action: str
     error: str

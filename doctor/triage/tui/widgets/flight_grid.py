@@ -66,6 +66,7 @@ def _group(text: Text, group: GridGroup, selected_rank: int | None) -> None:
 
 
 def render_grid(groups: list[GridGroup], selected_rank: int | None, note: str) -> Text:
+    """The grids as text, the selected rank's row marked; ``note`` when there is none."""
     if not groups:
         return safe_text(note, style="dim")
     text = Text()

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from doctor.verdict.stacks import RankState
 
-STATE_STYLES = {
+STATE_STYLES: dict[str, str] = {
     RankState.IN_COLLECTIVE: "cyan",
     RankState.COMPILE: "magenta",
     RankState.DATA_LOADING: "yellow",
@@ -21,4 +21,5 @@ ODD = "bold yellow"
 
 
 def state_style(state: str) -> str:
+    """The style of a rank state; anything not listed (a liveness state) is red."""
     return STATE_STYLES.get(state, "red")

@@ -48,6 +48,7 @@ class VerdictPanel(Widget):
     snapshot: reactive[TriageSnapshot | None] = reactive(None, layout=True)
 
     def render(self) -> RenderableType:
+        """The verdict of the snapshot, or a note while the first one is collected."""
         if self.snapshot is None:
             return Text("collecting evidence…", style="dim")
         return render_verdict(self.snapshot)
