@@ -11,6 +11,7 @@ from __future__ import annotations
 import statistics
 
 from doctor.bench.result import DTYPE, BenchResult, Row
+from doctor.escape import escape_control
 
 HEADER = (
     "#       size         count      type   redop     time   algbw   busbw  predicted     eff  algo"
@@ -26,17 +27,18 @@ def format_row(row: Row) -> str:
     return (
         f"{row.bytes:12d}  {row.count:12d}  {DTYPE:>8s}  {'sum':>6s} {_time(row.time_us)}"
         f" {row.algbw_gbps:7.2f} {row.busbw_gbps:7.2f}  {row.predicted_busbw_gbps:9.2f}"
-        f"  {row.efficiency:6.2f}  {row.algorithm}"
+        f"  {row.efficiency:6.2f}  {escape_control(row.algorithm)}"
     )
 
 
 def format_table(result: BenchResult) -> str:
     """The whole table as text: a header naming the model, one line per size, the average."""
     p = result.params
+    # the device name comes from the driver and the model's source names it: shown escaped
     lines = [
-        f"# nccl-doctor bench: {result.nproc} ranks, backend {result.backend},"
-        f" device {result.device}",
-        f"# model: {p.source}",
+        f"# nccl-doctor bench: {result.nproc} ranks, backend {escape_control(result.backend)},"
+        f" device {escape_control(result.device)}",
+        f"# model: {escape_control(p.source)}",
         "#",
         HEADER,
         UNITS,

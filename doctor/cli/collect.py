@@ -63,12 +63,14 @@ def collect(
 
 def _summary(doc: dict[str, Any]) -> None:
     """One line per fact for a person; the document itself is what --json prints."""
+    from doctor.escape import escape_control
     from doctor.ranks import rank_ranges
 
     procs = doc.get("processes") or []
     alive = [p["rank"] for p in procs if p.get("alive")]
     lost = [p["rank"] for p in procs if not p.get("alive")]
-    print(f"host {doc['host']}: job {doc['job']}, ranks {rank_ranges(alive) or 'none'} alive")
+    host, job = escape_control(str(doc["host"])), escape_control(str(doc["job"]))
+    print(f"host {host}: job {job}, ranks {rank_ranges(alive) or 'none'} alive")
     if lost:
         print(f"  lost: ranks {rank_ranges(lost)}")
     print(f"  {len(doc.get('classes') or [])} stack classes; --json prints the whole document")

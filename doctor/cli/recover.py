@@ -21,6 +21,7 @@ def recover(
 ) -> None:
     """Ask the wrapper of every rank for a restart; report when every rank re-entered."""
     from doctor.errors import NoSuchJobError
+    from doctor.escape import escape_control
     from doctor.registry import job_dir
     from doctor.restart.recover import RecoverTimeout, request_restart
 
@@ -33,7 +34,7 @@ def recover(
     try:
         event = request_restart(directory, job, reason, timeout)
     except RecoverTimeout as exc:
-        print(f"nccl-doctor recover: {exc}")
+        print(f"nccl-doctor recover: {escape_control(str(exc))}")
         raise typer.Exit(EXIT_FOUND) from None
     if json_out:
         print(json.dumps(event, sort_keys=True))

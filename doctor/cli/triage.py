@@ -208,6 +208,7 @@ def _print(
 ) -> None:
     from rich.console import Console
 
+    from doctor.safe_text import safe_text
     from doctor.verdict.render import render, to_json
     from doctor.watch.events import summary
 
@@ -220,4 +221,5 @@ def _print(
     for event in events:
         console.print(f"watch: {summary(event)}", markup=False, highlight=False)
     if bundle is not None:
-        console.print(f"bundle written: {bundle} (re-judge it: nccl-doctor analyze {bundle})")
+        line = f"bundle written: {bundle} (re-judge it: nccl-doctor analyze {bundle})"
+        console.print(safe_text(line), highlight=False)

@@ -8,6 +8,7 @@ the evidence, what was done and why. ``triage`` shows them with the job.
 from __future__ import annotations
 
 import json
+import math
 import os
 import sys
 import time
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor.errors import EXIT_NO_REQUEUE
+from doctor.escape import escape_control
 from doctor.ranks import rank_ranges
 from doctor.safeio import UnsafePath, open_append, private_dir, read_text
 from doctor.watch.detector import Stall
@@ -62,29 +64,42 @@ def build_event(
 
 
 def summary(event: Mapping[str, Any]) -> str:
-    """One line a person reads: verdict, culprits, action and why, the bundle."""
-    verdict = event.get("verdict") or {}
-    culprits = verdict.get("culprit_ranks") or []
+    """One line a person reads: verdict, culprits, action and why, the bundle. The event
+    was read back from a file in the job's folder: its text is shown escaped (one line,
+    nothing the terminal obeys) and a field of the wrong type reads as nothing."""
+    verdict = _mapping(event.get("verdict"))
+    listed = verdict.get("culprit_ranks")
+    culprits = [r for r in listed if type(r) is int] if isinstance(listed, list) else []
     who = f" on rank {rank_ranges(culprits)}" if culprits else ""
     action = event.get("action")
     if action == Action.STOP.value:
         code = event.get("exit_code")
-        meaning = (
-            "do not requeue"
-            if code == EXIT_NO_REQUEUE
-            else f"requeue without {', '.join(event.get('hosts') or ['the host'])}"
-        )
+        hosts = event.get("hosts")
+        named = ", ".join(map(str, hosts)) if isinstance(hosts, list) and hosts else "the host"
+        meaning = "do not requeue" if code == EXIT_NO_REQUEUE else f"requeue without {named}"
         head = f"stopped job {event.get('job')}: {verdict.get('hang_class')}{who}"
-        return (
+        line = (
             f"{head} ({event.get('reason')}); bundle {event.get('bundle')}; exit {code} ({meaning})"
         )
-    detected = event.get("detection") or {}
-    return (
+        return escape_control(line)
+    detected = _mapping(event.get("detection"))
+    line = (
         f"{action} job {event.get('job')}: {verdict.get('hang_class')}{who} after "
-        f"{detected.get('stalled_for', 0):.1f}s without progress "
-        f"(step {detected.get('step_time', 0):.2f}s); {event.get('reason')}; "
+        f"{_seconds(detected.get('stalled_for')):.1f}s without progress "
+        f"(step {_seconds(detected.get('step_time')):.2f}s); {event.get('reason')}; "
         f"{event.get('outcome')}; bundle {event.get('bundle')}"
     )
+    return escape_control(line)
+
+
+def _mapping(value: object) -> Mapping[str, Any]:
+    return value if isinstance(value, dict) else {}
+
+
+def _seconds(value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return 0.0
+    return float(value) if math.isfinite(value) else 0.0
 
 
 def record_event(directory: Path, event: Mapping[str, Any]) -> None:
