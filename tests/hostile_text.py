@@ -27,7 +27,9 @@ can only come from a raw newline."""
 
 _SGR = re.compile(r"\x1b\[[0-9;]*m")
 """rich's own styles (colours, bold): the only escape sequences a renderer may write."""
-_RAW = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+RAW_CONTROL = re.compile(
+    "[\x00-\x09\x0b-\x1f\x7f-\x9f\u2028\u2029\u200e\u200f\u202a-\u202e\u2066-\u2069]"
+)
 _BORDERS = " │┃|║╎▌▐▶"
 
 
@@ -35,7 +37,7 @@ def assert_inert(output: str, shown_at_least: int = 1) -> None:
     """Nothing of ``HOSTILE`` reached ``output`` raw, and it was shown (escaped) at least
     ``shown_at_least`` times, so the test cannot pass by leaving the fields out."""
     plain = _SGR.sub("", output)
-    raw = sorted({repr(c) for c in _RAW.findall(plain)})
+    raw = sorted({repr(c) for c in RAW_CONTROL.findall(plain)})
     assert not raw, f"raw control characters reached the output: {raw}"
     assert "\x1b]8;" not in output, "a hyperlink from the input was written"
     forged = [line for line in plain.splitlines() if line.lstrip(_BORDERS).startswith(FORGED)]

@@ -34,52 +34,53 @@ from doctor.logs.lines import Line
 
 _WATCHDOG = re.compile(
     r"[Cc]aught collective operation timeout: WorkNCCL\(([^)]*)\)|"
-    r"Timed out waiting (\d+)ms for (\w+) operation"
+    r"Timed out waiting (\d{1,18})ms for (\w+) operation"
 )
-_SEQ = re.compile(r"SeqNum=(\d+)")
+_SEQ = re.compile(r"SeqNum=(\d{1,18})")
 _OP = re.compile(r"OpType=(\w+)")
-_NUMEL = re.compile(r"NumelIn=(\d+)")
-_PG = re.compile(r"\[PG (?:ID )?(\d+)")
+_NUMEL = re.compile(r"NumelIn=(\d{1,18})")
+_PG = re.compile(r"\[PG (?:ID )?(\d{1,18})")
 _WORK = re.compile(
-    r"(?:at work|Timeout at NCCL work): (\d+), last enqueued NCCL work: (-?\d+), "
-    r"last completed NCCL work: (-?\d+)"
+    r"(?:at work|Timeout at NCCL work): (\d{1,18}), last enqueued NCCL work: (-?\d{1,18}), "
+    r"last completed NCCL work: (-?\d{1,18})"
 )
 _LAGGING = re.compile(r"ranks \[([\d, ]*)\] are the lagging ranks")
-_JOINED_NOT_FINISHED = re.compile(r"\[([\d, ]*)\] joined but didn't finish collective #(\d+)")
+_JOINED_NOT_FINISHED = re.compile(r"\[([\d, ]*)\] joined but didn't finish collective #(\d{1,18})")
 _FINISHED_NOT_JOINED = re.compile(
-    r"\[([\d, ]*)\] finished collective #(\d+), but didn't join collective #(\d+)"
+    r"\[([\d, ]*)\] finished collective #(\d{1,18}), but didn't join collective #(\d{1,18})"
 )
-_STARTED_AT = re.compile(r"#(\d+) started ranks:")
+_STARTED_AT = re.compile(r"#(\d{1,18}) started ranks:")
 _STARTED = re.compile(r"^\s*\[([\d, ]*)\] started (\S+)")
 _FINGERPRINT = re.compile(
-    r"Rank (\d+)\]? (?:is running (?:inconsistent )?collective|Running collective): "
+    r"Rank (\d{1,18})\]? (?:is running (?:inconsistent )?collective|Running collective): "
     r"CollectiveFingerPrint\(([^)]*)\)"
 )
 _MISMATCH = re.compile(
     r"Detected mismatch between collectives|Error when verifying shape tensors for collective "
     r"(\w+)|input shapes into the collective are mismatched|Mismatch between collective"
 )
-_DDP_STATS = re.compile(r"\[Rank (\d+) / (\d+)\] Training \S+ unused_parameter_size")
+_DDP_STATS = re.compile(r"\[Rank (\d{1,18}) / (\d{1,18})\] Training \S+ unused_parameter_size")
 _COMPILING = re.compile(
     r"compiling and loading fused kernels|Emitting ninja build file|Building extension module|"
     r"torchdynamo start tracing|calling compiler function|AUTOTUNE \w+\(|"
     r"Compiling (?:FX graph|kernels?)|torch\._inductor\.compile_fx"
 )
 _FR_MISSING = re.compile(r"missing ranks: \{([\d, ]+)\}")
-_FR_CULPRIT = re.compile(r"Culprit rank (\d+); Error type: (\w+)")
+_FR_CULPRIT = re.compile(r"Culprit rank (\d{1,18}); Error type: (\w+)")
 _MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 _SHAPE = re.compile(r"TensorShape=\[([^\]]*)\]")
-_SEQ_FP = re.compile(r"SequenceNumber=(\d+)")
+_SEQ_FP = re.compile(r"SequenceNumber=(\d{1,18})")
 _UNSUPPORTED = re.compile(r"does not support (\w+)|(\w+) is not supported (?:by|in|for) ")
 _STORE_CONNECT = re.compile(
     r"client socket has (?:timed out after \d+ ?m?s while trying to connect|failed to connect) "
-    r"to \(?\[?([\w.:-]+?)\]?[,:] ?(\d+)\)?"
+    r"to \(?\[?([\w.:-]+?)\]?[,:] ?(\d{1,18})\)?"
 )
 _BARRIER = re.compile(
-    r"store based barrier on rank:? (\d+).*?world_size=(\d+), (?:worker_count|num_workers_joined)="
+    r"store based barrier on rank:? (\d{1,18}).*?world_size=(\d{1,18}), "
+    r"(?:worker_count|num_workers_joined)="
 )
 _BOOTSTRAP = re.compile(
-    r"waiting for clients\. \d+/(\d+) clients joined|"
+    r"waiting for clients\. \d+/(\d{1,18}) clients joined|"
     r"server socket has failed to (?:listen on any local network address|bind)|"
     r"[Aa]ddress already in use|RendezvousTimeoutError|RendezvousClosedError|"
     r"Rendezvous .{0,80}timed out|DistStoreError: Socket Timeout|"
@@ -96,11 +97,11 @@ MAX_STREAMS = 4096
 
 
 def _ranks(text: str) -> list[int]:
-    return [int(x) for x in re.findall(r"\d+", text)][:4096]
+    return [int(x) for x in re.findall(r"\d{1,18}", text)][:4096]
 
 
 def _numel(shape: str) -> int | None:
-    dims = [int(x) for x in re.findall(r"\d+", shape)]
+    dims = [int(x) for x in re.findall(r"\d{1,18}", shape)]
     return math.prod(dims) if dims else None
 
 

@@ -55,8 +55,8 @@ PROGRAM_XIDS = frozenset({13, 31, 43, 45, 68, 69})
 """Xids a program's own fault raises (or that follow a process's death): not hardware."""
 
 _XID = re.compile(
-    r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^)]*\): (\d+)"
-    r"(?:, pid=(?:'?)(\d+)?[^,]*)?"
+    r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^)]*\): (\d{1,18})"
+    r"(?:, pid=(?:'?)(\d{1,18})?[^,]*)?"
 )
 _OFF_BUS = re.compile(
     r"NVRM: GPU (?:at PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^:]*:? "
@@ -68,8 +68,8 @@ _JOURNAL_HOST = re.compile(
     r"^(?:\w{3} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.+-]+) ([\w.-]+) kernel:"
 )
 _OOM_KILL = re.compile(
-    r"(?:Out of memory|Memory cgroup out of memory): Kill(?:ed)? process (\d+)|"
-    r"oom-kill:.*?,pid=(\d+)"
+    r"(?:Out of memory|Memory cgroup out of memory): Kill(?:ed)? process (\d{1,18})|"
+    r"oom-kill:.*?,pid=(\d{1,18})"
 )
 
 

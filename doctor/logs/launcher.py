@@ -22,18 +22,22 @@ ROOT_CAUSE = "first observed failure"
 """Text an ``exit`` event starts with when torchelastic names it the first failure."""
 
 _SRUN = re.compile(
-    r"srun: error: ([\w.-]+): tasks? ([\d,\-]+): (Killed|Exited with exit code (\d+)|"
+    r"srun: error: ([\w.-]+): tasks? ([\d,\-]+): (Killed|Exited with exit code (\d{1,18})|"
     r"Segmentation fault|Aborted|Bus error|Terminated|[A-Z][\w ]{2,40})"
 )
 _NODE_FAILURE = re.compile(
     r"srun: error: Node failure on ([\w.-]+)|ON ([\w.-]+) CANCELLED AT \S+ DUE TO NODE FAILURE"
 )
 _STEP_OOM = re.compile(r"Detected \d+ oom[-_]kill event")
-_MPIRUN = re.compile(r"process rank (\d+) with PID (\d+) on node ([\w.-]+) exited on signal (\d+)")
-_SPAWN = re.compile(r"process (\d+) terminated with (?:signal (SIG\w+)|exit code (\d+))")
-_DEEPSPEED = re.compile(r"exits with return code = (-?\d+)")
-_LOCAL_RANK_ARG = re.compile(r"--local_rank=(\d+)")
-_ELASTIC = re.compile(r"failed \(exitcode: (-?\d+)\) local_rank: (\d+) \(pid: (\d+)\)")
+_MPIRUN = re.compile(
+    r"process rank (\d{1,18}) with PID (\d{1,18}) on node ([\w.-]+) exited on signal (\d{1,18})"
+)
+_SPAWN = re.compile(r"process (\d{1,18}) terminated with (?:signal (SIG\w+)|exit code (\d{1,18}))")
+_DEEPSPEED = re.compile(r"exits with return code = (-?\d{1,18})")
+_LOCAL_RANK_ARG = re.compile(r"--local_rank=(\d{1,18})")
+_ELASTIC = re.compile(
+    r"failed \(exitcode: (-?\d{1,18})\) local_rank: (\d{1,18}) \(pid: (\d{1,18})\)"
+)
 _SIGNAL_WORDS = {
     "Killed": -9,
     "Segmentation fault": -11,
@@ -47,9 +51,14 @@ def _task_ranks(spec: str) -> list[int]:
     ranks: list[int] = []
     for part in spec.split(","):
         lo, _, hi = part.partition("-")
-        if lo.isdigit() and (not hi or hi.isdigit()):
+        if _number(lo) and (not hi or _number(hi)):
             ranks.extend(range(int(lo), min(int(hi or lo), int(lo) + 4096) + 1))
     return ranks[:4096]
+
+
+def _number(text: str) -> bool:
+    """Digits ``int()`` reads, no more than 18 of them (a longer run is no task id)."""
+    return text.isdecimal() and len(text) <= 18
 
 
 def _signal_code(name: str) -> int | None:
@@ -94,8 +103,8 @@ def events(line: Line) -> list[LogEvent]:
 
 
 _FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")
-_RANK = re.compile(r"(\d+)")
-_EXITCODE = re.compile(r"(-?\d+)(?: \(pid: (\d+)\))?")
+_RANK = re.compile(r"(\d{1,18})")
+_EXITCODE = re.compile(r"(-?\d{1,18})(?: \(pid: (\d{1,18})\))?")
 
 
 class ElasticFailures(Collecting):

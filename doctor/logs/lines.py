@@ -29,12 +29,14 @@ from doctor.evidence import LogEvent
 
 TEXT_CHARS = 400
 """How much of a line an event keeps as its text."""
+# Every number a pattern captures is at most 18 digits (``\d{1,18}``): ``int()`` of a
+# longer run of digits raises past 4,300 of them, and no rank, pid or count needs more.
 
 SRUN_LABEL = re.compile(r"^ {0,5}(\d{1,6}): ")
 TORCHRUN = re.compile(r"^\[([A-Za-z_]+)(\d{1,6})(?:\|\d{1,6})?\]: ?")
-RAY = re.compile(r"^\((\w+) pid=(\d+)(?:, ip=([\w.:-]+))?\) ?")
+RAY = re.compile(r"^\((\w+) pid=(\d{1,18})(?:, ip=([\w.:-]+))?\) ?")
 NCCL_PREFIX = re.compile(
-    r"(?:^|[\s\]|])([\w.-]+):(\w+)(?::\d+)?(?: \[(\d+|\?)\])? (?:[\w./-]+:\d+ )?"
+    r"(?:^|[\s\]|])([\w.-]+):(\w+)(?::\d+)?(?: \[(\d{1,18}|\?)\])? (?:[\w./-]+:\d+ )?"
     r"NCCL (INFO|WARN|TRACE|ABORT|DIAG)"
 )
 TEXT_RANK = re.compile(r"\[(?:PG [^\]]{0,200}?)?Rank (\d{1,6})\]")
@@ -94,7 +96,7 @@ def split(raw: str, where: str, file_rank: int | None = None) -> Line:
     nccl = device = ""
     if "NCCL" in text and (m := NCCL_PREFIX.search(text)):
         host, device, nccl = m.group(1), m.group(3) or "", m.group(4)
-        pid = int(m.group(2)) if m.group(2).isdigit() else None
+        pid = int(m.group(2)) if m.group(2).isdecimal() and len(m.group(2)) <= 18 else None
         stream = stream or f"{host}:{pid}"
     if rank is None and "Rank" in text and (m := TEXT_RANK.search(text)):
         rank = int(m.group(1))

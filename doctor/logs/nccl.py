@@ -22,12 +22,14 @@ from doctor.evidence import LogEvent
 from doctor.logs import kinds
 from doctor.logs.lines import Line
 
-_INIT = re.compile(r"\bcomm 0x[0-9a-f]+ rank (\d+) n[Rr]anks (\d+)(?:.*?\bbusId ([0-9a-fA-F]+))?")
+_INIT = re.compile(
+    r"\bcomm 0x[0-9a-f]+ rank (\d{1,18}) n[Rr]anks (\d{1,18})(?:.*?\bbusId ([0-9a-fA-F]+))?"
+)
 _ADDRESS = re.compile(
     r"(?:Bootstrap|OOB) ?: ?(?:Using )?\[?\d*\]?([\w.-]+):([\d.]+|[0-9a-fA-F:]+)<"
 )
 _ADDR_PORT = re.compile(r"([\w.:%\[\]-]+)<\d+>")
-_IB_STATUS = re.compile(r"Got completion (?:from peer \S+ )?with (?:error |status=)(\d+)")
+_IB_STATUS = re.compile(r"Got completion (?:from peer \S+ )?with (?:error |status=)(\d{1,18})")
 IB_STATUS: dict[int, str] = {
     4: "local protection error: often ACS or the IOMMU blocking GPU Direct RDMA",
     5: "work request flushed: the queue pair had already failed",
@@ -71,7 +73,7 @@ _SETUP_WARN = re.compile(
 )
 _INIT_ERROR = re.compile(r"\binit\.cc:\d+ -> [1-9]")
 """NCCL's error return path (``init.cc:1462 -> 1``): the error happened creating a communicator."""
-_DIAG_OUTLIER = re.compile(r"net bw: (\S+) rank (\d+) \(([\w.-]+)\): .*?off median")
+_DIAG_OUTLIER = re.compile(r"net bw: (\S+) rank (\d{1,18}) \(([\w.-]+)\): .*?off median")
 
 
 def bus_id(hex_id: str) -> str:

@@ -19,9 +19,9 @@ from doctor.evidence import Frame, ThreadStack
 from doctor.logs.block import Fact, StackDump
 from doctor.logs.lines import Line
 
-_PROCESS = re.compile(r"^Process (\d+): ")
+_PROCESS = re.compile(r"^Process (\d{1,18}): ")
 _THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \(([\w+]+)\)(?:: "([^"]*)")?')
-_FRAME = re.compile(r"^\s+(\S.*?) \((.+?)(?::(\d+))?\)\s*$")
+_FRAME = re.compile(r"^\s+(\S.*?) \((.+?)(?::(\d{1,18}))?\)\s*$")
 MAX_THREADS = 512
 MAX_FRAMES = 512
 

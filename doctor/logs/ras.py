@@ -43,25 +43,28 @@ _HEADER = re.compile(
     r"\(total\)|\s*#\s+in group|\s+\d)"
 )
 _COMM = re.compile(r"^#\d+-\d+ \(([0-9a-fA-F]+)\) (INCOMPLETE|ERROR|MISMATCH)")
-_PROCESS = re.compile(r"Process (\d+) on node ([\w.:-]+) managing GPUs? ([\w, ]+)")
+_PROCESS = re.compile(r"Process (\d{1,18}) on node ([\w.:-]+) managing GPUs? ([\w, ]+)")
 _MISSING_LIST = re.compile(r"The missing ranks?: ([\d, \-]+)")
 _RANK_LINE = re.compile(
-    r"^\s*Rank (\d+)(?: has launched up to operation (\d+)| has not launched any operations|"
+    r"^\s*Rank (\d{1,18})(?: has launched up to operation (\d{1,18})|"
+    r" has not launched any operations|"
     r" reported (.+?)| has status (\w+))?"
-    r" -- (?:GPU (\S+) managed by process (\d+) on node ([\w.:-]+)|\[process information)"
+    r" -- (?:GPU (\S+) managed by process (\d{1,18}) on node ([\w.:-]+)|\[process information)"
 )
 _COUNT_OP = re.compile(r"Communicator ranks have different (?:(\w+) )?operation counts")
 _GROUP_COUNT = re.compile(
-    r"^\s*(\d+) ranks have (?:launched up to operation (\d+)|not launched any operations)"
+    r"^\s*(\d{1,18}) ranks have (?:launched up to operation (\d{1,18})|not launched any operations)"
 )
 _STATUS = re.compile(r"ranks? (?:have|has) status (\w+)")
-_GROUP_ERROR = re.compile(r"^\s*(\d+) ranks reported (.+)$")
-_MONITOR_DEAD = re.compile(r"PEER_DEAD: Process (\d+) on node ([\w.:-]+) managing GPUs? ([\w, ]+)")
+_GROUP_ERROR = re.compile(r"^\s*(\d{1,18}) ranks reported (.+)$")
+_MONITOR_DEAD = re.compile(
+    r"PEER_DEAD: Process (\d{1,18}) on node ([\w.:-]+) managing GPUs? ([\w, ]+)"
+)
 
 
 def _rank_list(text: str) -> list[int]:
     out: list[int] = []
-    for lo, hi in re.findall(r"(\d+)(?:-(\d+))?", text):
+    for lo, hi in re.findall(r"(\d{1,18})(?:-(\d{1,18}))?", text):
         out.extend(range(int(lo), min(int(hi or lo), int(lo) + 4096) + 1))
     return out[:4096]
 

@@ -16,7 +16,7 @@ from doctor.logs.block import Collecting
 from doctor.logs.lines import Line
 
 _BUS = r"(?:[0-9A-Fa-f]{4})?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})\.\d"
-_ROW = re.compile(r"^\|\s+(\d+)\s+.*?\|\s+" + _BUS + r"\s+\S+\s+\|\s+(\S+)\s+\|")
+_ROW = re.compile(r"^\|\s+(\d{1,18})\s+.*?\|\s+" + _BUS + r"\s+\S+\s+\|\s+(\S+)\s+\|")
 _LOST = re.compile(
     r"Unable to determine the device handle for GPU\s*" + _BUS + r"|"
     r"GPU " + _BUS + r": GPU is lost|" + _BUS + r".{0,40}fallen off the bus"

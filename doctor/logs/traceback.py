@@ -16,7 +16,7 @@ from doctor.logs import kinds
 from doctor.logs.block import Collecting
 from doctor.logs.lines import Line
 
-_FRAME = re.compile(r'^\s+File "([^"]{1,500})", line (\d+), in (\S{1,200})')
+_FRAME = re.compile(r'^\s+File "([^"]{1,500})", line (\d{1,18}), in (\S{1,200})')
 _EXCEPTION = re.compile(r"^([A-Za-z_][\w.]{0,200}(?:Error|Exception|Interrupt|Exit|Failure)\b\w*)")
 _MAIN_FIRST = re.compile(r"\bin (?:local_)?main_process_first\b|\.(?:local_)?main_process_first\(")
 PRIMITIVES = frozenset(

@@ -10,8 +10,8 @@ many documents through one ``Interner`` shares frames and threads across hosts.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
-from dataclasses import fields
 from typing import Any
 
 from doctor.codec import DecodeError, decode
@@ -109,22 +109,30 @@ def _list(value: Any) -> list[Any]:
     return value
 
 
-def _records(cls: type, rows: Any, host: str | None = None) -> tuple[Any, ...]:
-    if not isinstance(rows, list):
-        raise DocumentError(f"{cls.__name__} records are not a list")
-    names = {f.name for f in fields(cls)}
+def _records(cls: type[Any], rows: Any, host: str | None = None) -> tuple[Any, ...]:
+    """Each row decoded against ``cls``'s type hints (``doctor.codec``): a field of the wrong
+    type is a ``DocumentError``, never a record that breaks the classifier later."""
     out = []
-    for row in rows:
+    for row in _list(rows):
         if not isinstance(row, dict):
             raise DocumentError(f"a {cls.__name__} record is not an object")
-        kwargs = {k: tuple(v) if isinstance(v, list) else v for k, v in row.items() if k in names}
-        if host is not None:
-            kwargs["host"] = host
         try:
-            out.append(cls(**kwargs))
-        except TypeError as exc:
+            out.append(decode(cls, row if host is None else {**row, "host": host}))
+        except DecodeError as exc:
             raise DocumentError(f"a {cls.__name__} record is malformed ({exc})") from None
     return tuple(out)
+
+
+def _number(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        raise DocumentError(f"expected a number, got {type(value).__name__}")
+    if not math.isfinite(value) or abs(value) > 1e12:
+        raise DocumentError("a number is out of range")
+    return float(value)
+
+
+def _seq(value: Any) -> int | None:
+    return None if value is None else _int(value)
 
 
 def from_document(doc: Mapping[str, Any], interner: Interner | None = None) -> HostDocument:
@@ -135,12 +143,9 @@ def from_document(doc: Mapping[str, Any], interner: Interner | None = None) -> H
         raise DocumentError(f"schema {doc.get('schema')!r} is not {SCHEMA}")
     intern = interner or Interner()
     host = _str(doc.get("host", ""))
-    raw_frames = doc.get("frames", [])
-    if not isinstance(raw_frames, list):
-        raise DocumentError("frames is not a list")
-    frames = [intern.frame(row) for row in raw_frames]
+    frames = [intern.frame(row) for row in _list(doc.get("frames", []))]
     classes = []
-    for c in doc.get("classes", [])[:MAX_CLASSES]:
+    for c in _list(doc.get("classes", []))[:MAX_CLASSES]:
         if not isinstance(c, dict):
             raise DocumentError("a stack class is not an object")
         ranks = _ranks(c.get("ranks"))
@@ -148,9 +153,9 @@ def from_document(doc: Mapping[str, Any], interner: Interner | None = None) -> H
             raise DocumentError("a stack class has no rank")
         threads = intern.stack_threads(c.get("threads"), frames)
         classes.append(StackClass(ranks, RankStack(ranks[0], threads, _str(c.get("source", "")))))
-    sigs = [_str(s) for s in doc.get("signatures", [])]
+    sigs = [_str(s) for s in _list(doc.get("signatures", []))]
     progress = []
-    for row in doc.get("progress", []):
+    for row in _list(doc.get("progress", [])):
         if not (isinstance(row, list) and len(row) == 6):
             raise DocumentError("a progress sample is not [rank, t, enq, comp, sig, state]")
         rank, t, enq, comp, sig, state = row
@@ -158,7 +163,12 @@ def from_document(doc: Mapping[str, Any], interner: Interner | None = None) -> H
             raise DocumentError("a progress sample points outside the signature table")
         progress.append(
             ProgressSample(
-                _int(rank), float(t), enq, comp, stack_signature=sigs[sig], state=_str(state)
+                _int(rank),
+                _number(t),
+                _seq(enq),
+                _seq(comp),
+                stack_signature=sigs[sig],
+                state=_str(state),
             )
         )
     world = doc.get("world_size")
@@ -171,7 +181,7 @@ def from_document(doc: Mapping[str, Any], interner: Interner | None = None) -> H
         job=_str(doc.get("job", "")),
         world_size=_int(world) if world is not None else None,
         local_ranks=_ranks(doc.get("local_ranks", [])),
-        seconds=float(doc.get("seconds", 0.0)),
+        seconds=_number(doc.get("seconds", 0.0)),
         processes=_records(RankProcess, doc.get("processes", []), host=host),
         classes=tuple(classes),
         progress=tuple(progress),
@@ -181,7 +191,7 @@ def from_document(doc: Mapping[str, Any], interner: Interner | None = None) -> H
         dumps=dumps,
         unreadable_dumps=_records(Skipped, doc.get("unreadable_dumps", [])),
         launcher=_str(doc.get("launcher", "")),
-        truncated=tuple(_str(t) for t in doc.get("truncated", [])),
+        truncated=tuple(_str(t) for t in _list(doc.get("truncated", []))),
         version=_str(doc.get("version", "")),
     )
 

@@ -49,34 +49,58 @@ def pyspy_binary(env: Mapping[str, str]) -> str | None:
 
 
 def parse_dump(text: str, rank: int) -> RankStack:
-    """A ``py-spy dump --json`` answer as a ``RankStack`` (innermost frame first)."""
-    threads = []
-    for item in json.loads(text):
-        frames = tuple(
-            Frame(
-                f.get("name", "?"),
-                f.get("short_filename") or f.get("filename", "?"),
-                int(f.get("line") or 0),
-                native=f.get("module") is not None,
-            )
-            for f in item.get("frames", [])
-        )
-        threads.append(
-            ThreadStack(
-                thread_id=int(item.get("os_thread_id") or item.get("thread_id") or 0),
-                name=item.get("thread_name") or "",
-                frames=frames,
-                holds_gil=bool(item.get("owns_gil")),
-                active=bool(item.get("active")),
-                is_main=item.get("os_thread_id") == item.get("pid")
-                or item.get("thread_name") == "MainThread",
-            )
-        )
-    return RankStack(rank, tuple(threads), "py-spy")
+    """A ``py-spy dump --json`` answer as a ``RankStack`` (innermost frame first).
+
+    The answer describes a process root may not own: anything that is not the shape
+    py-spy writes (a list of thread objects, frames with text names and integer lines)
+    is a ``ValueError`` that names what is wrong, never another exception."""
+    try:
+        answer = json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply") from None
+    if not isinstance(answer, list):
+        raise ValueError("not a list of threads")
+    return RankStack(rank, tuple(_thread(item) for item in answer), "py-spy")
+
+
+def _thread(item: object) -> ThreadStack:
+    if not isinstance(item, dict):
+        raise ValueError("a thread is not an object")
+    frames = item.get("frames", [])
+    if not isinstance(frames, list):
+        raise ValueError("a thread's frames are not a list")
+    name = item.get("thread_name") or ""
+    return ThreadStack(
+        thread_id=_whole(item.get("os_thread_id") or item.get("thread_id")),
+        name=name if isinstance(name, str) else "",
+        frames=tuple(_frame(f) for f in frames),
+        holds_gil=item.get("owns_gil") is True,
+        active=item.get("active") is True,
+        is_main=item.get("os_thread_id") == item.get("pid") or name == "MainThread",
+    )
+
+
+def _frame(f: object) -> Frame:
+    if not isinstance(f, dict):
+        raise ValueError("a frame is not an object")
+    name = f.get("name", "?")
+    filename = f.get("short_filename") or f.get("filename", "?")
+    if not isinstance(name, str) or not isinstance(filename, str):
+        raise ValueError("a frame's name or file is not text")
+    return Frame(name, filename, _whole(f.get("line")), native=f.get("module") is not None)
+
+
+def _whole(value: object) -> int:
+    """A line number or thread id: a non-negative integer below 2**64, or 0 when absent."""
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 1 << 64:
+        raise ValueError(f"{str(value)[:40]!r} is not a line number or thread id")
+    return value
 
 
 _FH_THREAD = re.compile(r"^(Current thread|Thread) (0x[0-9a-f]+)")
-_FH_FRAME = re.compile(r'^\s+File "(.*)", line (\d+) in (.+)$')
+_FH_FRAME = re.compile(r'^\s+File "(.*)", line (\d{1,18}) in (.+)$')
 
 
 def parse_faulthandler(text: str, rank: int) -> RankStack:
@@ -242,7 +266,7 @@ class PySpySource(Source):
         if done.ok:
             try:
                 return parse_dump(done.stdout, rank.rank), ""
-            except (ValueError, TypeError, AttributeError) as exc:
+            except ValueError as exc:
                 return None, f"py-spy printed something that is not a stack dump ({exc})"
         if done.timed_out:
             return None, f"py-spy did not answer within {timeout:.1f}s"
