@@ -123,7 +123,12 @@ def _merge(
         progress=tuple(
             sorted((x for p in parts for x in p.progress), key=lambda x: (x.rank, x.time_s))
         ),
-        skipped=tuple(remote) + tuple(x for p in parts for x in p.skipped) + tuple(skipped),
+        skipped=(
+            tuple(remote)
+            + target.refused
+            + tuple(x for p in parts for x in p.skipped)
+            + tuple(skipped)
+        ),
         dumps=tuple(x for p in parts for x in p.dumps),
         unreadable_dumps=tuple(x for p in parts for x in p.unreadable_dumps),
         world_size=target.world_size,

@@ -17,12 +17,21 @@ import os
 import socket
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from doctor.errors import InputError, NoSuchJobError, UsageError
+from doctor.model import Skipped
 from doctor.process_identity import may_inspect, owner_uid, start_time
-from doctor.registry import RankRecord, job_dir, list_jobs, read_ranks, valid_job_id
+from doctor.registry import (
+    JOB_DIR_ENV,
+    RankRecord,
+    job_dir,
+    list_jobs,
+    read_ranks,
+    valid_job_id,
+)
+from doctor.safeio import UnsafePath, check_ancestors, check_dir
 from doctor.triage.target import ENV_KEYS, Launcher, LostRank, RankTarget, Target
 
 JOB_KEYS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "NCCL_DOCTOR_JOB")
@@ -249,6 +258,11 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
     directory = job_dir(job, env)
     records = read_ranks(directory) if directory.is_dir() else []
     chosen = pick_rank_processes(matches)
+    refused: tuple[Skipped, ...] = ()
+    if not records and chosen:  # root, or a user without the job's registry in their env
+        named, refused = ranks_job_dir(chosen.values(), proc)
+        if named is not None:
+            directory, records = named[0], read_ranks(*named)
     for record in records:
         # the record's pid counts only while it is still the process launch registered
         # (same start time): a reused pid is someone else's process
@@ -277,7 +291,42 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
             f"no rank of job {job!r} runs on this host (looked for "
             f"TORCHELASTIC_RUN_ID, SLURM_JOB_ID and the launch registry){hint}"
         )
-    return _assemble(job, chosen, records, proc, directory if records else None, host)
+    target = _assemble(job, chosen, records, proc, directory if records else None, host)
+    return replace(target, refused=refused)
+
+
+def ranks_job_dir(
+    ranks: Iterable[ProcInfo], proc: Path = PROC
+) -> tuple[tuple[Path, int] | None, tuple[Skipped, ...]]:
+    """The launch registry the ranks' own environment names (``NCCL_DOCTOR_JOB_DIR``), when
+    the job's owner owns it: the directory and each of its parents theirs or root's, not a
+    link, no one else able to write into it. The rank's agent answers there, so triage
+    (root, for another user's job) writes requests into it and reads dumps from it; a
+    directory that fails is refused, and the evidence says why. Returns the directory and
+    its owner, or None."""
+    infos = list(ranks)
+    named = {i.env[JOB_DIR_ENV] for i in infos if i.env.get(JOB_DIR_ENV)}
+    if not named or not any(os.path.lexists(n) for n in named):  # an ended job's, removed
+        return None, ()
+    owners = {owner_uid(i.pid, proc) for i in infos}
+    why = ""
+    if len(named) > 1:
+        why = f"the ranks name {len(named)} different folders"
+    elif len(owners) != 1 or None in owners:
+        why = "the ranks' owner is not known"
+    path = Path(next(iter(named)))
+    if not why and not path.is_absolute():
+        why = f"{path} is not an absolute path"
+    owner = next(iter(owners))
+    if not why and owner is not None:
+        try:
+            check_ancestors(path, owner)
+            check_dir(path, owner)
+        except UnsafePath as exc:
+            why = str(exc)
+    if why or owner is None:
+        return None, (Skipped(None, "discover", f"{JOB_DIR_ENV} not used: {why}"),)
+    return (path, owner), ()
 
 
 def job_owners_processes(job: str, matches: list[ProcInfo], proc: Path) -> list[ProcInfo]:

@@ -12,6 +12,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from doctor.model import Skipped
 from doctor.registry import RankRecord
 
 ENV_KEYS = (
@@ -96,6 +97,9 @@ class Target:
     launcher: Launcher | None = None
     job_dir: Path | None = None
     """The launch registry directory of the job, when there is one."""
+    refused: tuple[Skipped, ...] = ()
+    """Paths the ranks' environment named that were not used, each with why (another
+    owner, a link, a folder others can write): reported in the evidence."""
 
     @property
     def ranks_expected(self) -> int | None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
@@ -137,3 +138,65 @@ def test_a_dump_named_by_a_rank_counts_only_when_its_owner_wrote_it(
     (tmp_path / "fr_0").unlink()
     (tmp_path / "fr_0").write_bytes(b"x")
     assert written_dump(target) == tmp_path / "fr_0"
+
+
+def _owned_by(pid: int, uid: int) -> None:
+    """Wait until the sleeper has dropped to ``uid`` (it signals ready just before)."""
+    from doctor.process_identity import owner_uid
+
+    end = time.monotonic() + 20
+    while owner_uid(pid) != uid and time.monotonic() < end:
+        time.sleep(0.02)
+    assert owner_uid(pid) == uid
+
+
+@needs_root
+@pytest.mark.parametrize(
+    ("folder", "used"), [("owners", True), ("another-users", False), ("link", False)]
+)
+def test_root_uses_the_job_folder_a_rank_names_only_when_its_owner_owns_it(
+    tmp_path: Path, sleepers, folder: str, used: bool
+) -> None:
+    import json
+    import socket
+    import uuid
+    from dataclasses import asdict
+
+    from doctor.process_identity import start_time
+    from doctor.registry import RankRecord
+    from doctor.triage.collect import _merge
+    from doctor.triage.discover import discover_job
+
+    # GIVEN a job of uid 65534 started by launch: its rank names its registry folder with
+    # NCCL_DOCTOR_JOB_DIR, and the folder holds the rank's record (an agent answers there);
+    # the folder is the owner's, another user's (uid 12345), or a link to the owner's
+    job = f"named-{uuid.uuid4().hex[:8]}"
+    real = tmp_path / "registry"
+    real.mkdir(mode=0o700)
+    os.chown(real, 12345 if folder == "another-users" else 65534, 65534)
+    named = real
+    if folder == "link":
+        named = tmp_path / "link"
+        named.symlink_to(real)
+    env = {"SLURM_JOB_ID": job, "RANK": "0", "WORLD_SIZE": "1", "NCCL_DOCTOR_JOB_DIR": str(named)}
+    rank = sleepers(env, "rank0", _AS_NOBODY)
+    _owned_by(rank.pid, 65534)
+    record = RankRecord(
+        job, 0, 1, 0, socket.gethostname(), rank.pid, time.time(), True, False, {},
+        start_time(rank.pid) or 0,
+    )  # fmt: skip
+    (real / "rank-0.json").write_text(json.dumps(asdict(record)))
+    os.chown(real / "rank-0.json", 65534, 65534)
+    # WHEN root triages the job by its (SLURM) id, with no registry of its own for it
+    target = discover_job(job, {"NCCL_DOCTOR_HOME": str(tmp_path / "root-registry")})
+    evidence = _merge(target, [], [], 0.0)
+    # THEN the folder is used (the rank's agent is asked) only when its owner owns it;
+    # otherwise the evidence says why it was not
+    reasons = [s.reason for s in evidence.skipped if s.probe == "discover"]
+    if used:
+        assert target.job_dir == real and target.ranks[0].has_agent and not reasons
+    else:
+        assert target.job_dir is None and not target.ranks[0].has_agent
+        why = "symbolic link" if folder == "link" else "belongs to uid 12345"
+        assert len(reasons) == 1 and "NCCL_DOCTOR_JOB_DIR not used" in reasons[0], reasons
+        assert why in reasons[0], reasons

@@ -89,13 +89,19 @@ def written_dump(rank: RankTarget) -> Path | None:
     born, owner = _started(rank.pid), owner_uid(rank.pid)
     for prefix in filter(None, prefixes):
         path = Path(f"{prefix}{rank.rank}")
-        try:
-            info = os.lstat(path)  # the rank owner's own regular file, never through a link
-        except OSError:
-            continue
-        if stat.S_ISREG(info.st_mode) and info.st_uid == owner and info.st_mtime >= born:
+        if _owners_file(path, owner, born):
             return path
     return None
+
+
+def _owners_file(path: Path, owner: int | None, since: float = 0.0) -> bool:
+    """Whether ``path`` is the rank owner's own regular file (never through a link), written
+    at ``since`` or later: a rank's environment may name any path, root reads only these."""
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_uid == owner and info.st_mtime >= since
 
 
 def fresh_dump(rank: RankTarget, timeout: float) -> Path | None:
@@ -103,7 +109,8 @@ def fresh_dump(rank: RankTarget, timeout: float) -> Path | None:
     if rank.has_agent and rank.job_dir is not None:
         from doctor.agent import request_fr_dump
 
-        return request_fr_dump(rank.job_dir, rank.rank, timeout)
+        dump = request_fr_dump(rank.job_dir, rank.rank, timeout)
+        return dump if dump is not None and _owners_file(dump, owner_uid(rank.pid)) else None
     pipe = rank.env.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
     if pipe:
         prefix = rank.env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or DEFAULT_TEMP_PREFIX
