@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, NoReturn
 from doctor.agent import forget_rank
 from doctor.config import Config
 from doctor.errors import UsageError
+from doctor.escape import escape_control
 from doctor.launch.policy import apply_policy
 from doctor.process_identity import ProcessId, this_process
 from doctor.registry import RankRecord, job_dir, register_rank, unregister_rank
@@ -134,7 +135,8 @@ def launch(
         changes = [f"unset {n}" for n in policy.unset] + [
             f"{k}={v}" for k, v in policy.changed.items()
         ]
-        print(f"nccl-doctor launch: {lane} policy: {', '.join(changes)}", file=sys.stderr)
+        shown = escape_control(", ".join(changes))  # paths built from the job id and env
+        print(f"nccl-doctor launch: {lane} policy: {shown}", file=sys.stderr)
     if not gate(policy.env, config, lane, wrap, rank):
         return 1
     target = python_target(cmd)

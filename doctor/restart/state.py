@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from doctor.escape import escape_control
 from doctor.model import Severity
 from doctor.registry import write_state
 from doctor.restart.timeouts import judge, probe_default_group
@@ -85,7 +86,8 @@ def _check_group(call: PublishedCall, iteration: int) -> None:
     findings = judge(backend, seconds, call.opt, os.environ)
     call.pg_findings = [f"{f.severity.value} {f.check}: {f.message}" for f in findings]
     for line in call.pg_findings:
-        print(f"nccl-doctor wrapper[{call.initial_rank}]: {line}", file=sys.stderr, flush=True)
+        shown = escape_control(line)  # findings quote the environment's values
+        print(f"nccl-doctor wrapper[{call.initial_rank}]: {shown}", file=sys.stderr, flush=True)
     failed = [f for f in findings if f.severity == Severity.FAIL]
     if failed and call.wrapper.timeout_policy == "refuse":
         call.rs.record_fault(
