@@ -70,7 +70,7 @@ _FR_CULPRIT = re.compile(r"Culprit rank (\d{1,18}); Error type: (\w+)")
 _MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 _SHAPE = re.compile(r"TensorShape=\[([^\]]*)\]")
 _SEQ_FP = re.compile(r"SequenceNumber=(\d{1,18})")
-_UNSUPPORTED = re.compile(r"does not support (\w+)|(\w+) is not supported (?:by|in|for) ")
+_UNSUPPORTED = re.compile(r"does not support (\w+)|\b(\w{1,64}) is not supported (?:by|in|for) ")
 _STORE_CONNECT = re.compile(
     r"client socket has (?:timed out after \d+ ?m?s while trying to connect|failed to connect) "
     r"to \(?\[?([\w.:-]+?)\]?[,:] ?(\d{1,18})\)?"

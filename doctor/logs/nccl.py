@@ -28,7 +28,7 @@ _INIT = re.compile(
 _ADDRESS = re.compile(
     r"(?:Bootstrap|OOB) ?: ?(?:Using )?\[?\d*\]?([\w.-]+):([\d.]+|[0-9a-fA-F:]+)<"
 )
-_ADDR_PORT = re.compile(r"([\w.:%\[\]-]+)<\d+>")
+_ADDR_PORT = re.compile(r"(?<![\w.:%\[\]-])([\w.:%\[\]-]{1,256})<\d+>")
 _IB_STATUS = re.compile(r"Got completion (?:from peer \S+ )?with (?:error |status=)(\d{1,18})")
 IB_STATUS: dict[int, str] = {
     4: "local protection error: often ACS or the IOMMU blocking GPU Direct RDMA",

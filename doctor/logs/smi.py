@@ -16,7 +16,8 @@ from doctor.logs.block import Collecting
 from doctor.logs.lines import Line
 
 _BUS = r"(?:[0-9A-Fa-f]{4})?([0-9A-Fa-f]{4}:[0-9A-Fa-f]{2}:[0-9A-Fa-f]{2})\.\d"
-_ROW = re.compile(r"^\|\s+(\d{1,18})\s+.*?\|\s+" + _BUS + r"\s+\S+\s+\|\s+(\S+)\s+\|")
+# possessive (``\s++``): a row of spaces with no bus id must not be retried at every split
+_ROW = re.compile(r"^\|\s++(\d{1,18})\s++.*?\|\s+" + _BUS + r"\s+\S+\s+\|\s+(\S+)\s+\|")
 _LOST = re.compile(
     r"Unable to determine the device handle for GPU\s*" + _BUS + r"|"
     r"GPU " + _BUS + r": GPU is lost|" + _BUS + r".{0,40}fallen off the bus"
@@ -51,7 +52,7 @@ class SmiTable(Collecting):
         if m := _ROW.match(text):
             self._gpu, self._reported = (m.group(1), m.group(2).lower()), False
             ecc = m.group(3)
-            if ecc.isdigit() and int(ecc) > 0:
+            if ecc.isdecimal() and len(ecc) <= 18 and int(ecc) > 0:
                 self._report(line, f"GPU {m.group(1)} ({m.group(2)}): {ecc} uncorrected ECC errors")
         elif text.startswith("+") or "=====" in text:
             self._gpu = None

@@ -65,3 +65,29 @@ def test_prefixes_say_whose_line_it_is(raw, rank, local, host, pid, nccl) -> Non
 def test_a_file_rank_is_the_default_and_a_line_label_wins() -> None:
     assert split("plain text", "rank_4.log:1", file_rank=4).rank == 4
     assert split("7: labelled", "rank_4.log:1", file_rank=4).rank == 7
+
+
+SMI_BANNER = "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Version: 12.2 |"
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "# nThread 1 nGpus 4 minBytes 8 " + "1" * 16_000,  # (\w+) is not supported
+        "h:1:2 [0] NCCL WARN Connection refused by " + "a" * 16_000,  # an addr before <port>
+        "| 0 " + " " * 16_000 + "x|",  # an nvidia-smi row with no bus id
+    ],
+    ids=["unsupported", "address", "smi-row"],
+)
+def test_a_long_line_costs_linear_time(line: str) -> None:
+    import time
+
+    from doctor.logs.parse import parse_text
+
+    # GIVEN lines as long as the reader keeps (16 KiB) that once sent a pattern into
+    # quadratic backtracking (3 s a line: an hour for a log of them)
+    start = time.monotonic()
+    # WHEN twenty of them are parsed
+    parse_text([SMI_BANNER, *[line] * 20], "long.log")
+    # THEN at the pace of any other line (measured 30 ms; the bound only catches the quadratic)
+    assert time.monotonic() - start < 5
