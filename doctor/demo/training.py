@@ -40,6 +40,12 @@ FRAMEWORKS = {
 EXTERNAL = ("none", "sigstop", "kill", "fifo")
 INJECTED = ("gil", "slow")
 FAULTS = EXTERNAL + INJECTED
+_OWN_STORE_PER_ATTEMPT = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+"""torchrun's restarts need it (pytorch/pytorch#135712, still so on torch 2.13): by default
+the ranks use the agent's TCPStore, which outlives an attempt, and process groups key their
+peers' addresses without the attempt, so a restarted rank can read a dead rank's gloo
+address from attempt 0 and fail in ``connectFullMesh`` ("Connection refused"). With this,
+rank 0 of each attempt hosts a fresh store."""
 
 
 class TrainingJob(LocalJob):
@@ -79,6 +85,7 @@ class TrainingJob(LocalJob):
                 inject.STEP_ENV: str(step),
                 inject.READY_ENV: str(workdir / f"{job}.ready"),
                 inject.DELAY_ENV: str(delay),
+                **(_OWN_STORE_PER_ATTEMPT if max_restarts else {}),
             },
         )
         self.framework, self.site, self.data = framework, site, workdir / f"{job}.data"

@@ -1,0 +1,91 @@
+"""Triage under ``torchrun --max-restarts 1`` judges the running attempt, never the last one.
+
+A DDP job of 3 ranks (gloo, CPU) under real torchrun: attempt 0 loses rank 2 to
+``kill -9`` after 3 steps, torchrun restarts every rank, and attempt 1 trains
+again (its 3 steps awaited on the ready file). What attempt 0 left behind is real:
+the agent's failure line for rank 2 in the launcher's log, the survivors'
+transport errors, ``attempt_0`` in torchrun's log folder. Then attempt 1 either
+gets a fault of its own from outside (``kill -STOP`` of rank 1) or none.
+
+The contract (DESIGN.md): ``rank_loss`` is "a rank's process is gone while the
+others wait". In attempt 1 no rank is gone: rank 2 was restarted and trains. So
+the verdict is attempt 1's: its stopped rank, or ``healthy`` while it makes
+progress; attempt 0's loss is history torchrun already answered by restarting.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import time
+import uuid
+from pathlib import Path
+
+import psutil
+import pytest
+
+from doctor.demo.training import TrainingJob
+
+pytestmark = pytest.mark.slow
+
+WORLD, KILLED, STOPPED = 3, 2, 1
+EXPECTED = {
+    # attempt 1's fault: hang class, culprits, what the summary says
+    "sigstop": ("cpu_stuck", [STOPPED], f"rank {STOPPED} is stopped"),
+    "none": ("healthy", [], ""),
+}
+
+
+def wait_stopped(pid: int, timeout: float = 10.0) -> None:
+    end = time.monotonic() + timeout
+    while psutil.Process(pid).status() != psutil.STATUS_STOPPED:
+        assert time.monotonic() < end, f"pid {pid} did not stop"
+        time.sleep(0.02)
+
+
+@pytest.mark.parametrize("fault", list(EXPECTED))
+def test_triage_judges_the_restarted_attempt_only(fault: str, tmp_path: Path) -> None:
+    hang_class, culprits, says = EXPECTED[fault]
+    # GIVEN a DDP job under torchrun --max-restarts 1 whose rank 2 was killed in attempt 0,
+    # and whose restarted ranks (attempt 1) made 3 steps each
+    with TrainingJob(
+        f"rr-{fault}-{uuid.uuid4().hex[:6]}",
+        "ddp",
+        "kill",
+        tmp_path,
+        launch="torchrun",
+        world=WORLD,
+        fault_rank=KILLED,
+        max_restarts=1,
+    ) as job:
+        pids = job.rank_pids()
+        assert sorted(pids) == list(range(WORLD))
+        attempts = {psutil.Process(p).environ()["TORCHELASTIC_RESTART_COUNT"] for p in pids.values()}
+        assert attempts == {"1"}
+        # AND attempt 0's loss is in the launcher's log (evidence triage must scope away)
+        log = (tmp_path / f"{job.job}.log").read_text(errors="replace")
+        assert f"failed (exitcode: -9) local_rank: {KILLED}" in log
+        # AND attempt 1 gets its own fault from outside the training code, or none
+        if fault == "sigstop":
+            os.kill(pids[STOPPED], signal.SIGSTOP)
+            wait_stopped(pids[STOPPED])
+        # WHEN triage looks at the job once
+        done = job.triage("--once", "--json", timeout=90)
+    assert done.stdout.strip(), done.stderr
+    code, verdict = done.returncode, json.loads(done.stdout)["verdict"]
+    Path("/tmp/restarts-repro/last.json").write_text(done.stdout)
+    found = (verdict["hang_class"], verdict["culprit_ranks"])
+    # THEN nothing of attempt 0 is blamed on attempt 1's ranks: no transport error, no loss
+    assert verdict["hang_class"] not in ("network", "rank_loss"), verdict
+    if fault == "none":
+        # AND a training attempt is healthy (or, on a loaded host, a medium straggler)
+        assert found == ("healthy", []) or (
+            found[0] == "straggler" and verdict["confidence"] == "medium"
+        ), verdict
+        assert code == 0
+        return
+    # AND attempt 1's own fault is found, with its culprit only
+    assert found == (hang_class, culprits), verdict
+    assert says in verdict["summary"]
+    assert code == 1
