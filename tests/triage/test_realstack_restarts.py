@@ -29,7 +29,7 @@ from doctor.demo.training import TrainingJob
 
 pytestmark = pytest.mark.slow
 
-WORLD, KILLED, STOPPED = 3, 2, 1
+WORLD, KILLED, STOPPED = 2, 1, 0
 EXPECTED = {
     # attempt 1's fault: hang class, culprits, what the summary says
     "sigstop": ("cpu_stuck", [STOPPED], f"rank {STOPPED} is stopped"),
