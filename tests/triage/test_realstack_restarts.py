@@ -61,7 +61,9 @@ def test_triage_judges_the_restarted_attempt_only(fault: str, tmp_path: Path) ->
     ) as job:
         pids = job.rank_pids()
         assert sorted(pids) == list(range(WORLD))
-        attempts = {psutil.Process(p).environ()["TORCHELASTIC_RESTART_COUNT"] for p in pids.values()}
+        attempts = {
+            psutil.Process(p).environ()["TORCHELASTIC_RESTART_COUNT"] for p in pids.values()
+        }
         assert attempts == {"1"}
         # AND attempt 0's loss is in the launcher's log (evidence triage must scope away)
         log = (tmp_path / f"{job.job}.log").read_text(errors="replace")
@@ -74,7 +76,6 @@ def test_triage_judges_the_restarted_attempt_only(fault: str, tmp_path: Path) ->
         done = job.triage("--once", "--json", timeout=90)
     assert done.stdout.strip(), done.stderr
     code, verdict = done.returncode, json.loads(done.stdout)["verdict"]
-    Path("/tmp/restarts-repro/last.json").write_text(done.stdout)
     found = (verdict["hang_class"], verdict["culprit_ranks"])
     # THEN nothing of attempt 0 is blamed on attempt 1's ranks: no transport error, no loss
     assert verdict["hang_class"] not in ("network", "rank_loss"), verdict
