@@ -72,58 +72,60 @@ def fault_env(tmp: Path, fault: str) -> dict[str, str]:
 
 def with_watch(name: str) -> dict[str, object]:
     fault, culprit, right, spares = FAULTS[name]
-    tmp = Path(tempfile.mkdtemp(prefix="bench-watch-"))
-    run = run_watch_job(tmp, fault, env=fault_env(tmp, fault), spares=spares)
-    events = run.events()
-    if not events:
-        return {"right": False, "why": "no watch event", "stderr": run.all_stderr()[-2000:]}
-    first = events[0]
-    fault_at = run.fault_time(culprit)
-    detection = first["detection"]
-    detected_at = detection["last_progress_at"] + detection["stalled_for"]
-    step = detection["step_time"]
-    verdict = first["verdict"]
-    right = (
-        first["action"] == right
-        and verdict["culprit_ranks"] == [culprit]
-        and len(events) == 1
-        and not run.leftovers
-    )
-    return {
-        "right": right,
-        "action": first["action"],
-        "verdict": verdict["hang_class"],
-        "detect_s": detected_at - fault_at,
-        "detect_steps": (detected_at - fault_at) / step,
-        "action_s": first["time"] - fault_at,
-        "gpu_s_lost": WORLD * (first["time"] - fault_at),
-        "exit_codes": sorted(set(run.returncodes.values())),
-    }
+    with tempfile.TemporaryDirectory(prefix="bench-watch-") as scratch:
+        tmp = Path(scratch)
+        run = run_watch_job(tmp, fault, env=fault_env(tmp, fault), spares=spares)
+        events = run.events()
+        if not events:
+            return {"right": False, "why": "no watch event", "stderr": run.all_stderr()[-2000:]}
+        first = events[0]
+        fault_at = run.fault_time(culprit)
+        detection = first["detection"]
+        detected_at = detection["last_progress_at"] + detection["stalled_for"]
+        step = detection["step_time"]
+        verdict = first["verdict"]
+        right = (
+            first["action"] == right
+            and verdict["culprit_ranks"] == [culprit]
+            and len(events) == 1
+            and not run.leftovers
+        )
+        return {
+            "right": right,
+            "action": first["action"],
+            "verdict": verdict["hang_class"],
+            "detect_s": detected_at - fault_at,
+            "detect_steps": (detected_at - fault_at) / step,
+            "action_s": first["time"] - fault_at,
+            "gpu_s_lost": WORLD * (first["time"] - fault_at),
+            "exit_codes": sorted(set(run.returncodes.values())),
+        }
 
 
 def blind(name: str) -> dict[str, object]:
     fault, culprit, _right, spares = FAULTS[name]
-    tmp = Path(tempfile.mkdtemp(prefix="bench-blind-"))
-    run = run_watch_job(
-        tmp,
-        fault,
-        env=fault_env(tmp, fault),
-        watch=False,
-        config=BLIND.format(spares=spares),
-        timeout=240,
-    )
-    restarts = run.events("nccl-doctor/restart-event/v1")
-    fault_at = run.fault_time(culprit)
-    finished = len(run.results) >= WORLD - spares
-    cured_at = _cured_at(run, restarts, finished)
-    wasted = len(restarts) - (1 if finished and restarts else 0)
-    return {
-        "restarts": len(restarts),
-        "wasted": wasted,
-        "finished": finished,
-        "gpu_s_lost": WORLD * (cured_at - fault_at),
-        "exit_codes": sorted(set(run.returncodes.values())),
-    }
+    with tempfile.TemporaryDirectory(prefix="bench-blind-") as scratch:
+        tmp = Path(scratch)
+        run = run_watch_job(
+            tmp,
+            fault,
+            env=fault_env(tmp, fault),
+            watch=False,
+            config=BLIND.format(spares=spares),
+            timeout=240,
+        )
+        restarts = run.events("nccl-doctor/restart-event/v1")
+        fault_at = run.fault_time(culprit)
+        finished = len(run.results) >= WORLD - spares
+        cured_at = _cured_at(run, restarts, finished)
+        wasted = len(restarts) - (1 if finished and restarts else 0)
+        return {
+            "restarts": len(restarts),
+            "wasted": wasted,
+            "finished": finished,
+            "gpu_s_lost": WORLD * (cured_at - fault_at),
+            "exit_codes": sorted(set(run.returncodes.values())),
+        }
 
 
 def _cured_at(run: WatchRun, restarts: list[dict], finished: bool) -> float:
@@ -140,24 +142,25 @@ def healthy(mode: str) -> tuple[float, float | None]:
     loop CPU per second watched. ``mode``: ``plain`` (no watcher), ``watch`` (launch
     --watch, the ranks ping), ``outside`` (``nccl-doctor watch --job`` on ranks that do not
     ping: Flight Recorder dumps every 2 s)."""
-    tmp = Path(tempfile.mkdtemp(prefix=f"bench-{mode}-"))
-    env = {"STEP": "0.1", "STEPS": "40", **({"PING": "0"} if mode == "outside" else {})}
-    run = run_watch_job(
-        tmp,
-        env=env,
-        watch=mode == "watch",
-        while_running=start_outside if mode == "outside" else None,
-    )
-    steps = [t for r in run.results.values() for t in r["step_times"][5:]]
-    if mode == "outside":
-        proc = run.observed
-        assert isinstance(proc, subprocess.Popen)
-        report = proc.communicate(timeout=60)[1]
-    else:
-        report = run.stderr[0]
-    used = re.search(r"for ([\d.]+)s; its loop used ([\d.]+)s of CPU", report)
-    share = float(used.group(2)) / float(used.group(1)) if used else None
-    return statistics.median(steps), share
+    with tempfile.TemporaryDirectory(prefix=f"bench-{mode}-") as scratch:
+        tmp = Path(scratch)
+        env = {"STEP": "0.1", "STEPS": "40", **({"PING": "0"} if mode == "outside" else {})}
+        run = run_watch_job(
+            tmp,
+            env=env,
+            watch=mode == "watch",
+            while_running=start_outside if mode == "outside" else None,
+        )
+        steps = [t for r in run.results.values() for t in r["step_times"][5:]]
+        if mode == "outside":
+            proc = run.observed
+            assert isinstance(proc, subprocess.Popen)
+            report = proc.communicate(timeout=60)[1]
+        else:
+            report = run.stderr[0]
+        used = re.search(r"for ([\d.]+)s; its loop used ([\d.]+)s of CPU", report)
+        share = float(used.group(2)) / float(used.group(1)) if used else None
+        return statistics.median(steps), share
 
 
 def start_outside(job_dir: Path) -> subprocess.Popen[str]:

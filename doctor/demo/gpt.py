@@ -83,6 +83,20 @@ def make_model() -> Any:
     return TinyGPT()
 
 
+def train(model: Any, args: argparse.Namespace, rank: int) -> None:
+    """The plain loop of GPT scripts (batch, forward, backward, AdamW step), which DDP and
+    FSDP drive from their hooks: the collectives run inside ``loss.backward()``."""
+    import torch
+
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    for step in range(args.steps):
+        x, y = get_batch(args.data, rank, step, args.batch)
+        loss = model(x, y)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+
+
 def train_args(prog: str, argv: list[str] | None) -> argparse.Namespace:
     """The options every demo trainer takes."""
     p = argparse.ArgumentParser(prog=prog)

@@ -19,7 +19,7 @@ import sys
 
 from torch.distributed.elastic.multiprocessing.errors import record
 
-from doctor.demo.gpt import get_batch, make_model, train_args, write_shards
+from doctor.demo.gpt import make_model, train, train_args, write_shards
 
 
 @record  # torchrun's advice: a rank that raises leaves its error in error.json
@@ -36,13 +36,7 @@ def main(argv: list[str] | None = None) -> int:
         write_shards(args.data, world)
     dist.barrier()
     model = DistributedDataParallel(make_model())
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for step in range(args.steps):
-        x, y = get_batch(args.data, rank, step, args.batch)
-        loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+    train(model, args, rank)
     dist.destroy_process_group()
     return 0
 

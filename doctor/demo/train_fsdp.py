@@ -14,7 +14,7 @@ import datetime
 import os
 import sys
 
-from doctor.demo.gpt import get_batch, make_model, shard_path, train_args, write_shards
+from doctor.demo.gpt import make_model, shard_path, train, train_args, write_shards
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,13 +32,7 @@ def main(argv: list[str] | None = None) -> int:
     for block in model.blocks.layers:
         fully_shard(block)
     fully_shard(model)
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
-    for step in range(args.steps):
-        x, y = get_batch(args.data, rank, step, args.batch)
-        loss = model(x, y)
-        optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        optimizer.step()
+    train(model, args, rank)
     dist.destroy_process_group()
     return 0
 

@@ -142,11 +142,17 @@ def branch_lines(tree: StackTree, limit: int = 8) -> Sequence[str]:
     where = str(split.frame) if split.frame else "their outermost frame"
     kids = sorted(split.children.values(), key=lambda n: -tree.count(n))
     lines = [f"ranks diverge at {where}:"]
-    lines += [f"  ranks {rank_ranges(tree.ranks(k))} -> {k.frame}" for k in kids[:limit]]
+    lines += [f"  {_label(tree.ranks(k))} -> {k.frame}" for k in kids[:limit]]
     ended = tree.count(split) - sum(tree.count(k) for k in kids)
     if ended:
         stop = set(tree.ranks(split)) - {r for k in kids for r in tree.ranks(k)}
-        lines.append(f"  ranks {rank_ranges(stop)} stop there")
+        lines.append(f"  {_label(stop)} stop there")
     if len(kids) > limit:
         lines.append(f"  … {len(kids) - limit} more branches")
     return lines
+
+
+def _label(ranks: Iterable[int]) -> str:
+    """``rank 2`` or ``ranks 0-1,3``: compact, for a line per branch of thousands of ranks."""
+    unique = set(ranks)
+    return f"rank{'s' if len(unique) > 1 else ''} {rank_ranges(unique)}"

@@ -25,6 +25,9 @@ def test_an_open_blocked_on_a_fifo_names_the_path_and_its_kind() -> None:
 
 def test_a_futex_wait_and_a_running_thread() -> None:
     assert describe("futex_do_wait", FUTEX, machine="x86_64").syscall == "futex()"
+    # a wait that ptrace (py-spy) interrupted resumes as restart_syscall, named, not a number
+    resumed = "219 0x0 0x0 0x0 0x0 0x0 0x0 0x7ffcb090a010 0x7fce02c4"
+    assert describe("futex_do_wait", resumed, machine="x86_64").syscall == "restart_syscall()"
     assert describe("0", "running").syscall == ""
     assert describe("", "").wchan == ""
 
