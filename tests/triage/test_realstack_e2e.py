@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from triage_helpers import healthy_or_honest_lag
 
 from doctor.demo.training import TrainingJob
 
@@ -72,9 +73,7 @@ def test_a_fault_from_outside_is_found_on_a_real_stack(
     # THEN a healthy job is never called hung; on a loaded 2-core host one of four ranks
     # can honestly lag: a straggler of medium confidence, not a hang
     if fault == "none":
-        assert found == ("healthy", []) or (
-            found[0] == "straggler" and verdict["confidence"] == "medium"
-        ), doc
+        assert healthy_or_honest_lag(verdict), doc
         assert code == 0
         return
     # AND a slow rank is never confused with another rank; when the host is so loaded that
