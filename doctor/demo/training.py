@@ -122,18 +122,21 @@ class TrainingJob(LocalJob):
                     found[int(rank)] = member.pid
         return found
 
-    def inflict(self) -> None:
-        """Do the fault to the rank from outside (the injected ones are already on)."""
-        pid = self.rank_pids().get(self.fault_rank)
-        if self.fault in ("sigstop", "kill") and pid is not None:
-            os.kill(pid, signal.SIGSTOP if self.fault == "sigstop" else signal.SIGKILL)
-        elif self.fault == "fifo":
-            shard = shard_path(self.data, self.fault_rank)
+    def inflict(self, fault: str | None = None, rank: int | None = None) -> None:
+        """Do the fault (default: the job's) to the rank (default: the job's fault rank) from
+        outside; the injected ones are already on. A restarted job's attempt can get another."""
+        fault = self.fault if fault is None else fault
+        rank = self.fault_rank if rank is None else rank
+        pid = self.rank_pids().get(rank)
+        if fault in ("sigstop", "kill") and pid is not None:
+            os.kill(pid, signal.SIGSTOP if fault == "sigstop" else signal.SIGKILL)
+        elif fault == "fifo":
+            shard = shard_path(self.data, rank)
             fifo = shard.with_suffix(".fifo")
             os.mkfifo(fifo)
             fifo.replace(shard)
         end = time.monotonic() + 10
-        while self.fault == "kill" and pid is not None and time.monotonic() < end:
+        while fault == "kill" and pid is not None and time.monotonic() < end:
             try:
                 if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
                     return

@@ -6,9 +6,10 @@ again (its 3 steps awaited on the ready file). What attempt 0 left behind is rea
 the agent's failure line for rank 1 in the launcher's log, ``attempt_0`` in
 torchrun's log folder, and each rank's Flight Recorder dump (written from
 ``sitecustomize`` at the 3rd step, as a timed-out attempt leaves them). Then
-attempt 1 either gets a fault of its own from outside (``kill -STOP`` of rank 0)
-or none. (2 ranks: with 3 on this 2-core host, a healthy attempt was a
-high-confidence straggler in 1 of 4 runs, whichever rank the scheduler left out.)
+attempt 1 either gets a fault of its own from outside (``kill -STOP`` of rank 0,
+or its data shard turned into a FIFO no one writes) or none. (2 ranks: with 3 on
+this 2-core host, a healthy attempt was a high-confidence straggler in 1 of 4 runs,
+whichever rank the scheduler left out.)
 
 The contract (DESIGN.md): ``rank_loss`` is "a rank's process is gone while the
 others wait". In attempt 1 no rank is gone: rank 1 was restarted and trains. So
@@ -22,9 +23,6 @@ see ``doctor.demo.training``.
 from __future__ import annotations
 
 import json
-import os
-import signal
-import time
 import uuid
 from pathlib import Path
 
@@ -37,19 +35,13 @@ from doctor.demo.training import TrainingJob
 
 pytestmark = pytest.mark.slow
 
-WORLD, KILLED, STOPPED = 2, 1, 0
+WORLD, KILLED, FAULTY = 2, 1, 0
 EXPECTED = {
     # attempt 1's fault: hang class, culprits, what the summary says
-    "sigstop": ("cpu_stuck", [STOPPED], f"rank {STOPPED} is stopped"),
+    "sigstop": ("cpu_stuck", [FAULTY], f"rank {FAULTY} is stopped"),
+    "fifo": ("cpu_stuck", [FAULTY], "opening a FIFO"),
     "none": ("healthy", [], ""),
 }
-
-
-def wait_stopped(pid: int, timeout: float = 10.0) -> None:
-    end = time.monotonic() + timeout
-    while psutil.Process(pid).status() != psutil.STATUS_STOPPED:
-        assert time.monotonic() < end, f"pid {pid} did not stop"
-        time.sleep(0.02)
 
 
 @pytest.mark.parametrize("fault", list(EXPECTED))
@@ -88,9 +80,8 @@ def test_triage_judges_the_restarted_attempt_only(
         # AND so are attempt 0's Flight Recorder dumps, of every rank
         assert all(Path(f"{fr_prefix}{rank}").stat().st_size for rank in range(WORLD))
         # AND attempt 1 gets its own fault from outside the training code, or none
-        if fault == "sigstop":
-            os.kill(pids[STOPPED], signal.SIGSTOP)
-            wait_stopped(pids[STOPPED])
+        if fault != "none":
+            job.inflict(fault, FAULTY)
         # WHEN triage looks at the job once
         done = job.triage("--once", "--json", timeout=90)
     assert done.stdout.strip(), done.stderr
