@@ -51,6 +51,12 @@ def rank_prose(ranks: Iterable[int]) -> str:
     return f"rank{'s' if len(unique) > 1 else ''} {rank_list(unique)}"
 
 
+def rank_does(ranks: Iterable[int], verb: str) -> str:
+    """``([2], "wait")`` -> ``"rank 2 waits"``; ``([0, 1], "wait")`` -> ``"ranks 0 and 1 wait"``."""
+    unique = set(ranks)
+    return f"{rank_prose(unique)} {verb if len(unique) != 1 else verb + 's'}"
+
+
 MAX_WORLD_SIZE = 1 << 18
 """The largest world size any reader accepts (262,144 ranks: above the largest jobs run
 today). A rank number or world size past it in a record, an environment or a dump is

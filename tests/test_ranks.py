@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from doctor.ranks import rank_prose, rank_ranges
+from doctor.ranks import rank_does, rank_prose, rank_ranges
 
 
 @pytest.mark.parametrize(
@@ -41,3 +41,8 @@ def test_rank_prose_reads_as_one_sentence_and_folds_runs(ranks: list[int], expec
 
 def test_a_sentence_can_start_with_it() -> None:
     assert rank_prose([10, 15]).capitalize() == "Ranks 10 and 15"
+
+
+def test_the_verb_agrees_with_how_many_ranks() -> None:
+    assert rank_does([1], "wait") == "rank 1 waits"
+    assert rank_does([0, 2, 2], "wait") == "ranks 0 and 2 wait"

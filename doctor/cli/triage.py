@@ -10,12 +10,16 @@ import json
 import os
 import sys
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from doctor.errors import EXIT_FOUND, EXIT_OK, UsageError
+
+DEFAULT_INTERVAL = 1.0
+"""Seconds of sampling in one look: enough for a hung job's structure to show."""
 
 if TYPE_CHECKING:
     from doctor.remote.reach import Reach
@@ -48,9 +52,14 @@ def triage(
         ),
     ] = None,
     interval: Annotated[
-        float,
-        typer.Option("--interval", help="seconds of sampling per look (and between TUI refreshes)"),
-    ] = 1.0,
+        float | None,
+        typer.Option(
+            "--interval",
+            help="seconds of sampling per look (and between TUI refreshes); default 1, and"
+            " a --once look that proves neither a hang nor progress looks again over 3",
+            show_default=False,
+        ),
+    ] = None,
     via: Annotated[
         str | None,
         typer.Option(
@@ -76,9 +85,12 @@ def triage(
     from doctor.triage.collect import CollectOptions, JobRef
     from doctor.triage.discover import parse_pids
     from doctor.triage.export import write_triage_bundle
+    from doctor.verdict.progress import LONGER_LOOK, needs_longer_look
 
     if job is not None and pids is not None:
         raise UsageError("name the job with one of --job ID or --pids P,P, not both")
+    chosen = interval is not None
+    interval = interval if interval is not None else DEFAULT_INTERVAL
     if not 0.05 <= interval <= 600:
         raise UsageError(f"--interval must be between 0.05 and 600 seconds, not {interval}")
     ref = JobRef(job=job, pids=tuple(parse_pids(pids)) if pids else ())
@@ -86,11 +98,16 @@ def triage(
     reach = _reach(job, via, hosts, hostfile, timeout, interval, options)
     if sys.stdout.isatty() and not (once or as_json):
         raise typer.Exit(_tui(ref, options, job or pids or "the job on this host", reach, timeout))
-    snapshot = (
-        _collect_once(ref, options, spinner=not as_json)
-        if reach is None
-        else _remote_once(reach, options, timeout)
-    )
+    snapshot = _look(ref, reach, options, timeout, spinner=not as_json)
+    longer = replace(options, interval=interval * LONGER_LOOK)
+    fits = reach is None or longer.interval + 1.0 < timeout  # the hosts' answer deadline
+    if not chosen and fits and needs_longer_look(snapshot.verdict):
+        print(
+            f"nothing proved a hang or progress in {interval:g} s: "
+            f"looking again over {longer.interval:g} s",
+            file=sys.stderr,
+        )
+        snapshot = _look(ref, reach, longer, timeout, spinner=not as_json)
     if bundle is not None:
         write_triage_bundle(snapshot, bundle)
     _print(snapshot, as_json, bundle, _watch_events(ref, options))
@@ -114,6 +131,15 @@ def _reach(
     from doctor.remote.reach import reach_from_flags
 
     return reach_from_flags(job, via, hosts, hostfile, timeout, interval, options.env)
+
+
+def _look(
+    ref: JobRef, reach: Reach | None, options: CollectOptions, timeout: float, spinner: bool
+) -> TriageSnapshot:
+    """One look at the job: on this host, or through its hosts' collectors."""
+    if reach is None:
+        return _collect_once(ref, options, spinner)
+    return _remote_once(reach, options, timeout)
 
 
 def _remote_once(reach: Reach, options: CollectOptions, timeout: float) -> TriageSnapshot:

@@ -26,6 +26,7 @@ import os
 import sys
 import threading
 import time
+from pathlib import Path
 from typing import Any
 
 FAULT_ENV = "DOCTOR_DEMO_FAULT"
@@ -33,6 +34,9 @@ RANK_ENV = "DOCTOR_DEMO_RANK"
 STEP_ENV = "DOCTOR_DEMO_STEP"
 READY_ENV = "DOCTOR_DEMO_READY"
 DELAY_ENV = "DOCTOR_DEMO_DELAY"
+DUMP_ENV = "DOCTOR_DEMO_DUMP_ATTEMPT"
+"""The torchrun attempt whose ranks write their Flight Recorder trace at the ready step
+(to ``TORCH_FR_DUMP_TEMP_FILE<rank>``): what a timed-out attempt leaves behind."""
 HOLD_S = 600
 
 
@@ -76,6 +80,7 @@ class _Counter:
     def __call__(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         self.steps += 1
         if self.steps == self.at:
+            self._dump_if_asked()
             self._say_ready()
         if self.rank != self.culprit or self.steps < self.at:
             return
@@ -83,6 +88,14 @@ class _Counter:
             time.sleep(self.delay)
         elif self.fault == "gil" and self.steps == self.at:
             threading.Thread(target=hold_gil_in_c, name="metrics-uploader", daemon=True).start()
+
+    def _dump_if_asked(self) -> None:
+        env = os.environ
+        prefix = env.get("TORCH_FR_DUMP_TEMP_FILE")
+        if prefix and env.get(DUMP_ENV) == env.get("TORCHELASTIC_RESTART_COUNT", "0"):
+            from doctor.agent import dump_flight_recorder
+
+            dump_flight_recorder(Path(f"{prefix}{self.rank}"))
 
     def _say_ready(self) -> None:
         line = f"ready rank={self.rank} step={self.steps} fault={self.fault}\n"

@@ -40,6 +40,12 @@ FRAMEWORKS = {
 EXTERNAL = ("none", "sigstop", "kill", "fifo")
 INJECTED = ("gil", "slow")
 FAULTS = EXTERNAL + INJECTED
+_OWN_STORE_PER_ATTEMPT = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
+"""torchrun's restarts need it (pytorch/pytorch#135712, still so on torch 2.13): by default
+the ranks use the agent's TCPStore, which outlives an attempt, and process groups key their
+peers' addresses without the attempt, so a restarted rank can read a dead rank's gloo
+address from attempt 0 and fail in ``connectFullMesh`` ("Connection refused"). With this,
+rank 0 of each attempt hosts a fresh store."""
 
 
 class TrainingJob(LocalJob):
@@ -79,6 +85,7 @@ class TrainingJob(LocalJob):
                 inject.STEP_ENV: str(step),
                 inject.READY_ENV: str(workdir / f"{job}.ready"),
                 inject.DELAY_ENV: str(delay),
+                **(_OWN_STORE_PER_ATTEMPT if max_restarts else {}),
             },
         )
         self.framework, self.site, self.data = framework, site, workdir / f"{job}.data"
@@ -115,18 +122,21 @@ class TrainingJob(LocalJob):
                     found[int(rank)] = member.pid
         return found
 
-    def inflict(self) -> None:
-        """Do the fault to the rank from outside (the injected ones are already on)."""
-        pid = self.rank_pids().get(self.fault_rank)
-        if self.fault in ("sigstop", "kill") and pid is not None:
-            os.kill(pid, signal.SIGSTOP if self.fault == "sigstop" else signal.SIGKILL)
-        elif self.fault == "fifo":
-            shard = shard_path(self.data, self.fault_rank)
+    def inflict(self, fault: str | None = None, rank: int | None = None) -> None:
+        """Do the fault (default: the job's) to the rank (default: the job's fault rank) from
+        outside; the injected ones are already on. A restarted job's attempt can get another."""
+        fault = self.fault if fault is None else fault
+        rank = self.fault_rank if rank is None else rank
+        pid = self.rank_pids().get(rank)
+        if fault in ("sigstop", "kill") and pid is not None:
+            os.kill(pid, signal.SIGSTOP if fault == "sigstop" else signal.SIGKILL)
+        elif fault == "fifo":
+            shard = shard_path(self.data, rank)
             fifo = shard.with_suffix(".fifo")
             os.mkfifo(fifo)
             fifo.replace(shard)
         end = time.monotonic() + 10
-        while self.fault == "kill" and pid is not None and time.monotonic() < end:
+        while fault == "kill" and pid is not None and time.monotonic() < end:
             try:
                 if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
                     return

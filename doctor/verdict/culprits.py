@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 from doctor.evidence import RankStack
 from doctor.model import Confidence, EvidenceLine, HangClass
-from doctor.ranks import rank_prose
+from doctor.ranks import rank_does, rank_prose
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.kernel import blocked_on, kernel_line
 from doctor.verdict.stacks import ELSEWHERE, RankState, gil_holder, is_native
@@ -45,7 +45,7 @@ def stuck(view: LiveView) -> list[Candidate]:
     if not waiting or not elsewhere:
         return []
     ref = view.waiting_ref(waiting)
-    wait_line = pyspy_line(None, f"{rank_prose(waiting)} wait in {view.stack(waiting[0])}")
+    wait_line = pyspy_line(None, f"{rank_does(waiting, 'wait')} in {view.stack(waiting[0])}")
     out = []
     compiling = tuple(r for r in elsewhere if view.states[r] is RankState.COMPILE)
     others = tuple(r for r in elsewhere if r not in compiling)
@@ -71,7 +71,7 @@ def stuck(view: LiveView) -> list[Candidate]:
             + _cpu_lines(view, culprits)
         )
         summary = (
-            f"{where}, while {rank_prose(waiting)} wait in {ref.op if ref else 'a collective'}"
+            f"{where}, while {rank_does(waiting, 'wait')} in {ref.op if ref else 'a collective'}"
         )
         out.append(
             Candidate(
@@ -175,13 +175,13 @@ def blocked(view: LiveView) -> list[Candidate]:
     others = [r for r in view.states if r not in culprits and view.states[r] is not RankState.DEAD]
     ref = view.waiting_ref(waiting)
     peers = (
-        f", while {rank_prose(waiting)} wait in {ref.op if ref else 'a collective'}"
+        f", while {rank_does(waiting, 'wait')} in {ref.op if ref else 'a collective'}"
         if waiting
         else (f"; {rank_prose(others)} cannot finish a collective without it" if others else "")
     )
     summary = "; ".join(_where(view, r) for r in culprits) + peers
     lines = (
-        [pyspy_line(None, f"{rank_prose(waiting)} wait in {view.stack(waiting[0])}")]
+        [pyspy_line(None, f"{rank_does(waiting, 'wait')} in {view.stack(waiting[0])}")]
         if waiting
         else []
     )

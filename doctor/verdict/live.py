@@ -55,7 +55,7 @@ from collections.abc import Callable, Sequence
 from doctor.evidence import Evidence, RankStack
 from doctor.flight.align import FlightAnalysis
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
-from doctor.ranks import rank_prose
+from doctor.ranks import rank_does, rank_prose
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.culprits import blocked, stuck
 from doctor.verdict.progress import progressing
@@ -301,7 +301,7 @@ def _bootstrap_wait(view: LiveView, ops: dict[int, str]) -> list[Candidate]:
     stuck_in = sorted(r for r, op in ops.items() if op in BOOTSTRAP_OPS)
     others = tuple(sorted(set(ops) - set(stuck_in)))
     summary = (
-        f"{rank_prose(stuck_in)} wait in {ops[stuck_in[0]]}"
+        f"{rank_does(stuck_in, 'wait')} in {ops[stuck_in[0]]}"
         + (f" while {rank_prose(others)} went on" if others else "")
         + ": communicator creation does not complete"
     )
@@ -333,7 +333,7 @@ def all_waiting(view: LiveView) -> list[Candidate]:
     why = {s.rank: s.reason for s in view.evidence.skipped if s.rank in unread}
     if unread:
         summary = (
-            f"{rank_prose(unread)} could not be read while {rank_prose(waiting)} wait in "
+            f"{rank_prose(unread)} could not be read while {rank_does(waiting, 'wait')} in "
             f"{view.stack(waiting[0])}: {rank_prose(unread)} is the likely culprit"
         )
         lines = [

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 
-from doctor.model import Confidence, HangClass
+from doctor.model import Confidence, HangClass, Verdict
 from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.stacks import ELSEWHERE, RankState
@@ -19,6 +19,20 @@ NO_PROOF = (
     f"progress over the window: {FR_HINT} whose sequence ids advance",
     "read/write calls on every rank, or stacks that change between samples",
 )
+
+LONGER_LOOK = 3.0
+"""How many times longer a second look is when the first proved neither a hang nor
+progress: a loaded host's step can outlast a 1 s window (a peer then waits the whole
+window with no call made), and a look three times as long caught the straggler of the
+real-stack slow job in 7 of 7 looks where 1 s looks said ``unknown`` in 4 of 5."""
+
+
+def needs_longer_look(verdict: Verdict) -> bool:
+    """Whether the verdict is only "nothing proved the job moves": no hang in the
+    structure, so a longer window, not another rule, is what can tell."""
+    return verdict.hang_class is HangClass.UNKNOWN and set(NO_PROOF) <= set(
+        verdict.missing_evidence
+    )
 
 
 def no_proof(view: LiveView) -> Candidate:

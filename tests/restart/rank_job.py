@@ -21,6 +21,8 @@ import torch.distributed as dist
 from doctor.restart import CallWrapper, HookState, RankAssignment, Wrapper
 
 STEPS = int(os.environ.get("STEPS", "8"))
+STOP_FILE = os.environ.get("STOP_FILE")
+"""When set, the loop runs until this file exists rather than for ``STEPS`` steps."""
 KIND, FAULT_RANK, FAULT_STEP = (os.environ.get("FAULT", "none:-1:-1").split(":") + ["", ""])[:3]
 INITIAL = int(os.environ["RANK"])
 OUT = Path(os.environ["OUT_DIR"])
@@ -70,6 +72,16 @@ def wait_for(path: Path, timeout: float = 60) -> None:
         time.sleep(0.01)
 
 
+def go_on(step: int) -> bool:
+    """Whether to make step ``step``: ``STEPS`` of them, or (``STOP_FILE``) until the file
+    exists on any rank, agreed by an all-reduce so every rank stops at the same step."""
+    if STOP_FILE is None:
+        return step < STEPS
+    seen = torch.tensor([float(Path(STOP_FILE).exists())])
+    dist.all_reduce(seen, op=dist.ReduceOp.MAX)
+    return seen.item() == 0.0
+
+
 def train(call_wrapper: CallWrapper) -> dict[str, object]:
     call = call_wrapper
     dist.init_process_group(
@@ -80,7 +92,8 @@ def train(call_wrapper: CallWrapper) -> dict[str, object]:
         timeout=timedelta(seconds=float(os.environ.get("PG_TIMEOUT", "60"))),
     )
     value = torch.zeros(1, dtype=torch.float64)
-    for step in range(STEPS):
+    step = 0
+    while go_on(step):
         call.ping()
         if KIND == "atomic" and INITIAL == 1 and step == int(FAULT_STEP) and call.iteration == 0:
             wait_for(OUT / "atomic-begin")  # rank 2 is inside its atomic section now
@@ -89,10 +102,12 @@ def train(call_wrapper: CallWrapper) -> dict[str, object]:
         value += 1
         dist.all_reduce(value)
         time.sleep(float(os.environ.get("STEP_SLEEP", "0.02")))
+        step += 1
     dist.destroy_process_group()
     return {
         "value": value.item(),
-        "expected": expected(call.world_size, STEPS),
+        "expected": expected(call.world_size, step),
+        "steps": step,
         "world_size": call.world_size,
         "rank": call.rank,
         "iteration": call.iteration,

@@ -13,16 +13,26 @@ from doctor.registry import read_states
 pytestmark = pytest.mark.slow
 
 
-def test_recover_restarts_every_rank_of_a_healthy_job(tmp_path: Path, cli) -> None:
-    # GIVEN a healthy 4-rank wrapped job, running
-    started = start_job(tmp_path, env={"STEPS": "80", "STEP_SLEEP": "0.1"}, job="healthy")
-    job_dir = started[3]
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
+def wait_running(job_dir: Path, iteration: int, timeout: float = 60) -> None:
+    """Until every rank's state says ``running`` in ``iteration``; the deadline bounds a hang."""
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
         states = read_states(job_dir) if job_dir.exists() else {}
-        if len(states) == WORLD and all(s["phase"] == "running" for s in states.values()):
-            break
-        time.sleep(0.1)
+        if len(states) == WORLD and all(
+            s["phase"] == "running" and s.get("iteration") == iteration for s in states.values()
+        ):
+            return
+        time.sleep(0.05)
+    raise AssertionError(f"the job's ranks were not all running iteration {iteration}: {states}")
+
+
+def test_recover_restarts_every_rank_of_a_healthy_job(tmp_path: Path, cli) -> None:
+    # GIVEN a healthy 4-rank wrapped job, running until it is told to stop (a fixed
+    # number of steps could end before recover starts on a loaded host)
+    stop = tmp_path / "stop"
+    started = start_job(tmp_path, env={"STOP_FILE": str(stop), "STEP_SLEEP": "0.05"}, job="healthy")
+    job_dir = started[3]
+    wait_running(job_dir, iteration=0)
     # WHEN recover is asked for a graceful restart
     out = cli(
         "recover",
@@ -34,6 +44,9 @@ def test_recover_restarts_every_rank_of_a_healthy_job(tmp_path: Path, cli) -> No
         "30",
         env={"NCCL_DOCTOR_JOB_DIR": str(job_dir), "PATH": "/usr/bin:/bin"},
     )
+    # AND the restarted ranks train again until told to stop
+    wait_running(job_dir, iteration=1)
+    stop.touch()
     run = finish_job(*started)
     # THEN it reports every rank re-entered, and the job finishes whole
     assert out.returncode == 0, out.stdout + out.stderr
@@ -41,7 +54,7 @@ def test_recover_restarts_every_rank_of_a_healthy_job(tmp_path: Path, cli) -> No
     assert sorted(run.results) == list(range(WORLD)), run.stderr
     for result in run.results.values():
         assert result["iteration"] == 1 and result["world_size"] == WORLD
-        assert result["value"] == result["expected"]
+        assert result["value"] == result["expected"] and result["steps"] >= 1
     event = run.events()[0]
     assert event["cause"] == "recover" and event["reason"] == "test" and event["rank"] is None
     assert run.leftovers == []

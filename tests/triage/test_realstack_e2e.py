@@ -17,6 +17,7 @@ import uuid
 from pathlib import Path
 
 import pytest
+from triage_helpers import healthy_or_honest_lag
 
 from doctor.demo.training import TrainingJob
 
@@ -39,8 +40,8 @@ CASES = [(f, fault) for f in FRAMEWORKS for fault in EXPECTED] + [
 ]
 
 
-def triage(job: TrainingJob) -> tuple[int, dict]:
-    done = job.triage("--once", "--json", timeout=60)
+def triage(job: TrainingJob, *args: str) -> tuple[int, dict]:
+    done = job.triage("--once", "--json", *args, timeout=60)
     assert done.stdout.strip(), done.stderr
     return done.returncode, json.loads(done.stdout)
 
@@ -65,21 +66,21 @@ def test_a_fault_from_outside_is_found_on_a_real_stack(
             and len(looks) < 3
             and looks[-1][1]["verdict"]["hang_class"] != hang_class
         ):
-            looks.append(triage(job))
+            # as the "unknown" verdict advises: look again over a longer window
+            looks.append(triage(job, "--interval", "3"))
     code, doc = looks[-1]
     verdict = doc["verdict"]
     found = (verdict["hang_class"], verdict["culprit_ranks"])
     # THEN a healthy job is never called hung; on a loaded 2-core host one of four ranks
     # can honestly lag: a straggler of medium confidence, not a hang
     if fault == "none":
-        assert found == ("healthy", []) or (
-            found[0] == "straggler" and verdict["confidence"] == "medium"
-        ), doc
+        assert healthy_or_honest_lag(verdict), doc
         assert code == 0
         return
     # AND a slow rank is never confused with another rank; when the host is so loaded that
     # every rank crawls, one look in 1 s may find no lag (measured at load average 20:
-    # 4 of 5 looks said straggler), hence up to three looks
+    # 4 of 5 looks said straggler; at load 5 a fresh clone's accelerate job gave no proof
+    # of progress in three 1 s looks), hence up to three looks, the later ones longer
     assert all(d["verdict"]["culprit_ranks"] in ([], [2]) for _, d in looks), looks
     # AND a fault gives its class and culprits, and a hung job never exits 0
     assert found == (hang_class, culprits), doc

@@ -1,0 +1,45 @@
+"""A --once look that proves neither a hang nor progress looks again, longer, by itself."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+from doctor.model import Confidence, HangClass, Verdict
+from doctor.verdict.progress import NO_PROOF, needs_longer_look
+
+
+def test_only_a_verdict_without_proof_either_way_asks_for_a_longer_look() -> None:
+    no_proof = Verdict(HangClass.UNKNOWN, (), Confidence.LOW, "nothing proved", (), (), NO_PROOF)
+    hang = Verdict(HangClass.CPU_STUCK, (2,), Confidence.HIGH, "rank 2 is stuck")
+    other = Verdict(HangClass.UNKNOWN, (1,), Confidence.LOW, "rank 1 never reached", (), (), ())
+    assert needs_longer_look(no_proof)
+    assert not needs_longer_look(hang) and not needs_longer_look(other)
+
+
+def _triage(pid: int, *args: str) -> tuple[dict, str]:
+    done = subprocess.run(
+        [sys.executable, "-m", "doctor", "triage", "--pids", str(pid), "--once", "--json", *args],
+        capture_output=True,
+        text=True,
+        env=dict(os.environ),
+        timeout=60,
+    )
+    assert done.stdout.strip(), done.stderr
+    return json.loads(done.stdout), done.stderr
+
+
+def test_an_idle_rank_is_looked_at_again_over_three_seconds_unless_told(sleepers) -> None:
+    # GIVEN a lone rank that sleeps: nothing waits in a collective, nothing moves
+    rank = sleepers({"RANK": "0", "WORLD_SIZE": "1"}, "idle")
+    # WHEN triage looks with its default window
+    doc, said = _triage(rank.pid)
+    # THEN it says it looks again over 3 s, and the second look is the one judged
+    assert "looking again over 3 s" in said
+    assert doc["collected"]["seconds"] >= 3.0
+    assert doc["verdict"]["hang_class"] == "unknown"
+    # AND a window the user chose is kept as it is
+    doc, said = _triage(rank.pid, "--interval", "0.5")
+    assert "looking again" not in said and doc["collected"]["seconds"] < 3.0
