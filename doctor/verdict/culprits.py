@@ -17,7 +17,7 @@ from doctor.ranks import rank_does, rank_prose
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.kernel import blocked_on, kernel_line
 from doctor.verdict.stacks import ELSEWHERE, RankState, gil_holder, is_native
-from doctor.verdict.view import LiveView, process_of, pyspy_line
+from doctor.verdict.view import LiveView, pyspy_line
 
 _WHERE = {
     RankState.STOPPED: "stopped (kernel state T: SIGSTOP or a debugger)",
@@ -103,7 +103,7 @@ def _where(view: LiveView, rank: int) -> str:
         text += f" ({holder}; its main thread is at {view.stack(rank)})"
     elif view.stack(rank):
         text += f" at {view.stack(rank)}"
-    process = process_of(view, rank)
+    process = view.process(rank)
     kernel = blocked_on(process) if process is not None else ""
     return f"{text}, {kernel}" if kernel else text
 
@@ -131,10 +131,10 @@ def _cpu_lines(view: LiveView, ranks: Sequence[int]) -> list[EvidenceLine]:
 
 def _native_lines(view: LiveView, waiting: Sequence[int]) -> list[EvidenceLine]:
     """Where native frames showed the waiters' wait (DDP's reducer, a ``Work::wait``)."""
-    lines = []
+    lines, waiters = [], set(waiting)
     for stack in view.evidence.stacks:
         main = stack.main
-        if stack.rank not in waiting or main is None or not any(is_native(f) for f in main.frames):
+        if stack.rank not in waiters or main is None or not any(is_native(f) for f in main.frames):
             continue
         source = (
             f" (native frames of rank {stack.native_from}, whose Python stack is the same)"
@@ -152,7 +152,7 @@ def _blocked_ranks(view: LiveView) -> tuple[int, ...]:
     """Live ranks that cannot move by themselves, by structure (see the module table)."""
     out = []
     for rank, state in sorted(view.states.items()):
-        process = process_of(view, rank)
+        process = view.process(rank)
         if state is RankState.GIL_WAIT:
             seen = [RankState(s.state) for s in view.samples.get(rank, [])]
             if seen and 2 * seen.count(RankState.GIL_WAIT) <= len(seen):

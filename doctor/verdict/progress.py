@@ -37,7 +37,8 @@ def needs_longer_look(verdict: Verdict) -> bool:
 
 def no_proof(view: LiveView) -> Candidate:
     """Nothing waits and nothing moves: never ``healthy`` without proof of progress."""
-    still = sorted(r for r in view.states if r not in moving_ranks(view.evidence))
+    moving = moving_ranks(view.evidence)
+    still = sorted(r for r in view.states if r not in moving)
     unread = view.ranks_in(RankState.UNKNOWN)
     missing = NO_PROOF + tuple(f"stack of rank {r}" for r in unread)
     summary = (

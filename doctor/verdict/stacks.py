@@ -269,14 +269,21 @@ def signature(stack: RankStack | None) -> str:
     return " < ".join(parts)
 
 
+def python_frames(frames: Sequence[Frame]) -> tuple[Frame, ...]:
+    """The Python frames alone: native frames are taken for some ranks and not others
+    (one native dump per Python stack), and unresolved ones differ by address per process."""
+    return tuple(f for f in frames if not is_native(f) and not _ADDRESS.match(f.name))
+
+
 def python_signature(stack: RankStack | None) -> str:
     """The signature of the main thread's Python frames alone: two ranks whose Python
     stacks agree frame for frame, one dumped with native frames and one without, match."""
     main = stack.main if stack else None
     if stack is None or main is None:
         return ""
-    python = tuple(f for f in main.frames if not is_native(f) and not _ADDRESS.match(f.name))
-    only = ThreadStack(main.thread_id, main.name, python, main.holds_gil, main.active, True)
+    only = ThreadStack(
+        main.thread_id, main.name, python_frames(main.frames), main.holds_gil, main.active, True
+    )
     return signature(RankStack(stack.rank, (only,), stack.source))
 
 

@@ -17,6 +17,7 @@ from typing import Any
 
 from doctor.evidence import Frame, RankStack
 from doctor.ranks import rank_ranges
+from doctor.verdict.stacks import python_frames
 
 MAX_JSON_NODES = 200
 """Nodes the JSON form prints (chains of one child count once); the rest are counted."""
@@ -44,7 +45,8 @@ class StackTree:
 
 
 def classes_of(stacks: Iterable[RankStack]) -> list[tuple[tuple[Frame, ...], list[int]]]:
-    """Main-thread frames (innermost first) -> ranks; equal stacks share one class. Frame
+    """Main-thread Python frames (innermost first) -> ranks; equal stacks share one class
+    (``python_frames``: a native dump of one rank and not of its twin never splits them). Frame
     tuples shared by identity (host documents intern them) are grouped without hashing."""
     by_id: dict[int, tuple[tuple[Frame, ...], list[int]]] = {}
     by_value: dict[tuple[Frame, ...], tuple[tuple[Frame, ...], list[int]]] = {}
@@ -53,7 +55,8 @@ def classes_of(stacks: Iterable[RankStack]) -> list[tuple[tuple[Frame, ...], lis
         frames = main.frames if main is not None else ()
         entry = by_id.get(id(frames))
         if entry is None:
-            entry = by_value.setdefault(frames, (frames, []))
+            shown = python_frames(frames)
+            entry = by_value.setdefault(shown, (shown, []))
             by_id[id(frames)] = entry
         entry[1].append(stack.rank)
     return list(by_value.values())

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
+from functools import cached_property
 
 from doctor.evidence import Evidence, ProgressSample, RankProcess, RankStack
 from doctor.flight.align import FlightAnalysis
@@ -39,6 +40,18 @@ class LiveView:
     """Ranks in one collective at one call path in every sample (``frozen_ranks``)."""
     flight: FlightAnalysis | None = None
     """The Flight Recorder alignment ``classify`` computed (it names sub-group members)."""
+
+    @cached_property
+    def _processes(self) -> dict[int, RankProcess]:
+        """Rank -> process, built once: rules ask per rank, and a look holds 16k ranks."""
+        return {p.rank: p for p in reversed(self.evidence.processes)}
+
+    @cached_property
+    def _stacks(self) -> dict[int, RankStack]:
+        return {s.rank: s for s in reversed(self.evidence.stacks)}
+
+    def process(self, rank: int) -> RankProcess | None:
+        return self._processes.get(rank)
 
     @classmethod
     def of(cls, evidence: Evidence, flight: FlightAnalysis | None = None) -> LiveView:
@@ -75,7 +88,7 @@ class LiveView:
         return tuple(sorted(r for r, s in self.states.items() if s in wanted))
 
     def stack(self, rank: int) -> str:
-        return top_frame(next((s for s in self.evidence.stacks if s.rank == rank), None))
+        return top_frame(self._stacks.get(rank))
 
     def waiting_ref(self, waiting: Sequence[int]) -> CollectiveRef | None:
         """The collective the waiters are in, with seq and group from a watchdog line."""
@@ -176,7 +189,3 @@ def job_progress(evidence: Evidence) -> bool | None:
 
 def pyspy_line(rank: int | None, text: str) -> EvidenceLine:
     return EvidenceLine("py-spy", rank, text)
-
-
-def process_of(view: LiveView, rank: int) -> RankProcess | None:
-    return next((p for p in view.evidence.processes if p.rank == rank), None)
