@@ -124,7 +124,7 @@ class CallWrapper:
         self.iteration, self.rank, self.world_size = 0, self.initial_rank, self.initial_world_size
         self.active = True
         self.store = self.rs.pg_store(0)
-        self.spare = SpareConnection(lambda: self._connect().base, self.session.port)
+        self.spare = SpareConnection(lambda: self._connect().raw, self.session.port)
         """The store for this iteration's ``init_process_group`` (a fresh prefix each time)."""
         self.last_fault: dict[str, Any] | None = None
         self.pg_findings: list[str] = []
@@ -280,7 +280,7 @@ class CallWrapper:
         # this iteration's own connection is shut by an abort (what unblocks a rendezvous
         # stuck in store.get inside init_process_group), like every socket opened since
         connection, pg_fds = self.spare.take(self.opt.barrier_timeout) or open_tracked(
-            lambda: self._connect().base, self.session.port
+            lambda: self._connect().raw, self.session.port
         )
         self.store = self.rs.pg_store(self.iteration, connection)
         ctx = IterationContext(

@@ -34,6 +34,7 @@ from typing import Any
 
 import torch.distributed as dist
 
+from doctor.restart.abort import wake_deferred
 from doctor.restart.auth import Sealer
 from doctor.restart.options import RestartOptions
 
@@ -101,6 +102,25 @@ def _rank_in(value: object, world_size: int) -> bool:
     return not isinstance(value, bool) and isinstance(value, int) and 0 <= value < world_size
 
 
+class _Deferring:
+    """A store whose every call runs with the wake signal held back (``wake_deferred``):
+    the wrapper's own store calls wait in C++, where a restart must not land."""
+
+    def __init__(self, store: dist.Store) -> None:
+        self._store = store
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._store, name)
+        if not callable(method):
+            return method  # a plain attribute (the port)
+
+        def call(*args: Any, **kwargs: Any) -> Any:
+            with wake_deferred():
+                return method(*args, **kwargs)
+
+        return call
+
+
 class RestartStore:
     """Typed, sealed access to the wrapper's keys; every method is a few store round trips."""
 
@@ -112,8 +132,10 @@ class RestartStore:
         sealer: Sealer,
         hosting: bool = False,
     ) -> None:
+        self.raw = base
+        """The store itself, for the process group of an iteration (``pg_store``)."""
         # Any: torch's type stubs lack Store.append and multi_set, which every backend has
-        self.base: Any = base
+        self.base: Any = _Deferring(base)
         self.hosting = hosting
         self.prefix = prefix
         self.initial_world_size = initial_world_size
@@ -125,7 +147,7 @@ class RestartStore:
 
     def pg_store(self, iteration: int, connection: dist.Store | None = None) -> dist.Store:
         """The store handed to the user's ``init_process_group`` in this iteration."""
-        return dist.PrefixStore(self.key("pg/", iteration), connection or self.base)
+        return dist.PrefixStore(self.key("pg/", iteration), connection or self.raw)
 
     # sealed primitives ------------------------------------------------------------------
     def _set(self, key: str, value: str) -> None:

@@ -98,9 +98,9 @@ def test_progress_comes_from_io_calls_moving_stacks_or_flight_recorder_sequence_
     assert job_progress(replace(no_io, progress=moving)) is True
 
 
-def _straggler_job(samples: int, late_in: int) -> Evidence:
+def _straggler_job(samples: int, late_in: int, peers: tuple[int, ...] = (0, 1, 3)) -> Evidence:
     """Rank 2 is in its loader while the others wait in ``late_in`` of ``samples``; io moves."""
-    waiting = [recorded_stack("dataloader", r) for r in (0, 1, 3)]
+    waiting = [recorded_stack("dataloader", r) for r in peers]
     late = recorded_stack("dataloader", 2)
     progress = []
     for i in range(samples):
@@ -110,7 +110,9 @@ def _straggler_job(samples: int, late_in: int) -> Evidence:
             ProgressSample(2, i * 0.25, state="data_loading" if i < late_in else "in_collective")
         )
     base = hung_evidence(waiting + [late], io=35)
-    return replace(base, progress=tuple(progress))
+    alive = {2, *peers}
+    processes = tuple(p for p in base.processes if p.rank in alive)
+    return replace(base, progress=tuple(progress), processes=processes, ranks_expected=len(alive))
 
 
 def test_a_progressing_job_with_one_rank_mostly_late_is_a_straggler() -> None:
@@ -123,6 +125,19 @@ def test_a_progressing_job_with_one_rank_mostly_late_is_a_straggler() -> None:
         Confidence.HIGH,
     )
     assert classify(evidence).hang_class is HangClass.STRAGGLER
+
+
+def test_with_one_peer_a_late_rank_is_a_straggler_of_medium_confidence_only() -> None:
+    # GIVEN a 2-rank job whose rank 2 is late in every sample while its one peer waits (on a
+    # loaded host one of two ranks in lock step can be last every time without a fault)
+    evidence = _straggler_job(samples=5, late_in=5, peers=(0,))
+    # THEN it is named, but one peer's wait is not proof enough for high confidence
+    c = best(evidence)
+    assert (c.hang_class, c.culprit_ranks, c.confidence) == (
+        HangClass.STRAGGLER,
+        (2,),
+        Confidence.MEDIUM,
+    )
 
 
 @pytest.mark.parametrize("late_in", [1, 2])
