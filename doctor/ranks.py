@@ -43,12 +43,17 @@ def rank_list(ranks: Iterable[int]) -> str:
     return f"{', '.join(items[:-1])} and {items[-1]}"
 
 
+def rank_noun(ranks: set[int]) -> str:
+    """``rank`` for one rank, ``ranks`` for several: the word before a rank set."""
+    return "ranks" if len(ranks) > 1 else "rank"
+
+
 def rank_prose(ranks: Iterable[int]) -> str:
     """``[2]`` -> ``"rank 2"``; ``[0, 1, 3]`` -> ``"ranks 0, 1 and 3"``; ``[]`` -> ``"no rank"``."""
     unique = set(ranks)
     if not unique:
         return "no rank"
-    return f"rank{'s' if len(unique) > 1 else ''} {rank_list(unique)}"
+    return f"{rank_noun(unique)} {rank_list(unique)}"
 
 
 def rank_does(ranks: Iterable[int], verb: str) -> str:

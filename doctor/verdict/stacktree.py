@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.evidence import Frame, RankStack
-from doctor.ranks import rank_ranges
+from doctor.ranks import rank_noun, rank_ranges
 from doctor.verdict.stacks import python_frames
 
 MAX_JSON_NODES = 200
@@ -158,4 +158,4 @@ def branch_lines(tree: StackTree, limit: int = 8) -> Sequence[str]:
 def _label(ranks: Iterable[int]) -> str:
     """``rank 2`` or ``ranks 0-1,3``: compact, for a line per branch of thousands of ranks."""
     unique = set(ranks)
-    return f"rank{'s' if len(unique) > 1 else ''} {rank_ranges(unique)}"
+    return f"{rank_noun(unique)} {rank_ranges(unique)}"
