@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clitools import wait_and_reap
+from restart.restart_jobs import JobRun
 
 from doctor.subproc import free_port
 
@@ -36,22 +37,11 @@ min_stall = "{min_stall}"
 
 
 @dataclass
-class WatchRun:
-    returncodes: dict[int, int | None]
-    results: dict[int, dict]
-    stderr: dict[int, str]
-    job_dir: Path
-    out_dir: Path
-    leftovers: list[int]
+class WatchRun(JobRun):
     started: float
     """Wall-clock time the ranks were started."""
     observed: object = None
     """What ``while_running`` returned."""
-
-    def events(self, schema: str = "nccl-doctor/watch-event/v1") -> list[dict]:
-        path = self.job_dir / "events.jsonl"
-        lines = path.read_text().splitlines() if path.exists() else []
-        return [e for e in map(json.loads, lines) if e.get("schema") == schema]
 
     def bundles(self) -> list[Path]:
         return sorted((self.job_dir / "watch").glob("*.tar.gz"))

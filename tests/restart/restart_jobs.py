@@ -28,9 +28,11 @@ class JobRun:
     out_dir: Path
     leftovers: list[int]
 
-    def events(self) -> list[dict]:
+    def events(self, schema: str | None = None) -> list[dict]:
+        """The job's events, only those of ``schema`` when one is given."""
         path = self.job_dir / "events.jsonl"
-        return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+        lines = path.read_text().splitlines() if path.exists() else []
+        return [e for e in map(json.loads, lines) if schema is None or e.get("schema") == schema]
 
 
 def start_job(

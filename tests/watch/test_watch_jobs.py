@@ -37,7 +37,7 @@ def analyzed(bundle: Path) -> dict:
 def check_common(run: WatchRun, events: int) -> list[dict]:
     """No process left, one bundle per event, each reproduced by analyze."""
     assert run.leftovers == [], run.all_stderr()
-    watch = run.events()
+    watch = run.events("nccl-doctor/watch-event/v1")
     assert len(watch) == events, (watch, run.all_stderr())
     assert [Path(e["bundle"]) for e in watch] == run.bundles()
     for event in watch:
