@@ -30,7 +30,7 @@ install: $(STAMP) ## create .venv: the project (editable), torch 2.13 CPU and th
 demo: install ## preflight, then a small CPU job with an injected hang, triaged
 	$(PY) -m doctor.demo
 
-SOURCES := doctor checks playbooks tests benchmarks
+SOURCES := doctor checks playbooks tests benchmarks docs/examples
 
 test: lint ## the full suite (the lint gates, then pytest)
 	$(VENV)/bin/pytest -q

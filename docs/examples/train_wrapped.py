@@ -10,8 +10,13 @@ import torch.distributed as dist
 from doctor.restart import current_call
 
 call = current_call()  # the CallWrapper of this iteration (None without --wrap)
-dist.init_process_group("gloo", store=call.store, rank=call.rank, world_size=call.world_size,
-                        timeout=timedelta(minutes=5))
+dist.init_process_group(
+    "gloo",
+    store=call.store,
+    rank=call.rank,
+    world_size=call.world_size,
+    timeout=timedelta(minutes=5),
+)
 value = torch.zeros(1)
 for step in range(int(os.environ.get("STEPS", "20"))):
     call.ping()
