@@ -53,7 +53,13 @@ extension build (torch.utils.cpp_extension, Megatron's fused kernels, DeepSpeed 
 OUTLIER = "outlier"
 """NCCL's own diagnostics measured ``rank``'s link far from the median (``NCCL DIAG``)."""
 PROGRESS = "progress"
-"""The job reports it is training: DDP's runtime statistics, NCCL DIAG checks that pass."""
+"""The job reports it is training: DDP's runtime statistics, NCCL DIAG checks that pass,
+a straggler detector that found none."""
+WORKING = "working"
+"""The job's own output counted on after a watchdog timeout (a progress bar went from
+``completed`` to ``seq``): the process that drew it was at work in its own code."""
+STRAGGLER = "straggler"
+"""The job's straggler detector named ``rank`` slower than its peers."""
 RAS_DEAD = "ras_dead"
 """NCCL RAS: a process is considered dead (unreachable via the RAS network)."""
 RAS_MISSING = "ras_missing"
@@ -84,6 +90,8 @@ ALL = (
     COMPILING,
     OUTLIER,
     PROGRESS,
+    WORKING,
+    STRAGGLER,
     RAS_DEAD,
     RAS_MISSING,
     RAS_COUNT,

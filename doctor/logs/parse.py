@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from doctor.evidence import LogEvent
-from doctor.logs import c10d, cuda, kernel, launcher, nccl, ras, smi, traceback
+from doctor.logs import c10d, cuda, kernel, launcher, nccl, ras, smi, traceback, training
 from doctor.logs.block import Block, Fact, StackDump
 from doctor.logs.kernel import NvrmGpu
 from doctor.logs.launcher import ElasticFailures
@@ -65,6 +65,7 @@ LINE_PARSERS: tuple[Callable[[Line], list[LogEvent]], ...] = (
     smi.events,
     ras.monitor_events,
     traceback.events,
+    training.events,
 )
 _CAPITALISED = (
     "NCCL|WARN|ERROR|Error|Exception|Traceback|Watchdog|SeqNum|Rank|Timed out|"
@@ -79,7 +80,8 @@ holds; with ``_LOWER`` below, the gate ``tests/logs`` checks is lossless on the 
 _LOWER = (
     "socket|nccl|srun:|slurmstepd|main_process_first|lagging|started |support|return code|"
     "oom-kill|exited on signal|exitcode|missing ranks|compiling|ninja|torchdynamo|"
-    "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed."
+    "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed.|"
+    "it/s]|s/it]|stragglers"
 ).split("|")
 
 
@@ -121,6 +123,7 @@ class Parser:
         self.bounds = bounds
         self.result = Parsed()
         self._c10d = c10d.C10dParser()
+        self._bars = training.BarWatch()
         self._blocks: dict[str, Block] = {}
         self._json: dict[str, _JsonDoc] = {}
         self._seen: set[tuple[object, ...]] = set()
@@ -152,9 +155,10 @@ class Parser:
                     break
                 self._blocks[line.stream] = kind(line)
                 return
-        self._add(self._c10d.feed(line))
+        found = self._c10d.feed(line)
         for parse in LINE_PARSERS:
-            self._add(parse(line))
+            found += parse(line)
+        self._add(found + self._bars.feed(line, found))
 
     def _feed_json(self, line: Line) -> bool:
         """Collect a multi-line JSON document (RAS ``-f json``); True if the line is part of one."""

@@ -26,16 +26,20 @@ log_network             70/50/30  NCCL reports a transport error (70), or only c
 log_cuda_error          60        a CUDA error stopped a rank's GPU work
 log_compile             74        a collective timed out while a rank said it was compiling
                                   (torch.compile, a JIT kernel build)
-log_straggler           60        NCCL's diagnostics measured one rank's link far off
-log_laggard             45        a desync report, a monitored barrier, RAS counts or the
+log_straggler           60        NCCL's diagnostics measured one rank's link far off, or
+                                  the job's straggler detector named ranks
+log_laggard             50/45     a desync report, a monitored barrier, RAS counts or the
                                   ranks' own sequence numbers single out ranks that never
-                                  reached the collective the others wait in (unknown: why
-                                  they did not is for their stacks to say)
+                                  reached the collective the others wait in: cpu_stuck (50)
+                                  when the job's progress bar counted on after the timeout
+                                  (they were at work), else unknown (45: why they did not
+                                  is for their stacks to say)
 log_ras_frozen          70        RAS counts did not move across two reports, ranks behind
 log_stalled             25        every rank that logged timed out in the same collective,
                                   all issued it: GPU or network (unknown)
 log_healthy             30/15     RAS sees every communicator running; the job reports it
-                                  trains (15); nothing else is wrong
+                                  trains (DDP's statistics, NCCL DIAG, a straggler report
+                                  with none; 15); nothing else is wrong
 ======================  ========  ============================================================
 
 The rules about what failed are in ``doctor.verdict.log_faults``; those about where the
@@ -218,13 +222,18 @@ def compiling(view: LogView) -> list[Candidate]:
 
 
 def straggler(view: LogView) -> list[Candidate]:
-    found = view.of_kind(kinds.OUTLIER)
-    if not found:
+    measured = view.of_kind(kinds.OUTLIER)
+    named = view.of_kind(kinds.STRAGGLER)
+    if not measured and not named:
         return []
-    ranks = ranks_of(found)
+    ranks = ranks_of(measured + named)
     summary = (
-        f"NCCL's diagnostics measured the link of {rank_prose(ranks)}{where(found)} far below the "
-        "others': every collective waits for it; check its NIC, cable and switch port"
+        f"NCCL's diagnostics measured the link of {rank_prose(ranks)}{where(measured)} far below "
+        "the others': every collective waits for it; check its NIC, cable and switch port"
+        if measured
+        else f"the job's straggler detector named {rank_prose(ranks)}{where(named)} slower than "
+        "its peers: every collective waits for it; compare its GPU clocks, temperature and "
+        "input pipeline with the others'"
     )
     return [
         Candidate(
@@ -233,7 +242,7 @@ def straggler(view: LogView) -> list[Candidate]:
             Confidence.MEDIUM,
             summary,
             60,
-            evidence=lines_of(found),
+            evidence=lines_of(measured + named),
             rule="log_straggler",
         )
     ]

@@ -35,7 +35,7 @@ STACKS_HINT = (
     "stacks of the lagging ranks (py-spy dump, or a Flight Recorder dump): in their own code "
     "is cpu_stuck, in another collective is collective_mismatch, gone is rank_loss"
 )
-FAULTS = frozenset(kinds.ALL) - {kinds.RANK_INFO, kinds.PROGRESS, kinds.RAS_COUNT}
+FAULTS = frozenset(kinds.ALL) - {kinds.RANK_INFO, kinds.PROGRESS, kinds.WORKING, kinds.RAS_COUNT}
 
 
 def _positions(view: LogView) -> dict[str, dict[int, int]]:
@@ -73,13 +73,31 @@ def laggards(view: LogView) -> list[Candidate]:
     if not named:
         return []
     ranks = tuple(sorted(named))
-    summary = (
-        f"{rank_prose(ranks)} never reached the collective the others wait in "
-        f"({next(iter(named.values()))[:140]}): {'they are' if len(ranks) > 1 else 'it is'} "
-        "the likely culprit; its stack says whether it is stuck in its own code, in another "
-        "collective, or gone"
-    )
+    why = f"{rank_prose(ranks)} never reached the collective the others wait in "
+    why += f"({next(iter(named.values()))[:140]})"
     lines = tuple(EvidenceLine(SOURCE, r, text) for r, text in sorted(named.items())[:8])
+    working = [e for e in view.of_kind(kinds.WORKING) if e.rank is None or e.rank in ranks]
+    if working:
+        return [
+            Candidate(
+                HangClass.CPU_STUCK,
+                ranks,
+                Confidence.LOW,
+                f"{why}, and {working[0].text}: "
+                + ("they were at work in their" if len(ranks) > 1 else "it was at work in its")
+                + " own code (an evaluation, a save) while the others waited; move that work "
+                "out of the collective's way or raise the timeout",
+                50,
+                collective=ref,
+                evidence=lines + lines_of(working[:2]),
+                missing_evidence=(STACKS_HINT,),
+                rule="log_laggard",
+            )
+        ]
+    summary = (
+        f"{why}: {'they are' if len(ranks) > 1 else 'it is'} the likely culprit; its stack says "
+        "whether it is stuck in its own code, in another collective, or gone"
+    )
     return [
         Candidate(
             HangClass.UNKNOWN,

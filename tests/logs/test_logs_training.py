@@ -1,0 +1,77 @@
+"""What the training script says of itself: progress bars read against the watchdog, and
+a straggler detector's reports (recorded text and its variations)."""
+
+from __future__ import annotations
+
+from verdict.test_log_rules import PROGRESS, WATCHDOG, judge
+
+from doctor.logs import kinds, parse_lines
+from doctor.model import HangClass
+
+BAR = "  Class  Images  Labels  mAP@.5:  {pct}% {n}/32 [01:{s:02d}<00:25,  2.80s/it]"
+
+
+def bar(n: int) -> str:
+    return BAR.format(pct=100 * n // 32, n=n, s=n)
+
+
+def laggard_waits(bars_after: list[str]) -> list[str]:
+    """Ranks 0-2 wait in collective 42, rank 3 issued only 41; the bar at 24 before."""
+    lines = [bar(23), bar(24)]
+    lines += [WATCHDOG.format(r=r, seq=42, op="BROADCAST") for r in range(3)]
+    lines += [PROGRESS.format(r=r, seq=42, enq=42, done=41) for r in range(3)]
+    lines += [PROGRESS.format(r=3, seq=41, enq=41, done=40)]
+    return lines + bars_after
+
+
+def test_a_bar_counting_on_after_the_timeout_is_a_laggard_at_work() -> None:
+    # GIVEN a laggard, and the job's progress bar moving on after the others timed out
+    verdict = judge(laggard_waits([bar(25), bar(26)]))
+    # THEN the laggard was busy in its own code: cpu_stuck, low, the bar quoted
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.CPU_STUCK, (3,))
+    assert "from 24/32 to 25/32" in verdict.summary
+
+
+def test_a_bar_that_stood_still_or_stopped_before_the_timeout_says_nothing() -> None:
+    # GIVEN the same laggard, with the bar repeating its count, or never drawn again
+    for after in ([bar(24)], []):
+        verdict = judge(laggard_waits(after))
+        # THEN why the laggard is behind stays for its stack to say
+        assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.UNKNOWN, (3,))
+
+
+def test_a_bar_and_its_timeout_on_one_line_count_the_bar_before_the_timeout() -> None:
+    # GIVEN tqdm's carriage return leaving the watchdog line glued to the bar's
+    glued = bar(24) + WATCHDOG.format(r=1, seq=7, op="BROADCAST")
+    events = parse_lines([bar(23), glued, bar(25)])
+    # THEN the count on the timeout's line is the one the next line went on from
+    (working,) = [e for e in events if e.kind == kinds.WORKING]
+    assert (working.completed, working.seq) == (24, 25)
+
+
+def test_a_million_bar_updates_after_a_timeout_give_one_event_per_bar() -> None:
+    lines = [bar(1), WATCHDOG.format(r=0, seq=3, op="ALLREDUCE")]
+    lines += [bar(2 + i % 30) for i in range(20_000)]
+    lines += [b.replace("/32 ", "/90 ") for b in (bar(1), bar(5))]  # a second bar, not timed
+    events = parse_lines(lines)
+    assert [e.seq for e in events if e.kind == kinds.WORKING] == [2]
+
+
+def test_no_bar_advance_before_any_timeout_is_evidence() -> None:
+    assert not [e for e in parse_lines([bar(n) for n in range(1, 30)]) if e.kind == kinds.WORKING]
+
+
+def test_a_straggler_report_with_none_is_progress_and_one_naming_ranks_is_a_straggler() -> None:
+    none = ["[default0]:=== Straggler Report at Step 10 ===", "[default0]:✓ No stragglers detected"]
+    assert judge(none).hang_class is HangClass.HEALTHY
+    named = ["=== Straggler Report at Step 20 ===", "", "Detected stragglers: [5, 3, 5]"]
+    named += ["  Rank 3 (node-2)", "  Rank 5 (node-3)"]
+    verdict = judge(named)
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.STRAGGLER, (3, 5))
+    assert "straggler detector" in verdict.summary
+
+
+def test_a_report_naming_absurd_ranks_is_bounded() -> None:
+    huge = "Detected Stragglers: [" + ", ".join(map(str, range(600))) + "]"
+    events = [e for e in parse_lines([huge]) if e.kind == kinds.STRAGGLER]
+    assert 0 < len(events) <= 256
