@@ -79,6 +79,12 @@ _GONE = {
 }
 
 
+COLLATERAL_CODES = frozenset({-6, -15, -2})
+"""Deaths that follow a lost peer rather than cause one: SIGABRT (ProcessGroupNCCL's
+watchdog aborts after a timeout; C++ ``terminate`` on a comm thread's error), SIGTERM and
+SIGINT (the launcher tearing down the survivors)."""
+
+
 def exit_text(code: int | None) -> str:
     """``-9`` -> ``killed by SIGKILL``; ``1`` -> ``exit code 1``."""
     if code is None:
@@ -107,7 +113,8 @@ def rank_loss(view: LiveView) -> list[Candidate]:
         for r in view.dead
     ]
     alive = [r for r, s in view.states.items() if s is not RankState.DEAD]
-    killed = tuple(r for r in view.dead if (procs[r].exit_code or 0) < 0)
+    signalled = tuple(r for r in view.dead if (procs[r].exit_code or 0) < 0)
+    killed = tuple(r for r in signalled if procs[r].exit_code not in COLLATERAL_CODES) or signalled
     followed = [r for r in view.dead if r not in killed]
     if killed and followed:
         # ranks killed by a signal, and ranks that exited with an error after losing a peer
@@ -117,7 +124,8 @@ def rank_loss(view: LiveView) -> list[Candidate]:
                 "process",
                 None,
                 f"{rank_prose(killed)} ended by a signal, {rank_prose(followed)} otherwise "
-                "(an error code, or unknown): a rank that loses a peer raises and exits",
+                "(an error code, an abort or a teardown signal, or unknown): a rank that loses "
+                "a peer raises and exits",
             )
         )
         return [

@@ -22,11 +22,9 @@ from doctor.logs.who import host_key
 from doctor.model import Confidence, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
-from doctor.verdict.live import exit_text
+from doctor.verdict.live import COLLATERAL_CODES, exit_text
 from doctor.verdict.log_view import LogView, lines_of, quote, ranks_of, where
 
-COLLATERAL_CODES = frozenset({-6, -15, -2})
-"""SIGABRT (the watchdog's own abort), SIGTERM and SIGINT (the launcher stopping survivors)."""
 _COLLATERAL_TEXT = re.compile(
     r"DistBackendError|NCCL (?:error|communicator)|ncclRemoteError|ncclSystemError|"
     r"[Tt]imed? ?out|Watchdog|watchdog|Connection (?:closed|reset)|Broken pipe|"

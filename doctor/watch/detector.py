@@ -131,6 +131,10 @@ class Detector:
         track.armed, track.paused, track.source = reading.armed, reading.paused, reading.source
         track.hint = reading.step_hint
 
+    def tracked(self) -> set[int]:
+        """Ranks with a track: a rank that left the roster keeps one until forgotten."""
+        return set(self._tracks)
+
     def forget(self, rank: int) -> None:
         """A rank that left the job (excluded, exited) is judged no more."""
         self._tracks.pop(rank, None)

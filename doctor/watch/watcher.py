@@ -116,7 +116,10 @@ class Watcher:
             time.sleep(TICK)
 
     def _observe(self) -> dict[int, ProgressRecord]:
-        boards = read_boards(self.directory, [m.rank for m in self.live])
+        # the boards of ranks that left the roster too: one that left through the wrapper's
+        # exit says so there (unarmed, judged no more); one killed mid-step stays a stall
+        watched = {m.rank for m in self.live} | (self.detector.tracked() - self.excluded)
+        boards = read_boards(self.directory, sorted(watched))
         for rank, record in boards.items():
             self.detector.observe(ping_reading(rank, record))
         told = pinging(boards) | self.spares

@@ -66,6 +66,20 @@ def test_a_dead_rank_is_rank_loss_whatever_the_others_do() -> None:
     assert "rank 2 is gone" in c.summary
 
 
+def test_a_rank_that_aborted_after_losing_its_peer_is_not_the_one_killed() -> None:
+    # GIVEN rank 2 killed (SIGKILL), rank 1 aborting on gloo's error (C++ terminate: SIGABRT),
+    # ranks 0 and 3 exiting on their exception (seen in a real accelerate job, 1 run in 12)
+    codes = {0: 1, 1: -6, 2: -9, 3: 1}
+    evidence = fault_evidence("dataloader")
+    for rank in codes:
+        evidence = kill_rank(evidence, rank)
+    procs = tuple(replace(p, exit_code=codes[p.rank]) for p in evidence.processes)
+    c = best(replace(evidence, processes=procs))
+    # THEN the killed rank is the culprit, not the one that aborted after it
+    assert (c.hang_class, c.culprit_ranks) == (HangClass.RANK_LOSS, (2,))
+    assert "rank 2 was killed (killed by SIGKILL)" in c.summary
+
+
 def test_a_one_to_one_disagreement_is_a_low_confidence_tie() -> None:
     # GIVEN two ranks only, one in all_reduce and one in all_gather
     evidence = hung_evidence(
