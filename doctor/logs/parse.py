@@ -155,7 +155,7 @@ class Parser:
                     break
                 self._blocks[line.stream] = kind(line)
                 return
-        found = self._c10d.feed(line)
+        found = list(self._c10d.feed(line))  # a list of our own: the parser's is its state
         for parse in LINE_PARSERS:
             found += parse(line)
         self._add(found + self._bars.feed(line, found))
