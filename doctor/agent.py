@@ -1,16 +1,25 @@
 """The in-rank agent: stacks and Flight Recorder dumps on request, without stopping the rank.
 
-``nccl-doctor launch`` starts one agent in every rank; triage calls the two
-client functions below from outside. Two mechanisms, because a hung rank may
-hold the GIL:
+``nccl-doctor launch`` starts one agent in every rank; triage (and the restart
+wrapper's monitor process) call the client functions below from outside. A
+daemon thread polls ``<jobdir>/requests/`` and serves two requests:
 
-* **stacks** — ``faulthandler`` is registered on SIGUSR2 and appends every
-  thread's traceback to ``<jobdir>/stack-<rank>.txt``. faulthandler writes from
-  the C signal handler, so it answers even while the main thread holds the GIL.
-* **Flight Recorder** — a daemon thread polls ``<jobdir>/requests/fr-<rank>``;
-  on a request it writes the pickled trace (``_dump_fr_trace``, which works for
-  gloo and NCCL) to ``<jobdir>/fr/rank_<rank>`` and removes the request. This
-  needs the GIL, so a GIL-holding hang yields no dump (the client times out).
+* **stacks** — every thread's traceback, appended to ``<jobdir>/stack-<rank>.txt``
+  by ``faulthandler.dump_traceback`` while the agent holds the GIL, so no other
+  thread moves its frames during the walk. The signal path is only the fallback
+  for a rank whose GIL is held (a hang in C that holds it): ``faulthandler`` is
+  registered on SIGUSR2 and walks the threads from the C handler. That walk is
+  not safe while another thread runs Python: it read frames as they were freed
+  and crashed ranks (SIGSEGV: 12 of 20 ranks whose helper threads run Python,
+  within 11,844 signals; ``benchmarks/bench_stacks.py``). A held GIL means no
+  thread runs Python, so the fallback is used exactly where the walk is safe.
+* **Flight Recorder** — the pickled trace (``_dump_fr_trace``, which works for
+  gloo and NCCL) is written to ``<jobdir>/fr/rank_<rank>``. This needs the GIL,
+  so a GIL-holding hang yields no dump (the client times out).
+
+Whoever removes a request owns it: the agent takes one by unlinking it, and a
+client that gets no answer unlinks it before signalling, so a request is served
+once, by the agent or by the signal, never both.
 
 ``<jobdir>/agent-<rank>.pid`` holds the pid and start time of the process whose
 SIGUSR2 is safe to send: without the agent, SIGUSR2 would terminate the process,
@@ -26,6 +35,7 @@ import os
 import signal
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
@@ -42,6 +52,11 @@ from doctor.safeio import (
 
 STACK_SIGNAL = signal.SIGUSR2
 POLL_INTERVAL = 0.1
+HANDOFF = 0.5
+"""Seconds a stack request waits for the agent before the signal: the agent looks every
+``POLL_INTERVAL`` and then needs the GIL, which a running main thread yields every 5 ms."""
+MAIN_THREAD_LINE = "nccl-doctor agent: main thread "
+"""Heads an answer dumped by the agent, whose own thread is faulthandler's current one."""
 STACK_BYTES = 4 << 20
 """The most of one stack answer read back (faulthandler writes a few KB per thread)."""
 _running: Agent | None = None
@@ -55,8 +70,8 @@ def fr_path(directory: Path, rank: int) -> Path:
     return directory / "fr" / f"rank_{rank}"
 
 
-def _request_path(directory: Path, rank: int) -> Path:
-    return directory / "requests" / f"fr-{rank}"
+def _request_path(directory: Path, rank: int, what: str = "fr") -> Path:
+    return directory / "requests" / f"{what}-{rank}"
 
 
 def _pid_path(directory: Path, rank: int) -> Path:
@@ -104,14 +119,33 @@ class Agent:
         _running = self
 
     def _serve(self) -> None:
-        request = _request_path(self.directory, self.rank)
+        fr_request = _request_path(self.directory, self.rank)
+        stack_request = _request_path(self.directory, self.rank, "stack")
         while not self._stop.wait(POLL_INTERVAL):
-            if not request.exists():
+            if _take(stack_request):
+                try:
+                    self._dump_stacks()
+                except OSError:  # no memory for the scratch file, a full disk: no answer
+                    pass
+            if not fr_request.exists():
                 continue
             if dump_flight_recorder(fr_path(self.directory, self.rank)) is None:
                 error = self.directory / "fr" / f"rank_{self.rank}.error"
                 write_atomic(error, "no Flight Recorder\n")
-            request.unlink(missing_ok=True)
+            fr_request.unlink(missing_ok=True)
+
+    def _dump_stacks(self) -> None:
+        """Every thread's stack, walked under the GIL, appended in one write (a reader
+        takes an answer that stopped growing as complete)."""
+        main = threading.main_thread().ident or 0
+        scratch = os.memfd_create("nccl-doctor-stacks", os.MFD_CLOEXEC)
+        try:
+            faulthandler.dump_traceback(file=scratch, all_threads=True)
+            size = os.lseek(scratch, 0, os.SEEK_CUR)
+            text = os.pread(scratch, min(size, STACK_BYTES), 0)
+        finally:
+            os.close(scratch)
+        os.write(self._stack_fd, f"{MAIN_THREAD_LINE}0x{main:016x}\n".encode() + text)
 
     def close(self) -> None:
         global _running
@@ -153,17 +187,49 @@ def agent_pid(directory: Path, rank: int) -> ProcessId | None:
         return None
 
 
+def _take(request: Path) -> bool:
+    """Remove ``request``; True when this call removed it (and so serves it)."""
+    try:
+        request.unlink()
+    except OSError:  # taken already, or its folder is gone with the job
+        return False
+    return True
+
+
 def request_stack(directory: Path, rank: int, pid: int, timeout: float) -> str | None:
     """All thread stacks of ``pid`` as faulthandler text; None without an agent or answer."""
     agent = agent_pid(directory, rank)
     if agent is None or agent.pid != pid:
         return None
     owner = _owner(directory)
+    return ask_for_stacks(
+        directory, rank, lambda: send_signal(agent, STACK_SIGNAL, owner), timeout, owner
+    )
+
+
+def ask_for_stacks(
+    directory: Path,
+    rank: int,
+    send_stack_signal: Callable[[], bool],
+    timeout: float,
+    owner: int | None = None,
+) -> str | None:
+    """Ask the rank's agent for its stacks; signal only when the agent cannot take the
+    request (its GIL is held). The text appended, or None without an answer."""
     path = stack_path(directory, rank)
+    request = _request_path(directory, rank, "stack")
     start = size_of(path)
-    if not send_signal(agent, STACK_SIGNAL, owner):
+    deadline = time.monotonic() + timeout
+    try:
+        write_atomic(request, str(time.time()))
+    except OSError:  # no requests folder: no agent serves this rank
         return None
-    return await_growth(path, start, timeout, owner)
+    handoff = time.monotonic() + min(HANDOFF, timeout / 2)
+    while request.exists() and time.monotonic() < handoff:
+        time.sleep(0.01)
+    if _take(request) and not send_stack_signal():
+        return None
+    return await_growth(path, start, max(0.0, deadline - time.monotonic()), owner)
 
 
 def await_growth(path: Path, start: int, timeout: float, owner: int | None = None) -> str | None:

@@ -9,8 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor.agent import agent_pid, request_fr_dump, request_stack
+from doctor.agent import MAIN_THREAD_LINE, agent_pid, request_fr_dump, request_stack
 from doctor.subproc import stop_all
+from doctor.triage.sources.pyspy import parse_faulthandler
 
 RANK = """
 import ctypes, datetime, sys, time
@@ -31,9 +32,33 @@ def hang_releasing_the_gil():
 """
 
 
-def start_rank(tmp_path: Path, hold_gil: bool) -> subprocess.Popen[str]:
+BUSY_RANK = """
+import sys, threading
+from pathlib import Path
+from doctor.agent import Agent
+agent = Agent(Path(sys.argv[1]), 3)
+def nested(depth):  # frames pushed and freed all the time, as the wrapper's threads do
+    if depth == 0:
+        return [word for word in (w.upper() for w in ("a", "b")) if word]
+    return nested(depth - 1)
+def busy():
+    while True:
+        nested(20)
+def churn():
+    while True:
+        thread = threading.Thread(target=nested, args=(5,))
+        thread.start()
+        thread.join()
+for work in (busy, busy, churn):
+    threading.Thread(target=work, daemon=True).start()
+print("ready", flush=True)
+threading.Event().wait(int(sys.argv[2]))
+"""
+
+
+def start_rank(tmp_path: Path, hold_gil: bool, script: str = RANK) -> subprocess.Popen[str]:
     proc = subprocess.Popen(
-        [sys.executable, "-c", RANK, str(tmp_path), "30", "gil" if hold_gil else "free"],
+        [sys.executable, "-c", script, str(tmp_path), "30", "gil" if hold_gil else "free"],
         stdout=subprocess.PIPE,
         text=True,
         env={"TORCH_FR_BUFFER_SIZE": "100", "PATH": "/usr/bin:/bin"},
@@ -63,6 +88,25 @@ def test_stack_of_a_rank_that_holds_the_gil(tmp_path: Path, stop) -> None:
     assert proc.poll() is None, "asking for a stack must not stop the rank"
     # and a Flight Recorder request cannot be served while the GIL is held
     assert request_fr_dump(tmp_path, 3, timeout=0.5) is None
+
+
+def test_stacks_of_a_rank_whose_threads_run_python_are_walked_under_the_gil(
+    tmp_path: Path, stop
+) -> None:
+    # GIVEN a rank whose other threads push and free Python frames all the time, and whose
+    # main thread waits with the GIL released (a rank in a collective, its helpers running)
+    proc = start_rank(tmp_path, hold_gil=False, script=BUSY_RANK)
+    stop(proc)
+    # WHEN stacks are asked for again and again
+    for _ in range(40):
+        text = request_stack(tmp_path, 3, proc.pid, timeout=5)
+        # THEN the agent answers each under the GIL, naming the main thread: not the signal
+        # handler, whose walk read freed frames and crashed such ranks (SIGSEGV)
+        assert text is not None and text.startswith(MAIN_THREAD_LINE), text
+        main = [t for t in parse_faulthandler(text, 3).threads if t.is_main]
+        assert len(main) == 1 and main[0].frames[-1].name == "<module>"
+        assert main[0].frames[0].name == "wait"
+    assert proc.poll() is None, "asking for stacks must not stop (or crash) the rank"
 
 
 def test_flight_recorder_dump_on_request(tmp_path: Path, stop) -> None:

@@ -23,7 +23,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from doctor.agent import Agent, running_agent, stack_path
+from doctor.agent import Agent, running_agent
 from doctor.process_identity import this_process
 from doctor.restart.abort import (
     clear_pending,
@@ -93,13 +93,7 @@ class CallWrapper:
         )
         self.progress = SharedProgress(progress_path(self.directory, self.initial_rank))
         self.identity = this_process()
-        spec = MonitorSpec(
-            self.initial_rank,
-            self.opt,
-            stack_path(self.directory, self.initial_rank),
-            self.directory,
-            self.identity,
-        )
+        spec = MonitorSpec(self.initial_rank, self.opt, self.directory, self.identity)
         self.monitor = MonitorProcess(
             spec, self.progress, lambda gone: self._connect(host=self.session.hosting, abandon=gone)
         )

@@ -6,8 +6,8 @@ It watches the rank from outside the GIL, on its own clock:
   EOF arrives the instant the rank dies (SIGKILL, SIGTERM, a crash); it marks the
   rank terminated and records a fault so the others restart without it;
 * **soft timeout** — progress older than ``soft_timeout`` while the function
-  runs: it asks faulthandler for the rank's stacks (SIGUSR2, answered even when
-  the GIL is held) and records a fault carrying them;
+  runs: it asks the rank's agent for its stacks (``doctor.agent``: dumped under
+  the GIL, or by SIGUSR2 when the GIL is held) and records a fault carrying them;
 * **hard timeout** — progress older than ``hard_timeout`` (``barrier_timeout``
   while restarting): SIGCONT, SIGTERM, then SIGKILL after
   ``termination_grace_time``;
@@ -29,13 +29,15 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctor.agent import await_growth, forget_rank
+from doctor.agent import STACK_SIGNAL, ask_for_stacks, forget_rank
 from doctor.process_identity import ProcessId
 from doctor.restart.exceptions import StoreAbandoned
 from doctor.restart.options import RestartOptions
 from doctor.restart.store import RestartStore
 from doctor.restart.watchdog import Phase, SharedProgress
-from doctor.safeio import size_of
+
+STACK_TIMEOUT = 1.0
+"""Seconds for the stacks of a soft timeout: the agent's handoff, then the dump."""
 
 
 @dataclass(frozen=True)
@@ -44,10 +46,9 @@ class MonitorSpec:
 
     initial_rank: int
     options: RestartOptions
-    stack_file: Path | None
-    """Where the rank's faulthandler writes on SIGUSR2; None = no stacks."""
     registry: Path | None = None
-    """The job directory whose record and pid file of this rank go once it is dead."""
+    """The job directory: its agent answers stack requests, and the rank's record and pid
+    file go once it is dead. None = no stacks."""
     identity: ProcessId | None = None
     """The rank's process, as its record and pid file name it."""
 
@@ -165,14 +166,18 @@ class _Monitor:
         return False
 
     def _soft_timeout(self, iteration: int, stale: float) -> None:
-        """Record the timeout with the stack; a rank merely waiting in a collective defers a
-        little, so the rank that stopped first (the culprit) is the one that starts the restart."""
+        """Record the timeout with the stack; a rank merely waiting in a collective defers
+        for as long as the culprit's stacks may take (its GIL held: the signal fallback) and
+        a little more, so the rank that stopped first is the one that starts the restart."""
         if self.deferred_at is None:
             self.stack = self._stack()
             if _waits_in_collective(self.stack):
                 self.deferred_at = time.monotonic()
                 return
-        elif time.monotonic() - self.deferred_at < 3 * self.opt.monitor_process_interval:
+        elif (
+            time.monotonic() - self.deferred_at
+            < STACK_TIMEOUT + 3 * self.opt.monitor_process_interval
+        ):
             return
         self.soft_fired, self.deferred_at = iteration, None
         self._say(f"soft timeout: no progress for {stale:.1f}s")
@@ -188,13 +193,14 @@ class _Monitor:
         )
 
     def _stack(self) -> str | None:
-        path = self.spec.stack_file
-        if path is None:
+        if self.spec.registry is None:
             return None
-        start = size_of(path)
-        if not self._signal(signal.SIGUSR2):
-            return None
-        return await_growth(path, start, 0.5)
+        return ask_for_stacks(
+            self.spec.registry,
+            self.spec.initial_rank,
+            lambda: self._signal(STACK_SIGNAL),
+            STACK_TIMEOUT,
+        )
 
     def _record_death(self, iteration: int, cause: str, detail: str) -> None:
         """Dead for good; a fault only if it was a member of the iteration it was in (a death

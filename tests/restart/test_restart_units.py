@@ -183,7 +183,7 @@ def test_a_monitor_process_does_not_outlive_a_rank_that_exited_before_the_store(
     session = Session("127.0.0.1", free_port(), "p/", hosting=False)
     progress = SharedProgress()
     monitor = MonitorProcess(
-        MonitorSpec(1, options, None),
+        MonitorSpec(1, options),
         progress,
         lambda gone: connect_store(session, 2, options, False, gone),
     )
