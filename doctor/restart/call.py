@@ -273,7 +273,7 @@ class CallWrapper:
     ) -> tuple[bool, T | None]:
         # this iteration's own connection is shut by an abort (what unblocks a rendezvous
         # stuck in store.get inside init_process_group), like every socket opened since
-        connection, pg_fds = self.spare.take(self.opt.barrier_timeout) or open_tracked(
+        connection, pg_fds = self.spare.take() or open_tracked(
             lambda: self._connect().raw, self.session.port
         )
         self.store = self.rs.pg_store(self.iteration, connection)

@@ -7,7 +7,11 @@ its logs with ``getnameinfo``); where the DNS server drops a query, glibc waits
 its full 5 s timeout. Measured here: 1 connect in 30 stalled 5.0 s, so opening
 the connection at re-entry put a 5 s wait on about a third of all restarts.
 The spare is opened in the background during the iteration before, off the
-restart path, and kept out of that iteration's abort.
+restart path, and kept out of that iteration's abort. A fault can come before
+the spare is ready (a short iteration whose spare stalled in DNS: one fresh-clone
+suite run in 5 re-entered 5.4 s late): then the restart does not wait for it but
+connects afresh, which stalls only if that lookup is dropped too; the late spare
+is dropped when it arrives.
 """
 
 from __future__ import annotations
@@ -22,6 +26,9 @@ from doctor.restart.monitor_thread import Interruptible, IterationContext
 
 Opened = tuple[Any, set[int]]
 """A store connection and the socket descriptors it opened."""
+READY_WAIT = 0.05
+"""Seconds a restart waits for a spare still connecting: a connect takes about 0.5 ms,
+so one not done by then waits for a DNS answer (5 s when the query was dropped)."""
 
 
 def open_tracked(connect: Callable[[], Any], port: int) -> Opened:
@@ -53,6 +60,8 @@ class SpareConnection:
         self._connect = connect
         self._port = port
         self._thread: threading.Thread | None = None
+        self._late: list[threading.Thread] = []
+        """Spares given up on while still connecting; ``close`` waits for them."""
         self._ready: Opened | None = None
 
     def prepare(self, ctx: IterationContext, shared: Interruptible) -> None:
@@ -65,24 +74,31 @@ class SpareConnection:
             except Exception:  # no spare: the next iteration connects itself
                 return
             with shared.lock:
-                if "abort" in ctx.phases:
-                    return
+                if "abort" in ctx.phases or self._thread is not threading.current_thread():
+                    return  # aborted, or given up on: this connection is dropped
                 ctx.socket_baseline |= opened[1]
                 self._ready = opened
 
         self._thread = threading.Thread(target=run, name="nccl-doctor-spare", daemon=True)
         self._thread.start()
 
-    def take(self, timeout: float) -> Opened | None:
-        """The prepared connection (waiting up to ``timeout`` for it), or None."""
+    def take(self, timeout: float = READY_WAIT) -> Opened | None:
+        """The prepared connection (waiting up to ``timeout`` for it), or None: then the
+        caller connects itself, and a spare still connecting is dropped once it is done
+        (its iteration was aborted)."""
         if self._thread is not None:
             self._thread.join(timeout)
             if self._thread.is_alive():
+                self._late.append(self._thread)
+                self._thread = None
                 return None
         ready, self._ready, self._thread = self._ready, None, None
         return ready
 
     def close(self, timeout: float) -> None:
-        """Drop the spare before the process exits: a TCPStore client still connecting, or
+        """Drop the spares before the process exits: a TCPStore client still connecting, or
         left for interpreter shutdown to destroy, hung the exit of every rank."""
         self.take(timeout)
+        for late in self._late:
+            late.join(timeout)
+        self._late = [late for late in self._late if late.is_alive()]

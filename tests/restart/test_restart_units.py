@@ -24,6 +24,7 @@ from doctor.restart.monitor_process import MonitorProcess, MonitorSpec
 from doctor.restart.monitor_thread import Interruptible, IterationContext, MonitorThread
 from doctor.restart.options import RestartOptions
 from doctor.restart.session import Session, await_listener, connect_store
+from doctor.restart.spare import SpareConnection
 from doctor.restart.timeouts import judge
 from doctor.restart.watchdog import Phase, SharedProgress
 from doctor.subproc import free_port
@@ -201,3 +202,28 @@ def test_a_monitor_process_does_not_outlive_a_rank_that_exited_before_the_store(
         os.waitpid(monitor.pid, 0)
         raise
     assert os.waitstatus_to_exitcode(status[1]) == 0
+
+
+def test_a_restart_does_not_wait_for_a_spare_stalled_in_dns() -> None:
+    # GIVEN an iteration whose spare store connection is stuck connecting (a reverse DNS
+    # lookup whose query was dropped waits 5 s in glibc), and a fault that aborted it
+    stalled, done = threading.Event(), threading.Event()
+
+    def connect() -> object:
+        stalled.wait(10)
+        done.set()
+        return object()
+
+    spare = SpareConnection(connect, free_port())
+    ctx = IterationContext(0, 0, {0}, set(), None)
+    spare.prepare(ctx, Interruptible(threading.get_ident()))
+    ctx.phases["abort"] = time.time()
+    # WHEN the next iteration takes it
+    began = time.monotonic()
+    taken = spare.take()
+    # THEN it is not waited for: the restart connects afresh
+    assert taken is None and time.monotonic() - began < 1.0
+    # AND the late connection, once it arrives, is dropped, and exit waits for it
+    stalled.set()
+    spare.close(5)
+    assert done.is_set() and spare.take(0) is None
