@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +47,21 @@ def start_time(pid: int, proc: Path = PROC) -> int | None:
         return int(stat[stat.rfind(")") + 2 :].split()[19])
     except (OSError, ValueError, IndexError):
         return None
+
+
+def started_at(pid: int, proc: Path = PROC) -> float | None:
+    """When the process started, in wall-clock seconds, to the clock tick; None when gone.
+
+    Not ``psutil``'s ``create_time``: that adds the boot time from ``/proc/stat``, whole
+    seconds truncated, so it can read up to a second early, and a file written by the
+    attempt before a restart then looks written since this process started. The start
+    field counts ticks on the boot clock, so ``now - (boot clock now - start)`` is exact.
+    """
+    ticks = start_time(pid, proc)
+    if ticks is None:
+        return None
+    since_boot = time.clock_gettime(time.CLOCK_BOOTTIME)
+    return time.time() - (since_boot - ticks / os.sysconf("SC_CLK_TCK"))
 
 
 def owner_uid(pid: int, proc: Path = PROC) -> int | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
 import threading
 import time
 from pathlib import Path
@@ -94,3 +95,25 @@ def test_triage_and_analyze_align_once_through_the_same_call(tmp_path: Path, mon
     evidence = load_evidence([write_triage_bundle(snap, tmp_path / "b.tar.gz")])
     assert evidence == snap.evidence
     assert analyse(evidence) == snap.analysis and len(calls) == 2
+
+
+def test_a_dump_of_the_attempt_before_a_restart_is_not_the_new_ranks(tmp_path: Path) -> None:
+    # GIVEN a dump written 0.15 s before the rank's process started (torchrun restarted its
+    # ranks 0.17-0.48 s after attempt 0's dumps in tests/triage/test_realstack_restarts.py)
+    prefix = tmp_path / "trace_rank_"
+    dump = Path(f"{prefix}0")
+    shutil.copy(DUMPS / "rank_0", dump)
+    rank = subprocess.Popen(["sleep", "30"])
+    try:
+        started = time.time()
+        os.utime(dump, (started - 0.15, started - 0.15))
+        target = RankTarget(0, rank.pid, "h", 0, 1, {"TORCH_FR_DUMP_TEMP_FILE": str(prefix)})
+        # WHEN triage looks for a dump the rank wrote
+        # THEN that one is not it
+        assert written_dump(target) is None
+        # AND one written after the start is
+        os.utime(dump, (started + 0.05, started + 0.05))
+        assert written_dump(target) == dump
+    finally:
+        rank.kill()
+        rank.wait()

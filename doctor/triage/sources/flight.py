@@ -23,14 +23,12 @@ import stat
 import time
 from pathlib import Path
 
-import psutil
-
 from doctor.backends import GLOO_FLIGHT_RECORDER
 from doctor.evidence import ProgressSample
 from doctor.flight.dump import RankDump
 from doctor.flight.reader import read_flight
 from doctor.model import Skipped
-from doctor.process_identity import owner_uid
+from doctor.process_identity import owner_uid, started_at
 from doctor.triage.fanout import Done, fanout
 from doctor.triage.sources.interface import Collected, Source
 from doctor.triage.target import RankTarget, Target
@@ -72,13 +70,6 @@ def trigger_pipe(pipe: Path, dump: Path, timeout: float, owner: int | None = Non
     return None
 
 
-def _started(pid: int) -> float:
-    try:
-        return psutil.Process(pid).create_time()
-    except psutil.Error:
-        return 0.0
-
-
 def written_dump(rank: RankTarget) -> Path | None:
     """A dump the rank already wrote (on a timeout, or asked) since it started."""
     fr_on = rank.env.get("TORCH_FR_BUFFER_SIZE") or rank.env.get("TORCH_NCCL_TRACE_BUFFER_SIZE")
@@ -86,7 +77,7 @@ def written_dump(rank: RankTarget) -> Path | None:
         rank.env.get("TORCH_FR_DUMP_TEMP_FILE"),
         rank.env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or (DEFAULT_TEMP_PREFIX if fr_on else None),
     ]
-    born, owner = _started(rank.pid), owner_uid(rank.pid)
+    born, owner = started_at(rank.pid) or 0.0, owner_uid(rank.pid)
     for prefix in filter(None, prefixes):
         path = Path(f"{prefix}{rank.rank}")
         if _owners_file(path, owner, born):
