@@ -208,7 +208,10 @@ def versions() -> dict[str, str]:
     if cuda_build:
         found["cuda"] = (
             cuda_version(local)
-            or _version("nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12")
+            # CUDA 13's wheels dropped the suffix (torch 2.11+cu130 needs nvidia-cuda-runtime)
+            or _version(
+                "nvidia-cuda-runtime-cu13", "nvidia-cuda-runtime-cu12", "nvidia-cuda-runtime"
+            )
             or "unknown"
         )
         found["nccl"] = (

@@ -15,6 +15,7 @@ from __future__ import annotations
 import functools
 import json
 import pickle
+import re
 from array import array
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
@@ -116,6 +117,7 @@ class RankDump:
 MAX_TEXT = 4096
 """The longest text field kept from a dump (names, states, descriptions)."""
 _INT_BOUND = 1 << 64
+_DECIMAL = re.compile(r"-?[0-9]{1,18}")
 
 
 def _text(value: object) -> str:
@@ -131,8 +133,11 @@ def _text(value: object) -> str:
 
 def _int(value: object) -> int:
     """A dump field as an integer within 64 bits; ``DumpError`` for anything else (inf,
-    5,000 digits, a list), naming the value's type."""
+    5,000 digits, a list), naming the value's type. Decimal text counts: torch 2.11's JSON
+    dump (``_dump_nccl_trace_json``) writes ``pg_status``'s counters as strings ("6")."""
     if isinstance(value, int) and -_INT_BOUND < value < _INT_BOUND:
+        return int(value)
+    if isinstance(value, str) and _DECIMAL.fullmatch(value):
         return int(value)
     if isinstance(value, float) and value.is_integer() and abs(value) < _INT_BOUND:
         return int(value)

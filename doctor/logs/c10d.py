@@ -5,9 +5,11 @@ What each message proves:
 
 * ``Watchdog caught collective operation timeout: WorkNCCL(SeqNum=N, OpType=OP, ...)``:
   this rank waited in collective N (op OP) past the timeout. It is a *victim*.
-* ``... at work: N, last enqueued NCCL work: E, last completed NCCL work: C``: the rank
-  issued collectives up to E and finished up to C. A rank whose E is lower than the
-  others' never reached their collective.
+* ``... at work: N, last enqueued NCCL work: E, last completed NCCL work: C`` (torch 2.11:
+  ``failure detected by watchdog at work sequence id: N PG status: last enqueued work: E,
+  last completed work: C``, and the dump signal's ``Last enqueued NCCL work: E, last
+  completed NCCL work: C``): the rank issued collectives up to E and finished up to C. A
+  rank whose E is lower than the others' never reached their collective.
 * ``TORCH_NCCL_DESYNC_DEBUG``'s report (``ranks [..] are the lagging ranks``,
   ``[..] finished collective #N, but didn't join collective #N+1``) names the laggards;
   its snapshot (``#N started ranks:`` / ``[..] started OP``) says who ran what.
@@ -41,8 +43,12 @@ _OP = re.compile(r"OpType=(\w+)")
 _NUMEL = re.compile(r"NumelIn=(\d{1,18})")
 _PG = re.compile(r"\[PG (?:ID )?(\d{1,18})")
 _WORK = re.compile(
-    r"(?:at work|Timeout at NCCL work): (\d{1,18}), last enqueued NCCL work: (-?\d{1,18}), "
-    r"last completed NCCL work: (-?\d{1,18})"
+    r"(?:at work|at work sequence id|Timeout at NCCL work): (\d{1,18}),? (?:PG status: )?"
+    r"last enqueued (?:NCCL )?work: (?P<enq>-?\d{1,18}), "
+    r"last completed (?:NCCL )?work: (?P<done>-?\d{1,18})"
+)
+_DUMP_SIGNAL = re.compile(
+    r"Last enqueued NCCL work: (?P<enq>-?\d{1,18}), last completed NCCL work: (?P<done>-?\d{1,18})"
 )
 _LAGGING = re.compile(r"ranks \[([\d, ]*)\] are the lagging ranks")
 _JOINED_NOT_FINISHED = re.compile(r"\[([\d, ]*)\] joined but didn't finish collective #(\d{1,18})")
@@ -134,11 +140,9 @@ class C10dParser:
             )
         if m := _WORK.search(text):
             self._event(kinds.WATCHDOG_TIMEOUT, seq=int(m.group(1)), process_group=pg)
+        if m := _WORK.search(text) or _DUMP_SIGNAL.search(text):
             self._event(
-                kinds.WORK_PROGRESS,
-                seq=int(m.group(2)),
-                completed=int(m.group(3)),
-                process_group=pg,
+                kinds.WORK_PROGRESS, seq=int(m["enq"]), completed=int(m["done"]), process_group=pg
             )
         self._desync(line)
         for rank, fingerprint in _FINGERPRINT.findall(text)[:64]:

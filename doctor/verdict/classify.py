@@ -65,7 +65,7 @@ _UP = {
 }
 
 
-SNAPSHOT_RULES = ("fr.stopped", "fr.no-dump", "fr.network")
+SNAPSHOT_RULES = ("fr.stopped", "fr.no-dump", "fr.network", "fr.alone-stuck")
 
 
 @dataclass(frozen=True)

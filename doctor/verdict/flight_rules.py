@@ -192,6 +192,45 @@ def _stopped(fa: FlightAnalysis, divergent: tuple[GroupAlignment, ...]) -> Candi
     )
 
 
+def _stuck(fa: FlightAnalysis, g: GroupAlignment) -> Candidate:
+    """Every member scheduled a collective and none completed it.
+
+    Peers point at the transport; a group of one has none (NCCL runs it on the rank's own
+    GPU), so the work queued on that GPU did not finish: a kernel before the collective
+    that never ends, or a hung GPU (a real H200 hang recorded in tests/fixtures/gpu)."""
+    seq = min(p.completed or 0 for p in g.positions) + 1  # all known: the caller says so
+    op = next((o.op for o in fa.ops if o.group == g.name and o.seq == seq), "")
+    ref = CollectiveRef(g.name, seq, op)
+    if len(g.members) == 1:
+        rank = g.members[0]
+        return Candidate(
+            HangClass.GPU_HANG,
+            (rank,),
+            Confidence.LOW,
+            f"Rank {rank}, alone in pg {g.name}, scheduled seq {seq} ({op or 'op'}) and never "
+            f"completed it: with no peer to wait for, the work queued on its GPU did not "
+            f"finish (a kernel before the collective that never ends, or a hung GPU).",
+            45,
+            ref,
+            missing_evidence=(
+                f"NVML of rank {rank}'s GPU (a spinning kernel keeps utilisation at 100%; "
+                f"XID errors)",
+            ),
+            rule="fr.alone-stuck",
+        )
+    return Candidate(
+        HangClass.NETWORK,
+        (),
+        Confidence.LOW,
+        f"Every rank of pg {g.name} scheduled seq {seq} ({op or 'op'}) and none completed "
+        f"it: the transport is the suspect.",
+        45,
+        ref,
+        missing_evidence=("NCCL logs (NCCL_DEBUG=WARN) of every rank for transport errors",),
+        rule="fr.network",
+    )
+
+
 def _quiet(fa: FlightAnalysis) -> list[Candidate]:
     """No group diverges: a straggler, a network stall, or a healthy job."""
     out: list[Candidate] = []
@@ -226,23 +265,7 @@ def _quiet(fa: FlightAnalysis) -> list[Candidate]:
         )
     ]
     if stuck:
-        g = stuck[0]
-        seq = min(p.completed or 0 for p in g.positions) + 1  # all known: `stuck` says so
-        out.append(
-            Candidate(
-                HangClass.NETWORK,
-                (),
-                Confidence.LOW,
-                f"Every rank of pg {g.name} scheduled seq {seq} and none completed it: "
-                f"the transport is the suspect.",
-                45,
-                CollectiveRef(g.name, seq, ""),
-                missing_evidence=(
-                    "NCCL logs (NCCL_DEBUG=WARN) of every rank for transport errors",
-                ),
-                rule="fr.network",
-            )
-        )
+        out.append(_stuck(fa, stuck[0]))
     if not out:
         conf = Confidence.MEDIUM if fa.completion_known else Confidence.LOW
         missing = (

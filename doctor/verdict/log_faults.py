@@ -161,12 +161,19 @@ def bootstrap(view: LogView) -> list[Candidate]:
     late = view.ran_collectives()
     ranks = ranks_of(found)
     peers = sorted({e.peer for e in found if e.peer})
+    shared = next((e for e in found if "Duplicate GPU detected" in e.text), None)
     summary = (
         f"communicator creation failed{' on ' + rank_prose(ranks) if ranks else ''}{where(found)} "
-        f"({quote(found[0])})"
+        f"({quote(shared or found[0])})"
         + (f", reaching {', '.join(peers[:3])}" if peers else "")
-        + ": check MASTER_ADDR/port reachability, NCCL_SOCKET_IFNAME and the host's "
-        "interfaces and fabric (NVLS: fabric manager)"
+        + (
+            ": two ranks of one communicator were given the same GPU; give each rank its "
+            "own (torch.cuda.set_device(LOCAL_RANK) or init_process_group(device_id=...)) "
+            "and check CUDA_VISIBLE_DEVICES"
+            if shared
+            else ": check MASTER_ADDR/port reachability, NCCL_SOCKET_IFNAME and the host's "
+            "interfaces and fabric (NVLS: fabric manager)"
+        )
     )
     return [
         Candidate(
