@@ -419,7 +419,7 @@ class TreeBox:
     """The run's frames, outermost first, the middle of a long run elided."""
     all_frames: tuple[str, ...]
     hot: bool
-    """Whether a culprit passed through it."""
+    """Whether only culprits reach it: where their stacks leave the others'."""
     more: int
     """Children the JSON left out (its 200-node cap)."""
 
@@ -440,7 +440,7 @@ def outline(tree: dict[str, Any], culprits: set[int]) -> Iterator[TreeBox]:
             f"{noun} {node['ranks']} ({node['count']})",
             shown,
             frames,
-            bool(culprits & expand(node["ranks"])),
+            bool(culprits) and expand(node["ranks"]) <= culprits,
             node.get("more_children", 0),
         )
         stack.extend((kid, depth + 1) for kid in reversed(node.get("children", [])))

@@ -45,7 +45,7 @@ code,.mono,td{font-family:ui-monospace,"DejaVu Sans Mono",Menlo,monospace;font-s
 table{border-collapse:collapse;background:#fff;width:100%;box-shadow:0 1px 2px #0001}
 th{background:#e8ebf0;text-align:left;font:600 12.5px system-ui,sans-serif}
 th,td{padding:4px 8px;border-bottom:1px solid #e2e5ea;vertical-align:top}
-td{overflow-wrap:break-word}
+td{overflow-wrap:break-word}td:first-child{white-space:nowrap}
 tr.bad td{background:#fdecea}
 details{margin:6px 0}summary{cursor:pointer;font-weight:600}
 .steps{background:#fff;padding:4px 18px;border-radius:6px}

@@ -162,7 +162,7 @@ def _tree(doc: dict[str, Any]) -> list[Part]:
         code = fence(lines)
     return [
         Part(
-            f"### Merged stack tree\n\n{say}`*` marks a box a culprit passed through; frames "
+            f"### Merged stack tree\n\n{say}`*` marks a box only culprits reach; frames "
             "outermost first.\n\n<details open><summary>stack tree</summary>\n\n"
             f"{code}\n\n</details>\n"
         )

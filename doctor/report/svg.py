@@ -3,8 +3,8 @@
 An outline, as LLNL's STAT draws it turned sideways: one box per run of frames the same
 ranks share (``content.outline``), children below and indented, a line from each box to
 its parent. A box shows its ranks folded into ranges and its frames, outermost first
-(a long run elided; all of them in the box's tooltip). Boxes a culprit passed through
-are red. The JSON form caps the tree at 200 boxes, so the picture stays bounded at any
+(a long run elided; all of them in the box's tooltip). Boxes only culprits reach are
+red. The JSON form caps the tree at 200 boxes, so the picture stays bounded at any
 rank count.
 """
 

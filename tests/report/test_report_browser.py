@@ -21,6 +21,7 @@ from hostile_text import HOSTILE
 from triage_helpers import hung_evidence, recorded_stack
 
 from doctor.analyze.format import write_bundle
+from doctor.analyze.load import load_evidence
 from doctor.demo.local import LocalJob
 from doctor.evidence import LogEvent
 from doctor.remote.document import to_document
@@ -66,8 +67,8 @@ def test_the_report_of_a_real_hung_job_renders_offline(live: dict[str, Path], tm
     assert done.returncode == 0, done.stderr
     shown = open_page(page, tmp_path / "chromium")
     # THEN the verdict is on the page, with the culprit, as analyze gives it
-    verdict = json.loads(run_cli("analyze", str(live["bundle"]), "--json").stdout)["verdict"]
-    assert verdict["hang_class"] == "collective_mismatch" and verdict["culprit_ranks"] == [2]
+    verdict = analyse(load_evidence([live["bundle"]])).verdict
+    assert (verdict.hang_class.value, verdict.culprit_ranks) == ("collective_mismatch", (2,))
     assert '<h1 id="verdict">verdict: collective_mismatch</h1>' in shown.dom
     assert "all_gather" in shown.dom and "Next steps: Collective mismatch" in shown.dom
     # AND the stack tree is drawn, the Flight Recorder grid and the rank table are there
@@ -121,7 +122,7 @@ def test_hostile_text_from_a_multi_host_job_stays_text(tmp_path) -> None:
     shown = open_page(page, tmp_path / "chromium")
     # THEN the hosts table names every host, the silent one not reached
     assert "3 hosts, 1 not reached" in shown.dom and "<td>NO</td>" in shown.dom
-    verdict = analyse_bundle(bundle)
+    verdict = analyse(load_evidence([bundle])).verdict.hang_class.value
     assert f"verdict: {verdict}</h1>" in shown.dom
     # AND the markup is text: no element of the job's, one script (ours), details intact
     assert shown.dom.count("<script") == 1 and 'id="pwn"' not in shown.dom.replace(
@@ -133,12 +134,6 @@ def test_hostile_text_from_a_multi_host_job_stays_text(tmp_path) -> None:
     # AND control characters are shown, not passed: no raw ESC in the document
     assert "\x1b" not in shown.dom and "\\x1b]52;c;" in shown.dom
     assert shown.colours() > 50 and shown.requests == []
-
-
-def analyse_bundle(bundle: Path) -> str:
-    from doctor.analyze.load import load_evidence
-
-    return analyse(load_evidence([bundle])).verdict.hang_class.value
 
 
 def test_the_request_detector_sees_a_page_that_fetches(tmp_path) -> None:

@@ -10,13 +10,17 @@ from __future__ import annotations
 import time
 from dataclasses import replace
 from html.parser import HTMLParser
+from pathlib import Path
 
 import pytest
 from clitools import run_cli
 from hostile_text import HOSTILE
 from markdown_it import MarkdownIt
 from triage_helpers import hung_evidence, recorded_stack
+from typer.testing import CliRunner
 
+from doctor.cli import app
+from doctor.errors import UsageError
 from doctor.evidence import Evidence, HostReach, LogEvent
 from doctor.report import html, markdown
 from doctor.report.content import build
@@ -113,8 +117,6 @@ def test_the_html_page_stays_short_at_2048_ranks(big: Evidence) -> None:
 
 def test_report_writes_markdown_to_standard_output(tmp_path) -> None:
     # GIVEN Flight Recorder dumps of a real hung gloo job (rank 2 called all_gather)
-    from pathlib import Path
-
     dumps = Path(__file__).resolve().parents[1] / "fixtures" / "fr" / "gloo-wrong-collective"
     # WHEN reported as Markdown to standard output
     done = run_cli("report", str(dumps), "--format", "md", "-o", "-")
@@ -122,8 +124,9 @@ def test_report_writes_markdown_to_standard_output(tmp_path) -> None:
     assert done.returncode == 0, done.stderr
     assert done.stdout.startswith("## nccl-doctor: `collective_mismatch` (high confidence)")
     assert "Flight Recorder format: 2.10" in done.stdout
-    # AND a wrong format is one sentence, exit 2, before anything is read
-    bad = run_cli("report", str(tmp_path / "absent"), "--format", "pdf", "-o", "-")
-    assert bad.returncode == 2 and bad.stderr.strip() == (
-        "nccl-doctor: --format must be html or md, not 'pdf'"
+    # AND a wrong format is a usage error (exit 2, one sentence) before anything is read
+    bad = CliRunner().invoke(
+        app, ["report", str(tmp_path / "absent"), "--format", "pdf", "-o", "-"]
     )
+    assert isinstance(bad.exception, UsageError) and bad.exception.exit_code == 2
+    assert str(bad.exception) == "--format must be html or md, not 'pdf'"
