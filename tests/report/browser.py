@@ -1,8 +1,9 @@
 """Headless Chromium opens a report as a person's browser would, and says what it did.
 
 One start per page: ``--dump-dom`` gives the document after parsing (so markup that
-escaped the renderer would be an element there), ``--screenshot`` the pixels, and
-``--log-net-log`` every request the network stack was asked to make. The browser's own
+escaped the renderer would be an element there), ``--screenshot`` the pixels,
+``--log-net-log`` every request the network stack was asked to make, and the console
+(``--enable-logging``) what the Content-Security-Policy blocked. The browser's own
 background requests (update checks, the clock) have no page as their isolation key;
 a request the page made has ``file://`` as its key. Every host name resolves to
 nothing (``--host-resolver-rules``), so even a request made leaves no packet.
@@ -40,6 +41,9 @@ class Page:
     screenshot: Path
     requests: list[str]
     """URLs the page asked the network for."""
+    console: list[str]
+    """What the page wrote to the console: a style or script the Content-Security-Policy
+    blocked is reported there ("Applying inline style violates ...")."""
 
     def colours(self) -> int:
         """Distinct colours in the screenshot: a blank page has one."""
@@ -73,6 +77,8 @@ def open_page(page: Path, out: Path, size: str = "1280,1600") -> Page:
             f"--window-size={size}",
             f"--screenshot={shot}",
             f"--log-net-log={netlog}",
+            "--enable-logging=stderr",
+            "--v=0",
             "--dump-dom",
             page.resolve().as_uri(),
         ],
@@ -81,4 +87,5 @@ def open_page(page: Path, out: Path, size: str = "1280,1600") -> Page:
         timeout=60,
     )
     assert done.returncode == 0, done.stderr[-2000:]
-    return Page(done.stdout, shot, page_requests(netlog))
+    console = [line for line in done.stderr.splitlines() if ":CONSOLE" in line]
+    return Page(done.stdout, shot, page_requests(netlog), console)

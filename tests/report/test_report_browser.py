@@ -23,11 +23,13 @@ from triage_helpers import hung_evidence, recorded_stack
 from doctor.analyze.format import write_bundle
 from doctor.analyze.load import load_evidence
 from doctor.demo.local import LocalJob
-from doctor.evidence import LogEvent
+from doctor.evidence import Evidence, LogEvent
 from doctor.remote.document import to_document
 from doctor.remote.merge import merge
 from doctor.remote.transport import HostAnswer
-from doctor.verdict.classify import analyse, classify
+from doctor.report import html
+from doctor.report.content import build
+from doctor.verdict.classify import Analysis, analyse, classify
 
 pytestmark = pytest.mark.skipif(CHROMIUM is None, reason=SKIP_REASON)
 
@@ -78,6 +80,8 @@ def test_the_report_of_a_real_hung_job_renders_offline(live: dict[str, Path], tm
     # AND it rendered (not a blank page), with no request from the page
     assert shown.colours() > 50, "the screenshot is blank"
     assert shown.requests == []
+    # AND the policy let our own style and script run (a wrong hash is a console error)
+    assert shown.console == []
     # AND triage --report wrote the same verdict
     assert '<h1 id="verdict">verdict: collective_mismatch</h1>' in live["triage_report"].read_text()
 
@@ -133,20 +137,36 @@ def test_hostile_text_from_a_multi_host_job_stays_text(tmp_path) -> None:
     assert shown.dom.count("<details") == page.read_text().count("<details")
     # AND control characters are shown, not passed: no raw ESC in the document
     assert "\x1b" not in shown.dom and "\\x1b]52;c;" in shown.dom
-    assert shown.colours() > 50 and shown.requests == []
+    assert shown.colours() > 50 and shown.requests == [] and shown.console == []
 
 
-def test_the_request_detector_sees_a_page_that_fetches(tmp_path) -> None:
-    # GIVEN a page with no Content-Security-Policy that loads an image and a stylesheet
-    page = tmp_path / "leaky.html"
-    page.write_text(
-        '<!DOCTYPE html><p>leaky</p><img src="http://example.invalid/x.png">'
-        '<link rel="stylesheet" href="https://fonts.example.invalid/a.css">'
+def test_the_detectors_see_a_page_that_fetches_and_a_blocked_style(tmp_path) -> None:
+    # GIVEN a report whose policy allows any source but names another hash for the style,
+    # with an image and a frame from the network added
+    text = html.render(build(*_gloo()))
+    text = text.replace("default-src 'none'", "default-src *", 1)
+    text = text.replace("style-src 'sha256-", "style-src 'sha256-AAAA", 1)
+    text = text.replace(
+        "<main>",
+        '<main><img src="http://example.invalid/x.png">'
+        '<iframe src="https://cdn.example.invalid/a.html"></iframe>',
+        1,
     )
+    page = tmp_path / "leaky.html"
+    page.write_text(text)
     # WHEN Chromium opens it
     shown = open_page(page, tmp_path / "chromium", size="400,300")
-    # THEN both requests are seen: the report tests' empty list means something
+    # THEN both requests are seen, and the console says the style was blocked: the report
+    # tests' empty lists mean something
     assert sorted(shown.requests) == [
         "http://example.invalid/x.png",
-        "https://fonts.example.invalid/a.css",
+        "https://cdn.example.invalid/a.html",
     ]
+    assert any("violates the following Content Security Policy" in line for line in shown.console)
+
+
+def _gloo() -> tuple[Evidence, Analysis]:
+    evidence = load_evidence(
+        [Path(__file__).parents[1] / "fixtures" / "fr" / "gloo-wrong-collective"]
+    )
+    return evidence, analyse(evidence)
