@@ -154,7 +154,7 @@ def _tree(doc: dict[str, Any]) -> list[Part]:
         if box.more:
             lines.append(f"{pad}    … {box.more} more branches")
     where = tree.get("diverge_at")
-    say = f"The ranks part at `{cell(where)}`. " if where else ""
+    say = f"The ranks part at {cell(where)}. " if where else ""
     # the fence must close: cut lines, not characters, and keep the fence whole
     code = fence(lines)
     while len(code) > LIMIT // 3 and len(lines) > 1:
