@@ -19,8 +19,9 @@ INDENT = 28
 LINE = 16
 PAD = 6
 GAP = 10
-CHAR = 7.3
-"""Width of one character of the 12 px monospace font (DejaVu Sans Mono)."""
+CHAR = 7.6
+"""Width of one character of the 12 px monospace font, with room to spare (DejaVu Sans
+Mono is 7.2 px; a fallback font may be wider)."""
 MAX_CHARS = 110
 _NL = "\n"
 _BOLD = ' class="ranks"'
