@@ -3,7 +3,8 @@
 The evidence of a hang is gone once the job is restarted or killed, so the
 bundle is on disk (``<jobdir>/watch/NNN-<class>.tar.gz``) before the watcher
 decides anything; ``nccl-doctor analyze`` re-judges it to the same verdict. The incident
-report (``NNN-<class>.report.html``, ``doctor.report``) is written beside it.
+report (``NNN-<class>.report.html``, ``doctor.report``) is written beside it once the
+action is taken (``report_beside``): a person opens it first, the action never waits for it.
 
 Collection is triage's own: on this host ``collect_snapshot`` (py-spy, /proc, NVML,
 logs, Flight Recorder through the in-rank agent); for a job whose ranks run on other
@@ -73,7 +74,6 @@ def place_of(snapshot: TriageSnapshot) -> str:
 
 def diagnose(collect: Collect, directory: Path, index: int) -> Diagnosis:
     """Collect, classify once, write the bundle; the bundle exists when this returns."""
-    from doctor.report.write import write_report
     from doctor.triage.export import write_triage_bundle
 
     start = time.monotonic()
@@ -81,7 +81,14 @@ def diagnose(collect: Collect, directory: Path, index: int) -> Diagnosis:
     folder = private_dir(directory / "watch")
     name = f"{index:03d}-{snapshot.verdict.hang_class.value}.tar.gz"
     bundle = write_triage_bundle(snapshot, folder / name)
-    # the page a person opens first, beside the bundle it was made from
-    report = folder / name.replace(".tar.gz", ".report.html")
-    write_report(snapshot.evidence, snapshot.analysis, report)
     return Diagnosis(snapshot, bundle, place_of(snapshot), time.monotonic() - start)
+
+
+def report_beside(diagnosis: Diagnosis) -> Path:
+    """Write the incident report of ``diagnosis`` beside its bundle; its path."""
+    from doctor.report.write import write_report
+
+    bundle = diagnosis.bundle
+    path = bundle.with_name(bundle.name.replace(".tar.gz", ".report.html"))
+    write_report(diagnosis.snapshot.evidence, diagnosis.snapshot.analysis, path)
+    return path
