@@ -17,6 +17,11 @@ $(STAMP): pyproject.toml
 	command -v tmux >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq >/dev/null && apt-get install -y -qq tmux >/dev/null; } || \
 	  echo "note: tmux is not installed; the real-terminal TUI test will skip"
+	# the incident report's browser tests (tests/report): Debian's headless Chromium
+	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
+	  apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq \
+	  --no-install-recommends chromium >/dev/null; } || \
+	  echo "note: chromium is not installed; the report's browser tests will skip"
 	# the multi-host tests' cluster (tests/multihost): SLURM, munge and sshd, started by hand
 	command -v slurmctld >/dev/null && command -v sshd >/dev/null || \
 	  { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && apt-get update -qq >/dev/null && \

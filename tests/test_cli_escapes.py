@@ -29,7 +29,7 @@ from doctor.watch.events import summary
 def test_triage_bundle_and_watch_lines_are_escaped(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    # GIVEN a hostile verdict, a bundle whose name carries the hostile job id, and two watch
+    # GIVEN a hostile verdict, a bundle and a report whose names carry the hostile job id, two watch
     # events read back from the job's folder: one hostile, one with fields of the wrong type
     monkeypatch.setenv("FORCE_COLOR", "1")
     monkeypatch.setenv("COLUMNS", "4000")
@@ -39,7 +39,8 @@ def test_triage_bundle_and_watch_lines_are_escaped(
         {"action": "restart", "verdict": [1], "detection": {"stalled_for": "x"}},
     ]
     # WHEN triage prints them on a terminal
-    _print(TriageSnapshot(evidence, analysis, 0.0), False, tmp_path / f"b{HOSTILE}", events)
+    snapshot = TriageSnapshot(evidence, analysis, 0.0)
+    _print(snapshot, False, tmp_path / f"b{HOSTILE}", events, tmp_path / f"r{HOSTILE}")
     # THEN nothing hostile is raw (no markup read, no traceback on the wrong types)
     out = capsys.readouterr().out
     assert_inert(out, shown_at_least=20)

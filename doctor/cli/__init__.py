@@ -16,6 +16,7 @@ from doctor.cli.launch import launch
 from doctor.cli.playbook import playbook
 from doctor.cli.preflight import preflight
 from doctor.cli.recover import recover
+from doctor.cli.report import report
 from doctor.cli.triage import triage
 from doctor.cli.watch import watch
 from doctor.errors import DoctorError
@@ -33,6 +34,7 @@ app.command("preflight")(preflight)
 app.command("triage")(triage)
 app.command("collect")(collect)
 app.command("analyze")(analyze)
+app.command("report")(report)
 # launch passes everything after -- to the training command
 app.command("launch", context_settings={"allow_extra_args": True, "ignore_unknown_options": True})(
     launch

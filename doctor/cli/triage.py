@@ -1,5 +1,5 @@
-"""`nccl-doctor triage [--job ID | --pids P,P] [--once] [--json] [--bundle OUT] [--interval S]
-[--via slurm|ssh] [--hosts H,.. | --hostfile F] [--timeout S]`.
+"""`nccl-doctor triage [--job ID | --pids P,P] [--once] [--json] [--bundle OUT] [--report FILE]
+[--interval S] [--via slurm|ssh] [--hosts H,.. | --hostfile F] [--timeout S]`.
 
 Without ``--job`` or ``--pids``, the only job on this host is triaged (several: they are listed).
 """
@@ -51,6 +51,14 @@ def triage(
             "--bundle", help="write every piece of evidence to OUT.tar.gz", show_default=False
         ),
     ] = None,
+    report: Annotated[
+        Path | None,
+        typer.Option(
+            "--report",
+            help="write the incident report to FILE (.md: Markdown for an issue; else HTML)",
+            show_default=False,
+        ),
+    ] = None,
     interval: Annotated[
         float | None,
         typer.Option(
@@ -96,7 +104,7 @@ def triage(
     ref = JobRef(job=job, pids=tuple(parse_pids(pids)) if pids else ())
     options = CollectOptions(interval=interval, env=dict(os.environ))
     reach = _reach(job, via, hosts, hostfile, timeout, interval, options)
-    if sys.stdout.isatty() and not (once or as_json):
+    if sys.stdout.isatty() and not (once or as_json or report):
         raise typer.Exit(_tui(ref, options, job or pids or "the job on this host", reach, timeout))
     snapshot = _look(ref, reach, options, timeout, spinner=not as_json)
     longer = replace(options, interval=interval * LONGER_LOOK)
@@ -110,7 +118,12 @@ def triage(
         snapshot = _look(ref, reach, longer, timeout, spinner=not as_json)
     if bundle is not None:
         write_triage_bundle(snapshot, bundle)
-    _print(snapshot, as_json, bundle, _watch_events(ref, options))
+    if report is not None:
+        from doctor.report.write import write_report
+
+        fmt = "md" if report.suffix.lower() == ".md" else "html"
+        write_report(snapshot.evidence, snapshot.analysis, report, fmt)
+    _print(snapshot, as_json, bundle, _watch_events(ref, options), report)
     raise typer.Exit(EXIT_FOUND if snapshot.verdict.hang_class.is_hang else EXIT_OK)
 
 
@@ -230,7 +243,11 @@ def _watch_events(ref: JobRef, options: CollectOptions) -> list[dict[str, Any]]:
 
 
 def _print(
-    snapshot: TriageSnapshot, as_json: bool, bundle: Path | None, events: list[dict[str, Any]]
+    snapshot: TriageSnapshot,
+    as_json: bool,
+    bundle: Path | None,
+    events: list[dict[str, Any]],
+    report: Path | None = None,
 ) -> None:
     from rich.console import Console
 
@@ -249,3 +266,5 @@ def _print(
     if bundle is not None:
         line = f"bundle written: {bundle} (re-judge it: nccl-doctor analyze {bundle})"
         console.print(safe_text(line), highlight=False)
+    if report is not None and str(report) != "-":
+        console.print(safe_text(f"report written: {report}"), highlight=False)

@@ -2,7 +2,9 @@
 
 The evidence of a hang is gone once the job is restarted or killed, so the
 bundle is on disk (``<jobdir>/watch/NNN-<class>.tar.gz``) before the watcher
-decides anything; ``nccl-doctor analyze`` re-judges it to the same verdict.
+decides anything; ``nccl-doctor analyze`` re-judges it to the same verdict. The incident
+report (``NNN-<class>.report.html``, ``doctor.report``) is written beside it once the
+action is taken (``report_beside``): a person opens it first, the action never waits for it.
 
 Collection is triage's own: on this host ``collect_snapshot`` (py-spy, /proc, NVML,
 logs, Flight Recorder through the in-rank agent); for a job whose ranks run on other
@@ -80,3 +82,13 @@ def diagnose(collect: Collect, directory: Path, index: int) -> Diagnosis:
     name = f"{index:03d}-{snapshot.verdict.hang_class.value}.tar.gz"
     bundle = write_triage_bundle(snapshot, folder / name)
     return Diagnosis(snapshot, bundle, place_of(snapshot), time.monotonic() - start)
+
+
+def report_beside(diagnosis: Diagnosis) -> Path:
+    """Write the incident report of ``diagnosis`` beside its bundle; its path."""
+    from doctor.report.write import write_report
+
+    bundle = diagnosis.bundle
+    path = bundle.with_name(bundle.name.replace(".tar.gz", ".report.html"))
+    write_report(diagnosis.snapshot.evidence, diagnosis.snapshot.analysis, path)
+    return path

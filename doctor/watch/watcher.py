@@ -30,7 +30,7 @@ from doctor.restart.watchdog import ProgressRecord
 from doctor.safeio import UnsafePath, private_dir, read_text, write_atomic
 from doctor.watch.actions import carry_out
 from doctor.watch.detector import Detector, Stall
-from doctor.watch.diagnose import Collect, diagnose, job_collect
+from doctor.watch.diagnose import Collect, diagnose, job_collect, report_beside
 from doctor.watch.events import build_event, record_event, summary
 from doctor.watch.policy import Decision, JobShape, Past, decide
 from doctor.watch.progress import Sampler, ping_reading, pinging, read_boards
@@ -170,6 +170,7 @@ class Watcher:
         record_event(
             self.directory, build_event(self.job, stall, diagnosis, decision, outcome, time.time())
         )
+        report_beside(diagnosis)
         self.history.append(
             Past(time.time(), verdict.hang_class.value, diagnosis.place, decision.action)
         )

@@ -35,7 +35,7 @@ def analyzed(bundle: Path) -> dict:
 
 
 def check_common(run: WatchRun, events: int) -> list[dict]:
-    """No process left, one bundle per event, each reproduced by analyze."""
+    """No process left, one bundle (and its report) per event, each reproduced by analyze."""
     assert run.leftovers == [], run.all_stderr()
     watch = run.events("nccl-doctor/watch-event/v1")
     assert len(watch) == events, (watch, run.all_stderr())
@@ -43,6 +43,9 @@ def check_common(run: WatchRun, events: int) -> list[dict]:
     for event in watch:
         again = analyzed(Path(event["bundle"]))
         assert again["hang_class"] == event["verdict"]["hang_class"]
+        # the incident report sits beside its bundle, with the same verdict
+        page = Path(event["bundle"].replace(".tar.gz", ".report.html")).read_text()
+        assert f"verdict: {again['hang_class']}</h1>" in page
         assert again["culprit_ranks"] == event["verdict"]["culprit_ranks"]
         detection = event["detection"]
         assert detection["threshold"] <= 3 * detection["step_time"] + 1e-6
