@@ -99,6 +99,8 @@ def events(line: Line) -> list[LogEvent]:
         return []
     event = line.event
 
+    if "ncclShmOpen" in text:  # a crash inside NCCL's /dev/shm segment: the segment is too small
+        return [event(kinds.BOOTSTRAP)]
     if line.nccl == "DIAG":
         if m := _DIAG_OUTLIER.search(text):
             return [event(kinds.OUTLIER, rank=int(m.group(2)), host=m.group(3), op=m.group(1))]

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from doctor.evidence import LogEvent
-from doctor.logs import c10d, cuda, kernel, launcher, nccl, ras, smi, traceback, training
+from doctor.logs import c10d, crash, cuda, kernel, launcher, nccl, ras, smi, traceback, training
 from doctor.logs.block import Block, Fact, StackDump
 from doctor.logs.kernel import NvrmGpu
 from doctor.logs.launcher import ElasticFailures
@@ -62,6 +62,7 @@ LINE_PARSERS: tuple[Callable[[Line], list[LogEvent]], ...] = (
     cuda.events,
     kernel.events,
     launcher.events,
+    crash.events,
     smi.events,
     ras.monitor_events,
     traceback.events,
@@ -79,7 +80,8 @@ _WORTH_A_LOOK = re.compile("|".join(map(re.escape, _CAPITALISED)))
 holds; with ``_LOWER`` below, the gate ``tests/logs`` checks is lossless on the corpus."""
 _LOWER = (
     "socket|nccl|srun:|slurmstepd|main_process_first|lagging|started |support|return code|"
-    "oom-kill|exited on signal|exitcode|missing ranks|compiling|ninja|torchdynamo|"
+    "oom-kill|exited on signal|exitcode|missing ranks|ignal|core dumped|subset of ranks|"
+    "ncclShm|compiling|ninja|torchdynamo|"
     "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed.|"
     "it/s]|s/it]|stragglers"
 ).split("|")
