@@ -30,9 +30,9 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 3 / 10
-"""Measured on the test split: 3 of 10 right with the dev-split rules (2 of its first 6 before
-them). The issue's target is 85%, missed; this floor is the measured value, not the target."""
+HELDOUT_TEST_FLOOR = 3 / 11
+"""Measured on the test split: 3 of 11 right, with the dev-split rules and without them. The
+issue's target is 85%, missed; this floor is the measured value, not the target."""
 HELDOUT_DEV_FLOOR = 6 / 7
 """Measured on the dev split after the rules written from it (2 of 7 before)."""
 
