@@ -33,8 +33,8 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 HELDOUT_TEST_FLOOR = 3 / 11
 """Measured on the test split: 3 of 11 right, with the dev-split rules and without them. The
 issue's target is 85%, missed; this floor is the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 6 / 7
-"""Measured on the dev split after the rules written from it (2 of 7 before)."""
+HELDOUT_DEV_FLOOR = 7 / 8
+"""Measured on the dev split after the rules written from it (3 of 8 before them)."""
 
 
 def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
