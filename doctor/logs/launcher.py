@@ -1,4 +1,5 @@
-"""What launchers say about ranks that ended: torchelastic (torchrun), SLURM, mpirun and
+"""What launchers say about ranks that ended: torchelastic (torchrun), SLURM, mpirun (Open
+MPI's one line, MPICH/Intel MPI's ``BAD TERMINATION`` banner) and
 ``torch.multiprocessing.spawn``; and Horovod's stall inspector, which names the ranks that
 never submitted a collective the others wait in.
 
@@ -175,6 +176,58 @@ class ElasticFailures(Collecting):
                 pid=int(code.group(2)) if code and code.group(2) else None,
                 code=int(code.group(1)) if code else None,
                 text=text[:400],
+            )
+        )
+
+    def close(self) -> list[Fact]:
+        self._flush()
+        return self.take()
+
+
+_HYDRA_FIELD = re.compile(
+    r"(?:RANK (\d{1,18}) )?PID (\d{1,18}) RUNNING AT ([\w.-]+)|EXIT CODE: ?(-?\d{1,18})|"
+    r"KILLED BY SIGNAL: ?(\d{1,3})"
+)
+
+
+class HydraTermination(Collecting):
+    """MPICH's and Intel MPI's (Hydra's) banner for a process that ended badly: ``=``-framed
+    lines ``BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES``, ``[RANK r] PID p RUNNING
+    AT host``, then ``EXIT CODE: n`` (as the process exited) or ``KILLED BY SIGNAL: n``."""
+
+    @staticmethod
+    def start(line: Line) -> bool:
+        return "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES" in line.text
+
+    def __init__(self, line: Line) -> None:
+        super().__init__()
+        self._line = line
+        self._fields: dict[str, str] = {}
+
+    def feed(self, line: Line) -> bool:
+        if not line.text.lstrip().startswith("="):
+            self._flush()
+            return False
+        for m in _HYDRA_FIELD.finditer(line.text):
+            names = ("rank", "pid", "host", "exit", "signal")
+            self._fields.update({k: v for k, v in zip(names, m.groups(), strict=True) if v})
+        if set(line.text.strip()) == {"="}:
+            self._flush()
+        return True
+
+    def _flush(self) -> None:
+        fields, self._fields = self._fields, {}
+        if "host" not in fields and "exit" not in fields and "signal" not in fields:
+            return
+        code = -int(fields["signal"]) if "signal" in fields else int(fields.get("exit", "0"))
+        self._out.append(
+            self._line.event(
+                kinds.EXIT,
+                rank=int(fields["rank"]) if "rank" in fields else None,
+                host=fields.get("host", "") or self._line.host,
+                pid=int(fields["pid"]) if "pid" in fields else None,
+                code=code or None,
+                text=f"MPI bad termination on {fields.get('host', '?')}: exit code {code}",
             )
         )
 

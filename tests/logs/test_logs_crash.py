@@ -114,3 +114,47 @@ def test_a_lone_dump_of_a_rank_waiting_for_its_data_is_cpu_stuck_with_low_confid
         (0,),
         "low",
     )
+
+
+# Rules from the held-out dev cases added later (README: which rule came from which case).
+
+
+def test_a_duplicate_gpu_line_quoted_without_nccls_prefix_is_a_bootstrap_failure() -> None:
+    # GIVEN NCCL's duplicate-GPU message as users quote it: no host:pid prefix, no NCCL WARN
+    verdict = _verdict(["Duplicate GPU detected : rank 3 and rank 1 both on CUDA device 1b000"])
+    # THEN two ranks share a GPU: communicator creation failed
+    assert verdict.hang_class is HangClass.BOOTSTRAP
+
+
+def test_nccl_failing_to_unlink_its_shared_memory_is_a_bootstrap_failure() -> None:
+    # GIVEN NCCL's warning when something else removed its /dev/shm segment during init
+    line = "node4:2210:2291 [1] NCCL WARN unlink shared memory /dev/shm/nccl-Xq81Pa failed, error: No such file or directory"
+    # THEN it is read as a shared-memory set-up failure
+    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
+
+
+def test_an_mpich_bad_termination_banner_is_a_lost_rank_on_its_host() -> None:
+    # GIVEN MPICH / Intel MPI's (Hydra's) report of a process that ended badly
+    verdict = _verdict(
+        [
+            "===================================================================================",
+            "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+            "=   RANK 5 PID 40113 RUNNING AT gpu-n07",
+            "=   KILLED BY SIGNAL: 9 (Killed)",
+            "===================================================================================",
+        ]
+    )
+    # THEN a process on that host was lost
+    assert verdict.hang_class is HangClass.RANK_LOSS
+    assert "gpu-n07" in verdict.summary
+
+
+def test_an_mpich_banner_with_an_exit_code_is_a_lost_rank() -> None:
+    verdict = _verdict(
+        [
+            "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+            "=   PID 40113 RUNNING AT gpu-n07",
+            "=   EXIT CODE: 139",
+        ]
+    )
+    assert verdict.hang_class is HangClass.RANK_LOSS
