@@ -158,3 +158,18 @@ def test_an_mpich_banner_with_an_exit_code_is_a_lost_rank() -> None:
         ]
     )
     assert verdict.hang_class is HangClass.RANK_LOSS
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA error: invalid device ordinal",
+        "RuntimeError: cuda runtime error (10) : invalid device ordinal at /pytorch/torch/csrc/cuda/Module.cpp:37",
+    ],
+)
+def test_a_rank_asking_for_a_gpu_that_does_not_exist_is_a_launch_failure_not_a_gpu_fault(
+    line: str,
+) -> None:
+    # GIVEN the error a rank raises when it selects a GPU index the machine does not have
+    # (more ranks launched than GPUs visible) THEN the job failed at set-up
+    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
