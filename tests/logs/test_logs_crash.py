@@ -173,3 +173,16 @@ def test_a_rank_asking_for_a_gpu_that_does_not_exist_is_a_launch_failure_not_a_g
     # GIVEN the error a rank raises when it selects a GPU index the machine does not have
     # (more ranks launched than GPUs visible) THEN the job failed at set-up
     assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA error: system not yet initialized",
+        "CUDA error at main.cu:41 code=802(cudaErrorSystemNotReady)",
+    ],
+)
+def test_cuda_not_ready_on_an_nvswitch_host_is_a_set_up_failure(line: str) -> None:
+    # GIVEN CUDA's error 802 (no fabric manager running on an NVSwitch machine)
+    # THEN nothing could start: a set-up failure, not a GPU fault
+    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
