@@ -30,8 +30,8 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 21 / 36
-"""Measured on the test split: 21 of 36 right (18 of 36 without the second round of dev rules;
+HELDOUT_TEST_FLOOR = 22 / 37
+"""Measured on the test split: 22 of 37 right (19 of 37 without the second round of dev rules;
 no rule was written from a test case). The issue's target is 85%, missed; this floor is the
 measured value, not the target."""
 HELDOUT_DEV_FLOOR = 23 / 26
@@ -43,7 +43,7 @@ def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 62
+    assert len(found) >= 63
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name
