@@ -4,7 +4,10 @@
 The error string says whose fault it is: ``uncorrectable ECC error encountered`` and a
 GPU that is lost or fell off the bus are the hardware's (``gpu_fault``); an illegal memory
 access, a launch failure, a device-side assert stop the rank's GPU work whatever caused
-them (``cuda_error``); ``out of memory`` is memory (``oom``).
+them (``cuda_error``); ``out of memory`` is memory (``oom``). ``invalid device ordinal`` is
+none of these: the rank asked for a GPU index the machine does not have (more ranks launched
+than GPUs visible), a launch that failed at set-up (``bootstrap``); so is CUDA's error 802,
+``system not yet initialized``: an NVSwitch machine whose fabric manager is not running.
 """
 
 from __future__ import annotations
@@ -23,6 +26,10 @@ _HARDWARE = re.compile(
     r"(?i)uncorrectable ECC|ECC error|GPU is lost|fallen off the bus|"
     r"NVLINK_UNCORRECTABLE|HARDWARE_STACK_ERROR|ECC_UNCORRECTABLE|uncorrectable NVLink"
 )
+_NO_SUCH_DEVICE = re.compile(r"invalid device ordinal|CUDA_ERROR_INVALID_DEVICE\b")
+_NOT_READY = re.compile(
+    r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY"
+)
 _OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
     r"cudaErrorMemoryAllocation|Cuda failure 2\b|OOMKilled"
@@ -35,6 +42,8 @@ def events(line: Line) -> list[LogEvent]:
         return []
     if _OOM.search(text):
         return [line.event(kinds.OOM)]
+    if _NO_SUCH_DEVICE.search(text) or _NOT_READY.search(text):
+        return [line.event(kinds.BOOTSTRAP)]
     if _CUDA.search(text):
         return [line.event(kinds.GPU_FAULT if _HARDWARE.search(text) else kinds.CUDA_ERROR)]
     return []

@@ -55,7 +55,7 @@ PROGRAM_XIDS = frozenset({13, 31, 43, 45, 68, 69})
 """Xids a program's own fault raises (or that follow a process's death): not hardware."""
 
 _XID = re.compile(
-    r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^)]*\): (\d{1,18})"
+    r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})?[^)]{0,40}\): (\d{1,18})"
     r"(?:, pid=(?:'?)(\d{1,18})?[^,]*)?"
 )
 _OFF_BUS = re.compile(
@@ -84,7 +84,7 @@ def events(line: Line) -> list[LogEvent]:
             line.event(
                 kinds.GPU_FAULT if xid not in PROGRAM_XIDS else kinds.CUDA_ERROR,
                 code=xid,
-                device=m.group(1).lower(),
+                device=(m.group(1) or "").lower(),
                 pid=int(m.group(3)) if m.group(3) else None,
                 host=host,
             )

@@ -1,5 +1,7 @@
-"""What launchers say about ranks that ended: torchelastic (torchrun), SLURM, mpirun and
-``torch.multiprocessing.spawn``.
+"""What launchers say about ranks that ended: torchelastic (torchrun), SLURM, mpirun (Open
+MPI's one line, MPICH/Intel MPI's ``BAD TERMINATION`` banner) and
+``torch.multiprocessing.spawn``; and Horovod's stall inspector, which names the ranks that
+never submitted a collective the others wait in.
 
 torchrun's ``ChildFailedError`` summary lists every failed rank with its host, pid and
 exit code, and singles out the *first observed failure* (its "Root Cause"); the other
@@ -38,13 +40,21 @@ _LOCAL_RANK_ARG = re.compile(r"--local_rank=(\d{1,18})")
 _ELASTIC = re.compile(
     r"failed \(exitcode: (-?\d{1,18})\) local_rank: (\d{1,18}) \(pid: (\d{1,18})\)"
 )
-_SIGNAL_WORDS = {
+_ELASTIC_ROW = re.compile(
+    r"rank:? ?(\d{1,18}) \(local[_ ]rank: ?\d{1,18}\)\s*exitcode:? ?(-?\d{1,18})"
+    r"(?: \(pid: (\d{1,18})\))?"
+)
+"""One failure of torchelastic's table with its layout collapsed (as a pasted table renders)."""
+_HOROVOD_STALL = re.compile(r"submitted to be reduced, gathered or broadcasted by subset of ranks")
+SIGNAL_WORDS = {
     "Killed": -9,
     "Segmentation fault": -11,
     "Aborted": -6,
     "Bus error": -7,
     "Terminated": -15,
+    "Floating point exception": -8,
 }
+"""The exit code (minus the signal) of the words a shell or a runtime prints for a signal."""
 
 
 def _task_ranks(spec: str) -> list[int]:
@@ -61,7 +71,7 @@ def _number(text: str) -> bool:
     return text.isdecimal() and len(text) <= 18
 
 
-def _signal_code(name: str) -> int | None:
+def signal_code(name: str) -> int | None:
     try:
         return -int(signal.Signals[name])
     except KeyError:
@@ -71,7 +81,7 @@ def _signal_code(name: str) -> int | None:
 def events(line: Line) -> list[LogEvent]:
     text = line.text
     if m := _SRUN.search(text):
-        code = int(m.group(4)) if m.group(4) else _SIGNAL_WORDS.get(m.group(3))
+        code = int(m.group(4)) if m.group(4) else SIGNAL_WORDS.get(m.group(3))
         return [
             line.event(kinds.EXIT, rank=r, host=m.group(1), code=code)
             for r in _task_ranks(m.group(2))
@@ -91,7 +101,7 @@ def events(line: Line) -> list[LogEvent]:
             )
         ]
     if m := _SPAWN.search(text):
-        code = _signal_code(m.group(2)) if m.group(2) else int(m.group(3))
+        code = signal_code(m.group(2)) if m.group(2) else int(m.group(3))
         return [line.event(kinds.EXIT, rank=int(m.group(1)), code=code)]
     if m := _DEEPSPEED.search(text):
         local = _LOCAL_RANK_ARG.search(text)
@@ -99,6 +109,11 @@ def events(line: Line) -> list[LogEvent]:
         return [line.event(kinds.EXIT, rank=rank, code=int(m.group(1)))]
     if m := _ELASTIC.search(text):
         return [line.event(kinds.EXIT, rank=None, pid=int(m.group(3)), code=int(m.group(1)))]
+    if m := _ELASTIC_ROW.search(text):
+        pid = int(m.group(3)) if m.group(3) else None
+        return [line.event(kinds.EXIT, rank=int(m.group(1)), pid=pid, code=int(m.group(2)))]
+    if _HOROVOD_STALL.search(text):
+        return [line.event(kinds.MISMATCH_DETECTED, rank=None)]
     return []
 
 
@@ -161,6 +176,58 @@ class ElasticFailures(Collecting):
                 pid=int(code.group(2)) if code and code.group(2) else None,
                 code=int(code.group(1)) if code else None,
                 text=text[:400],
+            )
+        )
+
+    def close(self) -> list[Fact]:
+        self._flush()
+        return self.take()
+
+
+_HYDRA_FIELD = re.compile(
+    r"(?:RANK (\d{1,18}) )?PID (\d{1,18}) RUNNING AT ([\w.-]+)|EXIT CODE: ?(-?\d{1,18})|"
+    r"KILLED BY SIGNAL: ?(\d{1,3})"
+)
+
+
+class HydraTermination(Collecting):
+    """MPICH's and Intel MPI's (Hydra's) banner for a process that ended badly: ``=``-framed
+    lines ``BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES``, ``[RANK r] PID p RUNNING
+    AT host``, then ``EXIT CODE: n`` (as the process exited) or ``KILLED BY SIGNAL: n``."""
+
+    @staticmethod
+    def start(line: Line) -> bool:
+        return "BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES" in line.text
+
+    def __init__(self, line: Line) -> None:
+        super().__init__()
+        self._line = line
+        self._fields: dict[str, str] = {}
+
+    def feed(self, line: Line) -> bool:
+        if not line.text.lstrip().startswith("="):
+            self._flush()
+            return False
+        for m in _HYDRA_FIELD.finditer(line.text):
+            names = ("rank", "pid", "host", "exit", "signal")
+            self._fields.update({k: v for k, v in zip(names, m.groups(), strict=True) if v})
+        if set(line.text.strip()) == {"="}:
+            self._flush()
+        return True
+
+    def _flush(self) -> None:
+        fields, self._fields = self._fields, {}
+        if "host" not in fields and "exit" not in fields and "signal" not in fields:
+            return
+        code = -int(fields["signal"]) if "signal" in fields else int(fields.get("exit", "0"))
+        self._out.append(
+            self._line.event(
+                kinds.EXIT,
+                rank=int(fields["rank"]) if "rank" in fields else None,
+                host=fields.get("host", "") or self._line.host,
+                pid=int(fields["pid"]) if "pid" in fields else None,
+                code=code or None,
+                text=f"MPI bad termination on {fields.get('host', '?')}: exit code {code}",
             )
         )
 

@@ -40,6 +40,8 @@ NCCL_PREFIX = re.compile(
     r"NCCL (INFO|WARN|TRACE|ABORT|DIAG)"
 )
 TEXT_RANK = re.compile(r"\[(?:PG [^\]]{0,200}?)?Rank (\d{1,6})\]")
+PASTED = re.compile(r"^(?:> ?)+|^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z? ")
+"""What a paste puts before a line: reply quote markers (``> ``), a log shipper's timestamp."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +79,7 @@ class Line:
 
 def split(raw: str, where: str, file_rank: int | None = None) -> Line:
     """Peel the prefixes off ``raw`` (which has no line ending)."""
-    text, rank, local, host, pid = raw, file_rank, None, "", None
+    text, rank, local, host, pid = PASTED.sub("", raw, count=1), file_rank, None, "", None
     stream = ""
     for _ in range(3):  # prefixes nest: `3: [rank3]:[E ...]` or `[default0]:host:pid:tid [0] NCCL`
         if m := SRUN_LABEL.match(text):

@@ -9,7 +9,9 @@ error strings it hands to PyTorch (``ncclSystemError ... Last error: ...``).
   error), ``NET/OFI`` request errors. A connection *closed or reset by the peer* is kept
   apart (``peer_gone``): it follows a peer process dying as often as a link failing.
 * Bootstrap failures: no usable interface, connect failures and refusals to a peer's
-  bootstrap port, a rank count mismatch, duplicate GPUs, a net plugin that cannot start.
+  bootstrap port, a rank count mismatch, duplicate GPUs (also as users quote the message,
+  without NCCL's prefix), a net plugin that cannot start, ``/dev/shm`` segments that cannot
+  be created, grown or unlinked (something else, such as systemd, removed them).
 * CUDA failures NCCL reports (``Cuda failure 'an illegal memory access was encountered'``)
   are read by ``doctor.logs.cuda`` from any line.
 """
@@ -66,7 +68,7 @@ _BOOTSTRAP = re.compile(
     r"No interface found in the same subnet|NCCL_SOCKET_IFNAME.*?(?:not found|invalid)|"
     r"Connection refused|ncclSocketInit|is neither AF_INET|Socket creation failed|"
     r"Address family not supported|creating shared memory segment|posix_fallocate failed|"
-    r"failed to extend /dev/shm"
+    r"failed to extend /dev/shm|unlink shared memory \S+ failed"
 )
 _SETUP_WARN = re.compile(
     r"(?:^|\s)(?:init|bootstrap|transport/nvls|channel|transport)\.cc:\d+ NCCL WARN"
@@ -95,10 +97,14 @@ def _peer(text: str) -> str:
 def events(line: Line) -> list[LogEvent]:
     """The events one NCCL line (or a line quoting an NCCL error) holds."""
     text = line.text
-    if not any(k in text for k in ("NCCL", "nccl", "NET/", "ocket", "onnection", "eer")):
+    if not any(
+        k in text for k in ("NCCL", "nccl", "NET/", "ocket", "onnection", "eer", "Duplicate GPU")
+    ):
         return []
     event = line.event
 
+    if "ncclShmOpen" in text:  # a crash inside NCCL's /dev/shm segment: the segment is too small
+        return [event(kinds.BOOTSTRAP)]
     if line.nccl == "DIAG":
         if m := _DIAG_OUTLIER.search(text):
             return [event(kinds.OUTLIER, rank=int(m.group(2)), host=m.group(3), op=m.group(1))]

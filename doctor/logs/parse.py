@@ -21,10 +21,10 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from doctor.evidence import LogEvent
-from doctor.logs import c10d, cuda, kernel, launcher, nccl, ras, smi, traceback, training
+from doctor.logs import c10d, crash, cuda, kernel, launcher, nccl, ras, smi, traceback, training
 from doctor.logs.block import Block, Fact, StackDump
 from doctor.logs.kernel import NvrmGpu
-from doctor.logs.launcher import ElasticFailures
+from doctor.logs.launcher import ElasticFailures, HydraTermination
 from doctor.logs.lines import Line, split
 from doctor.logs.pyspy_text import PyspyDump
 from doctor.logs.ras import RasText
@@ -56,12 +56,21 @@ class Parsed:
     lines: int = 0
 
 
-BLOCKS: tuple[type, ...] = (Traceback, ElasticFailures, RasText, SmiTable, PyspyDump, NvrmGpu)
+BLOCKS: tuple[type, ...] = (
+    Traceback,
+    ElasticFailures,
+    HydraTermination,
+    RasText,
+    SmiTable,
+    PyspyDump,
+    NvrmGpu,
+)
 LINE_PARSERS: tuple[Callable[[Line], list[LogEvent]], ...] = (
     nccl.events,
     cuda.events,
     kernel.events,
     launcher.events,
+    crash.events,
     smi.events,
     ras.monitor_events,
     traceback.events,
@@ -72,14 +81,15 @@ _CAPITALISED = (
     "Timeout|Collective|Culprit|Detected|Rendezvous|Connection|Socket|CUDA|Cuda|Xid|"
     "NVRM|Out of memory|Memory|OOM|Kill|Exit|Segmentation|Aborted|Signal|Failures:|"
     "Root Cause|Process |Thread |Job summary|Communicators|Group |Errors|Warnings|"
-    "DEAD|INCOMPLETE|MISMATCH|NVIDIA-SMI|GPU|#|{"
+    "DEAD|INCOMPLETE|MISMATCH|NVIDIA-SMI|GPU|BAD TERMINATION|#|{"
 ).split("|")
 _WORTH_A_LOOK = re.compile("|".join(map(re.escape, _CAPITALISED)))
 """Words (mostly capitalised, which keeps the scan fast) one of which a line that matters
 holds; with ``_LOWER`` below, the gate ``tests/logs`` checks is lossless on the corpus."""
 _LOWER = (
     "socket|nccl|srun:|slurmstepd|main_process_first|lagging|started |support|return code|"
-    "oom-kill|exited on signal|exitcode|missing ranks|compiling|ninja|torchdynamo|"
+    "oom-kill|exited on signal|exitcode|missing ranks|ignal|core dumped|subset of ranks|"
+    "ncclShm|compiling|ninja|torchdynamo|"
     "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed.|"
     "it/s]|s/it]|stragglers"
 ).split("|")

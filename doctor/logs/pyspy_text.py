@@ -21,6 +21,7 @@ from doctor.logs.lines import Line
 
 _PROCESS = re.compile(r"^Process (\d{1,18}): ")
 _THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \(([\w+]+)\)(?:: "([^"]*)")?')
+_MAIN_THREAD = re.compile(r'^Thread (0x[0-9A-Fa-f]+|\d+) \([\w+]+\): "MainThread"')
 _FRAME = re.compile(r"^\s+(\S.*?) \((.+?)(?::(\d{1,18}))?\)\s*$")
 MAX_THREADS = 512
 MAX_FRAMES = 512
@@ -31,7 +32,8 @@ class PyspyDump:
 
     @staticmethod
     def start(line: Line) -> bool:
-        return bool(_PROCESS.match(line.text))
+        """A dump's ``Process`` header, or (pasted without it) its main thread's header."""
+        return bool(_PROCESS.match(line.text) or _MAIN_THREAD.match(line.text))
 
     def __init__(self, line: Line) -> None:
         m = _PROCESS.match(line.text)
@@ -40,6 +42,8 @@ class PyspyDump:
         self._threads: list[ThreadStack] = []
         self._thread: tuple[int, str, str] | None = None
         self._frames: list[Frame] = []
+        if not m:
+            self.feed(line)
 
     def feed(self, line: Line) -> bool:
         text = line.text.rstrip()

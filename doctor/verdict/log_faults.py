@@ -63,6 +63,10 @@ def gpu_fault(view: LogView) -> list[Candidate]:
     ]
 
 
+SIGBUS = -7
+"""A bus error: a mapped file (NCCL's /dev/shm segment in a container) ran out under it."""
+
+
 def _own_exits(view: LogView) -> tuple[list[LogEvent], list[LogEvent]]:
     """(exits of the ranks' own cause, exits with no cause given)."""
     oom = view.of_kind(kinds.OOM)
@@ -73,10 +77,11 @@ def _own_exits(view: LogView) -> tuple[list[LogEvent], list[LogEvent]]:
         for e in view.of_kind(kinds.EXCEPTION)
         if e.rank is not None and not _COLLATERAL_TEXT.search(e.text)
     }
+    shm = bool(view.of_kind(kinds.BOOTSTRAP))
     own, unexplained = [], []
     for e in view.of_kind(kinds.EXIT):
-        if e.code == 0 or e.code in COLLATERAL_CODES:
-            continue
+        if e.code == 0 or e.code in COLLATERAL_CODES or (shm and e.code == SIGBUS):
+            continue  # a bus error where NCCL's setup failed: /dev/shm ran out (bootstrap)
         if (e.code is not None and e.code < 0) or e.rank in oom_ranks or e.pid in oom_pids:
             own.append(e)
         elif e.rank in own_exceptions or (e.code is None and e.host):

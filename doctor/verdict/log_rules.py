@@ -194,6 +194,42 @@ def main_first(view: LogView) -> list[Candidate]:
     ]
 
 
+_FEEDING = ("queue.py", "dataloader.py", "iterators.py", "multiprocessing/connection.py")
+"""Where a main thread waits for batches: a queue its loader's workers or threads fill."""
+
+
+def lone_dump(view: LogView) -> list[Candidate]:
+    """A pasted stack dump whose main thread waits for its data (a queue a loader fills), and
+    nothing else in the logs: that rank is busy outside collectives as far as one dump goes."""
+    if len(view.events) > 0:
+        return []
+    fed = [
+        d.rank
+        for d in view.dumps
+        for t in d.threads
+        if t.is_main and any(f.filename.endswith(_FEEDING) for f in t.frames[:4])
+    ]
+    if not fed:
+        return []
+    ranks = tuple(sorted(set(fed)))
+    summary = (
+        f"{rank_prose(ranks)}'s main thread waits for its next batch (a data loader's queue), "
+        "outside any collective: if the other ranks wait in one, this rank holds them up; "
+        "one dump cannot tell a slow loader from a stuck one: dump every rank twice"
+    )
+    return [
+        Candidate(
+            HangClass.CPU_STUCK,
+            ranks,
+            Confidence.LOW,
+            summary,
+            40,
+            missing_evidence=("py-spy dumps of every rank, taken twice a minute apart",),
+            rule="log_lone_dump",
+        )
+    ]
+
+
 def compiling(view: LogView) -> list[Candidate]:
     """A collective timed out while a rank said it was compiling, and nothing failed harder."""
     found = view.of_kind(kinds.COMPILING)
@@ -274,6 +310,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     log_faults.network,
     log_faults.cuda_error,
     main_first,
+    lone_dump,
     compiling,
     straggler,
     log_waits.ras_frozen,

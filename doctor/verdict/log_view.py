@@ -10,7 +10,7 @@ import re
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 
-from doctor.evidence import Evidence, LogEvent
+from doctor.evidence import Evidence, LogEvent, RankStack
 from doctor.logs import kinds
 from doctor.logs.who import Directory, host_key
 from doctor.model import EvidenceLine
@@ -30,6 +30,8 @@ class LogView:
     who: Directory
     dead: tuple[int, ...] = ()
     """Ranks whose process live triage found gone (``Evidence.processes``)."""
+    dumps: tuple[RankStack, ...] = ()
+    """Stack dumps pasted into the logs (``py-spy dump`` text), not taken live."""
 
     @classmethod
     def of(cls, evidence: Evidence) -> LogView:
@@ -37,7 +39,8 @@ class LogView:
         resolved = tuple(
             e if (r := who.rank_of(e)) == e.rank else _with_rank(e, r) for e in evidence.logs
         )
-        return cls(resolved, who, tuple(p.rank for p in evidence.processes if not p.alive))
+        dumps = tuple(s for s in evidence.stacks if s.source == "file")
+        return cls(resolved, who, tuple(p.rank for p in evidence.processes if not p.alive), dumps)
 
     def of_kind(self, *wanted: str) -> list[LogEvent]:
         return [e for e in self.events if e.kind in wanted]

@@ -6,7 +6,8 @@ reports against the target and fails when it is missed; this test guards the flo
 
 from __future__ import annotations
 
-from corpus import cases, score
+import pytest
+from corpus import HELDOUT, cases, score, split_of
 
 FLOOR = 0.80
 """What the rules reach today less a margin: a change that loses cases fails here."""
@@ -26,3 +27,45 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
     assert [o.case.name for o in result.outcomes if o.error] == []
     misses = [o.case.name for o in result.outcomes if not o.class_right]
     assert result.accuracy >= FLOOR, misses
+
+
+# The held-out corpus (issue 23): split by source repository before its rules were written.
+HELDOUT_TEST_FLOOR = 22 / 37
+"""Measured on the test split: 22 of 37 right (19 of 37 without the second round of dev rules;
+no rule was written from a test case). The issue's target is 85%, missed; this floor is the
+measured value, not the target."""
+HELDOUT_DEV_FLOOR = 23 / 26
+"""Measured on the dev split: 23 of 26 after the rules written from it (16 of 26 with the first
+round only, 3 of the first 8 before any)."""
+
+
+def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
+    # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
+    found = cases(HELDOUT)
+    # THEN it is the split its case.toml records: no case was moved by hand
+    assert len(found) >= 63
+    assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
+    for case in found:
+        assert case.files and all(f.is_file() for f in case.files), case.name
+
+
+@pytest.mark.parametrize(
+    ("split", "floor"), [("test", HELDOUT_TEST_FLOOR), ("dev", HELDOUT_DEV_FLOOR)]
+)
+def test_heldout_split_accuracy_holds_and_no_hang_is_called_healthy(
+    split: str, floor: float
+) -> None:
+    # GIVEN one split of the held-out corpus WHEN each case is judged from its files alone
+    result = score(HELDOUT, split)
+    # THEN none crashes, none of these hangs is called healthy, and accuracy holds its floor
+    assert [o.case.name for o in result.outcomes if o.error] == []
+    healthy = [
+        o.case.name
+        for o in result.outcomes
+        if o.verdict and o.verdict.hang_class.value == "healthy"
+    ]
+    assert healthy == []
+    misses = [o.case.name for o in result.outcomes if not o.class_right]
+    assert result.accuracy >= floor - 1e-9, misses
+    # AND precision per class is computed for every class a verdict named
+    assert all(row[2] for row in result.per_class() if row[2])

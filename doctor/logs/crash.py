@@ -1,0 +1,55 @@
+"""A process's crash as each runtime a training job prints through reports it: the C
+library's or Open MPI's signal banner, UCX's handler, Python's faulthandler, the shell,
+gdb. Each becomes an ``exit`` event whose code is the negative signal number, so a crash
+printed by any of them is a rank lost, judged with the rest of the logs (a peer's closed
+connection next to it is the crash's echo, not the network's fault).
+
+    [gpu-node09:332629:0:332629] Caught signal 11 (Segmentation fault: address not mapped ...)
+    [host:01615] Signal: Segmentation fault (11)
+    Fatal Python error: Segmentation fault
+    ./run.sh: line 8:  3031 Segmentation fault      (core dumped) ./train ...
+    Thread 787 "python" received signal SIGBUS, Bus error.
+    traceback : Signal 11 (SIGSEGV) received by PID 6421
+"""
+
+from __future__ import annotations
+
+import re
+
+from doctor.evidence import LogEvent
+from doctor.logs import kinds
+from doctor.logs.launcher import SIGNAL_WORDS, signal_code
+from doctor.logs.lines import Line
+
+_UCX = re.compile(r"\[([\w.-]+):(\d{1,18})\s*:\d{1,18}:\d{1,18}\] Caught signal (\d{1,3}) \(")
+_OPEN_MPI = re.compile(r"\[([\w.-]+):(\d{1,18})\] Signal: [\w ]+ \((\d{1,3})\)")
+_FAULTHANDLER = re.compile(
+    r"Fatal Python error: (Segmentation fault|Aborted|Bus error|Floating point exception)"
+)
+_SHELL = re.compile(
+    r"(?:^|\s)(\d{1,18}) (Segmentation fault|Aborted|Bus error|Killed)\s+\(core dumped\)|"
+    r"^(Segmentation fault|Aborted|Bus error) \(core dumped\)"
+)
+_GDB = re.compile(r"received signal (SIG[A-Z]{2,8})")
+_RECEIVED_BY = re.compile(r"[Ss]ignal (\d{1,3}) \((SIG[A-Z]{2,8})\) received by PID (\d{1,18})")
+
+
+def events(line: Line) -> list[LogEvent]:
+    text = line.text
+    if "ignal" not in text and "(core dumped)" not in text and "Fatal Python" not in text:
+        return []
+    if m := _UCX.search(text):
+        return [line.event(kinds.EXIT, host=m.group(1), pid=int(m.group(2)), code=-int(m.group(3)))]
+    if m := _OPEN_MPI.search(text):
+        return [line.event(kinds.EXIT, host=m.group(1), pid=int(m.group(2)), code=-int(m.group(3)))]
+    if m := _RECEIVED_BY.search(text):
+        return [line.event(kinds.EXIT, pid=int(m.group(3)), code=-int(m.group(1)))]
+    if m := _FAULTHANDLER.search(text):
+        return [line.event(kinds.EXIT, code=SIGNAL_WORDS[m.group(1)])]
+    if m := _SHELL.search(text):
+        word = m.group(2) or m.group(3)
+        pid = int(m.group(1)) if m.group(1) else None
+        return [line.event(kinds.EXIT, pid=pid, code=SIGNAL_WORDS[word])]
+    if m := _GDB.search(text):
+        return [line.event(kinds.EXIT, code=signal_code(m.group(1)))]
+    return []

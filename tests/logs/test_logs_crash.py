@@ -1,0 +1,188 @@
+# ruff: noqa: E501 - the log lines are kept whole, as runtimes print them
+"""Crash signatures from every runtime a job prints through, and pasted text: issue 23's
+log half. Each line is a form a runtime prints (or a user pastes); the dev split of
+``tests/fixtures/heldout`` holds the real ones."""
+
+from __future__ import annotations
+
+import pytest
+
+from doctor.evidence import Evidence
+from doctor.logs.parse import parse_text
+from doctor.model import HangClass
+from doctor.verdict.classify import classify
+
+
+def _verdict(lines: list[str]):
+    events = parse_text(lines, "job.log").events
+    return classify(
+        Evidence(job="t", ranks_expected=None, logs=tuple(events), log_files=("job.log",))
+    )
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[gpu-node09:332629:0:332629] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x10)",
+        "[node3:01615] Signal: Segmentation fault (11)",
+        "Fatal Python error: Segmentation fault",
+        "./run.sh: line 8:  3031 Segmentation fault      (core dumped) ./train",
+        'Thread 787 "python" received signal SIGSEGV, Segmentation fault.',
+        "  traceback : Signal 11 (SIGSEGV) received by PID 6421",
+    ],
+)
+def test_a_crash_banner_of_any_runtime_is_a_lost_rank(line: str) -> None:
+    # GIVEN one runtime's crash line WHEN the logs are judged THEN a rank was lost
+    assert _verdict([line]).hang_class is HangClass.RANK_LOSS
+
+
+def test_a_peers_closed_connection_beside_a_crash_blames_the_crash_not_the_network() -> None:
+    verdict = _verdict(
+        [
+            "node1:183006:183220 [1] misc/socket.cc:518 NCCL WARN Net : Call to recv from 10.0.0.2<58355> failed : Broken pipe",
+            "[node2:01615] Signal: Segmentation fault (11)",
+        ]
+    )
+    assert verdict.hang_class is HangClass.RANK_LOSS
+
+
+def test_a_collapsed_torchrun_failure_row_names_the_rank() -> None:
+    verdict = _verdict(["rank2 (local rank: 2)exitcode: -9 (pid: 36071)error file: <N/A>"])
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.RANK_LOSS, (2,))
+
+
+def test_an_xid_line_with_its_address_cut_is_still_read() -> None:
+    verdict = _verdict(
+        ["NVRM: Xid (PCI:...): 79, pid=1234, name=python, GPU has fallen off the bus."]
+    )
+    assert verdict.hang_class is HangClass.GPU_HANG
+
+
+def test_quote_markers_and_a_shippers_timestamp_do_not_hide_a_lines_prefix() -> None:
+    # GIVEN an srun-labelled NCCL line pasted in a reply (quote markers) or by a log shipper
+    line = "3: node1:183006:183220 [1] NCCL WARN NET/IB : Got completion from peer 10.0.0.2<55> with error 12, opcode 0, len 0, vendor err 129"
+    for pasted in (f"> > {line}", f"2025-11-24T03:20:21.001125857Z {line}"):
+        events = parse_text([pasted], "job.log").events
+        # THEN the label still says whose line it is
+        assert [(e.kind, e.rank) for e in events][:1] == [("network", 3)], pasted
+
+
+def test_a_bus_error_in_ncclshmopen_is_dev_shm_not_a_lost_rank() -> None:
+    verdict = _verdict(
+        [
+            'Thread 787 "python" received signal SIGBUS, Bus error.',
+            "#0 0x00007f6b59544f3b in ncclShmOpen(char*, unsigned long, void**, void**, int, void**) ()",
+        ]
+    )
+    assert verdict.hang_class is HangClass.BOOTSTRAP
+
+
+def test_horovods_stall_inspector_is_a_mismatch() -> None:
+    verdict = _verdict(
+        [
+            "[0]<stderr>:[2020-12-29 16:50:57.724380: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds."
+        ]
+    )
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+
+
+def test_a_lone_dump_of_a_rank_waiting_for_its_data_is_cpu_stuck_with_low_confidence(
+    tmp_path,
+) -> None:
+    from doctor.logs import read_logs
+
+    dump = tmp_path / "py-spy-rank0.txt"
+    dump.write_text(
+        'Thread 0x7FA6E7C01740 (idle): "MainThread"\n'
+        "    wait (threading.py:302)\n"
+        "    get (queue.py:170)\n"
+        "    __next__ (torch/utils/data/dataloader.py:741)\n"
+        "    train (train.py:274)\n"
+    )
+    reading = read_logs([dump])
+    verdict = classify(
+        Evidence(
+            job="t",
+            ranks_expected=None,
+            stacks=reading.stacks,
+            logs=reading.events,
+            log_files=reading.files,
+        )
+    )
+    assert (verdict.hang_class, verdict.culprit_ranks, verdict.confidence.value) == (
+        HangClass.CPU_STUCK,
+        (0,),
+        "low",
+    )
+
+
+# Rules from the held-out dev cases added later (README: which rule came from which case).
+
+
+def test_a_duplicate_gpu_line_quoted_without_nccls_prefix_is_a_bootstrap_failure() -> None:
+    # GIVEN NCCL's duplicate-GPU message as users quote it: no host:pid prefix, no NCCL WARN
+    verdict = _verdict(["Duplicate GPU detected : rank 3 and rank 1 both on CUDA device 1b000"])
+    # THEN two ranks share a GPU: communicator creation failed
+    assert verdict.hang_class is HangClass.BOOTSTRAP
+
+
+def test_nccl_failing_to_unlink_its_shared_memory_is_a_bootstrap_failure() -> None:
+    # GIVEN NCCL's warning when something else removed its /dev/shm segment during init
+    line = "node4:2210:2291 [1] NCCL WARN unlink shared memory /dev/shm/nccl-Xq81Pa failed, error: No such file or directory"
+    # THEN it is read as a shared-memory set-up failure
+    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
+
+
+def test_an_mpich_bad_termination_banner_is_a_lost_rank_on_its_host() -> None:
+    # GIVEN MPICH / Intel MPI's (Hydra's) report of a process that ended badly
+    verdict = _verdict(
+        [
+            "===================================================================================",
+            "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+            "=   RANK 5 PID 40113 RUNNING AT gpu-n07",
+            "=   KILLED BY SIGNAL: 9 (Killed)",
+            "===================================================================================",
+        ]
+    )
+    # THEN a process on that host was lost
+    assert verdict.hang_class is HangClass.RANK_LOSS
+    assert "gpu-n07" in verdict.summary
+
+
+def test_an_mpich_banner_with_an_exit_code_is_a_lost_rank() -> None:
+    verdict = _verdict(
+        [
+            "=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES",
+            "=   PID 40113 RUNNING AT gpu-n07",
+            "=   EXIT CODE: 139",
+        ]
+    )
+    assert verdict.hang_class is HangClass.RANK_LOSS
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA error: invalid device ordinal",
+        "RuntimeError: cuda runtime error (10) : invalid device ordinal at /pytorch/torch/csrc/cuda/Module.cpp:37",
+    ],
+)
+def test_a_rank_asking_for_a_gpu_that_does_not_exist_is_a_launch_failure_not_a_gpu_fault(
+    line: str,
+) -> None:
+    # GIVEN the error a rank raises when it selects a GPU index the machine does not have
+    # (more ranks launched than GPUs visible) THEN the job failed at set-up
+    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: CUDA error: system not yet initialized",
+        "CUDA error at main.cu:41 code=802(cudaErrorSystemNotReady)",
+    ],
+)
+def test_cuda_not_ready_on_an_nvswitch_host_is_a_set_up_failure(line: str) -> None:
+    # GIVEN CUDA's error 802 (no fabric manager running on an NVSwitch machine)
+    # THEN nothing could start: a set-up failure, not a GPU fault
+    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
