@@ -94,6 +94,10 @@ def _peer(text: str) -> str:
     return named.group(1) if named else ""
 
 
+_VERSIONS = re.compile(r"NCCL INFO NCCL version \d")
+"""The banner line that states NCCL's version and its CUDA (kept as configuration)."""
+
+
 def events(line: Line) -> list[LogEvent]:
     """The events one NCCL line (or a line quoting an NCCL error) holds."""
     text = line.text
@@ -121,6 +125,8 @@ def events(line: Line) -> list[LogEvent]:
             ]
         if m := _ADDRESS.search(text):
             return [event(kinds.RANK_INFO, peer=m.group(2))]
+        if _VERSIONS.search(text):  # what an incident report's versions block quotes
+            return [event(kinds.RANK_INFO)]
         if _INIT_ERROR.search(text):
             return [event(kinds.BOOTSTRAP)]
         if "Connection refused" not in text and "failed" not in text:

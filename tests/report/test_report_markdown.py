@@ -19,6 +19,7 @@ from markdown_it import MarkdownIt
 from triage_helpers import hung_evidence, recorded_stack
 from typer.testing import CliRunner
 
+from doctor.analyze.load import load_evidence as analyze_load
 from doctor.cli import app
 from doctor.errors import UsageError
 from doctor.evidence import Evidence, HostReach, LogEvent
@@ -130,3 +131,14 @@ def test_report_writes_markdown_to_standard_output(tmp_path) -> None:
     )
     assert isinstance(bad.exception, UsageError) and bad.exception.exit_code == 2
     assert str(bad.exception) == "--format must be html or md, not 'pdf'"
+
+
+def test_the_versions_block_quotes_the_nccl_banner_of_a_real_log() -> None:
+    # GIVEN the NCCL INFO log of a real communicator on the H200 (NCCL 2.28.9, CUDA 13.0)
+    log = Path(__file__).resolve().parents[1] / "fixtures" / "gpu" / "h200" / "nccl-info.log"
+    evidence = analyze_load([log])
+    # WHEN the report is built
+    report = build(evidence, analyse(evidence))
+    # THEN the versions block states what NCCL's banner line states
+    assert dict(report.versions)["NCCL"] == "2.28.9"
+    assert dict(report.versions)["CUDA"] == "13.0"
