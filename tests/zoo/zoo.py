@@ -14,6 +14,7 @@ case and print the table for the README::
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -104,7 +105,15 @@ CASES: dict[str, Case] = {
         frozenset({("collective_mismatch", (0,))}),
         lambda s: (
             _in(s[0], "barrier", "save_checkpoint")
-            and all(_in(s[r], "c10d::Reducer::finalize_backward") for r in (1, 2, 3))
+            and all(_in(s[r], "_engine_run_backward") for r in (1, 2, 3))
+        ),
+    ),
+    "nan_skip_step": Case(
+        "nan_skip_step.py",
+        frozenset({("collective_mismatch", (1,))}),
+        lambda s: (
+            _in(s[1], "barrier", "main")
+            and all(_in(s[r], "_engine_run_backward") for r in (0, 2, 3))
         ),
     ),
     "healthy_long_phase": Case(
@@ -166,9 +175,20 @@ class ZooJob:
         )
 
     def __exit__(self, *exc: object) -> None:
-        if self.proc is not None and self.proc.poll() is None:
+        """Kill the ranks (torchrun starts each in a session of its own), then torchrun."""
+        if self.proc is None:
+            return
+        try:
+            ranks = psutil.Process(self.proc.pid).children(recursive=True)
+        except psutil.Error:
+            ranks = []
+        for child in ranks:
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        psutil.wait_procs(ranks, timeout=10)
+        if self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGKILL)
-            self.proc.wait(30)
+        self.proc.wait(30)
 
     def log(self) -> str:
         return (self.workdir / f"{self.name}.log").read_text(errors="replace")[-3000:]
