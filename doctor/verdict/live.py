@@ -271,18 +271,8 @@ def mismatch(view: LiveView) -> list[Candidate]:
     else:
         summary = f"the ranks wait in {op} from different call sites, split evenly"
         culprits, tie = odd.ranks, True
-    return [
-        Candidate(
-            HangClass.COLLECTIVE_MISMATCH,
-            culprits,
-            Confidence.LOW if tie else Confidence.MEDIUM,
-            summary + _victim_text(victims, ops),
-            65,
-            collective=CollectiveRef("unknown", None, op),
-            evidence=tuple(lines),
-            rule="stack_callsite_mismatch",
-        )
-    ]
+    text = summary + _victim_text(victims, ops)
+    return [_mismatch(culprits, tie, text, op, lines, "stack_callsite_mismatch", 65)]
 
 
 def _op_mismatch(
@@ -318,16 +308,31 @@ def _op_mismatch(
                 f"the ranks split evenly between {' and '.join(sorted(counts))}: a tie "
                 "that stacks alone cannot break"
             )
+    missing = (FR_HINT,) if view.flight is None else ()
+    text = summary + _victim_text(victims, ops)
+    return _mismatch(culprits, tie, text, major, lines, "stack_op_mismatch", 70, missing)
+
+
+def _mismatch(
+    culprits: tuple[int, ...],
+    tie: bool,
+    summary: str,
+    op: str,
+    lines: list[EvidenceLine],
+    rule: str,
+    strength: int,
+    missing: tuple[str, ...] = (),
+) -> Candidate:
     return Candidate(
         HangClass.COLLECTIVE_MISMATCH,
         culprits,
         Confidence.LOW if tie else Confidence.MEDIUM,
-        summary + _victim_text(victims, ops),
-        70,
-        collective=CollectiveRef("unknown", None, major),
+        summary,
+        strength,
+        collective=CollectiveRef("unknown", None, op),
         evidence=tuple(lines),
-        missing_evidence=(FR_HINT,) if view.flight is None else (),
-        rule="stack_op_mismatch",
+        missing_evidence=missing,
+        rule=rule,
     )
 
 

@@ -48,6 +48,11 @@ def _in(threads: Threads, *names: str) -> bool:
     return all(any(n == f or f.endswith(f".{n}") for f in frames) for n in names)
 
 
+def _apart(stacks: dict[int, Threads], odd: int, its: Sequence[str], others: str) -> bool:
+    """Rank ``odd``'s main thread is in every frame of ``its``; every other rank's in ``others``."""
+    return _in(stacks[odd], *its) and all(_in(t, others) for r, t in stacks.items() if r != odd)
+
+
 def _gil_held_by_helper(threads: Threads) -> bool:
     """A thread other than the main one owns the GIL while idle (in ``read``, where native
     frames show it); the main thread does not own it."""
@@ -103,18 +108,12 @@ CASES: dict[str, Case] = {
     "rank0_barrier": Case(
         "rank0_barrier.py",
         frozenset({("collective_mismatch", (0,))}),
-        lambda s: (
-            _in(s[0], "barrier", "save_checkpoint")
-            and all(_in(s[r], "_engine_run_backward") for r in (1, 2, 3))
-        ),
+        lambda s: _apart(s, 0, ("barrier", "save_checkpoint"), "_engine_run_backward"),
     ),
     "nan_skip_step": Case(
         "nan_skip_step.py",
         frozenset({("collective_mismatch", (1,))}),
-        lambda s: (
-            _in(s[1], "barrier", "main")
-            and all(_in(s[r], "_engine_run_backward") for r in (0, 2, 3))
-        ),
+        lambda s: _apart(s, 1, ("barrier", "main"), "_engine_run_backward"),
     ),
     "healthy_long_phase": Case(
         "healthy_long_phase.py",

@@ -33,12 +33,14 @@ def main() -> None:
             torch.nn.Linear(32, 32), torch.nn.BatchNorm1d(32), torch.nn.Linear(32, 1)
         )
     )
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
-    for step in range(100000):
-        loss = model(torch.randn(16, 32)).pow(2).mean()
-        opt.zero_grad()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    step = 0
+    while True:
+        opt.zero_grad(set_to_none=True)
+        loss = model(torch.randn(16, 32)).square().sum() / 16
         loss.backward()
         opt.step()
+        step += 1
         if step == 10 and rank < 3:
             value = loss.detach().clone()
             if rank == 2:
