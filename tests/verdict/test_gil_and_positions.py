@@ -6,14 +6,17 @@ jobs themselves): frames innermost first, a helper thread that owns the GIL whil
 
 from __future__ import annotations
 
+import json
+
 from triage_helpers import hung_evidence
 
 from doctor.evidence import Frame, RankStack, ThreadStack
 from doctor.model import HangClass
 from doctor.triage.sources.native import native_key
+from doctor.triage.sources.pyspy import parse_dump
 from doctor.verdict import stacktree
 from doctor.verdict.classify import classify
-from doctor.verdict.stacks import RankState, rank_state
+from doctor.verdict.stacks import RankState, collective_root, rank_state
 
 C10D = "torch/distributed/distributed_c10d.py"
 DDP = "torch/nn/parallel/distributed.py"
@@ -139,3 +142,34 @@ def test_two_against_two_is_still_a_tie() -> None:
     # THEN nothing breaks the tie: every rank is named, confidence low
     assert verdict.culprit_ranks == (0, 1, 2, 3)
     assert verdict.confidence.value == "low"
+
+
+def test_a_broadcasts_root_is_read_from_its_locals_and_only_from_torchs_frames() -> None:
+    # GIVEN py-spy --locals output: DDP's broadcast with authoritative_rank=0, under a
+    # user's function whose own local is named src
+    def frame(name: str, file: str, local: str, value: str) -> dict:
+        return {
+            "name": name,
+            "filename": file,
+            "short_filename": file,
+            "line": 7,
+            "locals": [{"name": local, "addr": 1, "arg": True, "repr": value}],
+        }
+
+    answer = [
+        {
+            "thread_name": "MainThread",
+            "os_thread_id": 5,
+            "pid": 5,
+            "owns_gil": False,
+            "active": False,
+            "frames": [
+                frame("_distributed_broadcast_coalesced", DDP, "authoritative_rank", "0"),
+                frame("copy_shard", "train.py", "src", "3"),
+            ],
+        }
+    ]
+    stack = parse_dump(json.dumps(answer), 3)
+    # THEN the root is DDP's; the user's frame carries none (its locals vary per rank)
+    assert collective_root(stack) == 0
+    assert stack.main is not None and stack.main.frames[1].root is None
