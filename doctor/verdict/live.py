@@ -25,7 +25,10 @@ compile_warmup     80        the same, with the others in torch.compile/inductor
 bootstrap          75        ranks wait in init_process_group/new_group without
                              progress
 collective_mismatch 70/65    no progress; every readable rank waits, in different
-                             ops (70) or the same op from different call sites (65)
+                             ops (70) or the same op from different call sites (65);
+                             a rank whose broadcast root waits elsewhere has no vote;
+                             with no majority among 3+ positions, the ranks whose
+                             call path leaves the common one
 straggler          60        progress; one rank is in its own code while the
                              others wait, in most samples, far more than any other,
                              and each other rank waits in most samples
