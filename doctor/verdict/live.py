@@ -28,7 +28,9 @@ collective_mismatch 70/65    no progress; every readable rank waits, in differen
                              ops (70) or the same op from different call sites (65);
                              a rank whose broadcast root waits elsewhere has no vote;
                              with no majority among 3+ positions, the ranks whose
-                             call path leaves the common one
+                             call path leaves the common one; first, where Flight
+                             Recorder names the groups, a member pending elsewhere
+                             while most of its group waits in the group's op
 straggler          60        progress; one rank is in its own code while the
                              others wait, in most samples, far more than any other,
                              and each other rank waits in most samples
@@ -252,6 +254,14 @@ def mismatch(view: LiveView) -> list[Candidate]:
         for r, root in sorted(victims.items())
     ]
     lines += _group_lines(view, readable)
+    if by_group := _group_odd_ones(view):
+        culprits, name, members, op = by_group
+        summary = (
+            f"{rank_prose(culprits)} {_wait(culprits)} elsewhere while the other members of "
+            f"process group {name} ({rank_prose(members)}) wait in its {op}"
+        )
+        text = summary + _victim_text(victims, ops)
+        return [_mismatch(culprits, False, text, op, lines, "stack_group_mismatch", 70)]
     counts = Counter(ops[s.rank] for s in voters)
     if len(counts) > 1:
         return [_op_mismatch(view, readable, victims, ops, counts, lines)]
@@ -337,6 +347,26 @@ def _mismatch(
         missing_evidence=missing,
         rule=rule,
     )
+
+
+def _group_odd_ones(view: LiveView) -> tuple[tuple[int, ...], str, tuple[int, ...], str] | None:
+    """Where Flight Recorder names each rank's pending collective and its process group:
+    the first group in which a strict majority of the members wait in one op of that group
+    while other members are pending elsewhere (culprits, group, members, op). A member
+    with nothing pending is not blamed: its position is unknown."""
+    fa = view.flight
+    if fa is None:
+        return None
+    where = {o.rank: (o.group, o.op) for o in fa.last_ops if o.state != "completed"}
+    for group in fa.groups:
+        here = Counter(where[r] for r in group.members if where.get(r, ("",))[0] == group.name)
+        if len(group.members) < 2 or not here:
+            continue
+        position, n = here.most_common(1)[0]
+        away = tuple(r for r in group.members if r in where and where[r] != position)
+        if 2 * n > len(group.members) and away:
+            return away, group.name, group.members, position[1]
+    return None
 
 
 def _wait(ranks: Sequence[int]) -> str:

@@ -11,11 +11,13 @@ import json
 from triage_helpers import hung_evidence
 
 from doctor.evidence import Frame, RankStack, ThreadStack
+from doctor.flight.align import FlightAnalysis, GroupAlignment, RankOp
 from doctor.model import HangClass
 from doctor.triage.sources.native import native_key
 from doctor.triage.sources.pyspy import parse_dump
 from doctor.verdict import stacktree
 from doctor.verdict.classify import classify
+from doctor.verdict.live import candidates
 from doctor.verdict.stacks import RankState, collective_root, rank_state
 
 C10D = "torch/distributed/distributed_c10d.py"
@@ -173,3 +175,27 @@ def test_a_broadcasts_root_is_read_from_its_locals_and_only_from_torchs_frames()
     # THEN the root is DDP's; the user's frame carries none (its locals vary per rank)
     assert collective_root(stack) == 0
     assert stack.main is not None and stack.main.frames[1].root is None
+
+
+def test_flight_recorders_groups_put_the_process_group_into_the_position() -> None:
+    # GIVEN every rank in all_reduce by its stack, from one call site, and Flight Recorder
+    # saying ranks 0 and 1 wait in group 1 (ranks 0-2) while rank 2 waits in the world
+    # group 0 and rank 3 in group 0's broadcast
+    stacks = [rank(r, [py("all_reduce", 3252, C10D), STEP]) for r in range(3)] + [
+        rank(3, [py("broadcast", 2800, C10D), STEP])
+    ]
+    groups = (
+        GroupAlignment("0", "default_pg", (0, 1, 2, 3), (), (), None),
+        GroupAlignment("1", "stats", (0, 1, 2), (), (), None),
+    )
+    pending = (
+        RankOp(0, "1", 4, "allreduce", "scheduled", ()),
+        RankOp(1, "1", 4, "allreduce", "scheduled", ()),
+        RankOp(2, "0", 30, "allreduce", "scheduled", ()),
+        RankOp(3, "0", 30, "broadcast", "scheduled", ()),
+    )
+    flight = FlightAnalysis((0, 1, 2, 3), 4, "gloo", ("2.13",), groups, pending, (), (), False)
+    found = [c for c in candidates(hung_evidence(stacks), flight) if c.rule.startswith("stack")]
+    # THEN rank 2, pending in the world group while group 1 waits for it, is the culprit
+    assert [(c.rule, c.culprit_ranks) for c in found] == [("stack_group_mismatch", (2,))]
+    assert "process group 1" in found[0].summary
