@@ -115,6 +115,11 @@ CASES: dict[str, Case] = {
         frozenset({("collective_mismatch", (1,))}),
         lambda s: _apart(s, 1, ("barrier", "main"), "_engine_run_backward"),
     ),
+    "rank0_eval_metric": Case(
+        "rank0_eval_metric.py",
+        frozenset({("collective_mismatch", (0,))}),
+        lambda s: _apart(s, 0, ("all_reduce", "evaluate"), "barrier"),
+    ),
     "healthy_long_phase": Case(
         "healthy_long_phase.py",
         frozenset({("healthy", ())}),
