@@ -79,6 +79,18 @@ class Case:
     settle_s: float = 150.0
 
 
+def _one_apart(
+    script: str, odd: int, its: tuple[str, ...], others: str = "_engine_run_backward"
+) -> Case:
+    """A rank-conditional collective: rank ``odd`` in ``its``, every other rank waiting in
+    ``others``; the right verdict blames rank ``odd`` for a mismatch."""
+    return Case(
+        script,
+        frozenset({("collective_mismatch", (odd,))}),
+        lambda s: _apart(s, odd, its, others),
+    )
+
+
 CASES: dict[str, Case] = {
     "gil_ddp": Case(
         "gil_ddp.py",
@@ -105,20 +117,10 @@ CASES: dict[str, Case] = {
             and _in(s[3], "_distributed_broadcast_coalesced")
         ),
     ),
-    "rank0_barrier": Case(
-        "rank0_barrier.py",
-        frozenset({("collective_mismatch", (0,))}),
-        lambda s: _apart(s, 0, ("barrier", "save_checkpoint"), "_engine_run_backward"),
-    ),
-    "nan_skip_step": Case(
-        "nan_skip_step.py",
-        frozenset({("collective_mismatch", (1,))}),
-        lambda s: _apart(s, 1, ("barrier", "main"), "_engine_run_backward"),
-    ),
-    "rank0_eval_metric": Case(
-        "rank0_eval_metric.py",
-        frozenset({("collective_mismatch", (0,))}),
-        lambda s: _apart(s, 0, ("all_reduce", "evaluate"), "barrier"),
+    "rank0_barrier": _one_apart("rank0_barrier.py", 0, ("barrier", "save_checkpoint")),
+    "nan_skip_step": _one_apart("nan_skip_step.py", 1, ("barrier", "main")),
+    "rank0_eval_metric": _one_apart(
+        "rank0_eval_metric.py", 0, ("all_reduce", "evaluate"), others="barrier"
     ),
     "healthy_long_phase": Case(
         "healthy_long_phase.py",
