@@ -22,6 +22,9 @@ class Frame:
     line: int
     native: bool = False
     """A frame of compiled code (py-spy ``--native``: C, C++, Cython), not of Python."""
+    root: int | None = None
+    """The rank a rooted collective (a broadcast) waits for, read from its arguments
+    (py-spy ``--locals``: ``src``, DDP's ``authoritative_rank``); None when unknown."""
 
     def __str__(self) -> str:
         return f"{self.name} ({self.filename}:{self.line})"

@@ -91,7 +91,12 @@ def _holder_text(stack: RankStack | None) -> str:
     first = frames[0] if frames else holder.frames[0]
     python = next((f for f in frames if not is_native(f)), None)
     where = f"{first}" + (f" < {python}" if python is not None and python is not first else "")
-    return f"thread {holder.name or holder.thread_id} holds the GIL at {where}"
+    doing = (
+        "running (spinning) while it keeps the GIL"
+        if holder.active
+        else "idle in a C call that keeps the GIL (a blocking system call)"
+    )
+    return f"thread {holder.name or holder.thread_id} holds the GIL at {where}, {doing}"
 
 
 def _where(view: LiveView, rank: int) -> str:

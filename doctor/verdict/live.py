@@ -25,7 +25,12 @@ compile_warmup     80        the same, with the others in torch.compile/inductor
 bootstrap          75        ranks wait in init_process_group/new_group without
                              progress
 collective_mismatch 70/65    no progress; every readable rank waits, in different
-                             ops (70) or the same op from different call sites (65)
+                             ops (70) or the same op from different call sites (65);
+                             a rank whose broadcast root waits elsewhere has no vote;
+                             with no majority among 3+ positions, the ranks whose
+                             call path leaves the common one; first, where Flight
+                             Recorder names the groups, a member pending elsewhere
+                             while most of its group waits in the group's op
 straggler          60        progress; one rank is in its own code while the
                              others wait, in most samples, far more than any other,
                              and each other rank waits in most samples
@@ -56,6 +61,7 @@ from doctor.evidence import Evidence, RankStack
 from doctor.flight.align import FlightAnalysis
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_does, rank_prose
+from doctor.verdict import stacktree
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.culprits import blocked, stuck
 from doctor.verdict.progress import progressing
@@ -65,6 +71,7 @@ from doctor.verdict.stacks import (
     ELSEWHERE,
     RankState,
     collective_op,
+    collective_root,
     group_by_signature,
     odd_ones_out,
     odd_ones_out_by_group,
@@ -221,7 +228,12 @@ def rank_loss(view: LiveView) -> list[Candidate]:
 
 
 def mismatch(view: LiveView) -> list[Candidate]:
-    """Every readable live rank waits; they disagree on the op or the call site."""
+    """Every readable live rank waits; they disagree on the op or the call site.
+
+    Positions are (op, call site). A rank in a rooted collective whose root waits
+    elsewhere is that root's victim and has no vote; with no strict majority among the
+    rest, the ranks whose call path leaves the common one (``stacktree.leavers``) are the
+    culprits, before anything is called a tie."""
     if view.progress or view.dead:
         return []
     readable = [s for s in view.evidence.stacks if view.states.get(s.rank) is not RankState.DEAD]
@@ -234,59 +246,157 @@ def mismatch(view: LiveView) -> list[Candidate]:
     ops = {s.rank: collective_op(s) or "?" for s in readable}
     if any(op in BOOTSTRAP_OPS for op in ops.values()):
         return _bootstrap_wait(view, ops)
-    counts = Counter(ops.values())
+    victims = _victims(readable, ops)
+    voters = [s for s in readable if s.rank not in victims]
+    lines = [pyspy_line(r, f"waits in {view.stack(r)}") for r in sorted(ops)]
+    lines += [
+        pyspy_line(r, f"waits in {ops[r]} for its root, rank {root}, which waits elsewhere")
+        for r, root in sorted(victims.items())
+    ]
+    lines += _group_lines(view, readable)
+    if by_group := _group_odd_ones(view):
+        culprits, name, members, op = by_group
+        summary = (
+            f"{rank_prose(culprits)} {_wait(culprits)} elsewhere while the other members of "
+            f"process group {name} ({rank_prose(members)}) wait in its {op}"
+        )
+        text = summary + _victim_text(victims, ops)
+        return [_mismatch(culprits, False, text, op, lines, "stack_group_mismatch", 70)]
+    counts = Counter(ops[s.rank] for s in voters)
     if len(counts) > 1:
-        major, n = counts.most_common(1)[0]
-        tie = 2 * n <= len(ops)
-        culprits = tuple(sorted(r for r, op in ops.items() if tie or op != major))
-        lines = [pyspy_line(r, f"waits in {view.stack(r)}") for r in sorted(ops)]
-        lines += _group_lines(view, readable)
+        return [_op_mismatch(view, readable, victims, ops, counts, lines)]
+    groups = group_by_signature(voters)
+    if len(groups) == 1:
+        return []
+    odd = odd_ones_out(groups)
+    left = _left_path(readable) if odd.tie and len(group_by_signature(readable)) > 2 else ()
+    op = next(iter(counts))
+    lines += [pyspy_line(None, f"{rank_prose(g.ranks)}: {g.signature}") for g in groups]
+    if left:
+        summary = f"{rank_prose(left)} left the call path the other ranks share and {_wait(left)}"
+        culprits, tie = left, False
+    elif odd.majority:
+        summary = (
+            f"{rank_prose(odd.ranks)} {_wait(odd.ranks)} in {op} from a different call site "
+            f"than {rank_prose(odd.majority.ranks)}"
+        )
+        culprits, tie = odd.ranks, False
+    else:
+        summary = f"the ranks wait in {op} from different call sites, split evenly"
+        culprits, tie = odd.ranks, True
+    text = summary + _victim_text(victims, ops)
+    return [_mismatch(culprits, tie, text, op, lines, "stack_callsite_mismatch", 65)]
+
+
+def _op_mismatch(
+    view: LiveView,
+    readable: Sequence[RankStack],
+    victims: dict[int, int],
+    ops: dict[int, str],
+    counts: Counter[str],
+    lines: list[EvidenceLine],
+) -> Candidate:
+    """The voters disagree on the op: the minority, the ranks that left the common call
+    path, or (neither) a tie."""
+    major, n = counts.most_common(1)[0]
+    votes = {r: op for r, op in ops.items() if r not in victims}
+    tie = 2 * n <= len(votes)
+    left = _left_path(readable) if tie and len(counts) > 2 else ()
+    if left:
+        culprits: tuple[int, ...] = left
+        rest = [r for r in votes if r not in left]
+        summary = (
+            f"{rank_prose(left)} left the call path that {rank_prose(rest)} share and "
+            f"{'calls' if len(left) == 1 else 'call'} {', '.join(sorted({ops[r] for r in left}))}"
+        )
+        tie = False
+    else:
+        culprits = tuple(sorted(r for r, op in votes.items() if tie or op != major))
         summary = (
             f"{rank_prose(culprits)} called {', '.join(sorted({ops[r] for r in culprits}))} "
-            f"where {rank_prose([r for r in ops if r not in culprits])} called {major}"
+            f"where {rank_prose([r for r in votes if r not in culprits])} called {major}"
         )
         if tie:
             summary = (
                 f"the ranks split evenly between {' and '.join(sorted(counts))}: a tie "
                 "that stacks alone cannot break"
             )
-        return [
-            Candidate(
-                HangClass.COLLECTIVE_MISMATCH,
-                culprits,
-                Confidence.LOW if tie else Confidence.MEDIUM,
-                summary,
-                70,
-                collective=CollectiveRef("unknown", None, major),
-                evidence=tuple(lines),
-                missing_evidence=(FR_HINT,) if view.flight is None else (),
-                rule="stack_op_mismatch",
-            )
-        ]
-    groups = group_by_signature(readable)
-    if len(groups) == 1:
-        return []
-    odd = odd_ones_out(groups)
-    lines = [pyspy_line(None, f"{rank_prose(g.ranks)}: {g.signature}") for g in groups]
-    lines += _group_lines(view, readable)
-    summary = (
-        f"{rank_prose(odd.ranks)} {'wait' if len(odd.ranks) > 1 else 'waits'} in "
-        f"{next(iter(counts))} from a different call site than {rank_prose(odd.majority.ranks)}"
-        if odd.majority
-        else f"the ranks wait in {next(iter(counts))} from different call sites, split evenly"
+    missing = (FR_HINT,) if view.flight is None else ()
+    text = summary + _victim_text(victims, ops)
+    return _mismatch(culprits, tie, text, major, lines, "stack_op_mismatch", 70, missing)
+
+
+def _mismatch(
+    culprits: tuple[int, ...],
+    tie: bool,
+    summary: str,
+    op: str,
+    lines: list[EvidenceLine],
+    rule: str,
+    strength: int,
+    missing: tuple[str, ...] = (),
+) -> Candidate:
+    return Candidate(
+        HangClass.COLLECTIVE_MISMATCH,
+        culprits,
+        Confidence.LOW if tie else Confidence.MEDIUM,
+        summary,
+        strength,
+        collective=CollectiveRef("unknown", None, op),
+        evidence=tuple(lines),
+        missing_evidence=missing,
+        rule=rule,
     )
-    return [
-        Candidate(
-            HangClass.COLLECTIVE_MISMATCH,
-            odd.ranks,
-            Confidence.LOW if odd.tie else Confidence.MEDIUM,
-            summary,
-            65,
-            collective=CollectiveRef("unknown", None, next(iter(counts))),
-            evidence=tuple(lines),
-            rule="stack_callsite_mismatch",
-        )
-    ]
+
+
+def _group_odd_ones(view: LiveView) -> tuple[tuple[int, ...], str, tuple[int, ...], str] | None:
+    """Where Flight Recorder names each rank's pending collective and its process group:
+    the first group in which a strict majority of the members wait in one op of that group
+    while other members are pending elsewhere (culprits, group, members, op). A member
+    with nothing pending is not blamed: its position is unknown."""
+    fa = view.flight
+    if fa is None:
+        return None
+    where = {o.rank: (o.group, o.op) for o in fa.last_ops if o.state != "completed"}
+    for group in fa.groups:
+        here = Counter(where[r] for r in group.members if where.get(r, ("",))[0] == group.name)
+        if len(group.members) < 2 or not here:
+            continue
+        position, n = here.most_common(1)[0]
+        away = tuple(r for r in group.members if r in where and where[r] != position)
+        if 2 * n > len(group.members) and away:
+            return away, group.name, group.members, position[1]
+    return None
+
+
+def _wait(ranks: Sequence[int]) -> str:
+    return "waits" if len(ranks) == 1 else "wait"
+
+
+def _victims(stacks: Sequence[RankStack], ops: dict[int, str]) -> dict[int, int]:
+    """Rank -> the root it waits for, for ranks in a rooted collective (a broadcast) whose
+    root was read waiting in another op or from another call site: the root keeps them,
+    they keep no one. Never every rank: someone must be left to vote."""
+    where = {s.rank: (ops[s.rank], signature(s)) for s in stacks}
+    out = {}
+    for stack in stacks:
+        root = collective_root(stack)
+        if root is not None and root != stack.rank and root in where:
+            if where[root] != where[stack.rank]:
+                out[stack.rank] = root
+    return out if len(out) < len(stacks) - 1 else {}
+
+
+def _victim_text(victims: dict[int, int], ops: dict[int, str]) -> str:
+    if not victims:
+        return ""
+    parts = [f"rank {r} waits in {ops[r]} for rank {root}" for r, root in sorted(victims.items())]
+    return f" ({'; '.join(parts)}, which waits elsewhere: a victim)"
+
+
+def _left_path(stacks: Sequence[RankStack]) -> tuple[int, ...]:
+    """``stacktree.leavers`` of the waiting ranks' call paths."""
+    return stacktree.leavers(stacktree.build(stacks))
 
 
 def _group_lines(view: LiveView, stacks: Sequence[RankStack]) -> list[EvidenceLine]:

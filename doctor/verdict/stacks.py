@@ -11,8 +11,11 @@ its main thread, innermost first, by the first rule that matches:
 3. ``data_loading`` - a ``torch.utils.data`` loader, ``__getitem__`` or a
    function named like a loader (a name only says *where*: the live rules
    decide the class from structure, never from it);
-4. ``gil_wait`` - the main thread is blocked while another thread holds the
-   GIL (a C call that keeps it, a native extension): the holder is the cause;
+4. ``gil_wait`` - the main thread cannot run Python while another thread holds
+   the GIL (a C call that keeps it, a native extension): the holder is the cause.
+   This rule comes first when the holder is idle (py-spy: owns the GIL, not
+   active) or the main thread's native frames show it taking the GIL: whatever
+   collective is above, a thread that cannot return to Python is not in it;
 5. ``gil_loop`` - the thread runs and holds the GIL in other code;
 6. ``user_code`` - any other Python code (sleeping, I/O, a checkpoint);
 7. ``idle`` - no Python frames, or the interpreter waiting to shut down.
@@ -187,6 +190,16 @@ def collective_op(stack: RankStack | None) -> str | None:
     return next((op for part, op in _NATIVE_OPS if part in name), name.rsplit("::", 1)[-1])
 
 
+def collective_root(stack: RankStack | None) -> int | None:
+    """The root a rank's rooted collective waits for (a broadcast's ``src``, DDP's
+    ``authoritative_rank``), when its arguments were read; None otherwise."""
+    main = stack.main if stack else None
+    index = collective_index(main) if main else None
+    if main is None or index is None:
+        return None
+    return next((f.root for f in main.frames[: index + 1] if f.root is not None), None)
+
+
 def gil_holder(stack: RankStack | None) -> ThreadStack | None:
     """Another thread that holds the GIL while the main thread does not, if any."""
     main = stack.main if stack else None
@@ -238,12 +251,52 @@ def _explain_frames(main: ThreadStack) -> tuple[RankState, int | None]:
     return RankState.USER_CODE, _first_telling(frames)
 
 
+_GIL_TAKE = re.compile(
+    r"^(take_gil|PyEval_RestoreThread|PyEval_AcquireThread|PyEval_AcquireLock|"
+    r"PyGILState_Ensure|pthread_cond_timedwait)$|gil_scoped_acquire|~gil_scoped_release"
+)
+"""Native frames of a thread taking the GIL. py-spy folds the interpreter's own frames
+(``take_gil``, ``PyEval_RestoreThread``) away, so under them CPython's wait shows as
+``pthread_cond_timedwait`` called straight from the extension that re-takes the GIL
+(``THPEngine_run_backward``, pybind11's ``~gil_scoped_release``)."""
+_SYNC_CALLER = re.compile(r"^std::|condition_variable|::wait|Wait|^__")
+"""Callers of a timed wait that are a C++ wait of their own (gloo's ``wait_for``), not
+CPython's GIL loop."""
+
+
+def taking_gil(thread: ThreadStack) -> bool:
+    """Whether the thread's innermost native frames are CPython taking the GIL."""
+    named = [f for f in thread.frames if not _ADDRESS.match(f.name)]
+    if not named or not is_native(named[0]) or not _GIL_TAKE.search(named[0].name):
+        return False
+    if named[0].name != "pthread_cond_timedwait":
+        return True
+    caller = named[1] if len(named) > 1 else None
+    return caller is not None and not _SYNC_CALLER.search(caller.name)
+
+
+def gil_blocked(stack: RankStack | None) -> bool:
+    """The main thread cannot run Python: another thread holds the GIL and the main thread
+    is outside a collective, or waits to take the GIL (its native frames say so), or the
+    holder sits idle in a C call that keeps it (py-spy: owns the GIL, not active). A main
+    thread in a collective under such a holder is not evidence of where the rank is: it
+    cannot return to Python."""
+    holder = gil_holder(stack)
+    if stack is None or holder is None or stack.main is None:
+        return False
+    state = _explain(stack.main)[0]
+    return (
+        state in (RankState.USER_CODE, RankState.IDLE)
+        or not holder.active
+        or taking_gil(stack.main)
+    )
+
+
 def rank_state(stack: RankStack | None) -> RankState:
     """The state of a rank's main thread; rules and their order in the module docstring."""
-    state = _explain(stack.main if stack else None)[0]
-    if state in (RankState.USER_CODE, RankState.IDLE) and gil_holder(stack) is not None:
+    if gil_blocked(stack):
         return RankState.GIL_WAIT
-    return state
+    return _explain(stack.main if stack else None)[0]
 
 
 def _short(frame: Frame) -> str:

@@ -90,6 +90,21 @@ def divergence(tree: StackTree) -> Node | None:
         node = kids[0]
 
 
+def leavers(tree: StackTree) -> tuple[int, ...]:
+    """The ranks whose path leaves the common one: at the first split, every rank outside
+    the branch that holds a strict majority of the ranks there (none without one). Ranks
+    that wait at three places, two of them inside one training step, split 2/1/1 by
+    position; their paths show the one rank that left the step."""
+    split = divergence(tree)
+    if split is None:
+        return ()
+    kids = sorted(split.children.values(), key=lambda n: -tree.count(n))
+    if not kids or 2 * tree.count(kids[0]) <= tree.count(split):
+        return ()
+    common = set(tree.ranks(kids[0]))
+    return tuple(r for r in tree.ranks(split) if r not in common)
+
+
 def _chain(tree: StackTree, node: Node) -> tuple[list[Frame], Node]:
     """``node`` and its descendants while each has one child with the same ranks."""
     frames = [node.frame] if node.frame is not None else []

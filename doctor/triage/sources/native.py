@@ -16,7 +16,8 @@ them but costs about a second per process (it reads libtorch's symbols), so:
   verdict on a hung job);
 * only one rank per Python signature is dumped: ranks whose Python stacks
   agree frame for frame and are idle wait in the same place, so the others
-  are given that rank's native main-thread frames, marked ``native_from``;
+  are given that rank's native main-thread frames, marked ``native_from``
+  (never across ranks that differ in whether another thread holds the GIL);
 * a stopped process is never dumped natively (it cannot be suspended), and
   never inherits another rank's frames: its own state is the evidence.
 """
@@ -30,7 +31,14 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from doctor.evidence import ProgressSample, RankStack, ThreadStack
-from doctor.verdict.stacks import RankState, is_native, python_signature, rank_state, signature
+from doctor.verdict.stacks import (
+    RankState,
+    gil_holder,
+    is_native,
+    python_signature,
+    rank_state,
+    signature,
+)
 
 NEEDS_NATIVE = frozenset({RankState.USER_CODE, RankState.GIL_WAIT, RankState.IDLE})
 RETRY_MIN_S = 0.5
@@ -46,6 +54,13 @@ def needs_native(stack: RankStack) -> bool:
     if main is None or not main.frames or main.active:
         return False
     return rank_state(stack) in NEEDS_NATIVE and not any(is_native(f) for f in main.frames)
+
+
+def native_key(stack: RankStack) -> str:
+    """Which ranks share one native dump: equal Python stacks, and equal in whether another
+    thread holds the GIL (a rank whose helper keeps the GIL is not where its twin is: it
+    waits to re-take the GIL, its twin in a collective)."""
+    return python_signature(stack) + ("|gil held elsewhere" if gil_holder(stack) else "")
 
 
 @dataclass(frozen=True)
@@ -76,7 +91,7 @@ class NativePlan:
         start = time.monotonic() if now else max(self._not_before, time.monotonic())
         if deadline - start <= 0.2 or not needs_native(stack):
             return
-        key = python_signature(stack)
+        key = native_key(stack)
         with self._lock:
             if key in self._claimed:
                 return
@@ -96,7 +111,7 @@ class NativePlan:
         pausing it costs a hung job nothing."""
         last = stacks[-FROZEN_SAMPLES:]
         if len(last) == FROZEN_SAMPLES and all(needs_native(s) for s in last):
-            if len({python_signature(s) for s in last}) == 1:
+            if len({native_key(s) for s in last}) == 1:
                 self.offer(last[-1], pid, deadline, now=True)
 
     def offer_most_seen(self, stacks: list[RankStack], pid: int, deadline: float) -> None:
@@ -106,10 +121,10 @@ class NativePlan:
         wanting = [s for s in stacks if needs_native(s)]
         if not wanting:
             return
-        counts = Counter(python_signature(s) for s in wanting)
+        counts = Counter(native_key(s) for s in wanting)
         key, seen = counts.most_common(1)[0]
         if 2 * seen >= len(stacks):
-            self.offer(next(s for s in wanting if python_signature(s) == key), pid, deadline)
+            self.offer(next(s for s in wanting if native_key(s) == key), pid, deadline)
 
     def busy(self, pid: int) -> bool:
         """Whether a native dump of ``pid`` runs now: a second py-spy must not attach to it
@@ -131,7 +146,7 @@ class NativePlan:
                     self._running.discard(pid)
             if native is None or native.main is None:
                 return
-            if python_signature(native) == key:
+            if native_key(native) == key:
                 with self._lock:
                     self._done[key] = _Resolved(rank, native)
                 return
@@ -144,7 +159,7 @@ class NativePlan:
     def resolve(self, stack: RankStack) -> RankStack:
         """``stack`` with native main-thread frames: its own dump, or its twin's."""
         with self._lock:
-            found = self._done.get(python_signature(stack))
+            found = self._done.get(native_key(stack))
         if found is None or not needs_native(stack):
             return stack
         if found.rank == stack.rank:

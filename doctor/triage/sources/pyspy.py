@@ -88,7 +88,25 @@ def _frame(f: object) -> Frame:
     filename = f.get("short_filename") or f.get("filename", "?")
     if not isinstance(name, str) or not isinstance(filename, str):
         raise ValueError("a frame's name or file is not text")
-    return Frame(name, filename, _whole(f.get("line")), native=f.get("module") is not None)
+    native = f.get("module") is not None
+    root = _root(f.get("locals")) if "torch/" in filename else None  # the user's locals vary
+    return Frame(name, filename, _whole(f.get("line")), native=native, root=root)
+
+
+_ROOT_ARGS = ("src", "authoritative_rank", "group_src")
+"""Arguments that name the root of a rooted collective (``broadcast``, DDP's buffer sync)."""
+
+
+def _root(found: object) -> int | None:
+    """The root rank among a frame's locals (``py-spy --locals``), if it names one."""
+    if not isinstance(found, list):
+        return None
+    for item in found:
+        if isinstance(item, dict) and item.get("name") in _ROOT_ARGS:
+            text = item.get("repr")
+            if isinstance(text, str) and text.isdigit() and len(text) < 8:
+                return int(text)
+    return None
 
 
 def _whole(value: object) -> int:
@@ -267,7 +285,7 @@ class PySpySource(Source):
         native: bool = False,
         nonblocking: bool = False,
     ) -> tuple[RankStack | None, str]:
-        argv = [binary, "dump", "--json", "--pid", str(rank.pid)]
+        argv = [binary, "dump", "--json", "--locals", "--pid", str(rank.pid)]
         argv += ["--native"] if native else []
         argv += ["--nonblocking"] if nonblocking else []
         started = time.monotonic()
