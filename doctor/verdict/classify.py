@@ -27,7 +27,11 @@ combines them:
    (``healthy`` or ``straggler`` at medium confidence or more, from sampling
    over time), Flight Recorder's "stopped" and "network" candidates are
    dropped: dumps taken at slightly different moments of a moving job always
-   show someone a collective behind.
+   show someone a collective behind. The converse: when sampling proved the job
+   did not move (``job_progress`` is False), a log's ``healthy`` is dropped: a
+   log says how the job was when it was written (NCCL RAS sees a communicator
+   whose collective never finishes as running, with no errors), the samples say
+   how it is now.
 6. **Tie.** Two ranks that disagree 1:1 with no other evidence stay a tie:
    both are named, confidence low (the rule says so; nothing here guesses).
 7. No candidate at all is ``unknown`` with confidence low.
@@ -43,6 +47,7 @@ from doctor.model import Confidence, HangClass, Verdict
 from doctor.ranks import rank_prose
 from doctor.verdict import flight_rules, hosts, live, log_rules
 from doctor.verdict.candidate import Candidate
+from doctor.verdict.view import job_progress
 
 PRECEDENCE = (
     HangClass.RANK_LOSS,
@@ -95,10 +100,15 @@ def gather(evidence: Evidence, flight: FlightAnalysis | None = None) -> list[Can
         and c.confidence is not Confidence.LOW
         for c in live_found
     )
+    stalled = job_progress(evidence) is False
     found = (
         [c for c in flight_rules.candidates(flight) if not (moving and c.rule in SNAPSHOT_RULES)]
         + live_found
-        + log_rules.candidates(evidence)
+        + [
+            c
+            for c in log_rules.candidates(evidence)
+            if not (stalled and c.hang_class is HangClass.HEALTHY)
+        ]
         + hosts.host_candidates(evidence)
     )
     return sorted(found, key=_order)

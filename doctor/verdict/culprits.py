@@ -27,6 +27,7 @@ _WHERE = {
     RankState.USER_CODE: "in its own code",
     RankState.IDLE: "idle (its main thread has no Python frames)",
     RankState.COMPILE: "compiling (torch.compile / inductor)",
+    RankState.GPU_WAIT: "waiting for its GPU to finish the work queued before it",
 }
 
 
@@ -42,7 +43,8 @@ def stuck(view: LiveView) -> list[Candidate]:
     elsewhere = tuple(
         r for r in view.ranks_in(*ELSEWHERE) if r not in blocked_ranks and view.mostly_elsewhere(r)
     )
-    if not waiting or not elsewhere:
+    on_gpu = tuple(r for r in view.ranks_in(RankState.GPU_WAIT) if view.mostly_elsewhere(r))
+    if not waiting or not (elsewhere or on_gpu):
         return []
     ref = view.waiting_ref(waiting)
     wait_line = pyspy_line(None, f"{rank_does(waiting, 'wait')} in {view.stack(waiting[0])}")
@@ -57,6 +59,7 @@ def stuck(view: LiveView) -> list[Candidate]:
     for culprits, cls, rule in (
         (compiling, HangClass.COMPILE_WARMUP, "compile_warmup"),
         (others, HangClass.CPU_STUCK, "cpu_stuck"),
+        (on_gpu, HangClass.GPU_HANG, "gpu_wait"),
     ):
         if not culprits:
             continue
@@ -75,7 +78,14 @@ def stuck(view: LiveView) -> list[Candidate]:
         )
         out.append(
             Candidate(
-                cls, culprits, sure, summary, 80, collective=ref, evidence=tuple(lines), rule=rule
+                cls,
+                culprits,
+                Confidence.MEDIUM if cls is HangClass.GPU_HANG else sure,
+                summary,
+                80,
+                collective=ref,
+                evidence=tuple(lines),
+                rule=rule,
             )
         )
     return out

@@ -22,6 +22,9 @@ cpu_stuck          82        no proof of progress; a live rank cannot move by
 cpu_stuck          80        no progress; some ranks wait in a collective, others
                              are in their own code (loader, GIL, I/O, stopped)
 compile_warmup     80        the same, with the others in torch.compile/inductor
+gpu_hang           80        the same, with the others waiting for their GPU at a
+  (gpu_wait)                 CUDA synchronize (medium: the queued GPU work did not
+                             finish)
 bootstrap          75        ranks wait in init_process_group/new_group without
                              progress
 collective_mismatch 70/65    no progress; every readable rank waits, in different
@@ -35,8 +38,9 @@ straggler          60        progress; one rank is in its own code while the
                              others wait, in most samples, far more than any other,
                              and each other rank waits in most samples
 unknown            40/20     no progress; ranks that could not be read while the
-                             rest wait (40); or every rank waits in one collective
-                             and stacks cannot say more (20)
+                             rest wait (40); or every rank waits in one collective,
+                             or for its GPU at one call site, and stacks cannot say
+                             more (20)
 unknown            15        no rank waits in a collective and nothing proved
   (no_proof)                 progress: names the missing evidence
 healthy            30        proof of progress and no straggler
@@ -69,6 +73,7 @@ from doctor.verdict.signals import signal_candidates
 from doctor.verdict.stacks import (
     BOOTSTRAP_OPS,
     ELSEWHERE,
+    WAITING,
     RankState,
     collective_op,
     collective_root,
@@ -440,7 +445,7 @@ def all_waiting(view: LiveView) -> list[Candidate]:
     """Nothing wrong on the Python side: every rank waits, or some cannot be read."""
     if view.progress or view.dead:
         return []
-    waiting = view.ranks_in(RankState.IN_COLLECTIVE)
+    waiting = view.ranks_in(*WAITING)
     unread = view.ranks_in(RankState.UNKNOWN)
     if not waiting or view.ranks_in(*ELSEWHERE):
         return []
@@ -470,8 +475,13 @@ def all_waiting(view: LiveView) -> list[Candidate]:
                 rule="unreadable_rank",
             )
         ]
+    on_gpu = view.states[waiting[0]] is RankState.GPU_WAIT
     summary = (
-        f"every rank waits in {view.stack(waiting[0])} and none is elsewhere: the "
+        f"every rank waits for its GPU at {view.stack(waiting[0])} and none is elsewhere: "
+        "the GPU work queued before it (a kernel, or an NCCL collective) did not finish "
+        "(GPU or network)"
+        if on_gpu
+        else f"every rank waits in {view.stack(waiting[0])} and none is elsewhere: the "
         "collective was issued everywhere and did not finish (GPU or network)"
     )
     return [

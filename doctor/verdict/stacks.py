@@ -6,19 +6,22 @@ its main thread, innermost first, by the first rule that matches:
 1. ``in_collective`` - a ``torch.distributed`` collective, DDP's buffer
    broadcast, or (with native frames) c10d/gloo/NCCL wait code such as DDP's
    ``c10d::Reducer`` or a process group's ``c10d::Work::wait`` is on the stack;
-2. ``compile`` - torch.compile is tracing or inductor is compiling (running an
+2. ``gpu_wait`` - the main thread waits for its GPU (torch.cuda's ``synchronize``,
+   or with native frames ``cudaStreamSynchronize`` and the like, ``.item()``): with
+   NCCL, whose collectives return once queued, a waiter of a hung job is found here;
+3. ``compile`` - torch.compile is tracing or inductor is compiling (running an
    already compiled graph is not compiling);
-3. ``data_loading`` - a ``torch.utils.data`` loader, ``__getitem__`` or a
+4. ``data_loading`` - a ``torch.utils.data`` loader, ``__getitem__`` or a
    function named like a loader (a name only says *where*: the live rules
    decide the class from structure, never from it);
-4. ``gil_wait`` - the main thread cannot run Python while another thread holds
+5. ``gil_wait`` - the main thread cannot run Python while another thread holds
    the GIL (a C call that keeps it, a native extension): the holder is the cause.
    This rule comes first when the holder is idle (py-spy: owns the GIL, not
    active) or the main thread's native frames show it taking the GIL: whatever
    collective is above, a thread that cannot return to Python is not in it;
-5. ``gil_loop`` - the thread runs and holds the GIL in other code;
-6. ``user_code`` - any other Python code (sleeping, I/O, a checkpoint);
-7. ``idle`` - no Python frames, or the interpreter waiting to shut down.
+6. ``gil_loop`` - the thread runs and holds the GIL in other code;
+7. ``user_code`` - any other Python code (sleeping, I/O, a checkpoint);
+8. ``idle`` - no Python frames, or the interpreter waiting to shut down.
 
 ``stopped`` (kernel state T/t: SIGSTOP or a debugger) and ``dead`` come from
 the process, never from a stack; they override the stack's state.
@@ -44,6 +47,10 @@ from doctor.evidence import Frame, RankStack, ThreadStack
 
 class RankState(StrEnum):
     IN_COLLECTIVE = "in_collective"
+    GPU_WAIT = "gpu_wait"
+    """The main thread waits for its GPU to finish the work queued before (a CUDA
+    synchronize, a copy to the host): with NCCL that work holds the collectives, which
+    return as soon as they are queued, so a rank of a hung NCCL job waits here."""
     COMPILE = "compile"
     DATA_LOADING = "data_loading"
     GIL_WAIT = "gil_wait"
@@ -59,7 +66,8 @@ class RankState(StrEnum):
     """The process is stopped (kernel state T or t: SIGSTOP, a debugger); from liveness."""
 
 
-WAITING = frozenset({RankState.IN_COLLECTIVE})
+WAITING = frozenset({RankState.IN_COLLECTIVE, RankState.GPU_WAIT})
+"""States of a rank that waits on something outside its CPU: frozen there, nothing moves."""
 ELSEWHERE = frozenset(
     {
         RankState.COMPILE,
@@ -141,6 +149,21 @@ _DATA_NAMES = re.compile(
     r"(?i)(^__getitem__$|^__next__$|data_?loader|load_batch|next_batch|"
     r"^fetch|prefetch|collate)"
 )
+
+
+_GPU_SYNC_NATIVE = re.compile(
+    r"^(cuda|cu)(Stream|Device|Ctx|Event)Synchronize|^cudaMemcpy(?!Async)|_local_scalar_dense_cuda"
+)
+"""Native calls that block the CPU until the GPU's queued work is done (``.item()`` on a
+GPU tensor reaches ``_local_scalar_dense_cuda``)."""
+
+
+def _is_gpu_sync(frame: Frame) -> bool:
+    """A frame where the CPU waits for its GPU: torch.cuda's ``synchronize`` (device,
+    stream or event) or the CUDA call under it."""
+    if is_native(frame):
+        return bool(_GPU_SYNC_NATIVE.search(frame.name))
+    return frame.name.rsplit(".", 1)[-1] == "synchronize" and "torch/cuda/" in frame.filename
 
 
 def _python_wait(frame: Frame) -> bool:
@@ -235,6 +258,9 @@ def _explain_frames(main: ThreadStack) -> tuple[RankState, int | None]:
     index = collective_index(main)
     if index is not None:
         return RankState.IN_COLLECTIVE, index
+    sync = [i for i, f in enumerate(frames) if _is_gpu_sync(f)]
+    if sync:
+        return RankState.GPU_WAIT, sync[-1]
     tests: tuple[tuple[RankState, Callable[[Frame], bool]], ...] = (
         (RankState.COMPILE, lambda f: bool(_COMPILE_FILES.search(f.filename))),
         (

@@ -16,6 +16,7 @@ from doctor.flight.align import FlightAnalysis
 from doctor.model import CollectiveRef, EvidenceLine
 from doctor.verdict.stacks import (
     STOPPED_STATUSES,
+    WAITING,
     RankState,
     collective_op,
     rank_state,
@@ -148,7 +149,7 @@ def frozen_ranks(evidence: Evidence) -> set[int]:
         for rank, samples in seen.items()
         if len(samples) > 1
         and len({s.stack_signature for s in samples}) == 1
-        and all(s.state == RankState.IN_COLLECTIVE.value for s in samples)
+        and all(s.state in WAITING for s in samples)
     }
 
 
@@ -177,7 +178,7 @@ def job_progress(evidence: Evidence) -> bool | None:
     moving = moving_ranks(evidence)
     if alive and all(p.rank in moving for p in alive):
         return True
-    waiting = {s.rank for s in evidence.stacks if rank_state(s) is RankState.IN_COLLECTIVE}
+    waiting = {s.rank for s in evidence.stacks if rank_state(s) in WAITING}
     stopped = {p.rank for p in alive if p.status in STOPPED_STATUSES}
     measured = {p.rank for p in alive if p.io_calls_delta is not None}
     frozen = frozen_ranks(evidence)

@@ -8,10 +8,15 @@ an all_reduce behind a kernel that spun for 100 s, and while it sat in
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
-import pytest
 from clitools import run_cli
 from nvml_replay import H200
+
+from doctor.analyze.load import load_evidence
+from doctor.model import HangClass
+from doctor.verdict.classify import classify
+from doctor.verdict.stacks import RankState, rank_state, signature
 
 
 def bundle_verdict() -> dict:
@@ -32,10 +37,21 @@ def test_the_live_collection_on_the_gpu_host() -> None:
     assert live["verdict"] == doc["verdict"], "the bundle re-judges to what triage said live"
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="known gap: NCCL RAS 'every communicator running with no errors' is taken as "
-    "progress, and a rank in torch.cuda.synchronize is user_code, not waiting on its GPU",
-)
 def test_a_rank_waiting_on_its_hung_gpu_is_not_healthy() -> None:
-    assert bundle_verdict()["verdict"]["hang_class"] != "healthy"
+    """Triage there said ``healthy``: NCCL RAS saw the communicator running, and the rank in
+    ``torch.cuda.synchronize`` read as its own code. Today's code records that rank as
+    waiting for its GPU in every sample (the bundle's samples were taken at the stack's own
+    call path, so their state is re-read from it), and a stall seen live outranks a log's
+    health."""
+    evidence = load_evidence([H200 / "triage-bundle.tar.gz"])
+    [stack] = evidence.stacks
+    assert rank_state(stack) is RankState.GPU_WAIT
+    samples = tuple(
+        replace(s, state=rank_state(stack).value)
+        for s in evidence.progress
+        if s.stack_signature == signature(stack)
+    )
+    assert len(samples) == len(evidence.progress) > 1
+    verdict = classify(replace(evidence, progress=samples))
+    assert verdict.hang_class is HangClass.UNKNOWN, verdict
+    assert "waits for its GPU at synchronize" in verdict.summary

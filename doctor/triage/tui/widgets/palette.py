@@ -6,6 +6,7 @@ from doctor.verdict.stacks import RankState
 
 STATE_STYLES: dict[str, str] = {
     RankState.IN_COLLECTIVE: "cyan",
+    RankState.GPU_WAIT: "cyan",
     RankState.COMPILE: "magenta",
     RankState.DATA_LOADING: "yellow",
     RankState.GIL_WAIT: "yellow",
