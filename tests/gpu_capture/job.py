@@ -4,7 +4,9 @@
 communicator's NCCL_DEBUG=INFO log; two ranks on one GPU: NCCL's duplicate-GPU error).
 ``python3 job.py hang DIR``: warm-up collectives, then an all_reduce queued behind a
 long spinning kernel, so the watchdog times it out; before that the rank writes its own
-Flight Recorder dump and ``DIR/hung`` (its pid) so a triage can look at it live.
+Flight Recorder dump and ``DIR/hung`` (its pid) so a triage can look at it live, while it
+waits in ``torch.cuda.synchronize`` (``hang-item``: in ``.item()``, as a training loop that
+reads its loss waits, with no Python frame of torch's above it).
 """
 
 from __future__ import annotations
@@ -54,6 +56,9 @@ def main() -> None:
     with open(os.path.join(out, "hung"), "w") as f:
         f.write(str(os.getpid()))
     print(f"rank {rank}: all_reduce queued behind the spin at {time.time():.3f}", flush=True)
+    if mode == "hang-item":
+        print(f"rank {rank}: loss {x[0].item()} (not expected)", flush=True)
+        return
     torch.cuda.synchronize()
     print(f"rank {rank}: synchronize returned (not expected)", flush=True)
 
