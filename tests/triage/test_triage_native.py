@@ -7,6 +7,7 @@ from dataclasses import replace
 
 from triage_helpers import recorded_stack
 
+from doctor.evidence import Frame, RankStack, ThreadStack
 from doctor.triage.sources.native import NativePlan, needs_native
 from doctor.verdict.stacks import RankState, collective_op, rank_state, signature, top_frame
 
@@ -90,3 +91,28 @@ def test_a_rank_frozen_for_three_samples_is_dumped_at_once_others_wait_for_the_w
     plan.offer_if_frozen([peer, peer, peer], 1000, time.monotonic() + 5)
     plan.wait(5.0)
     assert dumped == [0]
+
+
+def test_a_rank_spinning_in_cuda_s_wait_is_dumped_and_read_as_waiting_on_its_gpu() -> None:
+    """The H200 recording of ``.item()`` behind a hung NCCL all_reduce: py-spy sees the main
+    thread active at the Python line that called it; only native frames show the wait."""
+    line = (Frame("main", "job.py", 60), Frame("<module>", "job.py", 67))
+    python = RankStack(0, (ThreadStack(645, "MainThread", line, is_main=True),), "py-spy")
+    native_frames = (
+        Frame("cuStreamSynchronize", "libcuda.so.580.159.04", 0, native=True),
+        Frame("cudaStreamSynchronize", "libcudart.so.13", 0, native=True),
+        Frame("at::native::_local_scalar_dense_cuda", "libtorch_cuda.so", 0, native=True),
+        Frame("torch::autograd::THPVariable_item", "libtorch_python.so", 0, native=True),
+        *line,
+    )
+    native = RankStack(0, (ThreadStack(645, "MainThread", native_frames, is_main=True),), "py-spy")
+    assert rank_state(python) is RankState.USER_CODE
+    assert not needs_native(python), "an active thread is not dumped at the window's end"
+    dumped: list[int] = []
+    plan = NativePlan(lambda rank, pid, timeout: dumped.append(rank) or native)
+    # WHEN it is seen active at that one line three times
+    plan.offer_if_frozen([python] * 3, 645, time.monotonic() + 5)
+    plan.wait(5.0)
+    # THEN it is dumped at once, and its native frames say it waits for its GPU
+    assert dumped == [0]
+    assert rank_state(plan.resolve(python)) is RankState.GPU_WAIT

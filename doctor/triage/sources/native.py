@@ -14,6 +14,11 @@ them but costs about a second per process (it reads libtorch's symbols), so:
   look like a hang to the progress probes; only a rank already frozen at one
   idle stack for ``FROZEN_SAMPLES`` samples is dumped at once (time to
   verdict on a hung job);
+* a main thread that py-spy sees *active* at one Python stack for
+  ``FROZEN_SAMPLES`` samples is dumped too (at once, never at the window's end):
+  a C call that spins keeps it there, and the commonest is CUDA's own wait,
+  ``.item()`` or a copy to the host spinning in ``cudaStreamSynchronize`` (seen on
+  the H200: py-spy reports that thread active at the Python line that called it);
 * only one rank per Python signature is dumped: ranks whose Python stacks
   agree frame for frame and are idle wait in the same place, so the others
   are given that rank's native main-thread frames, marked ``native_from``
@@ -47,11 +52,12 @@ FROZEN_SAMPLES = 3
 """Consecutive samples at one idle Python stack after which a native dump starts at once."""
 
 
-def needs_native(stack: RankStack) -> bool:
+def needs_native(stack: RankStack, *, spinning: bool = False) -> bool:
     """A main thread blocked in C under code that is not a known collective: the autograd
-    engine, a backward hook, ``work.wait()``, a C call holding up the GIL."""
+    engine, a backward hook, ``work.wait()``, a C call holding up the GIL; with
+    ``spinning``, also one that py-spy sees active there (a C call that spins)."""
     main = stack.main
-    if main is None or not main.frames or main.active:
+    if main is None or not main.frames or (main.active and not spinning):
         return False
     return rank_state(stack) in NEEDS_NATIVE and not any(is_native(f) for f in main.frames)
 
@@ -85,11 +91,19 @@ class NativePlan:
         self._threads: list[threading.Thread] = []
         self._running: set[int] = set()
 
-    def offer(self, stack: RankStack, pid: int, deadline: float, now: bool = False) -> None:
+    def offer(
+        self,
+        stack: RankStack,
+        pid: int,
+        deadline: float,
+        now: bool = False,
+        spinning: bool = False,
+    ) -> None:
         """Book a native dump of this rank, to end by ``deadline``, if no rank with its
-        Python stack has one; ``now`` starts it at once instead of at the window's end."""
+        Python stack has one; ``now`` starts it at once instead of at the window's end;
+        ``spinning`` admits a main thread that is active (``offer_if_frozen``)."""
         start = time.monotonic() if now else max(self._not_before, time.monotonic())
-        if deadline - start <= 0.2 or not needs_native(stack):
+        if deadline - start <= 0.2 or not needs_native(stack, spinning=spinning):
             return
         key = native_key(stack)
         with self._lock:
@@ -110,9 +124,9 @@ class NativePlan:
         that needs native frames: a rank that sits that long is most likely waiting, and
         pausing it costs a hung job nothing."""
         last = stacks[-FROZEN_SAMPLES:]
-        if len(last) == FROZEN_SAMPLES and all(needs_native(s) for s in last):
+        if len(last) == FROZEN_SAMPLES and all(needs_native(s, spinning=True) for s in last):
             if len({native_key(s) for s in last}) == 1:
-                self.offer(last[-1], pid, deadline, now=True)
+                self.offer(last[-1], pid, deadline, now=True, spinning=True)
 
     def offer_most_seen(self, stacks: list[RankStack], pid: int, deadline: float) -> None:
         """Offer the rank's most frequent Python stack that needs native frames, if it was
@@ -160,8 +174,8 @@ class NativePlan:
         """``stack`` with native main-thread frames: its own dump, or its twin's."""
         with self._lock:
             found = self._done.get(native_key(stack))
-        if found is None or not needs_native(stack):
-            return stack
+        if found is None or not needs_native(stack, spinning=True):
+            return stack  # a dump was booked for this key only if the rule admitted it
         if found.rank == stack.rank:
             return found.stack
         main = stack.main
