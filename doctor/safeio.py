@@ -233,7 +233,8 @@ class TrustedDir:
                 raise UnsafePath(f"refusing {path}: it climbs with ..")
             for i, name in enumerate(parts):
                 where = where / name
-                fd = _step(fd, name, where)
+                fd, parent = _step(fd, name, where), fd
+                os.close(parent)
                 _component_ok(os.fstat(fd), owner, str(where), i == len(parts) - 1)
             if not parts:
                 _component_ok(os.fstat(fd), owner, "/", True)
@@ -244,7 +245,7 @@ class TrustedDir:
 
     def sub(self, name: str) -> TrustedDir:
         """The child directory ``name``, checked as the last component of a walk."""
-        fd = _step(os.dup(self.fd), _leaf(name), str(self.path / name))
+        fd = _step(self.fd, _leaf(name), str(self.path / name))
         try:
             _component_ok(os.fstat(fd), self.owner, str(self.path / name), True)
         except BaseException:
@@ -343,15 +344,15 @@ def _leaf(name: str) -> str:
 
 
 def _step(fd: int, name: str, where: object) -> int:
-    """Open the directory ``name`` under ``fd`` without following a link; closes ``fd``."""
+    """Open the directory ``name`` under ``fd`` without following a link."""
     try:
         return os.open(name, _DIR_FLAGS, dir_fd=fd)
     except OSError as exc:
         if exc.errno in (errno.ELOOP, errno.ENOTDIR):
-            raise UnsafePath(f"refusing {where}: a symbolic link or not a directory") from None
+            raise UnsafePath(
+                f"refusing {where}: it is a symbolic link or not a directory"
+            ) from None
         raise
-    finally:
-        os.close(fd)
 
 
 def read_owned(path: Path | str, owner: int, limit: int) -> bytes:
