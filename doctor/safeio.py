@@ -219,9 +219,10 @@ class TrustedDir:
         self.fd, self.path, self.owner = fd, path, owner
 
     @classmethod
-    def open(cls, path: Path | str, owner: int) -> TrustedDir:
+    def open(cls, path: Path | str, owner: int, root_may_own: bool = False) -> TrustedDir:
         """Walk ``path`` (absolute); ``UnsafePath`` names the component that failed,
-        ``FileNotFoundError`` when one is missing."""
+        ``FileNotFoundError`` when one is missing. ``root_may_own``: the folder itself
+        may be root's too (a folder only read in, as ``/tmp`` for a log in it)."""
         path = Path(path)
         if not path.is_absolute():
             raise UnsafePath(f"refusing {path}: not an absolute path")
@@ -235,9 +236,10 @@ class TrustedDir:
                 where = where / name
                 fd, parent = _step(fd, name, where), fd
                 os.close(parent)
-                _component_ok(os.fstat(fd), owner, str(where), i == len(parts) - 1)
+                last = i == len(parts) - 1 and not root_may_own
+                _component_ok(os.fstat(fd), owner, str(where), last)
             if not parts:
-                _component_ok(os.fstat(fd), owner, "/", True)
+                _component_ok(os.fstat(fd), owner, "/", not root_may_own)
             return cls(fd, path, owner)
         except BaseException:
             os.close(fd)
@@ -353,6 +355,19 @@ def _step(fd: int, name: str, where: object) -> int:
                 f"refusing {where}: it is a symbolic link or not a directory"
             ) from None
         raise
+
+
+def open_owned(path: Path | str, owners: set[int] | None = None) -> int:
+    """A read descriptor on the regular file at ``path`` of one of ``owners`` (None: of
+    whoever owns it), every folder on the way walked and checked as its owner's or
+    root's (``TrustedDir``). For a file a rank's environment names, which may be
+    anywhere (``/tmp`` included)."""
+    path = Path(os.path.abspath(path))
+    uid = os.lstat(path).st_uid
+    if owners is not None and uid not in owners:
+        raise UnsafePath(f"refusing {path}: it belongs to uid {uid}")
+    with TrustedDir.open(path.parent, uid, root_may_own=True) as folder:
+        return folder.open_file(path.name)
 
 
 def read_owned(path: Path | str, owner: int, limit: int) -> bytes:

@@ -395,3 +395,25 @@ def test_a_small_gz_that_inflates_to_a_gib_of_newlines_stops_at_a_bound(tmp_path
     # WHEN analyze reads it THEN it stops at a bound within seconds and says so
     reading = _within(60, lambda: read_logs([bomb]))
     assert any("bound file_bytes" in s.reason for s in reading.skipped), reading.skipped
+
+
+@needs_root
+def test_a_log_a_rank_names_is_not_read_through_a_linked_folder(
+    tmp_path: Path, owner: User
+) -> None:
+    from doctor.triage.export import _read
+    from doctor.triage.sources.logs import read_tail
+
+    # GIVEN NCCL_DEBUG_FILE under the owner's folder that links into a root-only folder,
+    # where a file of the owner's sits (one the owner can no longer reach)
+    victim = _root_only(tmp_path)
+    (victim / "nccl.log").write_text("NCCL WARN root-only folder\n")
+    owner.own(victim / "nccl.log")
+    logs = tmp_path / "logs"
+    logs.symlink_to(victim)
+    owner.own(logs)
+    # WHEN root's triage reads its tail, or bundles it THEN nothing
+    assert read_tail(logs / "nccl.log", owners={owner.uid}) == ""
+    assert _read(str(logs / "nccl.log"), 1024, tail=True, owners={owner.uid}) is None
+    # AND the same file in a folder of the owner's (or in /tmp-like root folders) is read
+    assert read_tail(victim / "nccl.log", owners={owner.uid}) == "NCCL WARN root-only folder\n"
