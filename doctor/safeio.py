@@ -106,21 +106,34 @@ def open_regular(
     owner, for evidence a person named), at most ``limit`` bytes. The caller closes it.
     ``follow`` allows a link, for a file the user names for themselves (their own config,
     which NCCL reads through links too): the checks then apply to the file it points at."""
+    flags = NOFOLLOW_READ & ~os.O_NOFOLLOW if follow else NOFOLLOW_READ
+    return _open_checked(str(path), flags, path, owner, limit)
+
+
+def _open_checked(
+    name: str,
+    flags: int,
+    where: object,
+    owner: int | None,
+    limit: int | None,
+    dir_fd: int | None = None,
+) -> int:
+    """``open_regular``'s open and checks, of ``name`` (relative to ``dir_fd`` if given)."""
     try:
-        fd = os.open(path, NOFOLLOW_READ & ~os.O_NOFOLLOW if follow else NOFOLLOW_READ)
+        fd = os.open(name, flags, dir_fd=dir_fd)
     except OSError as exc:
         if exc.errno == errno.ELOOP:
-            raise UnsafePath(f"refusing {path}: it is a symbolic link") from None
+            raise UnsafePath(f"refusing {where}: it is a symbolic link") from None
         raise
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise UnsafePath(f"refusing {path}: not a regular file (a FIFO, device or socket)")
+            raise UnsafePath(f"refusing {where}: not a regular file (a FIFO, device or socket)")
         if owner is not None and info.st_uid != owner:
-            raise UnsafePath(f"refusing {path}: it belongs to uid {info.st_uid}, not uid {owner}")
+            raise UnsafePath(f"refusing {where}: it belongs to uid {info.st_uid}, not uid {owner}")
         if limit is not None and info.st_size > limit:
             raise UnsafePath(
-                f"refusing {path}: {info.st_size} bytes is over the bound of {limit} bytes"
+                f"refusing {where}: {info.st_size} bytes is over the bound of {limit} bytes"
             )
         os.set_blocking(fd, True)
         return fd
@@ -258,26 +271,9 @@ class TrustedDir:
     def open_file(self, name: str, limit: int | None = None) -> int:
         """A blocking read descriptor on the owner's regular file ``name`` here (never a
         link, never waiting on a FIFO), at most ``limit`` bytes long."""
-        where = self.path / name
-        try:
-            fd = os.open(_leaf(name), NOFOLLOW_READ, dir_fd=self.fd)
-        except OSError as exc:
-            if exc.errno == errno.ELOOP:
-                raise UnsafePath(f"refusing {where}: it is a symbolic link") from None
-            raise
-        try:
-            info = os.fstat(fd)
-            if not stat.S_ISREG(info.st_mode):
-                raise UnsafePath(f"refusing {where}: not a regular file (a FIFO, device or socket)")
-            if info.st_uid != self.owner:
-                raise UnsafePath(f"refusing {where}: it belongs to uid {info.st_uid}")
-            if limit is not None and info.st_size > limit:
-                raise UnsafePath(f"refusing {where}: {info.st_size} bytes is over {limit}")
-            os.set_blocking(fd, True)
-            return fd
-        except BaseException:
-            os.close(fd)
-            raise
+        return _open_checked(
+            _leaf(name), NOFOLLOW_READ, self.path / name, self.owner, limit, self.fd
+        )
 
     def read(self, name: str, limit: int, offset: int = 0) -> bytes:
         """At most ``limit`` bytes of the owner's regular file ``name`` from ``offset``
