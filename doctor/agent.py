@@ -212,7 +212,10 @@ def request_stack(
     directory: Path, rank: int, pid: int, timeout: float, owner: int | None = None
 ) -> str | None:
     """All thread stacks of ``pid`` as faulthandler text; None without an agent or answer."""
-    owner = _owner(directory) if owner is None else owner
+    try:
+        owner = _owner(directory) if owner is None else owner
+    except OSError:  # the job's folder is gone with it
+        return None
     agent = agent_pid(directory, rank, owner)
     if agent is None or agent.pid != pid:
         return None

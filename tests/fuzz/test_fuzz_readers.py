@@ -292,3 +292,30 @@ def test_host_document_lists_past_what_a_host_writes_are_refused() -> None:
         parse_document(json.dumps(doc))
     with pytest.raises(DocumentError, match="more than a host sends"):
         parse_document(" " * (MAX_HOST_BYTES + 1))
+
+
+@given(st.text(max_size=60), st.sampled_from(["", "-", "-o", " ", "h[1-2],"]))
+def test_host_lists_yield_host_names_or_one_usage_error(text: str, prefix: str) -> None:
+    # GIVEN any --hosts text (hostile, or starting like an ssh option)
+    from doctor.errors import UsageError
+    from doctor.remote.hosts import parse_hosts, valid_host
+
+    # THEN host names that can never be read as an option, or one UsageError
+    try:
+        hosts = parse_hosts(prefix + text)
+    except UsageError:
+        return
+    assert hosts and all(valid_host(h) and not h.startswith("-") for h in hosts)
+
+
+@given(st.lists(st.text(max_size=40), max_size=6), st.integers(min_value=0, max_value=3))
+def test_srun_lines_are_filed_under_the_task_that_wrote_them(lines: list[str], task: int) -> None:
+    # GIVEN srun output lines, labelled or not, some claiming a host of their own
+    from doctor.remote.frames import TAG
+    from doctor.remote.slurm import _labelled
+
+    order = ["n1", "n2", "n3"]
+    for line in [*lines, f"{task}: {TAG} n3 0 1 {{}}"]:
+        node, rest = _labelled(line, order)
+        # THEN a line is a task's only with srun's label, and only a task in the step
+        assert node is None or (node in order and line.endswith(rest))
