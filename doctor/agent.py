@@ -33,6 +33,7 @@ from __future__ import annotations
 import faulthandler
 import os
 import signal
+import stat
 import threading
 import time
 from collections.abc import Callable
@@ -40,15 +41,7 @@ from pathlib import Path
 from types import TracebackType
 
 from doctor.process_identity import ProcessId, send_signal, this_process
-from doctor.safeio import (
-    UnsafePath,
-    open_append,
-    private_dir,
-    read_from,
-    read_text,
-    size_of,
-    write_atomic,
-)
+from doctor.safeio import TrustedDir, UnsafePath, open_append, private_dir, write_atomic
 
 STACK_SIGNAL = signal.SIGUSR2
 POLL_INTERVAL = 0.1
@@ -179,10 +172,13 @@ def _owner(directory: Path) -> int:
     return os.lstat(directory).st_uid
 
 
-def agent_pid(directory: Path, rank: int) -> ProcessId | None:
+def agent_pid(directory: Path, rank: int, owner: int | None = None) -> ProcessId | None:
     """The rank's running agent (pid and start time), or None (then SIGUSR2 would kill it)."""
     try:
-        return ProcessId.from_text(read_text(_pid_path(directory, rank), 64, _owner(directory)))
+        owner = _owner(directory) if owner is None else owner
+        with TrustedDir.open(directory, owner) as folder:
+            text = folder.read(_pid_path(directory, rank).name, 64).decode(errors="replace")
+        return ProcessId.from_text(text)
     except (OSError, UnsafePath):
         return None
 
@@ -196,12 +192,33 @@ def _take(request: Path) -> bool:
     return True
 
 
-def request_stack(directory: Path, rank: int, pid: int, timeout: float) -> str | None:
+def _folders(directory: Path, owner: int | None, *subs: str) -> tuple[TrustedDir, ...] | None:
+    """The job directory and its ``subs``, each walked and checked as ``owner``'s
+    (``safeio.TrustedDir``): root writes requests and removes answers only there. None
+    when one is missing or fails a check (no agent serves a rank there)."""
+    opened: list[TrustedDir] = []
+    try:
+        owner = _owner(directory) if owner is None else owner
+        opened.append(TrustedDir.open(directory, owner))
+        opened += [opened[0].sub(sub) for sub in subs]
+    except (OSError, UnsafePath):
+        for folder in opened:
+            folder.close()
+        return None
+    return tuple(opened)
+
+
+def request_stack(
+    directory: Path, rank: int, pid: int, timeout: float, owner: int | None = None
+) -> str | None:
     """All thread stacks of ``pid`` as faulthandler text; None without an agent or answer."""
-    agent = agent_pid(directory, rank)
+    try:
+        owner = _owner(directory) if owner is None else owner
+    except OSError:  # the job's folder is gone with it
+        return None
+    agent = agent_pid(directory, rank, owner)
     if agent is None or agent.pid != pid:
         return None
-    owner = _owner(directory)
     return ask_for_stacks(
         directory, rank, lambda: send_signal(agent, STACK_SIGNAL, owner), timeout, owner
     )
@@ -216,57 +233,76 @@ def ask_for_stacks(
 ) -> str | None:
     """Ask the rank's agent for its stacks; signal only when the agent cannot take the
     request (its GIL is held). The text appended, or None without an answer."""
-    path = stack_path(directory, rank)
-    request = _request_path(directory, rank, "stack")
-    start = size_of(path)
-    deadline = time.monotonic() + timeout
-    try:
-        write_atomic(request, str(time.time()))
-    except OSError:  # no requests folder: no agent serves this rank
+    folders = _folders(directory, owner, "requests")
+    if folders is None:  # no requests folder: no agent serves this rank
         return None
-    handoff = time.monotonic() + min(HANDOFF, timeout / 2)
-    while request.exists() and time.monotonic() < handoff:
-        time.sleep(0.01)
-    if _take(request) and not send_stack_signal():
-        return None
-    return await_growth(path, start, max(0.0, deadline - time.monotonic()), owner)
+    job, requests = folders
+    with job, requests:
+        answer = stack_path(directory, rank).name
+        request = _request_path(directory, rank, "stack").name
+        start = job.size(answer)
+        deadline = time.monotonic() + timeout
+        try:
+            requests.write(request, str(time.time()))
+        except OSError:
+            return None
+        handoff = time.monotonic() + min(HANDOFF, timeout / 2)
+        while requests.lstat(request) is not None and time.monotonic() < handoff:
+            time.sleep(0.01)
+        if requests.unlink(request) and not send_stack_signal():
+            return None
+        return _await_growth(job, answer, start, max(0.0, deadline - time.monotonic()))
 
 
-def await_growth(path: Path, start: int, timeout: float, owner: int | None = None) -> str | None:
-    """What faulthandler appended to ``path`` past ``start`` once it stops growing."""
+def _await_growth(folder: TrustedDir, name: str, start: int, timeout: float) -> str | None:
+    """What faulthandler appended to ``name`` past ``start`` once it stops growing."""
     deadline = time.monotonic() + timeout
     size = start
     while time.monotonic() < deadline:
         time.sleep(0.02)
-        now = size_of(path)
+        now = folder.size(name)
         if now > start and now == size:  # grown, then stable for one poll: the dump is complete
             try:
-                return read_from(path, start, STACK_BYTES, owner)
+                return folder.read(name, STACK_BYTES, start).decode("utf-8", errors="replace")
             except (OSError, UnsafePath):
                 return None
         size = now
     return None
 
 
-def request_fr_dump(directory: Path, rank: int, timeout: float) -> Path | None:
-    """Ask the rank's agent for a fresh Flight Recorder dump; its path, or None on timeout."""
-    request = _request_path(directory, rank)
-    target = fr_path(directory, rank)
-    error = target.with_name(f"rank_{rank}.error")
-    error.unlink(missing_ok=True)
-    asked = time.time()
-    try:
-        write_atomic(request, str(asked))
-    except OSError:  # no requests folder: no agent serves this rank
+def request_fr_dump(
+    directory: Path, rank: int, timeout: float, owner: int | None = None
+) -> Path | None:
+    """Ask the rank's agent for a fresh Flight Recorder dump; its path, or None on timeout
+    (or when the job's folders fail the owner's checks)."""
+    folders = _folders(directory, owner, "requests", "fr")
+    if folders is None:  # no requests folder: no agent serves this rank
         return None
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if not request.exists():
-            fresh = target.exists() and target.stat().st_mtime >= asked - 0.01
-            return target if fresh and not error.exists() else None
-        time.sleep(0.02)
-    request.unlink(missing_ok=True)
-    return None
+    job, requests, fr = folders
+    with job, requests, fr:
+        request = _request_path(directory, rank).name
+        target = fr_path(directory, rank)
+        error = f"rank_{rank}.error"
+        fr.unlink(error)
+        asked = time.time()
+        try:
+            requests.write(request, str(asked))
+        except OSError:
+            return None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if requests.lstat(request) is None:
+                info = fr.lstat(target.name)
+                fresh = (
+                    info is not None
+                    and stat.S_ISREG(info.st_mode)
+                    and info.st_uid == fr.owner
+                    and info.st_mtime >= asked - 0.01
+                )
+                return target if fresh and fr.lstat(error) is None else None
+            time.sleep(0.02)
+        requests.unlink(request)
+        return None
 
 
 def forget_rank(directory: Path, rank: int, identity: ProcessId | None) -> None:

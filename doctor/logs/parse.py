@@ -43,6 +43,30 @@ class Bounds:
     json_chars: int = 8 << 20
     streams: int = 4_096
     """Writers with an open block at once (ranks interleaving tracebacks)."""
+    file_bytes: int = 4 << 30
+    """Text read from one file (a 2 GB combined log fits)."""
+    inflate_ratio: int = 16
+    inflate_floor: int = 4 << 20
+    """A compressed file's text: at most ``inflate_ratio`` times the file's own size (logs
+    compress 5 to 12 times), and ``inflate_floor`` bytes at least."""
+    inflate_lines: float = 0.5
+    inflate_lines_floor: int = 100_000
+    """A compressed file's lines: at most ``inflate_lines`` per byte of the file (a log's
+    line of ~100 characters takes ~10 compressed bytes), ``inflate_lines_floor`` at least.
+    Lines, not bytes, are what reading costs: a 1 MB file that inflates to a GiB of
+    newlines stops within a second or two, and is reported as cut."""
+
+    def text_bytes(self, size: int, compressed: bool) -> int:
+        """The most text read from a file of ``size`` bytes."""
+        if not compressed:
+            return self.file_bytes
+        return min(self.file_bytes, max(self.inflate_floor, self.inflate_ratio * size))
+
+    def text_lines(self, size: int, compressed: bool) -> int | None:
+        """The most lines read from a file of ``size`` bytes (None: no bound)."""
+        if not compressed:
+            return None
+        return max(self.inflate_lines_floor, int(self.inflate_lines * size))
 
 
 @dataclass

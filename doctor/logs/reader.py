@@ -82,16 +82,20 @@ def log_files(paths: Sequence[Path]) -> tuple[list[Path], list[Skipped]]:
     return found, skipped
 
 
-def read_lines(f: BinaryIO, limit: int) -> Iterator[str]:
+def read_lines(f: BinaryIO, limit: int, budget: int | None = None) -> Iterator[str]:
     """Lines of ``f`` decoded, each at most ``limit`` characters (the rest of a longer line is
-    skipped without being held)."""
-    while True:
-        raw = f.readline(limit + 1)
+    skipped without being held); no more once ``budget`` bytes were read."""
+    left = budget if budget is not None else -1
+    while left != 0:
+        raw = f.readline(limit + 1 if left < 0 else min(limit + 1, left))
         if not raw:
             return
+        left = max(left - len(raw), 0) if left > 0 else left
         if len(raw) > limit and not raw.endswith(b"\n"):
-            while (rest := f.readline(1 << 16)) and not rest.endswith(b"\n"):
-                pass
+            while left != 0 and (rest := f.readline(1 << 16 if left < 0 else min(1 << 16, left))):
+                left = max(left - len(rest), 0) if left > 0 else left
+                if rest.endswith(b"\n"):
+                    break
         yield raw.decode("utf-8", errors="replace")
 
 
@@ -102,13 +106,21 @@ def parse_file(path: Path, bounds: Bounds = DEFAULT_BOUNDS) -> tuple[Parsed, str
     """One file's facts; the error text if it could not be read ('' if it could)."""
     rank = _FILE_RANK.search(path.name)
     parser = Parser(path.name, int(rank.group(1)) if rank else None, bounds)
+    cut = ""
     try:
+        size, compressed = path.stat().st_size, path.suffix == ".gz"
+        budget, most = bounds.text_bytes(size, compressed), bounds.text_lines(size, compressed)
         with _open(path) as f:
-            for raw in read_lines(f, bounds.line_chars):
+            for n, raw in enumerate(read_lines(f, bounds.line_chars, budget), 1):
                 parser.feed(raw)
+                if n == most:
+                    cut = f"read its first {most} lines"
+                    break
+            if not cut and f.read(1):
+                cut = f"read the first {budget} bytes of its text"
     except (OSError, EOFError, gzip.BadGzipFile) as exc:
         return parser.finish(), f"{path.name}: {exc}"
-    return parser.finish(), ""
+    return parser.finish(), f"{path.name}: bound file_bytes: {cut}" if cut else ""
 
 
 def read_logs(paths: Sequence[Path], bounds: Bounds = DEFAULT_BOUNDS) -> LogReading:

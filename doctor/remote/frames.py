@@ -37,6 +37,13 @@ class Reassembler:
         self._counts: dict[str, int] = {}
         self.done: dict[str, str] = {}
 
+    def feed_as(self, host: str, line: str) -> str | None:
+        """``feed`` with the line filed under ``host``, whatever host it names: the
+        transport knows which host sent it (ssh's connection, srun's task label), the
+        line is only what that host claims."""
+        parts = line.split(" ", 2)
+        return self.feed(f"{parts[0]} {host} {parts[2]}") if len(parts) == 3 else None
+
     def feed(self, line: str) -> str | None:
         """The host whose document this line completed, if any."""
         fields = line.rstrip("\n").split(" ", 4)

@@ -6,15 +6,25 @@ ClusterShell's ``NodeSet`` parses and folds SLURM-style ranges (``gpu[001-128]``
 
 from __future__ import annotations
 
+import os
+import re
 from collections.abc import Iterable
 from pathlib import Path
 
 from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
 from doctor.errors import InputError, UsageError
+from doctor.safeio import UnsafePath, open_regular
 
 MAX_HOSTS = 65536
 MAX_HOSTFILE_BYTES = 4 * 1024 * 1024
+_HOST_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}")
+"""A host name as ssh and srun get it: letters, digits, ``_ . : -``, never a leading ``-``
+(ssh would read it as an option) nor a space, ``@`` or shell character."""
+
+
+def valid_host(name: str) -> bool:
+    return _HOST_NAME.fullmatch(name) is not None
 
 
 def parse_hosts(text: str) -> list[str]:
@@ -27,7 +37,13 @@ def parse_hosts(text: str) -> list[str]:
         raise UsageError(f"--hosts names {len(nodes)} hosts; at most {MAX_HOSTS} are supported")
     if not len(nodes):
         raise UsageError("--hosts names no host")
-    return _ordered(text, nodes)
+    hosts = _ordered(text, nodes)
+    bad = next((h for h in hosts if not valid_host(h)), None)
+    if bad is not None:
+        raise UsageError(
+            f"--hosts: {bad!r} is not a host name (letters, digits, _ . : -, not starting with -)"
+        )
+    return hosts
 
 
 def _ordered(text: str, nodes: NodeSet) -> list[str]:
@@ -54,12 +70,16 @@ def _split_top(text: str) -> list[str]:
 
 def read_hostfile(path: Path) -> list[str]:
     """One host (or range) per line; ``#`` comments; MPI's ``host slots=8`` keeps the host."""
-    try:
-        if path.stat().st_size > MAX_HOSTFILE_BYTES:
-            raise InputError(f"{path}: a host file of more than 4 MiB is not a host file")
-        text = path.read_text()
+    try:  # a link is followed (the user named it), a FIFO or device refused, size bounded
+        fd = open_regular(path, None, MAX_HOSTFILE_BYTES, follow=True)
+        with os.fdopen(fd, "rb") as f:
+            text = f.read(MAX_HOSTFILE_BYTES + 1).decode(errors="replace")
+    except UnsafePath as exc:
+        raise InputError(f"--hostfile: {exc}") from None
     except OSError as exc:
         raise InputError(f"cannot read the host file {path} ({exc.strerror})") from None
+    if len(text) > MAX_HOSTFILE_BYTES:
+        raise InputError(f"{path}: a host file of more than 4 MiB is not a host file")
     items = []
     for line in text.splitlines():
         word = line.split("#", 1)[0].strip().split()

@@ -100,12 +100,11 @@ def merge(
     unaccounted = sorted(expected - set(processes))
     unreached_hosts = [h for h in hosts if h not in docs]
     claims = _unreached_ranks(hosts, unreached_hosts, docs, unaccounted, known)
-    claimed = {r for ranks in claims.values() for r in ranks}
+    claimed = {r: h for h in reversed(list(claims)) for r in claims[h]}  # first host wins
     local_of = {r: h for h, d in docs.items() for r in d.local_ranks}
     for rank in unaccounted:
         if rank in claimed:
-            host = next(h for h, rs in claims.items() if rank in rs)
-            processes[rank] = RankProcess(rank, None, host, alive=True, status=UNREACHED)
+            processes[rank] = RankProcess(rank, None, claimed[rank], alive=True, status=UNREACHED)
         else:
             host = local_of.get(rank) or known.get(rank) or "?"
             processes[rank] = RankProcess(rank, None, host, alive=False, status="missing")

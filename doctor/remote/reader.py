@@ -26,15 +26,27 @@ from doctor.evidence import (
 )
 from doctor.flight.dump import RankDump
 from doctor.model import Skipped
+from doctor.ranks import MAX_WORLD_SIZE
 from doctor.remote.document import (
     MAX_CLASSES,
+    MAX_EVENTS,
+    MAX_FRAMES,
+    MAX_PROGRESS,
     MAX_RANKS,
+    MAX_SKIPPED,
     MAX_TEXT,
+    MAX_THREADS,
     SCHEMA,
     DocumentError,
     HostDocument,
     StackClass,
 )
+from doctor.remote.transport import MAX_HOST_BYTES
+
+_CLASS_FRAMES = MAX_THREADS * MAX_FRAMES
+"""The most distinct frames one stack class can bring."""
+_SAMPLES = MAX_RANKS * MAX_PROGRESS
+"""The most progress samples (and signatures) one host writes."""
 
 
 class Interner:
@@ -97,29 +109,53 @@ def _int(value: Any) -> int:
     return value
 
 
+def _rank(value: Any) -> int:
+    """A rank number, bounded as ``analyze`` bounds world sizes (``MAX_WORLD_SIZE``)."""
+    rank = _int(value)
+    if not 0 <= rank < MAX_WORLD_SIZE:
+        raise DocumentError(f"rank {rank} is out of range (0 to {MAX_WORLD_SIZE - 1})")
+    return rank
+
+
+def _world(value: Any) -> int | None:
+    if value is None:
+        return None
+    world = _int(value)
+    if not 0 < world <= MAX_WORLD_SIZE:
+        raise DocumentError(f"world size {world} is out of range (1 to {MAX_WORLD_SIZE})")
+    return world
+
+
 def _ranks(value: Any) -> tuple[int, ...]:
     if not isinstance(value, list) or len(value) > MAX_RANKS:
         raise DocumentError("a rank list is not a list of at most MAX_RANKS integers")
-    return tuple(_int(r) for r in value)
+    return tuple(_rank(r) for r in value)
 
 
-def _list(value: Any) -> list[Any]:
+def _list(value: Any, most: int | None = None) -> list[Any]:
+    """A list of at most ``most`` items: what ``doctor.remote.document`` writes at most."""
     if not isinstance(value, list):
         raise DocumentError(f"expected a list, got {type(value).__name__}")
+    if most is not None and len(value) > most:
+        raise DocumentError(f"a list of {len(value)} items where a host writes at most {most}")
     return value
 
 
-def _records(cls: type[Any], rows: Any, host: str | None = None) -> tuple[Any, ...]:
+def _records(cls: type[Any], rows: Any, most: int, host: str | None = None) -> tuple[Any, ...]:
     """Each row decoded against ``cls``'s type hints (``doctor.codec``): a field of the wrong
-    type is a ``DocumentError``, never a record that breaks the classifier later."""
+    type, or a rank out of range, is a ``DocumentError``, never a record that breaks the
+    classifier (or the merge) later."""
     out = []
-    for row in _list(rows):
+    for row in _list(rows, most):
         if not isinstance(row, dict):
             raise DocumentError(f"a {cls.__name__} record is not an object")
         try:
-            out.append(decode(cls, row if host is None else {**row, "host": host}))
+            record = decode(cls, row if host is None else {**row, "host": host})
         except DecodeError as exc:
             raise DocumentError(f"a {cls.__name__} record is malformed ({exc})") from None
+        if getattr(record, "rank", None) is not None:
+            _rank(record.rank)
+        out.append(record)
     return tuple(out)
 
 
@@ -143,9 +179,11 @@ def from_document(doc: Mapping[str, Any], interner: Interner | None = None) -> H
         raise DocumentError(f"schema {doc.get('schema')!r} is not {SCHEMA}")
     intern = interner or Interner()
     host = _str(doc.get("host", ""))
-    frames = [intern.frame(row) for row in _list(doc.get("frames", []))]
+    frames = [
+        intern.frame(row) for row in _list(doc.get("frames", []), MAX_CLASSES * _CLASS_FRAMES)
+    ]
     classes = []
-    for c in _list(doc.get("classes", []))[:MAX_CLASSES]:
+    for c in _list(doc.get("classes", []), MAX_CLASSES):
         if not isinstance(c, dict):
             raise DocumentError("a stack class is not an object")
         ranks = _ranks(c.get("ranks"))
@@ -153,9 +191,9 @@ def from_document(doc: Mapping[str, Any], interner: Interner | None = None) -> H
             raise DocumentError("a stack class has no rank")
         threads = intern.stack_threads(c.get("threads"), frames)
         classes.append(StackClass(ranks, RankStack(ranks[0], threads, _str(c.get("source", "")))))
-    sigs = [_str(s) for s in _list(doc.get("signatures", []))]
+    sigs = [_str(s) for s in _list(doc.get("signatures", []), _SAMPLES)]
     progress = []
-    for row in _list(doc.get("progress", [])):
+    for row in _list(doc.get("progress", []), _SAMPLES):
         if not (isinstance(row, list) and len(row) == 6):
             raise DocumentError("a progress sample is not [rank, t, enq, comp, sig, state]")
         rank, t, enq, comp, sig, state = row
@@ -163,7 +201,7 @@ def from_document(doc: Mapping[str, Any], interner: Interner | None = None) -> H
             raise DocumentError("a progress sample points outside the signature table")
         progress.append(
             ProgressSample(
-                _int(rank),
+                _rank(rank),
                 _number(t),
                 _seq(enq),
                 _seq(comp),
@@ -171,33 +209,36 @@ def from_document(doc: Mapping[str, Any], interner: Interner | None = None) -> H
                 state=_str(state),
             )
         )
-    world = doc.get("world_size")
     try:
-        dumps = tuple(decode(RankDump, d) for d in _list(doc.get("dumps", []))[:MAX_RANKS])
+        dumps = tuple(decode(RankDump, d) for d in _list(doc.get("dumps", []), MAX_RANKS))
     except DecodeError as exc:
         raise DocumentError(f"a Flight Recorder dump is malformed ({exc})") from None
+    for dump in dumps:
+        _rank(dump.rank)
     return HostDocument(
         host=host,
         job=_str(doc.get("job", "")),
-        world_size=_int(world) if world is not None else None,
+        world_size=_world(doc.get("world_size")),
         local_ranks=_ranks(doc.get("local_ranks", [])),
         seconds=_number(doc.get("seconds", 0.0)),
-        processes=_records(RankProcess, doc.get("processes", []), host=host),
+        processes=_records(RankProcess, doc.get("processes", []), MAX_RANKS, host=host),
         classes=tuple(classes),
         progress=tuple(progress),
-        gpus=_records(GpuSample, doc.get("gpus", [])),
-        logs=_records(LogEvent, doc.get("logs", [])),
-        skipped=_records(Skipped, doc.get("skipped", [])),
+        gpus=_records(GpuSample, doc.get("gpus", []), MAX_RANKS),
+        logs=_records(LogEvent, doc.get("logs", []), MAX_EVENTS),
+        skipped=_records(Skipped, doc.get("skipped", []), MAX_SKIPPED),
         dumps=dumps,
-        unreadable_dumps=_records(Skipped, doc.get("unreadable_dumps", [])),
+        unreadable_dumps=_records(Skipped, doc.get("unreadable_dumps", []), MAX_SKIPPED),
         launcher=_str(doc.get("launcher", "")),
-        truncated=tuple(_str(t) for t in _list(doc.get("truncated", []))),
+        truncated=tuple(_str(t) for t in _list(doc.get("truncated", []), MAX_EVENTS)),
         version=_str(doc.get("version", "")),
     )
 
 
 def parse_document(text: str, interner: Interner | None = None) -> HostDocument:
-    """``from_document`` over the JSON text a host sent."""
+    """``from_document`` over the JSON text a host sent (at most ``MAX_HOST_BYTES``)."""
+    if len(text) > MAX_HOST_BYTES:
+        raise DocumentError(f"{len(text)} characters, more than a host sends ({MAX_HOST_BYTES})")
     try:
         doc = json.loads(text)
     except (ValueError, RecursionError) as exc:

@@ -7,6 +7,13 @@ lines, ``doctor.remote.frames``) and stops at the deadline: a node whose
 document is not complete by then did not answer, which is evidence, not an
 error. The step is cancelled (SIGTERM to srun, which cancels it) before we
 return, so nothing of ours stays on the nodes.
+
+Whose document a line is comes from srun, not from the line: ``--label`` makes srun
+prefix every line with the task id of the task that wrote it, and with one task per
+node task ``i`` runs on the ``i``-th node of the step's node list (SLURM lays tasks
+out in the order of its node table, which the folded node list follows for names
+like ``gpu[001-128]``). A node that tags its lines with another node's name files
+them under its own name all the same.
 """
 
 from __future__ import annotations
@@ -27,8 +34,10 @@ from doctor.remote.transport import MAX_HOST_BYTES, MISSING, HostAnswer
 from doctor.subproc import run
 
 SCONTROL_TIMEOUT = 5.0
-_FIELD = re.compile(r"(?:^|\s)(JobState|NodeList|NumNodes)=(\S+)")
+_FIELD = re.compile(r"(?:^|\s)(JobState|NodeList|NumNodes|UserId)=(\S+)")
+_UID = re.compile(r"\((\d+)\)$")
 _NODE_ERROR = re.compile(r"(?:on node |node )?([\w.\-]+): (?:task \d+: )?(.*)$")
+_LABEL = re.compile(r"^ *(\d{1,7}): ")
 
 
 @dataclass(frozen=True)
@@ -38,6 +47,8 @@ class SlurmJob:
     job: str
     state: str
     nodes: tuple[str, ...]
+    user: int | None = None
+    """The job owner's uid (``UserId=name(uid)``)."""
 
 
 def job_nodes(job: str, env: Mapping[str, str]) -> SlurmJob | None:
@@ -50,9 +61,12 @@ def job_nodes(job: str, env: Mapping[str, str]) -> SlurmJob | None:
         return None
     fields = dict(_FIELD.findall(done.stdout))
     nodes = fields.get("NodeList", "")
+    uid = _UID.search(fields.get("UserId", ""))
+    user = int(uid.group(1)) if uid else None
+    state = fields.get("JobState", "UNKNOWN")
     if not nodes or nodes == "(null)":
-        return SlurmJob(job, fields.get("JobState", "UNKNOWN"), ())
-    return SlurmJob(job, fields.get("JobState", "UNKNOWN"), tuple(parse_hosts(nodes)))
+        return SlurmJob(job, state, (), user)
+    return SlurmJob(job, state, tuple(parse_hosts(nodes)), user)
 
 
 def srun_argv(job: str, nodes: Sequence[str], command: Sequence[str]) -> list[str]:
@@ -77,8 +91,14 @@ def srun_argv(job: str, nodes: Sequence[str], command: Sequence[str]) -> list[st
         "--kill-on-bad-exit=0",
         "--immediate=5",
         "--quiet",
+        "--label",
         *command,
     ]
+
+
+def step_nodes(nodes: Sequence[str]) -> list[str]:
+    """The step's nodes in task order: task ``i`` runs on the ``i``-th (module docstring)."""
+    return parse_hosts(fold(nodes))
 
 
 def collect_via_srun(
@@ -102,7 +122,7 @@ def collect_via_srun(
         )
     except OSError as exc:
         return {n: HostAnswer(n, None, None, f"srun could not start: {exc}") for n in nodes}
-    docs, seconds, errors = _read_until(proc, set(nodes), start + timeout)
+    docs, seconds, errors = _read_until(proc, step_nodes(nodes), start + timeout)
     ended = proc.poll() is not None
     _cancel(proc)
     answers = {}
@@ -121,11 +141,22 @@ def _general(errors: Mapping[str, str]) -> str:
     return errors.get("", "")
 
 
+def _labelled(line: str, order: Sequence[str]) -> tuple[str | None, str]:
+    """The node whose task wrote ``line`` (srun's ``--label`` prefix) and the line without
+    it; None for a line srun did not label (its own messages)."""
+    match = _LABEL.match(line)
+    if match is None:
+        return None, line
+    task = int(match.group(1))
+    return (order[task] if task < len(order) else None), line[match.end() :]
+
+
 def _read_until(
-    proc: subprocess.Popen[bytes], nodes: set[str], deadline: float
+    proc: subprocess.Popen[bytes], order: Sequence[str], deadline: float
 ) -> tuple[dict[str, str], dict[str, float], dict[str, str]]:
     """Read srun's stdout (documents) and stderr (per-node errors) until every node has
-    answered, srun exits, or the deadline passes."""
+    answered, srun exits, or the deadline passes. ``order``: the step's nodes by task."""
+    nodes = set(order)
     start = time.monotonic()
     frames = Reassembler()
     seconds: dict[str, float] = {}
@@ -154,26 +185,29 @@ def _read_until(
                 lines = (pending[key.fd] + chunk).split(b"\n")
                 pending[key.fd] = lines.pop()
                 for raw in lines:
-                    line = raw.decode(errors="replace")
-                    if key.fd == out_fd:
-                        host = frames.feed(line)
-                        if host is not None:
-                            seconds[host] = round(time.monotonic() - start, 3)
-                        elif line.startswith(MISSING) and len(line.split()) == 3:
-                            _, node, path = line.split()
-                            errors[node] = f"nccl-doctor is not installed there (no {path})"
-                    else:
-                        _note_error(line, nodes, errors)
+                    node, line = _labelled(raw.decode(errors="replace"), order)
+                    if key.fd != out_fd:
+                        _note_error(line, nodes, errors, node)
+                    elif node is None:
+                        continue  # no task wrote it
+                    elif line.startswith(MISSING) and len(line.split()) == 3:
+                        path = line.split()[2]
+                        errors[node] = f"nccl-doctor is not installed there (no {path})"
+                    elif (host := frames.feed_as(node, line)) is not None:
+                        seconds[host] = round(time.monotonic() - start, 3)
     return frames.done, seconds, errors
 
 
-def _note_error(line: str, nodes: set[str], errors: dict[str, str]) -> None:
-    """srun's stderr: ``srun: error: h3: task 2: Exited with exit code 127`` and the like."""
+def _note_error(
+    line: str, nodes: set[str], errors: dict[str, str], task_node: str | None = None
+) -> None:
+    """srun's stderr: ``srun: error: h3: task 2: Exited with exit code 127`` and the like;
+    a labelled line is the node's own task's."""
     text = line.removeprefix("srun: ").removeprefix("error: ").strip()
     if not text:
         return
     match = _NODE_ERROR.search(text)
-    node = next((n for n in nodes if match and match.group(1) == n), None)
+    node = task_node or next((n for n in nodes if match and match.group(1) == n), None)
     if node is None:
         node = next((n for n in nodes if f" {n}" in f" {text}"), "")
     if "exit code 127" in text:

@@ -23,8 +23,10 @@ from typing import Any
 from ClusterShell.Event import EventHandler
 from ClusterShell.NodeSet import NodeSet
 from ClusterShell.Task import Task
+from ClusterShell.Worker.Ssh import SshClient, WorkerSsh
 
 from doctor.remote.frames import Reassembler
+from doctor.remote.hosts import valid_host
 from doctor.remote.transport import MAX_HOST_BYTES, MISSING, HostAnswer, remote_shell
 
 SSH_OPTIONS_ENV = "NCCL_DOCTOR_SSH_OPTIONS"
@@ -38,6 +40,19 @@ _STDERR_HINTS = (
     ("Connection refused", "ssh could not connect (connection refused: no sshd?)"),
     ("Host key verification failed", "ssh refused the host key (not in known_hosts)"),
 )
+
+
+class _SshClient(SshClient):  # type: ignore[misc]
+    """ClusterShell's ssh command with ``--`` before the host: a host name is never read
+    as an option, whatever ssh build runs (old OpenSSH has no host-name check)."""
+
+    def _build_cmd(self) -> tuple[list[str], Any]:
+        argv, env = super()._build_cmd()
+        return [*argv[:-2], "--", *argv[-2:]], env
+
+
+class _SshWorker(WorkerSsh):  # type: ignore[misc]
+    SHELL_CLASS = _SshClient
 
 
 class _Handler(EventHandler):  # type: ignore[misc]
@@ -64,9 +79,7 @@ class _Handler(EventHandler):  # type: ignore[misc]
             self.missing.add(node)
         else:
             # the document's host tag is the remote hostname; file it under the name we used
-            parts = text.split(" ", 2)
-            if len(parts) == 3:
-                self.frames.feed(f"{parts[0]} {node} {parts[2]}")
+            self.frames.feed_as(node, text)
         if node in self.frames.done and node not in self.seconds:
             self.seconds[node] = round(time.monotonic() - self.start, 3)
 
@@ -94,12 +107,18 @@ def collect_via_ssh(
     env: Mapping[str, str],
     fanout: int = FANOUT,
 ) -> dict[str, HostAnswer]:
-    """Run ``command`` on every host; each host's answer within ``timeout`` seconds."""
+    """Run ``command`` on every host; each host's answer within ``timeout`` seconds. A
+    name that is no host name (a launch record may say anything) is not run at all."""
     start = time.monotonic()
+    bad = {h: HostAnswer(h, None, None, "not a host name") for h in hosts if not valid_host(h)}
+    hosts = [h for h in hosts if h not in bad]
+    if not hosts:
+        return bad
     task = Task()  # a private task and engine: never the thread's shared task_self()
     task.set_info("fanout", fanout)
     task.set_info("connect_timeout", max(1, math.floor(min(timeout / 2, 10))))
     task.set_info("ssh_options", env.get(SSH_OPTIONS_ENV, ""))
+    task.set_default("distant_worker", _SshWorker)
     if env.get(SSH_PATH_ENV):
         task.set_info("ssh_path", env[SSH_PATH_ENV])
     handler = _Handler(start)
@@ -124,4 +143,4 @@ def collect_via_ssh(
             answers[host] = HostAnswer(host, doc, handler.seconds.get(host))
         else:
             answers[host] = HostAnswer(host, None, None, handler.reason(host, timeout))
-    return answers
+    return {**answers, **bad}

@@ -31,7 +31,7 @@ from doctor.registry import (
     read_ranks,
     valid_job_id,
 )
-from doctor.safeio import UnsafePath, check_ancestors, check_dir
+from doctor.safeio import UnsafePath, check_ancestors, check_dir, read_owned
 from doctor.triage.target import ENV_KEYS, Launcher, LostRank, RankTarget, Target
 
 JOB_KEYS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "NCCL_DOCTOR_JOB")
@@ -121,13 +121,24 @@ def _launcher(ranks: Sequence[ProcInfo], proc: Path) -> Launcher | None:
     return Launcher(pid, cmd.decode(errors="replace"))
 
 
-def error_file_message(path: Path) -> str:
-    """The first line of a torchrun error file (``{"message": {"message": ...}}``)."""
+ERROR_FILE_BYTES = 1 << 20
+"""The most of a torchrun error file read (its message and a traceback: a few KiB)."""
+
+
+def error_file_message(path: Path, owner: int) -> str:
+    """The first line of ``owner``'s torchrun error file (``{"message": {"message": ...}}``),
+    read through checked folders (``safeio.read_owned``): a rank's environment names it, so
+    a link, a FIFO or another user's file is no error file."""
     try:
-        data = json.loads(path.read_text())
-    except (OSError, ValueError):
+        data = json.loads(read_owned(path, owner, ERROR_FILE_BYTES))
+    except (OSError, ValueError, UnsafePath):
         return ""
-    message = data.get("message", "")
+    return message_of(data)
+
+
+def message_of(data: object) -> str:
+    """The first line of the message of a parsed torchrun error file."""
+    message = data.get("message", "") if isinstance(data, dict) else ""
     if isinstance(message, dict):
         message = message.get("message", "")
     return str(message).strip().splitlines()[0] if str(message).strip() else ""
@@ -138,9 +149,11 @@ def _lost_rank(rank: int, live: Sequence[RankTarget], zombie: int | None, proc: 
     error = ""
     for peer in live:
         err_file = peer.env.get("TORCHELASTIC_ERROR_FILE")
-        if err_file and peer.local_rank is not None:
+        owner = owner_uid(peer.pid, proc)
+        if err_file and peer.local_rank is not None and owner is not None:
             local = rank - (peer.rank - peer.local_rank)
-            error = error_file_message(Path(err_file).parent.parent / str(local) / "error.json")
+            path = Path(err_file).parent.parent / str(local) / "error.json"
+            error = error_file_message(path, owner)
             break
     status = "zombie" if zombie is not None else ("dead" if error else "missing")
     info = read_proc(zombie, proc) if zombie is not None else None
@@ -233,8 +246,12 @@ def _assemble(
     return Target(job, host, live, world, tuple(lost), tuple(sorted(remote)), launcher, job_path)
 
 
-def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
-    """The ranks of ``job`` on this host; ``NoSuchJobError`` when nothing knows the job."""
+def discover_job(
+    job: str, env: Mapping[str, str], proc: Path = PROC, owner: int | None = None
+) -> Target:
+    """The ranks of ``job`` on this host; ``NoSuchJobError`` when nothing knows the job.
+    ``owner``: the job's owner, known from an earlier look (a watcher's): processes of
+    other users that claim the id later are strangers, named in ``refused``."""
     if not valid_job_id(job):
         raise UsageError(f"job id {job!r} may only hold letters, digits and . _ : -")
     host = socket.gethostname()
@@ -254,7 +271,7 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
         info = read_proc(pid, proc)
         if info and any(info.env.get(k) == job for k in JOB_KEYS):
             matches.append(info)
-    matches = job_owners_processes(job, matches, proc)
+    matches, strangers = job_owners_processes(job, matches, proc, owner)
     directory = job_dir(job, env)
     records = read_ranks(directory) if directory.is_dir() else []
     chosen = pick_rank_processes(matches)
@@ -292,7 +309,7 @@ def discover_job(job: str, env: Mapping[str, str], proc: Path = PROC) -> Target:
             f"TORCHELASTIC_RUN_ID, SLURM_JOB_ID and the launch registry){hint}"
         )
     target = _assemble(job, chosen, records, proc, directory if records else None, host)
-    return replace(target, refused=refused)
+    return replace(target, refused=refused + strangers)
 
 
 def ranks_job_dir(
@@ -329,22 +346,37 @@ def ranks_job_dir(
     return (path, owner), ()
 
 
-def job_owners_processes(job: str, matches: list[ProcInfo], proc: Path) -> list[ProcInfo]:
+def job_owners_processes(
+    job: str, matches: list[ProcInfo], proc: Path, owner: int | None = None
+) -> tuple[list[ProcInfo], tuple[Skipped, ...]]:
     """The processes that count for ``job``: the invoking user's, and for root those of the
     job's owner. Job ids are public, so another user's process may claim one; when
-    processes of several users claim it, root cannot tell whose job it is and says so."""
+    processes of several users claim it, root cannot tell whose job it is and says so,
+    unless it knows the ``owner`` already: then the others are named as strangers."""
     owners: dict[int, list[ProcInfo]] = {}
     for info in matches:
-        owner = owner_uid(info.pid, proc)
-        if owner is not None and may_inspect(owner):
-            owners.setdefault(owner, []).append(info)
+        uid = owner_uid(info.pid, proc)
+        if uid is not None and may_inspect(uid):
+            owners.setdefault(uid, []).append(info)
+    if owner is not None:
+        strangers = tuple(
+            Skipped(
+                None,
+                "discover",
+                f"uid {uid}'s processes (pids {', '.join(str(i.pid) for i in found[:8])}) "
+                f"also claim job {job!r}: not the job's (it is uid {owner}'s), ignored",
+            )
+            for uid, found in sorted(owners.items())
+            if uid != owner
+        )
+        return owners.get(owner, []), strangers
     if len(owners) > 1:
         counts = ", ".join(f"uid {uid}: {len(found)}" for uid, found in sorted(owners.items()))
         raise InputError(
             f"processes of several users claim job {job!r} ({counts}); job ids are public, "
             "so name the ranks with --pids"
         )
-    return next(iter(owners.values()), [])
+    return next(iter(owners.values()), []), ()
 
 
 def discover_pids(pids: Sequence[int], proc: Path = PROC) -> Target:

@@ -15,7 +15,7 @@ from pathlib import Path
 
 from doctor.analyze.format import write_bundle
 from doctor.process_identity import owner_uid
-from doctor.safeio import UnsafePath, open_regular
+from doctor.safeio import UnsafePath, open_owned
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.sources.logs import TAIL_BYTES
 
@@ -26,10 +26,7 @@ def _read(path: str, limit: int, tail: bool, owners: set[int]) -> bytes | None:
     """The file's bytes if it is a regular file of the job's owner (never through a link):
     a rank's environment may name a file its owner could not read, for root to copy."""
     try:
-        fd = open_regular(Path(path), None)
-        if os.fstat(fd).st_uid not in owners:
-            os.close(fd)
-            return None
+        fd = open_owned(path, owners)
         with os.fdopen(fd, "rb") as f:
             if tail:
                 f.seek(0, 2)

@@ -152,6 +152,20 @@ def jobs_text(jobs: Sequence[HostJob]) -> str:
     return "; ".join(j.describe() for j in jobs)
 
 
+def _ended(job: str, env: Mapping[str, str]) -> Target | None:
+    """An ended torchrun job's folder, unless SLURM knows the id: a SLURM job that still
+    holds nodes is asked on its nodes, and an ended one counts only with its owner's
+    folder (a folder in ``/tmp`` is anyone's to plant, a SLURM job id anyone's to name)."""
+    from doctor.remote.slurm import job_nodes
+
+    slurm = job_nodes(job, env)
+    if slurm is None:
+        return ended_torchrun_job(job)
+    if slurm.nodes or slurm.user is None:
+        return None
+    return ended_torchrun_job(job, owner=slurm.user)
+
+
 def find_job(job: str | None, env: Mapping[str, str], proc: Path = PROC) -> Target:
     """``--job`` resolved: the named job, the job torchrun ``--standalone`` renamed, an
     ended torchrun job's last attempt (``doctor.triage.ended``), or (no ``--job``) the
@@ -175,7 +189,7 @@ def find_job(job: str | None, env: Mapping[str, str], proc: Path = PROC) -> Targ
         renamed = standalone_alias(job, jobs)
         if renamed is not None:
             return discover_job(renamed.job, env, proc)
-        ended = ended_torchrun_job(job)
+        ended = _ended(job, env)
         if ended is not None:
             return ended
         if not jobs:

@@ -10,6 +10,7 @@ signalled (``doctor.process_identity.send_signal`` checks through a pidfd).
 from __future__ import annotations
 
 import signal
+import sys
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.errors import NoSuchJobError
-from doctor.process_identity import ProcessId, is_alive, send_signal, start_time
+from doctor.process_identity import ProcessId, is_alive, owner_uid, send_signal, start_time
 from doctor.registry import RankRecord, read_ranks
 from doctor.triage.target import RankTarget
 
@@ -90,14 +91,24 @@ class DiscoveryRoster(Roster):
     def __init__(self, job: str, env: Mapping[str, str], refresh: float) -> None:
         self.job, self.env, self.refresh = job, env, refresh
         self._first_seen: dict[int, ProcessId] = {}
+        self.owner: int | None = None
+        """Whose ranks the watcher started with: a process of another user that claims
+        the job id later (ids are public) is a stranger, named once and never watched."""
+        self._named: set[str] = set()
 
     def members(self) -> list[Member]:
         from doctor.triage.discover import discover_job
 
         try:
-            target = discover_job(self.job, self.env)
+            target = discover_job(self.job, self.env, owner=self.owner)
         except NoSuchJobError:
             return []
+        if self.owner is None and target.ranks:
+            self.owner = owner_uid(target.ranks[0].pid)
+        for skip in target.refused:
+            if skip.reason not in self._named:
+                self._named.add(skip.reason)
+                print(f"nccl-doctor watch: {skip.reason}", file=sys.stderr, flush=True)
         found = []
         for rank in target.ranks:
             record = rank.record

@@ -246,3 +246,76 @@ def test_analyze_on_hostile_bundles_archives_and_folders(
         assert (code == EXIT_FOUND) == HangClass(verdict["hang_class"]).is_hang, out
     else:
         assert not RAW_CONTROL.findall(out), "raw control characters reached the terminal"
+
+
+@given(
+    st.one_of(st.none(), st.integers()),
+    st.lists(st.integers(), min_size=1, max_size=4),
+    st.integers(min_value=0, max_value=3),
+)
+def test_host_document_numbers_are_bounded_as_analyze_bounds_them(
+    world: int | None, ranks: list[int], where: int
+) -> None:
+    # GIVEN a real host document whose world size and one place of rank numbers are hostile
+    from doctor.ranks import MAX_WORLD_SIZE
+
+    doc = json.loads(json.dumps(HOST_DOCUMENT))
+    doc["world_size"] = world
+    if where == 0:
+        doc["classes"][0]["ranks"] = ranks
+    elif where == 1:
+        doc["local_ranks"] = ranks
+    elif where == 2:
+        doc["processes"][0]["rank"] = ranks[0]
+    else:
+        doc["progress"] = [[r, 0.0, None, None, 0, "wait"] for r in ranks]
+        doc["signatures"] = ["s"]
+    # WHEN read THEN refused, or every number within what analyze accepts
+    try:
+        read = parse_document(json.dumps(doc))
+    except DocumentError:
+        return
+    assert read.world_size is None or 0 < read.world_size <= MAX_WORLD_SIZE
+    seen = [*read.local_ranks, *(p.rank for p in read.processes), *(s.rank for s in read.progress)]
+    seen += [r for c in read.classes for r in c.ranks]
+    assert all(0 <= r < MAX_WORLD_SIZE for r in seen)
+
+
+def test_host_document_lists_past_what_a_host_writes_are_refused() -> None:
+    # GIVEN a host document with more processes than a host ever writes, and a huge text
+    from doctor.remote.document import MAX_RANKS
+    from doctor.remote.transport import MAX_HOST_BYTES
+
+    doc = {**HOST_DOCUMENT, "processes": [HOST_DOCUMENT["processes"][0]] * (MAX_RANKS + 1)}
+    # THEN each is a DocumentError naming the bound, never a read of it all
+    with pytest.raises(DocumentError, match="at most"):
+        parse_document(json.dumps(doc))
+    with pytest.raises(DocumentError, match="more than a host sends"):
+        parse_document(" " * (MAX_HOST_BYTES + 1))
+
+
+@given(st.text(max_size=60), st.sampled_from(["", "-", "-o", " ", "h[1-2],"]))
+def test_host_lists_yield_host_names_or_one_usage_error(text: str, prefix: str) -> None:
+    # GIVEN any --hosts text (hostile, or starting like an ssh option)
+    from doctor.errors import UsageError
+    from doctor.remote.hosts import parse_hosts, valid_host
+
+    # THEN host names that can never be read as an option, or one UsageError
+    try:
+        hosts = parse_hosts(prefix + text)
+    except UsageError:
+        return
+    assert hosts and all(valid_host(h) and not h.startswith("-") for h in hosts)
+
+
+@given(st.lists(st.text(max_size=40), max_size=6), st.integers(min_value=0, max_value=3))
+def test_srun_lines_are_filed_under_the_task_that_wrote_them(lines: list[str], task: int) -> None:
+    # GIVEN srun output lines, labelled or not, some claiming a host of their own
+    from doctor.remote.frames import TAG
+    from doctor.remote.slurm import _labelled
+
+    order = ["n1", "n2", "n3"]
+    for line in [*lines, f"{task}: {TAG} n3 0 1 {{}}"]:
+        node, rest = _labelled(line, order)
+        # THEN a line is a task's only with srun's label, and only a task in the step
+        assert node is None or (node in order and line.endswith(rest))

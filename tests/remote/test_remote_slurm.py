@@ -51,7 +51,7 @@ def test_one_stream_many_nodes_and_a_silent_one_within_the_deadline(tmp_path) ->
     # never answers (srun keeps running)
     a = list(encode("gpu001", '{"a":' + '"x"' * 900 + "}"))
     b = list(encode("gpu002", '{"b": 2}'))
-    lines = [a[0], b[0], *a[1:]]
+    lines = [f"0: {a[0]}", f"1: {b[0]}", *(f"0: {line}" for line in a[1:])]  # srun --label
     script = "#!/bin/sh\n" + "".join(f"echo '{line}'\n" for line in lines)
     script += "echo 'srun: error: gpu003: task 2: Exited with exit code 127' >&2\nexec sleep 30\n"
     env = program(tmp_path, "srun", script)

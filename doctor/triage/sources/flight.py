@@ -100,8 +100,11 @@ def fresh_dump(rank: RankTarget, timeout: float) -> Path | None:
     if rank.has_agent and rank.job_dir is not None:
         from doctor.agent import request_fr_dump
 
-        dump = request_fr_dump(rank.job_dir, rank.rank, timeout)
-        return dump if dump is not None and _owners_file(dump, owner_uid(rank.pid)) else None
+        owner = owner_uid(rank.pid)
+        if owner is None:
+            return None
+        dump = request_fr_dump(rank.job_dir, rank.rank, timeout, owner)
+        return dump if dump is not None and _owners_file(dump, owner) else None
     pipe = rank.env.get("TORCH_NCCL_DEBUG_INFO_PIPE_FILE")
     if pipe:
         prefix = rank.env.get("TORCH_NCCL_DEBUG_INFO_TEMP_FILE") or DEFAULT_TEMP_PREFIX

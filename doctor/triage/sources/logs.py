@@ -26,7 +26,7 @@ from pathlib import Path
 from doctor.evidence import LogEvent
 from doctor.logs import parse_lines
 from doctor.process_identity import owner_uid
-from doctor.safeio import UnsafePath, open_regular
+from doctor.safeio import UnsafePath, open_owned
 from doctor.triage.sources.interface import Collected, Source
 from doctor.triage.target import Target
 
@@ -87,12 +87,10 @@ def read_tail(path: Path, size: int = TAIL_BYTES, owners: set[int] | None = None
     files, and files of none of ``owners``: a rank's environment may name a file its owner
     could not read, for root to show)."""
     try:
-        fd = open_regular(path, None)
+        fd = open_owned(path, owners)
     except (OSError, UnsafePath):
         return ""
     with os.fdopen(fd, "rb") as f:
-        if owners is not None and os.fstat(fd).st_uid not in owners:
-            return ""
         f.seek(0, os.SEEK_END)
         f.seek(max(0, f.tell() - size))
         return f.read().decode(errors="replace")

@@ -24,6 +24,7 @@ from pathlib import Path
 from doctor.agent import MAIN_THREAD_LINE
 from doctor.evidence import Frame, ProgressSample, RankStack, ThreadStack
 from doctor.model import Skipped
+from doctor.process_identity import owner_uid
 from doctor.subproc import run
 from doctor.triage.fanout import Done, fanout
 from doctor.triage.sources.interface import Collected, Source, SourceError
@@ -320,7 +321,10 @@ class PySpySource(Source):
             return None, ptrace_hint()
         from doctor.agent import request_stack
 
-        text = request_stack(rank.job_dir, rank.rank, rank.pid, timeout)
+        owner = owner_uid(rank.pid)
+        text = None
+        if owner is not None:
+            text = request_stack(rank.job_dir, rank.rank, rank.pid, timeout, owner)
         if not text:
             return None, f"{ptrace_hint()}; the in-rank agent did not answer either"
         return parse_faulthandler(text, rank.rank), ""
