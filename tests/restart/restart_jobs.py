@@ -47,7 +47,7 @@ def start_job(
     no job id, every rank with RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT only."""
     token = f"NCCL_DOCTOR_TEST_TOKEN={uuid.uuid4().hex}"
     out_dir, job_dir = tmp / "out", tmp / "job"
-    out_dir.mkdir()
+    out_dir.mkdir(parents=True)
     port = str(free_port())
     if not shared_dir:
         job_dir = tmp / "home" / "jobs" / f"rdzv-127.0.0.1-{port}-{WORLD}"
@@ -63,10 +63,9 @@ def start_job(
         "NCCL_DOCTOR_HOME": str(tmp / "home"),
         "TORCH_CPP_LOG_LEVEL": "ERROR",
         token.split("=")[0]: token.split("=")[1],
+        **({"NCCL_DOCTOR_JOB_DIR": str(job_dir)} if shared_dir else {}),
         **(env or {}),
     }
-    if shared_dir:
-        base["NCCL_DOCTOR_JOB_DIR"] = str(job_dir)
     if job:
         base["NCCL_DOCTOR_JOB"] = job
     procs = {}
