@@ -45,7 +45,14 @@ from doctor.restart.health import gpu_health_check
 from doctor.restart.hooks import HookState, WrapperSettings
 from doctor.restart.monitor_process import MonitorProcess, MonitorSpec
 from doctor.restart.monitor_thread import Interruptible, IterationContext, MonitorThread, Ticker
-from doctor.restart.session import Session, connect_store, job_directory, join, rendezvous_job
+from doctor.restart.session import (
+    Session,
+    connect_store,
+    job_directory,
+    join,
+    meeting_client,
+    rendezvous_job,
+)
 from doctor.restart.spare import SpareConnection, open_tracked
 from doctor.restart.state import publish
 from doctor.restart.store import RestartStore
@@ -110,11 +117,16 @@ class CallWrapper:
         try:
             if self.agent is None:
                 self.agent = Agent(self.directory, self.initial_rank)
+            if self.session.listener is not None:
+                os.close(self.session.listener)  # the monitor process serves on it now
             self.rs = self._connect()
-            self.hello = Handshake(self.rs.raw, self.session.attempt, self.initial_rank)
-            if record is None:
-                record = self.hello.open_run(self.session.key, run)
-            self.rs.run_record = (self.session.attempt + "run", record)
+            meeting = self.rs.raw if self.session.rendezvous is None else None
+            self.hello = Handshake(
+                meeting or meeting_client(self.session, self.opt),
+                self.session.attempt,
+                self.initial_rank,
+            )
+            self.run_record = record or self.hello.open_run(self.session.key, run)
             self.watch = self._connect()
         except BaseException:  # no store: leave nothing behind
             self.progress.enter(0, Phase.EXITING)
@@ -287,6 +299,7 @@ class CallWrapper:
         if iteration == 0:
             self.hello.check_peers(self.session.key, missing)
         self.rs.check_intact(iteration, self.initial_rank)
+        self.hello.check_run(self.run_record)
 
     def _iterate(
         self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], members: set[int]

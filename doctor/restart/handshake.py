@@ -28,7 +28,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from doctor.restart.auth import KEY_ENV, Sealer, key_id
-from doctor.restart.exceptions import KeyMismatch, RestartError
+from doctor.restart.exceptions import KeyMismatch, RestartError, StoreTampered
 
 KEY_GRACE = 3.0
 """Seconds a rank waits for the key file once rank 0 has said hello: a shared filesystem
@@ -44,6 +44,8 @@ class Run:
 
     nonce: str = field(default_factory=lambda: secrets.token_hex(16))
     started: float = field(default_factory=time.time)
+    store: str = ""
+    """``host:port`` of the wrapper's store (under torchrun, not the agent's)."""
 
     def prefix(self, attempt_prefix: str) -> str:
         return f"{attempt_prefix}{self.nonce}/"
@@ -87,6 +89,17 @@ class Handshake:
         key = said.get("key")
         return said["host"][:255], key if isinstance(key, str) else None
 
+    def check_run(self, record: bytes) -> None:
+        """Raise ``StoreTampered`` when the run record this rank adopted was deleted or
+        rewritten (a replay of an earlier run's, slipped in before rank 0 wrote its own)."""
+        now = self._get("run")
+        if now != record:
+            what = "vanished" if now is None else "was rewritten"
+            raise StoreTampered(
+                f"the run record {what}: another client of the store changed it "
+                "(anyone who reaches the store's port can)"
+            )
+
     def check_peers(self, key: bytes, ranks: set[int]) -> None:
         """Raise ``KeyMismatch`` for the first of ``ranks`` whose hello names another key."""
         mine = key_id(key)
@@ -101,7 +114,8 @@ class Handshake:
         there was not written by this rank 0 (a replay from an earlier run): it is
         replaced, and said."""
         name = self.attempt + "run"
-        value = Sealer(key).seal(name, json.dumps({"nonce": run.nonce, "started": run.started}))
+        record = {"nonce": run.nonce, "started": run.started, "store": run.store}
+        value = Sealer(key).seal(name, json.dumps(record))
         if self.raw.compare_set(name, "", value) != value.encode():
             self.raw.set(name, value)
             _say(self.rank, "the store held a run record rank 0 did not write (replaced)")
@@ -144,10 +158,12 @@ class Handshake:
             return None
         try:
             record = json.loads(text)
-            run = Run(str(record["nonce"]), float(record["started"]))
+            run = Run(str(record["nonce"]), float(record["started"]), str(record["store"]))
         except (TypeError, KeyError, ValueError):
             return None
-        return (run, raw) if run.nonce.isalnum() and len(run.nonce) == 32 else None
+        port = run.store.rpartition(":")[2]
+        good = run.nonce.isalnum() and len(run.nonce) == 32 and port.isdigit()
+        return (run, raw) if good else None
 
 
 def _say(rank: int, text: str) -> None:

@@ -1,22 +1,25 @@
 """Where the wrapper's TCPStore is, and who hosts it.
 
-Under torchrun (``TORCHELASTIC_USE_AGENT_STORE=True``) the elastic agent
-already hosts a TCPStore at ``MASTER_ADDR:MASTER_PORT`` that outlives every
-rank: every rank is a client. Otherwise initial rank 0's *monitor process*
-hosts it, so a SIGKILLed rank 0 does not take the rendezvous with it. Keys are
-prefixed with the torchrun restart count, so a whole-group restart starts clean,
-then with the run's nonce (``handshake``), so no value outlives its run.
+Initial rank 0's *monitor process* hosts the wrapper's store, so a SIGKILLed
+rank 0 does not take the rendezvous with it: at ``MASTER_ADDR:MASTER_PORT``
+under a plain launcher. Under torchrun (``TORCHELASTIC_USE_AGENT_STORE=True``)
+that port is the elastic agent's store, which torch binds on every interface:
+the wrapper only meets there (the hello and run records, ``handshake``) and
+hosts its own store on a free port of the loopback address when the job is on
+one host (``LOCAL_WORLD_SIZE == WORLD_SIZE``), else of ``MASTER_ADDR``; the
+run record tells the other ranks where. Keys are prefixed with the torchrun
+restart count, so a whole-group restart starts clean, then with the run's
+nonce, so no value outlives its run.
+
+A store we host listens on that one address, never on every interface:
+TCPStore binds ``*`` unless handed a socket, so we bind one and pass its
+descriptor. Its values are sealed with the job's key (``auth``).
 
 The key's directory is the job's (``NCCL_DOCTOR_JOB_DIR``, or the registry
 directory of the job id), else, under a launcher that gives no job id
 (``mpirun``, a hand-written one), a private registry directory named from the
 job's rendezvous identity, ``MASTER_ADDR``, ``MASTER_PORT`` and the world size:
 every rank of the job on a host finds the same one with no setup.
-
-A store we host listens on the job's address only (``MASTER_ADDR``, resolved),
-never on every interface: TCPStore binds ``*`` unless handed a socket, so we
-bind one and pass its descriptor. Its values are sealed with the job's key
-(``auth``).
 """
 
 from __future__ import annotations
@@ -55,6 +58,10 @@ class Session:
     """``doctor/<attempt>/``: where the hello and run records are (``handshake``)."""
     started: float | None = None
     """When rank 0 drew the run's nonce: fault records much older are refused."""
+    rendezvous: tuple[str, int] | None = None
+    """torchrun's agent store, where the ranks meet before they know the wrapper's store."""
+    listener: int | None = None
+    """Rank 0's bound socket for the store its monitor process hosts (under torchrun)."""
 
     def with_run(self, key: bytes, run: Run) -> Session:
         return replace(self, key=key, prefix=run.prefix(self.attempt), started=run.started)
@@ -69,18 +76,34 @@ class Session:
         key: bytes,
     ) -> Session:
         agent_store = env.get("TORCHELASTIC_USE_AGENT_STORE", "").lower() == "true"
-        chosen_port = port or int(
-            env.get("NCCL_DOCTOR_STORE_PORT") or env.get("MASTER_PORT") or 29500
-        )
+        address = env.get("MASTER_ADDR", "127.0.0.1")
+        master_port = int(env.get("MASTER_PORT") or 29500)
+        given_port = port or int(env.get("NCCL_DOCTOR_STORE_PORT") or 0)
         attempt = f"doctor/{env.get('TORCHELASTIC_RESTART_COUNT', '0')}/"
+        if not agent_store:
+            return cls(
+                host or address,
+                given_port or master_port,
+                attempt,
+                hosting=initial_rank == 0,
+                key=key,
+                attempt=attempt,
+            )
+        one_host = env.get("LOCAL_WORLD_SIZE") == env.get("WORLD_SIZE", "1")
         return cls(
-            host or env.get("MASTER_ADDR", "127.0.0.1"),
-            chosen_port,
+            host or ("127.0.0.1" if one_host else address),
+            given_port,
             attempt,
-            hosting=not agent_store and initial_rank == 0,
+            hosting=initial_rank == 0,
             key=key,
             attempt=attempt,
+            rendezvous=(address, master_port),
         )
+
+    @property
+    def meeting(self) -> tuple[str, int]:
+        """Where the hello and run records are: the agent's store, else ours."""
+        return self.rendezvous or (self.host, self.port)
 
 
 def join(
@@ -91,16 +114,29 @@ def join(
     others wait on a client of their own for the key and rank 0's run record, and fail at
     once when their key cannot be rank 0's."""
     if rank == 0:
-        run = Run()
+        if session.rendezvous is not None:  # our own store, on a port the run record names
+            sock = listen_on(session.host, session.port)
+            session = replace(session, port=sock.getsockname()[1], listener=sock.detach())
+        run = Run(store=f"{session.host}:{session.port}")
         return session.with_run(job_key(directory, env), run), run, None
-    await_listener(session.host, session.port, options.barrier_timeout, lambda: False)
-    raw = _tcp_store(session, options, None)
+    raw = meeting_client(session, options)
     try:
         hello = Handshake(raw, session.attempt, rank)
         key, run, record = hello.join_run(lambda: peer_key(directory, env), options.barrier_timeout)
     finally:
         del raw  # closed before the monitor process forks
-    return session.with_run(key, run), run, record
+    session = session.with_run(key, run)
+    if session.rendezvous is not None:
+        host, _, port = run.store.rpartition(":")
+        session = replace(session, host=host, port=int(port))
+    return session, run, record
+
+
+def meeting_client(session: Session, options: RestartOptions) -> Any:
+    """A raw client of the store where the ranks meet (``Session.meeting``)."""
+    host, port = session.meeting
+    await_listener(host, port, options.barrier_timeout, lambda: False)
+    return _tcp_store(replace(session, host=host, port=port), options, None)
 
 
 def connect_store(
@@ -112,7 +148,11 @@ def connect_store(
 ) -> RestartStore:
     """A TCPStore server (``host``) or client, wrapped with the wrapper's keys. A client first
     waits for the server to listen (see ``await_listener``); ``abandon`` ends that wait."""
-    listener = listen_on(session.host, session.port) if host else None
+    listener = None
+    if host:
+        given = session.listener
+        listener = socket.socket(fileno=given) if given is not None else None
+        listener = listener or listen_on(session.host, session.port)
     if not host:
         await_listener(session.host, session.port, options.barrier_timeout, abandon)
     try:

@@ -151,8 +151,6 @@ class RestartStore:
         self.sealer = sealer
         self.since = since
         """Fault records stamped before this (the run's start, less clock skew) are refused."""
-        self.run_record: tuple[str, bytes] | None = None
-        """The run record's name and value as this rank adopted it; checked at barriers."""
 
     def key(self, name: str, iteration: int | None = None) -> str:
         scope = f"it{iteration}/" if iteration is not None else ""
@@ -341,8 +339,8 @@ class RestartStore:
         return self._read_set(self.key("entry/arrived", iteration))
 
     def check_intact(self, iteration: int, initial_rank: int) -> None:
-        """Raise ``StoreTampered`` when a key this rank waits on was deleted or rewritten:
-        its own arrival, the membership it came from, the run record it adopted."""
+        """Raise ``StoreTampered`` when a key this rank waits on was deleted: its own
+        arrival, the membership it came from."""
         if initial_rank not in self.arrived(iteration):
             raise StoreTampered(
                 f"the entry barrier of iteration {iteration} lost rank {initial_rank}'s "
@@ -350,14 +348,6 @@ class RestartStore:
             )
         if iteration > 0 and self.entry_result(iteration - 1) is None:
             raise StoreTampered(f"the membership of iteration {iteration - 1} vanished: {_DELETED}")
-        if self.run_record is not None:
-            name, value = self.run_record
-            now = self.base.get(name) if self.base.check([name]) else None
-            if now != value:
-                what = "vanished" if now is None else "was rewritten"
-                raise StoreTampered(
-                    f"the run record {what}: {_DELETED.replace('deleted it', 'changed it')}"
-                )
 
     def arrive(self, iteration: int, initial_rank: int) -> None:
         self._append(self.key("entry/arrived", iteration), str(initial_rank))

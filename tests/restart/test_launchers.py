@@ -10,16 +10,20 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import psutil
 import pytest
 from clitools import wait_and_reap
 from restart_jobs import RANK_JOB, REPO, WORLD, finish_job, start_job
 from test_fault_matrix import assert_finished, only_event
+from test_recover_cli import wait_running
 
+from doctor.registry import read_states
 from doctor.subproc import free_port
 
 pytestmark = pytest.mark.slow
@@ -36,33 +40,52 @@ def test_plain_launcher_on_one_host_needs_no_setup(tmp_path: Path) -> None:
     assert not any(FAILED_AUTH in run.stderr[r] for r in range(WORLD))
 
 
-def test_torchrun_embedded_wrapper_recovers(tmp_path: Path) -> None:
-    # GIVEN the script's own Wrapper under torchrun (its agent store, its run id)
-    out_dir = tmp_path / "out"
+def test_torchrun_embedded_wrapper_recovers_on_a_loopback_store(tmp_path: Path) -> None:
+    # GIVEN the script's own Wrapper under torchrun (its agent store, its run id), one host
+    out_dir, stop = tmp_path / "out", tmp_path / "stop"
     out_dir.mkdir()
     env = {
         "PATH": os.environ["PATH"],
         "PYTHONPATH": str(REPO),
         "NCCL_DOCTOR_HOME": str(tmp_path / "home"),
         "FAULT": "raise:2:4",
+        "STOP_FILE": str(stop),
         "SOFT": "10",  # a loaded host starts four ranks unevenly
         "HARD": "15",
         "OUT_DIR": str(out_dir),
         "TORCH_CPP_LOG_LEVEL": "ERROR",
     }
     torchrun = Path(sys.executable).with_name("torchrun")
+    agent_port = free_port()
     argv = [str(torchrun), "--nproc-per-node", str(WORLD), "--log-dir", str(tmp_path / "logs")]
-    argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{free_port()}"]
+    argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{agent_port}"]
     argv += ["--rdzv-id", "embedded", str(RANK_JOB)]
+    job_dir = tmp_path / "home" / "jobs" / "embedded"
     # WHEN rank 2 raises at step 4
-    out = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
-    # THEN every rank re-enters once and finishes with the full world
-    assert out.returncode == 0, out.stderr[-3000:]
-    lines = [line.split("RESULT ", 1)[1] for line in out.stdout.splitlines() if "RESULT " in line]
-    results = [json.loads(line) for line in lines]
+    with (tmp_path / "stdout").open("w") as out, (tmp_path / "stderr").open("w") as err:
+        proc = subprocess.Popen(argv, env=env, stdout=out, stderr=err)
+    try:
+        wait_running(job_dir, iteration=1)
+        # THEN the wrapper's store is its own, on loopback only (torch binds the agent's
+        # store on every interface)
+        host, _, port = read_states(job_dir)[0]["store"].rpartition(":")
+        assert host == "127.0.0.1" and int(port) != agent_port
+        listening = [
+            c.laddr.ip
+            for c in psutil.net_connections(kind="tcp")
+            if c.status == psutil.CONN_LISTEN and c.laddr.port == int(port)
+        ]
+        assert listening == ["127.0.0.1"]
+    finally:
+        stop.touch()
+        proc.wait(120)
+    # AND every rank re-entered once and finished with the full world
+    assert proc.returncode == 0, (tmp_path / "stderr").read_text()[-3000:]
+    stdout = (tmp_path / "stdout").read_text()  # torchrun may interleave the ranks' lines
+    results = [json.loads(m) for m in re.findall(r"RESULT (\{[^{}]*\{[^{}]*\}\})", stdout)]
     assert sorted(r["result"]["iteration"] for r in results) == [1] * WORLD
     assert all(r["result"]["value"] == r["result"]["expected"] for r in results)
-    events = (tmp_path / "home" / "jobs" / "embedded" / "events.jsonl").read_text().splitlines()
+    events = (job_dir / "events.jsonl").read_text().splitlines()
     assert [json.loads(e)["rank"] for e in events] == [2]
 
 
