@@ -12,7 +12,7 @@ overhead < 1 %.
 
     .venv/bin/python benchmarks/bench_restart.py
     .venv/bin/python benchmarks/bench_restart.py --tail 20   # only the restart's tail
-    .venv/bin/python benchmarks/bench_restart.py --launchers 20   # the tail per launcher
+    .venv/bin/python benchmarks/bench_restart.py --launchers 20 [plain torchrun launch]
 
 ``--launchers`` repeats the restart under each launcher with no key set by hand: a
 plain one-process-per-rank launcher (the wrapper embedded; no job id, no job
@@ -95,9 +95,12 @@ def _under(tmp: Path, launcher: str, timeout: float) -> list[str]:
 
 
 def _wait_all(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
+    """Wait for ``procs``; past ``timeout`` they are killed (a failed run, counted as one)."""
     try:
         for proc in procs:
             proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        print(f"  a run did not end within {timeout:g}s: killed, counted as failed", flush=True)
     finally:
         for proc in procs:
             if proc.poll() is None:
@@ -209,15 +212,19 @@ def step_time(mode: str) -> float:
     return statistics.mean(float(line.split()[2]) for line in lines if line.startswith("steps "))
 
 
-def per_launcher(reps: int) -> int:
+def per_launcher(reps: int, launchers: list[str]) -> int:
     """The tail under each launcher, with the load average around it (a shared machine)."""
     print(f"fault -> re-entry on every rank (4 ranks, gloo, rank 1 raises at step 5), {reps} each")
     missed = []
-    for launcher in LAUNCHERS:
+    for launcher in launchers or LAUNCHERS:
         before = os.getloadavg()[0]
         tail = restart_tail(reps, launcher)
         after = os.getloadavg()[0]
-        print(f"  {launcher:9} {describe_tail(tail)}; load average {before:.1f} -> {after:.1f}")
+        print(
+            f"  {launcher:9} {describe_tail(tail)}, {reps - len(tail)} runs failed; "
+            f"load average {before:.1f} -> {after:.1f}",
+            flush=True,
+        )
         if len(tail) < reps or percentile(tail, 0.95) >= P95_TARGET:
             missed.append(launcher)
     print("targets missed: " + ", ".join(missed) if missed else "all targets met")
@@ -226,7 +233,7 @@ def per_launcher(reps: int) -> int:
 
 def main() -> int:
     if sys.argv[1:2] == ["--launchers"]:
-        return per_launcher(int(sys.argv[2]) if len(sys.argv) > 2 else REPS)
+        return per_launcher(int(sys.argv[2]) if len(sys.argv) > 2 else REPS, sys.argv[3:])
     if sys.argv[1:2] == ["--tail"]:
         tail = restart_tail(int(sys.argv[2]) if len(sys.argv) > 2 else REPS)
         print("fault -> re-entry on every rank (4 ranks, gloo, rank 1 raises at step 5)")

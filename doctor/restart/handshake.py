@@ -22,6 +22,7 @@ from __future__ import annotations
 import json
 import secrets
 import socket
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -167,6 +168,4 @@ class Handshake:
 
 
 def _say(rank: int, text: str) -> None:
-    import sys
-
     print(f"nccl-doctor wrapper[{rank}]: {text}", file=sys.stderr, flush=True)
