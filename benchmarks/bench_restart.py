@@ -12,6 +12,12 @@ overhead < 1 %.
 
     .venv/bin/python benchmarks/bench_restart.py
     .venv/bin/python benchmarks/bench_restart.py --tail 20   # only the restart's tail
+    .venv/bin/python benchmarks/bench_restart.py --launchers 20 [plain torchrun launch]
+
+``--launchers`` repeats the restart under each launcher with no key set by hand: a
+plain one-process-per-rank launcher (the wrapper embedded; no job id, no job
+directory), torchrun (embedded; the wrapper's own loopback store) and ``nccl-doctor
+launch --wrap`` under the plain launcher; it prints the load average before and after.
 """
 
 from __future__ import annotations
@@ -36,13 +42,70 @@ REPS = 20
 P95_TARGET = 0.25
 
 
-def run(mode: str, extra: dict[str, str] | None = None, timeout: float = 180) -> list[str]:
-    """Run the 4-rank job (one process per rank, or under torchrun); the log lines."""
+LAUNCHERS = ("plain", "torchrun", "launch")
+
+
+def run(
+    mode: str, extra: dict[str, str] | None = None, timeout: float = 180, launcher: str = ""
+) -> list[str]:
+    """Run the 4-rank job (one process per rank, or under torchrun); the log lines.
+    ``launcher`` runs our wrapper with no job directory given, under that launcher."""
     tmp = Path(tempfile.mkdtemp(prefix=f"bench-restart-{mode}-"))
     try:
+        if launcher:
+            return _under(tmp, launcher, timeout)
         return _run_in(tmp, mode, extra, timeout)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+def _under(tmp: Path, launcher: str, timeout: float) -> list[str]:
+    """The wrapper's job under ``launcher``, the way a user starts it: no key, no job dir."""
+    log, port = tmp / "log", str(free_port())
+    env = {
+        key: value
+        for key, value in os.environ.items()
+        if not key.startswith(("NCCL_DOCTOR_JOB", "NCCL_DOCTOR_STORE"))
+    }
+    env.update(
+        MODE="launch" if launcher == "launch" else "ours",
+        BENCH_LOG=str(log),
+        PYTHONPATH=str(REPO),
+        NCCL_DOCTOR_HOME=str(tmp / "home"),
+        TORCH_CPP_LOG_LEVEL="ERROR",
+    )
+    script = [sys.executable, str(RANK)]
+    if launcher == "torchrun":
+        torchrun = str(Path(sys.executable).with_name("torchrun"))
+        argv = [torchrun, "--nproc-per-node", str(WORLD), "--log-dir", str(tmp / "logs")]
+        argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", str(RANK)]
+        commands = [(argv, env)]
+    else:
+        if launcher == "launch":
+            script = [sys.executable, "-m", "doctor", "launch", "--wrap", "--job", "bench"]
+            script += ["--", "python", str(RANK)]
+        common = {**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": "4"}
+        commands = [(script, {**common, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(4)]
+    procs = [
+        subprocess.Popen(argv, env=e, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        for argv, e in commands
+    ]
+    _wait_all(procs, timeout)
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def _wait_all(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
+    """Wait for ``procs``; past ``timeout`` they are killed (a failed run, counted as one)."""
+    try:
+        for proc in procs:
+            proc.wait(timeout)
+    except subprocess.TimeoutExpired:
+        print(f"  a run did not end within {timeout:g}s: killed, counted as failed", flush=True)
+    finally:
+        for proc in procs:
+            if proc.poll() is None:
+                proc.kill()
+                proc.wait(10)
 
 
 def _run_in(tmp: Path, mode: str, extra: dict[str, str] | None, timeout: float) -> list[str]:
@@ -88,14 +151,7 @@ def _run_in(tmp: Path, mode: str, extra: dict[str, str] | None, timeout: float) 
             )
             for r in range(WORLD)
         ]
-    try:
-        for proc in procs:
-            proc.wait(timeout)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
+    _wait_all(procs, timeout)
     lines = log.read_text().splitlines() if log.exists() else []
     events = tmp / "job" / "events.jsonl"  # the wrapper's restart events, as "event {json}"
     return lines + (
@@ -125,11 +181,11 @@ def hard_timeout_delay() -> float | None:
     return (hard[0] - hang[0]) if hang and hard else None
 
 
-def restart_tail(reps: int) -> list[float]:
+def restart_tail(reps: int, launcher: str = "") -> list[float]:
     """Fault -> re-entry of ``reps`` repetitions of our restart (failed runs left out)."""
     seen = []
     for _ in range(reps):
-        took = fault_to_reentry(run("ours"))
+        took = fault_to_reentry(run("ours", launcher=launcher))
         if took is not None:
             seen.append(took)
     return seen
@@ -156,7 +212,28 @@ def step_time(mode: str) -> float:
     return statistics.mean(float(line.split()[2]) for line in lines if line.startswith("steps "))
 
 
+def per_launcher(reps: int, launchers: list[str]) -> int:
+    """The tail under each launcher, with the load average around it (a shared machine)."""
+    print(f"fault -> re-entry on every rank (4 ranks, gloo, rank 1 raises at step 5), {reps} each")
+    missed = []
+    for launcher in launchers or LAUNCHERS:
+        before = os.getloadavg()[0]
+        tail = restart_tail(reps, launcher)
+        after = os.getloadavg()[0]
+        print(
+            f"  {launcher:9} {describe_tail(tail)}, {reps - len(tail)} runs failed; "
+            f"load average {before:.1f} -> {after:.1f}",
+            flush=True,
+        )
+        if len(tail) < reps or percentile(tail, 0.95) >= P95_TARGET:
+            missed.append(launcher)
+    print("targets missed: " + ", ".join(missed) if missed else "all targets met")
+    return 1 if missed else 0
+
+
 def main() -> int:
+    if sys.argv[1:2] == ["--launchers"]:
+        return per_launcher(int(sys.argv[2]) if len(sys.argv) > 2 else REPS, sys.argv[3:])
     if sys.argv[1:2] == ["--tail"]:
         tail = restart_tail(int(sys.argv[2]) if len(sys.argv) > 2 else REPS)
         print("fault -> re-entry on every rank (4 ranks, gloo, rank 1 raises at step 5)")

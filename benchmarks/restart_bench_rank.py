@@ -1,7 +1,9 @@
 """One rank of the restart benchmark job: 4 ranks, gloo, rank 1 raises at step 5.
 
-MODE=ours | nvidia | torchrun | plain. Appends ``entry <rank> <iteration> <time>`` and
-``fault <time>`` lines to $BENCH_LOG; ``steps <rank> <mean step seconds>`` at the end.
+MODE=ours | launch | nvidia | torchrun | plain (``launch``: run by ``nccl-doctor launch
+--wrap``, the wrapper's ``current_call()``; ``ours``: the wrapper embedded, under any
+launcher). Appends ``entry <rank> <iteration> <time>`` and ``fault <time>`` lines to
+$BENCH_LOG; ``steps <rank> <mean step seconds>`` at the end.
 """
 
 import os
@@ -73,6 +75,11 @@ def main() -> None:
         Wrapper(
             soft_timeout=soft, hard_timeout=hard, barrier_timeout=120, termination_grace_time=1
         )(fn)()
+    elif MODE == "launch":
+        from doctor.restart import current_call
+
+        call = current_call()
+        train(call.store, call.rank, call.world_size, call.iteration, call.ping)
     elif MODE == "nvidia":  # set up as in NVIDIA's examples/inprocess/basic_example.py
         from nvidia_resiliency_ext import inprocess
 

@@ -4,13 +4,16 @@ A ``TCPStore`` has no authentication: anyone who reaches its port can set any
 key. The wrapper's store decides restarts, so every value is sealed with
 HMAC-SHA256 over the store key's name and the value, keyed by a per-job secret
 (a value cannot be forged, nor moved from one key to another); unsealed,
-malformed or forged values are ignored as if absent.
+malformed or forged values are ignored as if absent. Every name holds the run's
+nonce and the iteration (``doctor.restart.handshake``): a value recorded in one
+run, or one iteration, fails the seal in any other.
 
 The secret never appears on a command line: it is ``$NCCL_DOCTOR_STORE_KEY``
 (hex, for jobs whose hosts share no directory) or the file ``store.key`` in the
-job's private directory, created once (0600, atomically) by the first rank
-that needs it. Every rank of a multi-host job must see the same secret: give
-``NCCL_DOCTOR_JOB_DIR`` on a shared filesystem or the environment variable.
+job's private directory, created once (0600, atomically) by initial rank 0 and
+read by the others. Every rank of a multi-host job must see the same secret:
+give ``NCCL_DOCTOR_JOB_DIR`` on a shared filesystem or the environment
+variable (a rank that cannot says so at start: ``handshake``).
 """
 
 from __future__ import annotations
@@ -37,7 +40,9 @@ class StoreKeyError(UnsafePath):
 
 
 def job_key(directory: Path, env: Mapping[str, str]) -> bytes:
-    """The job's secret: the environment's, else the job directory's (created if absent)."""
+    """The job's secret as initial rank 0 holds it: the environment's, else the job
+    directory's (created if absent; one left by an earlier run of the job is reused, which
+    is safe because every run seals under its own nonce)."""
     given = env.get(KEY_ENV, "").strip()
     if given and not _HEX_KEY.fullmatch(given):
         raise StoreKeyError(f"{KEY_ENV} must be 32 to 128 hex digits")
@@ -47,6 +52,25 @@ def job_key(directory: Path, env: Mapping[str, str]) -> bytes:
     elif not path.exists():  # recover on this host reads the file
         create_exclusive(path, given)
     return (given or read_key_file(directory)).encode()
+
+
+def peer_key(directory: Path, env: Mapping[str, str]) -> bytes | None:
+    """The job's secret as the other ranks find it (they never create one): the
+    environment's, else the job directory's key file; None while there is none."""
+    given = env.get(KEY_ENV, "").strip()
+    if given:
+        if not _HEX_KEY.fullmatch(given):
+            raise StoreKeyError(f"{KEY_ENV} must be 32 to 128 hex digits")
+        return given.encode()
+    try:
+        return read_key_file(private_dir(directory)).encode()
+    except FileNotFoundError:
+        return None
+
+
+def key_id(key: bytes) -> str:
+    """A name for the key that ranks may publish to compare keys (a hash; reveals nothing)."""
+    return hashlib.sha256(b"nccl-doctor store key id\0" + key).hexdigest()[:16]
 
 
 def read_key_file(directory: Path, owner: int | None = None) -> str:

@@ -14,7 +14,6 @@ import gc
 import inspect
 import os
 import re
-import shutil
 import sys
 import threading
 import time
@@ -33,19 +32,27 @@ from doctor.restart.abort import (
     socket_fds,
 )
 from doctor.restart.assignment import Assignment
-from doctor.restart.auth import job_key
 from doctor.restart.events import report_in_background
 from doctor.restart.exceptions import (
+    KeyMismatch,
     RestartError,
     RestartLimitError,
     RestartRequested,
     StoppedByDoctor,
 )
+from doctor.restart.handshake import Handshake
 from doctor.restart.health import gpu_health_check
 from doctor.restart.hooks import HookState, WrapperSettings
 from doctor.restart.monitor_process import MonitorProcess, MonitorSpec
 from doctor.restart.monitor_thread import Interruptible, IterationContext, MonitorThread, Ticker
-from doctor.restart.session import Session, connect_store, job_directory
+from doctor.restart.session import (
+    Session,
+    connect_store,
+    job_directory,
+    join,
+    meeting_client,
+    rendezvous_job,
+)
 from doctor.restart.spare import SpareConnection, open_tracked
 from doctor.restart.state import publish
 from doctor.restart.store import RestartStore
@@ -74,23 +81,30 @@ class CallWrapper:
         self.wrapper, self.opt = wrapper, wrapper.options
         self.initial_rank = int(env.get("RANK", "0"))
         self.initial_world_size = int(env.get("WORLD_SIZE", "1"))
-        self.job = (
-            env.get("NCCL_DOCTOR_JOB") or env.get("TORCHELASTIC_RUN_ID") or env.get("SLURM_JOB_ID")
+        self.job: str = (
+            env.get("NCCL_DOCTOR_JOB")
+            or env.get("TORCHELASTIC_RUN_ID")
+            or env.get("SLURM_JOB_ID")
+            or rendezvous_job(env)
         )
-        self.directory, self._temporary = (
-            (wrapper.directory, False) if wrapper.directory else job_directory(self.job, env)
-        )
+        self.directory = wrapper.directory or job_directory(self.job, env)
         fr_on = (
             int(env.get("TORCH_FR_BUFFER_SIZE") or env.get("TORCH_NCCL_TRACE_BUFFER_SIZE") or 0) > 0
         )
         self.flight_recorder = fr_on if wrapper.flight_recorder is None else wrapper.flight_recorder
-        self.session = Session.from_env(
-            env,
-            wrapper.store_host,
-            wrapper.store_port,
-            self.initial_rank,
-            job_key(self.directory, env),
-        )
+        try:
+            self.session, run, record = join(
+                Session.from_env(
+                    env, wrapper.store_host, wrapper.store_port, self.initial_rank, b""
+                ),
+                self.directory,
+                env,
+                self.initial_rank,
+                self.opt,
+            )
+        except KeyMismatch as exc:
+            print(f"nccl-doctor wrapper[{self.initial_rank}]: {exc}", file=sys.stderr, flush=True)
+            raise
         self.progress = SharedProgress(progress_path(self.directory, self.initial_rank))
         self.identity = this_process()
         spec = MonitorSpec(self.initial_rank, self.opt, self.directory, self.identity)
@@ -103,7 +117,16 @@ class CallWrapper:
         try:
             if self.agent is None:
                 self.agent = Agent(self.directory, self.initial_rank)
+            if self.session.listener is not None:
+                os.close(self.session.listener)  # the monitor process serves on it now
             self.rs = self._connect()
+            meeting = self.rs.raw if self.session.rendezvous is None else None
+            self.hello = Handshake(
+                meeting or meeting_client(self.session, self.opt),
+                self.session.attempt,
+                self.initial_rank,
+            )
+            self.run_record = record or self.hello.open_run(self.session.key, run)
             self.watch = self._connect()
         except BaseException:  # no store: leave nothing behind
             self.progress.enter(0, Phase.EXITING)
@@ -190,11 +213,9 @@ class CallWrapper:
         self._release()
 
     def _release(self) -> None:
-        """Close the agent this call started, and remove the temporary directory it made."""
+        """Close the agent this call started."""
         if self._own_agent and self.agent is not None:
             self.agent.close()
-        if self._temporary:
-            shutil.rmtree(self.directory, ignore_errors=True)
 
     def _on_wake(self) -> None:
         """The wake signal's handler, on the main thread: raise the pending restart."""
@@ -257,7 +278,11 @@ class CallWrapper:
         """The entry barrier: returns the frozen membership once every live rank reported."""
         self.progress.enter(iteration, Phase.RESTARTING)
         self.rs.arrive(iteration, self.initial_rank)
-        members = self.rs.wait_entry(iteration, self.opt)
+        try:
+            members = self.rs.wait_entry(iteration, self.opt, self._guard)
+        except RestartError as exc:  # a key mismatch or a tampered store: said once, here
+            print(f"nccl-doctor wrapper[{self.initial_rank}]: {exc}", file=sys.stderr, flush=True)
+            raise
         if members is None:
             raise RestartError(
                 f"rank {self.initial_rank}: entry barrier of iteration "
@@ -267,6 +292,14 @@ class CallWrapper:
             raise RestartError(f"rank {self.initial_rank} was declared dead by its peers")
         self._carry["barrier"] = time.time()
         return members
+
+    def _guard(self, iteration: int, missing: set[int]) -> None:
+        """While waiting at an entry barrier: a rank that said hello with another key stops
+        the job at once; so does a barrier or run key that another client deleted."""
+        if iteration == 0:
+            self.hello.check_peers(self.session.key, missing)
+        self.rs.check_intact(iteration, self.initial_rank)
+        self.hello.check_run(self.run_record)
 
     def _iterate(
         self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], members: set[int]

@@ -7,6 +7,8 @@ BaseException
 RuntimeError
 └── RestartError          the wrapper cannot go on (barrier timeout, declared dead)
     ├── RestartLimitError the retry limit (``max_iterations``) was reached
+    ├── KeyMismatch       ranks of the job hold different store keys (or none)
+    ├── StoreTampered     another client of the store deleted or rewrote a key
     ├── StoreAbandoned    a monitor process stopped waiting for the store: its rank
     │                     exited before the store came up
     └── StoppedByDoctor   the job's watcher stopped the job (or excluded this rank)
@@ -26,6 +28,15 @@ class RestartError(RuntimeError):
 
 class RestartLimitError(RestartError):
     """Every rank stops because the job reached ``max_iterations`` iterations."""
+
+
+class KeyMismatch(RestartError):
+    """Ranks of the job hold different store keys (or none): they could never meet."""
+
+
+class StoreTampered(RestartError):
+    """A key the wrapper relies on was deleted or rewritten by another client of the store:
+    reported and fatal, never waited out."""
 
 
 class StoreAbandoned(RestartError):

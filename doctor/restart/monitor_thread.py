@@ -26,7 +26,7 @@ from doctor.restart.abort import (
     close_connections,
     raise_in_thread,
 )
-from doctor.restart.exceptions import RestartRequested
+from doctor.restart.exceptions import RestartRequested, StoreTampered
 from doctor.restart.options import RestartOptions
 from doctor.restart.store import RestartStore
 
@@ -91,6 +91,9 @@ class MonitorThread(threading.Thread):
         try:
             self.watch.wait_wake(ctx.iteration, ctx.initial_rank)
             fault = self.watch.fault(ctx.iteration)
+        except StoreTampered as exc:  # reported, and the rank refuses to go on
+            print(f"nccl-doctor wrapper[{ctx.initial_rank}]: {exc}", file=sys.stderr, flush=True)
+            fault = {"cause": "refused", "rank": None, "time": time.time(), "exception": str(exc)}
         except Exception as exc:  # the store is gone: the monitor process reports the rest
             print(f"nccl-doctor wrapper: fault watch failed: {exc}", file=sys.stderr)
             return

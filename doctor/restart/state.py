@@ -27,7 +27,7 @@ class PublishedCall(Protocol):
     """What ``publish`` reads of a running ``CallWrapper`` (structural: this module sits
     below ``doctor.restart.call``, which calls it)."""
 
-    job: str | None
+    job: str
     directory: Path
     identity: ProcessId
     """This rank's process (pid and start time), for readers to check it still runs."""

@@ -21,7 +21,10 @@ The store is reachable by anyone who reaches its port, so every value is sealed
 out-of-range value is ignored as if absent. Decisions that every rank must
 agree on (the fault that restarts an iteration, an iteration's membership) are
 the *first valid line* of an append-only log, not a ``compare_set`` that a
-forged value written first could block.
+forged value written first could block. Names hold the run's nonce, so a value
+replayed from another run fails its seal, and a fault record stamped before
+the run started is refused. Any client may also *delete* a key: a barrier or
+run key found missing is reported (``StoreTampered``), never waited out.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ from __future__ import annotations
 import json
 import math
 import time
+from collections.abc import Callable
 from datetime import timedelta
 from typing import Any
 
@@ -36,6 +40,7 @@ import torch.distributed as dist
 
 from doctor.restart.abort import wake_deferred
 from doctor.restart.auth import Sealer
+from doctor.restart.exceptions import StoreTampered
 from doctor.restart.options import RestartOptions
 
 FAULT_CAUSES = frozenset(
@@ -64,6 +69,9 @@ _TEXT_BOUNDS = {
 WATCH_ACTIONS = frozenset({"restart", "stop", "exclude"})
 MAX_VALUE = 2 << 20
 """The most bytes of one store value read (a fault log holds a few stacks)."""
+GUARD_INTERVAL = 0.2
+"""Seconds between a barrier's checks that its keys are intact and its peers' keys match."""
+_DELETED = "another client of the store deleted it (anyone who reaches the store's port can)"
 
 
 def valid_fault(record: object, world_size: int) -> dict[str, Any] | None:
@@ -131,6 +139,7 @@ class RestartStore:
         initial_world_size: int,
         sealer: Sealer,
         hosting: bool = False,
+        since: float | None = None,
     ) -> None:
         self.raw = base
         """The store itself, for the process group of an iteration (``pg_store``)."""
@@ -140,6 +149,8 @@ class RestartStore:
         self.prefix = prefix
         self.initial_world_size = initial_world_size
         self.sealer = sealer
+        self.since = since
+        """Fault records stamped before this (the run's start, less clock skew) are refused."""
 
     def key(self, name: str, iteration: int | None = None) -> str:
         scope = f"it{iteration}/" if iteration is not None else ""
@@ -207,7 +218,10 @@ class RestartStore:
             valid_fault(r, self.initial_world_size)
             for r in self._json_lines(self.key("faults", iteration))
         )
-        return [f for f in found if f is not None]
+        return [f for f in found if f is not None and self._current(f)]
+
+    def _current(self, fault: dict[str, Any]) -> bool:
+        return self.since is None or fault["time"] >= self.since
 
     def wait_wake(self, iteration: int, initial_rank: int) -> None:
         """Block until a fault of ``iteration`` is recorded or ``wake`` ends the iteration.
@@ -217,8 +231,14 @@ class RestartStore:
         key = self.key(f"wake/{initial_rank}", iteration)
         while True:
             self.base.wait([key], timedelta(days=1))
-            if self._get(key) == "stop" or self.fault(iteration) is not None:
+            said = self._get(key)
+            if said == "stop" or self.fault(iteration) is not None:
                 return
+            if said == "fault":  # sealed: a fault was recorded, and its log is gone
+                raise StoreTampered(
+                    f"the fault log of iteration {iteration} vanished after a fault was "
+                    f"recorded: {_DELETED}"
+                )
             self.base.delete_key(key)
             if self.fault(iteration) is not None:  # recorded while we cleared: not missed
                 return
@@ -269,18 +289,28 @@ class RestartStore:
         result = self.entry_result(iteration - 1)
         return set(result) if result is not None else set()
 
-    def wait_entry(self, iteration: int, options: RestartOptions) -> list[int] | None:
+    def wait_entry(
+        self,
+        iteration: int,
+        options: RestartOptions,
+        guard: Callable[[int, set[int]], None] = lambda iteration, missing: None,
+    ) -> list[int] | None:
         """Poll (backing off to 20 ms) until the membership is frozen; None at barrier_timeout.
 
         After ``last_call_wait``, every heartbeat interval, a missing rank whose monitor
         process stopped beating (a lost host) is declared dead so the barrier can close.
+        Every ``GUARD_INTERVAL``, ``guard`` gets the ranks not arrived yet (it raises to stop).
         """
         start = time.monotonic()
         delay, next_check = 0.0005, start + options.last_call_wait
+        next_guard = start + GUARD_INTERVAL
         while (members := self.entry_result(iteration)) is None:
             now = time.monotonic()
             if now - start > options.barrier_timeout:
                 return None
+            if now >= next_guard:
+                next_guard = now + GUARD_INTERVAL
+                guard(iteration, self.participants(iteration) - self.arrived(iteration))
             if now >= next_check:
                 next_check = now + options.heartbeat_interval
                 missing = self.participants(iteration) - self.terminated()
@@ -305,6 +335,20 @@ class RestartStore:
                 return sorted(set(members))
         return None
 
+    def arrived(self, iteration: int) -> set[int]:
+        return self._read_set(self.key("entry/arrived", iteration))
+
+    def check_intact(self, iteration: int, initial_rank: int) -> None:
+        """Raise ``StoreTampered`` when a key this rank waits on was deleted: its own
+        arrival, the membership it came from."""
+        if initial_rank not in self.arrived(iteration):
+            raise StoreTampered(
+                f"the entry barrier of iteration {iteration} lost rank {initial_rank}'s "
+                f"arrival: {_DELETED}"
+            )
+        if iteration > 0 and self.entry_result(iteration - 1) is None:
+            raise StoreTampered(f"the membership of iteration {iteration - 1} vanished: {_DELETED}")
+
     def arrive(self, iteration: int, initial_rank: int) -> None:
         self._append(self.key("entry/arrived", iteration), str(initial_rank))
         self.try_close(iteration)
@@ -312,7 +356,7 @@ class RestartStore:
     def try_close(self, iteration: int) -> list[int] | None:
         """Freeze the membership once every participant arrived or is known dead."""
         participants = self.participants(iteration)
-        arrived = self._read_set(self.key("entry/arrived", iteration)) & participants
+        arrived = self.arrived(iteration) & participants
         if not participants <= arrived | self.terminated():
             return self.entry_result(iteration)
         if self.entry_result(iteration) is None:

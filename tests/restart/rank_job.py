@@ -117,6 +117,8 @@ def train(call_wrapper: CallWrapper) -> dict[str, object]:
 def finalize(state: HookState) -> None:
     if KIND == "during_restart" and INITIAL == 3:
         os.kill(os.getpid(), signal.SIGKILL)
+    if INITIAL == int(os.environ.get("SLOW_RANK", "-1")):  # the others wait at the barrier
+        time.sleep(float(os.environ.get("SLOW_FINALIZE", "0")))
 
 
 def main() -> None:

@@ -41,23 +41,29 @@ def start_job(
     timeout: float = 60,
     env: dict[str, str] | None = None,
     job: str | None = None,
+    shared_dir: bool = True,
 ) -> tuple:
+    """Start the ranks; ``shared_dir=False`` is a plain launcher's job: no job directory and
+    no job id, every rank with RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT only."""
     token = f"NCCL_DOCTOR_TEST_TOKEN={uuid.uuid4().hex}"
     out_dir, job_dir = tmp / "out", tmp / "job"
-    out_dir.mkdir()
+    out_dir.mkdir(parents=True)
+    port = str(free_port())
+    if not shared_dir:
+        job_dir = tmp / "home" / "jobs" / f"rdzv-127.0.0.1-{port}-{WORLD}"
     base = {
         "PATH": os.environ.get("PATH", "/usr/bin:/bin"),
         "PYTHONPATH": str(REPO),
         "RES_OPTIONS": os.environ.get("RES_OPTIONS", ""),
         "MASTER_ADDR": "127.0.0.1",
-        "MASTER_PORT": str(free_port()),
+        "MASTER_PORT": port,
         "WORLD_SIZE": str(WORLD),
         "FAULT": fault,
         "OUT_DIR": str(out_dir),
-        "NCCL_DOCTOR_JOB_DIR": str(job_dir),
         "NCCL_DOCTOR_HOME": str(tmp / "home"),
         "TORCH_CPP_LOG_LEVEL": "ERROR",
         token.split("=")[0]: token.split("=")[1],
+        **({"NCCL_DOCTOR_JOB_DIR": str(job_dir)} if shared_dir else {}),
         **(env or {}),
     }
     if job:
@@ -67,7 +73,7 @@ def start_job(
         with (out_dir / f"out{rank}").open("w") as out, (out_dir / f"err{rank}").open("w") as err:
             procs[rank] = subprocess.Popen(
                 [sys.executable, str(RANK_JOB)],
-                env={**base, "RANK": str(rank)},
+                env={**base, "RANK": str(rank), "LOCAL_RANK": str(rank)},
                 stdout=out,
                 stderr=err,
             )

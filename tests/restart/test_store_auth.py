@@ -162,3 +162,29 @@ def test_recover_on_stale_state_honours_its_timeout_and_prints_one_sentence(
     assert out.returncode == 2 and "does not answer" in out.stderr, out.stderr
     assert out.stderr.count("\n") == 1 and "Exception raised from" not in out.stderr
     assert took < 2 + 60  # generous: the interpreter starts slowly on a loaded machine
+
+
+def test_a_run_record_planted_before_rank_0_is_replaced_and_a_rewrite_is_an_alarm(
+    hosted: RestartStore, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from doctor.restart.exceptions import KeyMismatch, StoreTampered
+    from doctor.restart.handshake import Handshake, Run
+
+    # GIVEN a run record of an earlier run (sealed with the same key) replayed into the store
+    key = hosted.sealer._key
+    earlier = Handshake(hosted.raw, "doctor/0/", 0).open_run(key, Run())
+    capsys.readouterr()
+    # WHEN this run's rank 0 publishes its own
+    mine = Handshake(hosted.raw, "doctor/0/", 0).open_run(key, Run())
+    # THEN it replaces the planted one and says so
+    assert mine != earlier and hosted.raw.get("doctor/0/run") == mine
+    assert "rank 0 did not write" in capsys.readouterr().err
+    # AND a rank that adopted it notices a rewrite (the replay put back) at its barrier
+    joined = Handshake(hosted.raw, "doctor/0/", 2)
+    hosted.raw.set("doctor/0/run", earlier)
+    with pytest.raises(StoreTampered, match="run record was rewritten"):
+        joined.check_run(mine)
+    # AND a peer whose hello names another key is named with the fix
+    Handshake(hosted.raw, "doctor/0/", 3).hello(new_key())
+    with pytest.raises(KeyMismatch, match="rank 3 on .* holds a different store key"):
+        joined.check_peers(key, {3})

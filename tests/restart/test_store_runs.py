@@ -1,0 +1,161 @@
+"""A store value is good for one run only, and a deleted key is an alarm (issue 22, item 2).
+
+Another ordinary local user (``ncd-intruder``, created with ``useradd``) reaches the
+job's store port: it records what run 1 of a job wrote, replays it into run 2 of the
+same job id (same job directory, same key file), then deletes run 2's entry-barrier
+keys during a restart.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pwd
+import shutil
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+from restart_jobs import WORLD, finish_job, start_job
+from test_recover_cli import wait_running
+
+from doctor.registry import read_states
+from doctor.restart.recover import request_restart
+from doctor.subproc import free_port
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.skipif(
+        os.geteuid() != 0 or not shutil.which("setpriv") or not shutil.which("useradd"),
+        reason="another local user needs root, useradd and setpriv",
+    ),
+]
+INTRUDER = Path(__file__).with_name("intruder.py")
+USER = "ncd-intruder"
+
+
+@pytest.fixture(scope="module")
+def intruder_user() -> pwd.struct_passwd:
+    try:
+        return pwd.getpwnam(USER)
+    except KeyError:
+        subprocess.run(
+            ["useradd", "--system", "--no-create-home", "--shell", "/usr/sbin/nologin", USER],
+            check=True,
+        )
+        return pwd.getpwnam(USER)
+
+
+class Intruder:
+    """The other user's store client, started at once so its import overlaps the job's."""
+
+    def __init__(self, user: pwd.struct_passwd, port: str) -> None:
+        argv = ["setpriv", f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups"]
+        argv += [sys.executable, str(INTRUDER), "127.0.0.1", port]
+        self.proc = subprocess.Popen(
+            argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/"
+        )
+        self.ready = False
+
+    def ask(self, **order: Any) -> Any:
+        assert self.proc.stdin is not None and self.proc.stdout is not None
+        if not self.ready:
+            assert json.loads(self.proc.stdout.readline()) == {"ready": True}
+            self.ready = True
+        self.proc.stdin.write(json.dumps(order) + "\n")
+        self.proc.stdin.flush()
+        return json.loads(self.proc.stdout.readline())["answer"]
+
+    def close(self) -> None:
+        self.proc.kill()
+        self.proc.communicate(timeout=10)  # closes its pipes too
+
+
+def _prefix(job_dir: Path) -> str:
+    """The running job's store prefix, as its ranks publish it."""
+    return next(iter(read_states(job_dir).values()))["store_prefix"]
+
+
+def test_values_of_an_earlier_run_are_refused_and_deletes_are_alarms(
+    tmp_path: Path, intruder_user: pwd.struct_passwd
+) -> None:
+    job_dir = tmp_path / "job"
+    stop1, stop2 = tmp_path / "stop1", tmp_path / "stop2"
+    # GIVEN run 1 of job "replay", restarted once by its owner, recorded by the intruder
+    port1 = str(free_port())
+    spy = Intruder(intruder_user, port1)
+    run1 = start_job(
+        tmp_path / "run1",
+        env={"STOP_FILE": str(stop1), "MASTER_PORT": port1, "NCCL_DOCTOR_JOB_DIR": str(job_dir)},
+        job="replay",
+    )
+    try:
+        wait_running(job_dir, 0)
+        request_restart(job_dir, "replay", "owner's own", 30)
+        prefix1 = _prefix(job_dir)
+        recorded = {
+            name: spy.ask(get=prefix1 + name)
+            for name in ["it0/faults", *(f"it0/wake/{r}" for r in range(WORLD))]
+        }
+    finally:
+        spy.close()
+        stop1.touch()
+        finished1 = finish_job(*run1)
+    assert recorded["it0/faults"] and all(r["iteration"] == 1 for r in finished1.results.values())
+    # WHEN run 2 of the same job id runs, and the intruder replays run 1's fault and wakes
+    port2 = str(free_port())
+    spy = Intruder(intruder_user, port2)
+    run2 = start_job(
+        tmp_path / "run2",
+        env={
+            "STOP_FILE": str(stop2),
+            "MASTER_PORT": port2,
+            "NCCL_DOCTOR_JOB_DIR": str(job_dir),
+            "SLOW_RANK": "3",
+            "SLOW_FINALIZE": "2",
+        },
+        job="replay",
+    )
+    try:
+        wait_running(job_dir, 0)
+        prefix2 = _prefix(job_dir)
+        for name, value in recorded.items():
+            if value is not None:
+                spy.ask(append=prefix2 + name, hex=value)
+        time.sleep(1.5)  # a restart takes tens of milliseconds
+        # THEN run 2 did not restart: every rank still runs iteration 0
+        states = read_states(job_dir)
+        assert {s["iteration"] for s in states.values()} == {0}, states
+        # WHEN the owner asks for a restart while the intruder deletes the entry barrier
+        # keys (rank 3's finalize takes 2 s: the others wait at the barrier meanwhile)
+        deleting = threading.Thread(
+            target=spy.ask, kwargs={"delete": prefix2 + "it1/entry/arrived", "seconds": 6}
+        )
+        deleting.start()
+        threading.Thread(
+            target=lambda: _quietly(request_restart, job_dir, "replay", "again", 20), daemon=True
+        ).start()
+        start = time.monotonic()
+        run = finish_job(*run2, timeout=40)
+        took = time.monotonic() - start
+        deleting.join(10)
+    finally:
+        spy.close()
+        stop2.touch()
+    # THEN every rank reports the deletion and stops within seconds (not the 20 s barrier)
+    alarm = "another client of the store deleted it"
+    for rank in range(WORLD):
+        assert alarm in run.stderr[rank], run.stderr[rank][-2000:]
+        assert run.returncodes[rank] != 0
+    assert took < 15 and run.leftovers == []
+
+
+def _quietly(fn: Any, *args: Any) -> None:
+    try:
+        fn(*args)
+    except Exception:  # the job stops instead of restarting: recover times out, as it should
+        pass
