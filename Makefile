@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help install demo test lint typecheck bench fuzz clean
+.PHONY: help install demo test lint typecheck bench fuzz zoo clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -39,6 +39,9 @@ SOURCES := doctor checks playbooks tests benchmarks docs/examples
 
 test: lint ## the full suite (the lint gates, then pytest)
 	$(VENV)/bin/pytest -q
+
+zoo: install ## every case of the bug zoo (tests/zoo), three looks each; make test runs four, once
+	NCCL_DOCTOR_ZOO=all $(VENV)/bin/pytest -q tests/zoo
 
 fuzz: install ## the fuzz tests at length (1,000 inputs per reader test); prints inputs tried and failures
 	$(VENV)/bin/pytest -q -m fuzz --hypothesis-profile=fuzz tests/fuzz
