@@ -417,3 +417,29 @@ def test_a_log_a_rank_names_is_not_read_through_a_linked_folder(
     assert _read(str(logs / "nccl.log"), 1024, tail=True, owners={owner.uid}) is None
     # AND the same file in a folder of the owner's (or in /tmp-like root folders) is read
     assert read_tail(victim / "nccl.log", owners={owner.uid}) == "NCCL WARN root-only folder\n"
+
+
+@needs_root
+def test_a_dump_is_read_through_its_owner_s_folders_never_through_a_swapped_link(
+    tmp_path: Path, owner: User
+) -> None:
+    """Triage checks a written dump's path, then reads it: a folder on the way that the owner
+    swaps for a link in between must not make root read a root-only file as the dump."""
+    from doctor.triage.sources.flight import _Reads
+
+    # GIVEN a root-only folder holding a readable dump, and the owner's job folder whose
+    # fr/ is (by now) a link to it
+    victim = _root_only(tmp_path)
+    real = Path(__file__).parent / "fixtures" / "fr" / "gloo-wrong-collective" / "rank_0"
+    (victim / "rank_0").write_bytes(real.read_bytes())
+    job = tmp_path / "job"
+    job.mkdir()
+    (job / "fr").symlink_to(victim)
+    owner.own(job, job / "fr")
+    # WHEN root reads rank 0's dump at job/fr/rank_0 for that owner
+    reads = _Reads()
+    dumps = reads.take({0: job / "fr" / "rank_0"}, {0: owner.uid})
+    # THEN nothing is read as the dump, and the skip says why
+    assert dumps == () and 0 not in reads.dumps
+    [why] = reads.unreadable[0]
+    assert "rank_0" in why.reason and "fr" in why.reason, why

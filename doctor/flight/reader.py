@@ -207,17 +207,24 @@ def _read_path(path: Path, seen: set[int], skipped: list[Skipped]) -> Iterator[R
         if rank in seen:
             skipped.append(Skipped(rank, PROBE, f"{name}: a second dump for rank {rank}"))
             continue
-        try:
-            with _gc_paused():
-                dump = reduce_dump(rank, name, opener())
-        except (DumpError, OSError, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
-            skipped.append(Skipped(rank, PROBE, f"{name}: {exc}"))
-            continue
-        except Exception as exc:  # noqa: BLE001 - one bad dump never ends the analysis
-            skipped.append(Skipped(rank, PROBE, f"{name}: malformed ({type(exc).__name__})"))
+        dump = read_dump(rank, name, opener)
+        if isinstance(dump, Skipped):
+            skipped.append(dump)
             continue
         seen.add(rank)
         yield dump
+
+
+def read_dump(rank: int, name: str, opener: Opener) -> RankDump | Skipped:
+    """One dump, reduced, or why it cannot be: what live triage calls for each file it read
+    through its owner's checked folders, and the reader for each candidate."""
+    try:
+        with _gc_paused():
+            return reduce_dump(rank, name, opener())
+    except (DumpError, OSError, UnsafePath, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
+        return Skipped(rank, PROBE, f"{name}: {exc}")
+    except Exception as exc:  # noqa: BLE001 - one bad dump never ends the analysis
+        return Skipped(rank, PROBE, f"{name}: malformed ({type(exc).__name__})")
 
 
 def read_flight(paths: Iterable[Path]) -> FlightRead:

@@ -21,14 +21,16 @@ import errno
 import os
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from doctor.backends import GLOO_FLIGHT_RECORDER
 from doctor.evidence import ProgressSample
 from doctor.flight.dump import RankDump
-from doctor.flight.reader import read_flight
+from doctor.flight.reader import MAX_DUMP_BYTES, read_dump
 from doctor.model import Skipped
 from doctor.process_identity import owner_uid, started_at
+from doctor.safeio import open_owned
 from doctor.triage.fanout import Done, fanout
 from doctor.triage.sources.interface import Collected, Source
 from doctor.triage.target import RankTarget, Target
@@ -149,18 +151,32 @@ class _Reads:
         self.dumps: dict[int, RankDump] = {}
         self.unreadable: dict[int | None, list[Skipped]] = {}
 
-    def take(self, paths: dict[int, Path]) -> tuple[RankDump, ...]:
-        """Read ``paths`` (rank -> file), replacing what earlier rounds read of those ranks."""
-        read = read_flight(paths[r] for r in sorted(paths))
-        for rank in paths:
+    def take(self, paths: dict[int, Path], owners: dict[int, int | None]) -> tuple[RankDump, ...]:
+        """Read ``paths`` (rank -> file), replacing what earlier rounds read of those ranks.
+        Each file is opened through its folders walked and checked as its rank's owner's or
+        root's (``safeio.open_owned``), as the bundle copies it: a rank's environment names
+        the path, and a folder on it swapped after the check must not lead root elsewhere."""
+        read: list[RankDump] = []
+        for rank in sorted(paths):
             self.paths[rank] = paths[rank]
             self.dumps.pop(rank, None)
             self.unreadable.pop(rank, None)
-        for d in read.dumps:
-            self.dumps[d.rank] = d
-        for s in read.skipped:
-            self.unreadable.setdefault(s.rank, []).append(s)
-        return read.dumps
+            got = read_dump(rank, paths[rank].name, _owned_opener(paths[rank], owners.get(rank)))
+            if isinstance(got, Skipped):
+                self.unreadable.setdefault(got.rank, []).append(got)
+            else:
+                self.dumps[got.rank] = got
+                read.append(got)
+        return tuple(read)
+
+
+def _owned_opener(path: Path, owner: int | None) -> Callable[[], bytes]:
+    def read() -> bytes:
+        fd = open_owned(path, None if owner is None else {owner})
+        with os.fdopen(fd, "rb") as f:  # read(n) would allocate n bytes up front
+            return f.read(os.fstat(fd).st_size + 1)[: MAX_DUMP_BYTES + 1]
+
+    return read
 
 
 class FlightSource(Source):
@@ -187,6 +203,7 @@ class FlightSource(Source):
         the process probe. A second round, if time is left, shows whether sequence ids moved.
         """
         start = time.monotonic()
+        owners = {r.rank: owner_uid(r.pid) for r in target.ranks}
         live = [r for r in target.ranks if _live(r)]
         written = {r.rank: p for r in target.ranks if (p := written_dump(r))}
         reads = _Reads()
@@ -195,15 +212,15 @@ class FlightSource(Source):
             time.sleep(max(0.0, start + self.window + 0.05 - time.monotonic()))
             first = self._round(live, deadline - time.monotonic() - 0.1)
             if first:
-                progress += progress_of(reads.take(first), 0.0)
+                progress += progress_of(reads.take(first, owners), 0.0)
                 again = self._round(
                     [r for r in live if r.rank in first],
                     min(self.probe_timeout, deadline - time.monotonic() - 0.1),
                 )
                 if again:
                     at = round(time.monotonic() - start, 3)
-                    progress += progress_of(reads.take(again), at)
-        reads.take({r: p for r, p in written.items() if r not in reads.paths})
+                    progress += progress_of(reads.take(again, owners), at)
+        reads.take({r: p for r, p in written.items() if r not in reads.paths}, owners)
         silent = [
             Skipped(
                 r.rank,
