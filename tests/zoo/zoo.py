@@ -171,6 +171,7 @@ class ZooJob:
                 "--rdzv-backend=c10d",
                 f"--rdzv-endpoint=127.0.0.1:{free_port()}",
                 f"--rdzv-id=zoo-{self.name}",
+                f"--log-dir={self.workdir / 'torchrun-logs'}",  # else a torchelastic_* in TMPDIR
                 str(CASES_DIR / self.case.script),
             ],
             cwd=self.workdir,
