@@ -35,12 +35,22 @@ def analyzed(bundle: Path) -> dict:
 
 
 def check_common(run: WatchRun, events: int) -> list[dict]:
-    """No process left, one bundle (and its report) per event, each reproduced by analyze."""
+    """No process left, one bundle (and its report) per event, each reproduced by analyze;
+    the events that acted, in order.
+
+    After an in-place restart, the re-entered ranks' first steps on this loaded 2-core host
+    can pass the tests' 1 s floor; the watcher may look at them, but such a look must act on
+    nothing (CI saw one: a second look 1.5 s into the restarted iteration, action none)."""
     assert run.leftovers == [], run.all_stderr()
     watch = run.events("nccl-doctor/watch-event/v1")
-    assert len(watch) == events, (watch, run.all_stderr())
+    restarts = [r["fault_time"] for r in run.events("nccl-doctor/restart-event/v1")]
+    acted = [e for e in watch if e["action"] != "none"]
+    looks = [e for e in watch if e["action"] == "none"]
+    assert len(acted) == events, (watch, run.all_stderr())
+    for look in looks:  # only slow steps after a restart, never one before it
+        assert restarts and look["detection"]["last_progress_at"] > min(restarts), look
     assert [Path(e["bundle"]) for e in watch] == run.bundles()
-    for event in watch:
+    for event in acted:
         again = analyzed(Path(event["bundle"]))
         assert again["hang_class"] == event["verdict"]["hang_class"]
         # the incident report sits beside its bundle, with the same verdict
@@ -49,7 +59,7 @@ def check_common(run: WatchRun, events: int) -> list[dict]:
         assert again["culprit_ranks"] == event["verdict"]["culprit_ranks"]
         detection = event["detection"]
         assert detection["threshold"] <= 3 * detection["step_time"] + 1e-6
-    return watch
+    return acted
 
 
 def test_a_wrong_collective_stops_the_job_with_93_after_one_diagnosis(tmp_path: Path) -> None:
