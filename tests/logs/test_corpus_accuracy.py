@@ -30,20 +30,21 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 22 / 37
-"""Measured on the test split: 22 of 37 right (19 of 37 without the second round of dev rules;
-no rule was written from a test case). The issue's target is 85%, missed; this floor is the
-measured value, not the target."""
-HELDOUT_DEV_FLOOR = 23 / 26
-"""Measured on the dev split: 23 of 26 after the rules written from it (16 of 26 with the first
-round only, 3 of the first 8 before any)."""
+HELDOUT_TEST_FLOOR = 27 / 50
+"""Measured on the test split: 27 of 50 right (54 %). Earlier stops measured 19 of 37 and
+22 of 37 on the first 37 test cases; this stop added 13 test cases and looked at the test
+split's results once, after the dev rules were written. No rule was written from a test case.
+The issue's target is 85 %, missed; this floor is the measured value, not the target."""
+HELDOUT_DEV_FLOOR = 30 / 34
+"""Measured on the dev split: 30 of 34 after the rules written from it (28 of 34 before this
+stop's two dev rules; 23 of 26 on the first 26 dev cases)."""
 
 
 def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 63
+    assert len(found) >= 84
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name
