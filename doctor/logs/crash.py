@@ -10,6 +10,15 @@ connection next to it is the crash's echo, not the network's fault).
     ./run.sh: line 8:  3031 Segmentation fault      (core dumped) ./train ...
     Thread 787 "python" received signal SIGBUS, Bus error.
     traceback : Signal 11 (SIGSEGV) received by PID 6421
+
+A crash whose cause the runtime names is that cause instead: PyTorch's data loader says
+when its worker's bus error comes from too little shared memory (a container's 64 MB
+``/dev/shm``), the set-up problem NCCL meets as an ``ncclShmOpen`` crash.
+
+    ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient
+        shared memory (shm).
+    RuntimeError: DataLoader worker (pid 16757) is killed by signal: Bus error. It is possible
+        that dataloader's workers are out of shared memory.
 """
 
 from __future__ import annotations
@@ -32,10 +41,13 @@ _SHELL = re.compile(
 )
 _GDB = re.compile(r"received signal (SIG[A-Z]{2,8})")
 _RECEIVED_BY = re.compile(r"[Ss]ignal (\d{1,3}) \((SIG[A-Z]{2,8})\) received by PID (\d{1,18})")
+_SHM_TOO_SMALL = re.compile(r"insufficient shared memory|out of shared memory")
 
 
 def events(line: Line) -> list[LogEvent]:
     text = line.text
+    if _SHM_TOO_SMALL.search(text):
+        return [line.event(kinds.BOOTSTRAP, text="the process ran out of shared memory (/dev/shm)")]
     if "ignal" not in text and "(core dumped)" not in text and "Fatal Python" not in text:
         return []
     if m := _UCX.search(text):

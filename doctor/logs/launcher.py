@@ -38,8 +38,9 @@ _SPAWN = re.compile(r"process (\d{1,18}) terminated with (?:signal (SIG\w+)|exit
 _DEEPSPEED = re.compile(r"exits with return code = (-?\d{1,18})")
 _LOCAL_RANK_ARG = re.compile(r"--local_rank=(\d{1,18})")
 _ELASTIC = re.compile(
-    r"failed \(exitcode: (-?\d{1,18})\) local_rank: (\d{1,18}) \(pid: (\d{1,18})\)"
+    r"failed \(exitcode: (-?\d{1,18})\)(?: local_rank: (\d{1,18}))?(?: \(pid: (\d{1,18})\))?"
 )
+"""torchelastic's failure line; the exit code is enough (a pasted line often loses the rest)."""
 _ELASTIC_ROW = re.compile(
     r"rank:? ?(\d{1,18}) \(local[_ ]rank: ?\d{1,18}\)\s*exitcode:? ?(-?\d{1,18})"
     r"(?: \(pid: (\d{1,18})\))?"
@@ -108,7 +109,8 @@ def events(line: Line) -> list[LogEvent]:
         rank = int(local.group(1)) if local else line.rank
         return [line.event(kinds.EXIT, rank=rank, code=int(m.group(1)))]
     if m := _ELASTIC.search(text):
-        return [line.event(kinds.EXIT, rank=None, pid=int(m.group(3)), code=int(m.group(1)))]
+        pid = int(m.group(3)) if m.group(3) else None
+        return [line.event(kinds.EXIT, rank=None, pid=pid, code=int(m.group(1)))]
     if m := _ELASTIC_ROW.search(text):
         pid = int(m.group(3)) if m.group(3) else None
         return [line.event(kinds.EXIT, rank=int(m.group(1)), pid=pid, code=int(m.group(2)))]

@@ -34,7 +34,13 @@ _START = re.compile(
     r"^Communicators\.\.\.|^Group\s+Comms\s+Nodes|"
     r"^#\d+-\d+ \([0-9a-fA-F]+\) (?:INCOMPLETE|ERROR|MISMATCH)"
 )
-_ROW = re.compile(r"^\s+\d+\s+\d+\s+\d+\s+[\d-]+\s+\d+\s+\d+\s+([A-Z]+)\s+([A-Z,]+)\s*$")
+_ROW = re.compile(
+    r"^\s+\d+\s+(\d+)\s+(\d+)\s+(\d+)(?:-(\d+))?\s+(\d+)\s+(\d+)\s+([A-Z]+)\s+([A-Z,]+)\s*$"
+)
+"""A communicators table row: group, comms in group, nodes per comm, ranks per node (a
+range when nodes differ), ranks per comm, ranks in group, status, errors."""
+_SUMMARY_ROW = re.compile(r"^\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s+(\d+)\s*$")
+"""A job summary row: nodes, processes per node, GPUs per process, processes, GPUs."""
 TRANSITIONS = frozenset({"INIT", "FINALIZE", "UNKNOWN", "NOCOMM"})
 """Statuses of a communicator being created or torn down."""
 _HEADER = re.compile(
@@ -69,6 +75,17 @@ def _rank_list(text: str) -> list[int]:
     return out[:4096]
 
 
+def _row_adds_up(row: re.Match[str]) -> bool:
+    """Whether a running group's counts agree: every node with the same number of ranks,
+    nodes times ranks per node is the communicator's size, and communicators times size is
+    the group's ranks. (An uneven layout also fails this; it then goes unjudged, never
+    healthy, which is the safe side.)"""
+    comms, nodes, per_node, size, total = (int(row.group(i)) for i in (1, 2, 3, 5, 6))
+    if row.group(4) and int(row.group(4)) != per_node:
+        return False
+    return nodes * per_node == size and comms * size == total
+
+
 def monitor_events(line: Line) -> list[LogEvent]:
     """Monitor mode's ``PEER_DEAD`` line (text format)."""
     if "PEER_DEAD" in line.text and (m := _MONITOR_DEAD.search(line.text)):
@@ -92,6 +109,10 @@ class RasText(Collecting):
         self._first = line
         self._rows: list[tuple[str, str]] = []
         """(status, errors) of each row of the communicators table."""
+        self._summary_rows = 0
+        self._disagrees = False
+        """Counts that do not add up (a row's nodes, ranks and communicators, or the job
+        summary's nodes and processes), or data RAS could not gather: never healthy."""
         self._statuses: set[str] = set()
         self._problem = False
         """Anything but a status difference: a dead or missing process, an error, counts."""
@@ -107,13 +128,21 @@ class RasText(Collecting):
         if text and not text[0].isspace() and not _HEADER.match(text):
             return False
         if m := _ROW.match(text):
-            self._rows.append((m.group(1), m.group(2)))
+            self._rows.append((m.group(7), m.group(8)))
+            self._disagrees |= m.group(7) == "RUNNING" and not _row_adds_up(m)
+        elif m := _SUMMARY_ROW.match(text):
+            nodes, per_node, gpus, processes, total = (int(g) for g in m.groups())
+            self._summary_rows += 1
+            self._disagrees |= (
+                self._summary_rows > 1 or nodes * per_node != processes or processes * gpus != total
+            )
         elif m := _COMM.match(text):
             self._comm, self._item, self._value, self._error = m.group(1), m.group(2), None, ""
             self._problem |= m.group(2) != "MISMATCH"
         elif text in ("DEAD", "INCOMPLETE", "TIMEOUT"):
             self._comm, self._item = "", text
             self._problem |= text != "TIMEOUT"
+            self._disagrees |= text == "TIMEOUT"
         elif m := _COUNT_OP.search(text):
             self._op, self._value = m.group(1) or "collective", None
             self._problem = True
@@ -166,9 +195,11 @@ class RasText(Collecting):
 
     def close(self) -> list[Fact]:
         """A report with nothing wrong says the job runs: every communicator OK, or ranks
-        differing only in status while communicators are created or torn down."""
+        differing only in status while communicators are created or torn down. Counts that
+        disagree (fewer ranks or processes than the rows say) or a gathering timeout leave the
+        report unjudged: something is missing, so it is not evidence of health."""
         statuses = self._statuses | {s for s, e in self._rows if e != "OK"}
-        if not self._problem and (self._rows or self._statuses):
+        if not self._problem and not self._disagrees and (self._rows or self._statuses):
             if all(e == "OK" for _s, e in self._rows) and not self._statuses:
                 text = "RAS: every communicator is running with no errors"
             elif statuses <= TRANSITIONS | {"RUNNING"}:

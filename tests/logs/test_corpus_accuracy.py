@@ -30,20 +30,23 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 22 / 37
-"""Measured on the test split: 22 of 37 right (19 of 37 without the second round of dev rules;
-no rule was written from a test case). The issue's target is 85%, missed; this floor is the
-measured value, not the target."""
-HELDOUT_DEV_FLOOR = 23 / 26
-"""Measured on the dev split: 23 of 26 after the rules written from it (16 of 26 with the first
-round only, 3 of the first 8 before any)."""
+HELDOUT_TEST_FLOOR = 32 / 60
+"""Measured on the test split: 32 of 60 right (53 %). Earlier stops measured 19 of 37 and
+22 of 37 on the first 37 test cases; this stop added 23 test cases and looked at the test
+split's results three times (27/50 after its dev rules, 27/52 with three more cases, 32/60
+with eight more), no rule changed after the first look. No rule was written from a test
+case. The issue's target is 85 %, missed; this floor is the measured value, not the target."""
+HELDOUT_DEV_FLOOR = 34 / 40
+"""Measured on the dev split: 34 of 40 (30 of 35 after this stop's two dev rules, 28 of 34
+before them; 23 of 26 on the first 26 dev cases). The 6 dev cases added after the first look
+at the test split got no rule."""
 
 
 def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 63
+    assert len(found) >= 100
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name

@@ -186,3 +186,29 @@ def test_cuda_not_ready_on_an_nvswitch_host_is_a_set_up_failure(line: str) -> No
     # GIVEN CUDA's error 802 (no fabric manager running on an NVSwitch machine)
     # THEN nothing could start: a set-up failure, not a GPU fault
     assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+        "RuntimeError: DataLoader worker (pid 16757) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory. Please try to raise your shared memory limit.",
+    ],
+)
+def test_a_data_loader_worker_out_of_shared_memory_is_a_set_up_problem_not_a_lost_rank(
+    line: str,
+) -> None:
+    # GIVEN PyTorch's data loader naming too little shared memory as its worker's crash cause
+    # WHEN the logs are judged THEN it is the host's set-up (/dev/shm), as NCCL's shm crash is
+    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
+
+
+def test_a_torchelastic_failure_line_cut_after_its_exit_code_is_still_a_lost_rank() -> None:
+    # GIVEN torchelastic's failure line as pasted with its local_rank and pid fields lost
+    verdict = _verdict(
+        [
+            "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rankroot/anaconda3/envs/x/bin/python"
+        ]
+    )
+    # THEN the SIGKILL still says a rank was lost
+    assert verdict.hang_class is HangClass.RANK_LOSS

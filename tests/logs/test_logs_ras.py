@@ -67,3 +67,32 @@ def test_json_counts_single_out_the_ranks_behind() -> None:
     counts = {(e.rank, e.seq) for e in events if e.kind == kinds.RAS_COUNT}
     assert counts == {(None, 90), (2, 41)}
     assert [(e.rank, e.code) for e in events if e.kind == kinds.RAS_ERROR] == [(2, 6)]
+
+
+def _healthy_report_with(old: str, new: str) -> list[str]:
+    """NVIDIA's documented healthy report with one line of it changed."""
+    text = (REAL / "ras-doc-healthy" / "ras.txt").read_text()
+    assert old in text
+    return text.replace(old, new).splitlines()
+
+
+def test_a_report_whose_counts_disagree_is_never_healthy() -> None:
+    # GIVEN NVIDIA's healthy report with a count that no longer adds up: a node short of
+    # ranks (7-8 per node, 31 in the communicator), a group short of ranks, a job summary
+    # with a node of 7 processes, or a gathering timeout
+    row = "    0         8         4         1         4        32   RUNNING      OK"
+    summary = "      4          8            1         32       32"
+    changed = [
+        _healthy_report_with(row, row.replace("1         4        32", "0-1       3        32")),
+        _healthy_report_with(row, row.replace("4        32", "4        28")),
+        _healthy_report_with(
+            summary, f"{summary}\n{summary.replace('4          8', '1          7')}"
+        ),
+        _healthy_report_with(summary, summary.replace("32       32", "31       31")),
+        _healthy_report_with(row, row + "\n\nWarnings\n========\n\nTIMEOUT\n"),
+    ]
+    for lines in changed:
+        # WHEN each is read THEN none says the job runs
+        assert kinds.PROGRESS not in {e.kind for e in parse_lines(lines)}, lines
+    # AND the report as documented still does
+    assert [e.kind for e in read("ras-doc-healthy")] == [kinds.PROGRESS]
