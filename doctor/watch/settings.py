@@ -1,6 +1,6 @@
 """``[watch]`` and ``[watch.actions]`` of ``nccl-doctor.toml``: what the watcher does, per verdict.
 
-The defaults are what a careful operator would choose (the README explains each):
+The defaults are what a careful operator would choose (docs/watch.md explains each):
 
 =====================  ============  =================================================
 hang class             action        why
