@@ -21,7 +21,7 @@ from rich.text import Text
 
 from doctor.checks.registry import family
 from doctor.checks.report import Report
-from doctor.config import format_duration
+from doctor.durations import format_duration
 from doctor.model import Finding, Severity
 from doctor.safe_text import safe_text
 from doctor.timeouts import TimeoutChain

@@ -13,7 +13,7 @@ import math
 
 from doctor.checks import fixes
 from doctor.checks.facts import Facts
-from doctor.config import format_duration
+from doctor.durations import format_duration
 from doctor.model import Finding, Severity
 from doctor.timeouts import TimeoutChain, seconds_above, watchdog_vs_hard
 

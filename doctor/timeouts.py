@@ -25,7 +25,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from doctor.backends import DEFAULT_COLLECTIVE_TIMEOUT_S
-from doctor.config import Config, format_duration
+from doctor.config import Config
+from doctor.durations import format_duration
 from doctor.model import Finding, Severity
 from doctor.torchenv import torch_bool, torch_int
 

@@ -7,14 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from doctor.config import (
-    Config,
-    find_config,
-    format_duration,
-    load_config,
-    parse_config,
-    parse_duration,
-)
+from doctor.config import Config, find_config, load_config, parse_config
+from doctor.durations import format_duration, parse_duration
 from doctor.errors import ConfigError
 
 

@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from doctor.config import Config, RestartConfig, format_duration
+from doctor.config import Config, RestartConfig
+from doctor.durations import format_duration
 from doctor.model import Finding, Severity
 from doctor.restart.abort import INTERRUPTIBLE_BACKENDS
 from doctor.restart.options import RestartOptions

@@ -30,6 +30,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from doctor.durations import parse_duration
 from doctor.model import HangClass
 
 
@@ -101,8 +102,6 @@ class SubkeyError(ValueError):
 
 def coerce(key: str, raw: Any) -> Any:
     """The validated value of ``watch.<key>``; ValueError (or SubkeyError) says what is wrong."""
-    from doctor.config import parse_duration  # config imports this module
-
     if key == "enabled":
         if not isinstance(raw, bool):
             raise ValueError("must be true or false")

@@ -23,7 +23,8 @@ from doctor.checks.fixes import _SAFE_LINE, emit_env
 from doctor.checks.ncclconf import ConfFile, merge, parse_conf
 from doctor.checks.registry import run_checks
 from doctor.checks.values import check_value
-from doctor.config import parse_config, parse_duration
+from doctor.config import parse_config
+from doctor.durations import parse_duration
 from doctor.errors import DoctorError
 from doctor.registry import RankRecord, read_ranks
 from doctor.restart.auth import Sealer, new_key
