@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from doctor.safeio import private_dir, write_atomic
+from doctor.trust.safeio import private_dir, write_atomic
 from doctor.watch.diagnose import Diagnosis
 from doctor.watch.policy import Decision
 from doctor.watch.settings import Action

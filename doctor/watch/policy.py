@@ -23,8 +23,8 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from doctor.durations import format_duration
 from doctor.errors import EXIT_NO_REQUEUE, EXIT_REQUEUE_WITHOUT_HOST
+from doctor.jobconfig.durations import format_duration
 from doctor.model import Verdict
 from doctor.ranks import rank_ranges
 from doctor.watch.settings import Action, WatchConfig

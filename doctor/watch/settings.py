@@ -30,7 +30,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
-from doctor.durations import parse_duration
+from doctor.jobconfig.durations import parse_duration
 from doctor.model import HangClass
 
 

@@ -23,11 +23,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from doctor.errors import EXIT_FOUND
-from doctor.process_identity import ProcessId, this_process
+from doctor.jobdir.registry import read_states
 from doctor.ranks import rank_ranges
-from doctor.registry import read_states
 from doctor.restart.watchdog import ProgressRecord
-from doctor.safeio import UnsafePath, private_dir, read_text, write_atomic
+from doctor.trust.process_identity import ProcessId, this_process
+from doctor.trust.safeio import UnsafePath, private_dir, read_text, write_atomic
 from doctor.watch.actions import carry_out
 from doctor.watch.detector import Detector, Stall
 from doctor.watch.diagnose import Collect, diagnose, job_collect, report_beside
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import dataclasses
 
-    from doctor.config import load_config
+    from doctor.jobconfig.config import load_config
 
     parser = argparse.ArgumentParser(prog="python -m doctor.watch.watcher")
     parser.add_argument("--job", required=True)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from clitools import clean_env, run_cli
 
-from doctor.config import parse_config
 from doctor.errors import ConfigError
+from doctor.jobconfig.config import parse_config
 from doctor.watch.settings import Action
 
 GOOD = """\

@@ -29,8 +29,8 @@ from typing import Any
 
 import psutil
 
-from doctor.subproc import free_port
 from doctor.triage.sources.pyspy import pyspy_binary
+from doctor.trust.subproc import free_port
 
 CASES_DIR = Path(__file__).parent / "cases"
 WORLD = 4

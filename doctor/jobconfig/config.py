@@ -16,8 +16,8 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from doctor.durations import parse_duration
 from doctor.errors import ConfigError
+from doctor.jobconfig.durations import parse_duration
 from doctor.watch import settings as watch_settings
 from doctor.watch.settings import WatchConfig
 
