@@ -17,9 +17,9 @@ from pathlib import Path
 from typing import Any
 
 from doctor.errors import ConfigError
+from doctor.jobconfig import watch_settings
 from doctor.jobconfig.durations import parse_duration
-from doctor.watch import settings as watch_settings
-from doctor.watch.settings import WatchConfig
+from doctor.jobconfig.watch_settings import WatchConfig
 
 CONFIG_NAME = "nccl-doctor.toml"
 CONFIG_ENV = "NCCL_DOCTOR_CONFIG"

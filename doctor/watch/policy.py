@@ -25,9 +25,9 @@ from dataclasses import dataclass
 
 from doctor.errors import EXIT_NO_REQUEUE, EXIT_REQUEUE_WITHOUT_HOST
 from doctor.jobconfig.durations import format_duration
+from doctor.jobconfig.watch_settings import Action, WatchConfig
 from doctor.model import Verdict
 from doctor.ranks import rank_ranges
-from doctor.watch.settings import Action, WatchConfig
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from doctor.errors import EXIT_FOUND
+from doctor.jobconfig.watch_settings import Action, WatchConfig
 from doctor.jobdir.registry import read_states
 from doctor.ranks import rank_ranges
 from doctor.restart.watchdog import ProgressRecord
@@ -35,7 +36,6 @@ from doctor.watch.events import build_event, record_event, summary
 from doctor.watch.policy import Decision, JobShape, Past, decide
 from doctor.watch.progress import Sampler, ping_reading, pinging, read_boards
 from doctor.watch.roster import Member, RegistryRoster, Roster, end_ranks
-from doctor.watch.settings import Action, WatchConfig
 from doctor.watch.stopper import stop_path
 
 TICK = 0.1

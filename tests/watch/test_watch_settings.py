@@ -10,7 +10,7 @@ from clitools import clean_env, run_cli
 
 from doctor.errors import ConfigError
 from doctor.jobconfig.config import parse_config
-from doctor.watch.settings import Action
+from doctor.jobconfig.watch_settings import Action
 
 GOOD = """\
 [watch]
