@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
 
-.PHONY: help install demo test lint typecheck bench fuzz zoo clean
+.PHONY: help install demo test lint typecheck docs bench fuzz zoo clean
 
 help: ## list the targets
 	@grep -E '^[a-z]+:.*##' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-10s %s\n", $$1, $$2}'
@@ -13,7 +13,7 @@ MULTIHOST_PACKAGES := slurmctld slurmd slurm-client munge openssh-server
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
 	$(PY) -c "import torch" 2>/dev/null || $(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
-	$(PY) -m pip install -q --disable-pip-version-check -e ".[test,torch]"
+	$(PY) -m pip install -q --disable-pip-version-check -e ".[test,torch,docs]"
 	command -v tmux >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq >/dev/null && apt-get install -y -qq tmux >/dev/null; } || \
 	  echo "note: tmux is not installed; the real-terminal TUI test will skip"
@@ -30,7 +30,7 @@ $(STAMP): pyproject.toml
 	  echo "note: SLURM/sshd are not installed; the multi-host cluster tests will skip"
 	touch $(STAMP)
 
-install: $(STAMP) ## create .venv: the project (editable), torch 2.13 CPU and the test extras
+install: $(STAMP) ## create .venv: the project (editable), torch 2.13 CPU, the test and docs extras
 
 demo: install ## preflight, then a small CPU job with an injected hang, triaged
 	$(PY) -m doctor.demo
@@ -46,10 +46,14 @@ zoo: install ## every case of the bug zoo (tests/zoo), three looks each; make te
 fuzz: install ## the fuzz tests at length (1,000 inputs per reader test); prints inputs tried and failures
 	$(VENV)/bin/pytest -q -m fuzz --hypothesis-profile=fuzz tests/fuzz
 
-lint: install ## ruff check, ruff format --check and mypy (strict on the pure core)
+lint: install ## ruff check, ruff format --check, mypy (strict on the pure core) and the docs site
 	$(VENV)/bin/ruff check $(SOURCES)
 	$(VENV)/bin/ruff format --check $(SOURCES)
 	$(MAKE) --no-print-directory typecheck
+	$(MAKE) --no-print-directory docs
+
+docs: install ## build the docs site into build/site; --strict: a broken link or anchor fails
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 TYPECHECK := build/typecheck
 

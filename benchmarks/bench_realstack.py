@@ -8,7 +8,7 @@ under one process per rank, a slow rank, none), starts the 4-rank CPU job
 --once --json`` as a user would (a fresh interpreter each time), and records
 whether the verdict was right and the wall time to it. Then the headline: 20+
 looks at the DDP job with a stopped rank, whose peers wait in DDP's reducer
-(seen only in native frames). Prints a Markdown table for the README and exits
+(seen only in native frames). Prints a Markdown table for docs/triage.md and exits
 1 when the headline misses median <= 3 s or p95 <= 5 s, or any verdict is wrong.
 
     .venv/bin/python benchmarks/bench_realstack.py [--runs N] [--headline-runs N]

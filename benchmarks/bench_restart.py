@@ -32,7 +32,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from doctor.subproc import free_port
+from doctor.trust.subproc import free_port
 
 HERE = Path(__file__).resolve().parent
 RANK = HERE / "restart_bench_rank.py"

@@ -7,7 +7,7 @@ Two ways to get every thread's stack without ptrace, against the same rank
 * **signal** — SIGUSR2 straight to ``faulthandler``'s C handler, what the agent did
   before: its walk of the other threads is not synchronised with them. Sent every
   2 ms, ``--signals`` per rank, over ``--ranks`` fresh ranks; crashes counted.
-* **request** — ``doctor.agent.request_stack``: the agent dumps under the GIL, and
+* **request** — ``doctor.jobdir.agent.request_stack``: the agent dumps under the GIL, and
   signals only when the GIL is held. ``--requests`` in a row; crashes counted and the
   latency's median and 95th percentile, for a rank with its GIL free and one whose
   main thread holds it in C (the signal fallback, after the handoff wait).
@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from doctor.agent import request_stack
+from doctor.jobdir.agent import request_stack
 
 RANK = Path(__file__).resolve().parent / "stack_bench_rank.py"
 

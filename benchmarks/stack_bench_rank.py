@@ -14,7 +14,7 @@ import threading
 import time
 from pathlib import Path
 
-from doctor.agent import Agent
+from doctor.jobdir.agent import Agent
 
 
 def nested(depth: int) -> list[str]:

@@ -8,16 +8,16 @@ process it starts. Flight Recorder is the other half: PyTorch dumps the last
 collectives of every process group on a watchdog timeout, if it is on and
 ``TORCH_NCCL_TRACE_BUFFER_SIZE`` (the only name ProcessGroupNCCL reads for
 dumps) is not 0 - for NCCL only: gloo has no watchdog and never dumps by
-itself (``doctor.backends``, which triage reads too).
+itself (``doctor.torchjob.backends``, which triage reads too).
 """
 
 from __future__ import annotations
 
-from doctor.backends import GLOO_FLIGHT_RECORDER
 from doctor.checks import fixes
 from doctor.checks.facts import Facts
 from doctor.model import Finding, Severity
-from doctor.torchenv import torch_bool, torch_int
+from doctor.torchjob.backends import GLOO_FLIGHT_RECORDER
+from doctor.torchjob.torchenv import torch_bool, torch_int
 
 MIN_FR_ENTRIES = 200
 """Fewer than this and the dump rarely reaches back to where ranks diverged."""

@@ -13,9 +13,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from doctor.bench.result import BenchResult
-from doctor.config import Config
-from doctor.nvml import Fleet
-from doctor.timeouts import TimeoutChain, resolve_timeouts
+from doctor.gpu.nvml import Fleet
+from doctor.jobconfig.config import Config
+from doctor.jobconfig.timeouts import TimeoutChain, resolve_timeouts
 
 NOT_READ = Fleet(unavailable="NVML was not read")
 
@@ -60,7 +60,7 @@ class Facts:
     bench: BenchFacts | None = None
     """The AllReduce benchmark's outcome under ``preflight --bench``; None when not asked."""
     fleet: Fleet = NOT_READ
-    """NVML's view of this host's GPUs (``doctor.nvml.read_fleet``)."""
+    """NVML's view of this host's GPUs (``doctor.gpu.nvml.read_fleet``)."""
     env_sources: Mapping[str, str] = field(default_factory=dict)
     """Variable -> ``environment`` or ``FILE:LINE`` of the NCCL config file that set it."""
     conf_files: tuple[str, ...] = ()

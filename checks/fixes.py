@@ -22,8 +22,8 @@ import shlex
 from collections.abc import Iterable
 
 from doctor.checks.facts import Facts
-from doctor.escape import escape_control, has_control
 from doctor.model import Finding, Severity
+from doctor.trust.escape import escape_control, has_control
 
 SHELL_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _QUOTED = r"""(?:[A-Za-z0-9_@%+=:,./-]+|'[^'\n]*'(?:"'"'[^'\n]*')*)"""

@@ -14,10 +14,10 @@ from pathlib import Path
 from doctor.checks import host, ncclconf, plugin
 from doctor.checks.bench import PREFLIGHT_SIZES
 from doctor.checks.facts import BenchFacts, Facts
-from doctor.config import Config
 from doctor.errors import DoctorError
-from doctor.lanes import resolve_lane
-from doctor.nvml import Fleet, read_fleet
+from doctor.gpu.nvml import Fleet, read_fleet
+from doctor.jobconfig.config import Config
+from doctor.jobconfig.lanes import resolve_lane
 
 
 def home_dir() -> str | None:

@@ -1,6 +1,6 @@
 """GPU health through NVML: ``gpu.*`` and ``nvlink.*``.
 
-Each rule is a pure function over a :class:`doctor.nvml.Fleet`; the fleet is
+Each rule is a pure function over a :class:`doctor.gpu.nvml.Fleet`; the fleet is
 read once at the edge (``doctor.checks.gather``: the real NVML, or the fake one
 named by ``NCCL_DOCTOR_FAKE_NVML`` in the job's environment). A host where NVML cannot
 be read reports every rule as ``skip`` with the reason, never ``warn``. A rule
@@ -12,8 +12,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from doctor.checks.facts import Facts
+from doctor.gpu.nvml import Fleet, GpuState
 from doctor.model import Finding, Severity
-from doctor.nvml import Fleet, GpuState
 
 XIDS: dict[int, tuple[Severity, str]] = {
     13: (Severity.WARN, "graphics engine exception (usually the application)"),

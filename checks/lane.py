@@ -7,7 +7,7 @@ communicator creation, so ``NCCL_NET=IB`` on a host without IB fails with
 meant to use. The opposite mistake, IB disabled on a multi-node run, sends
 every inter-node byte over TCP sockets.
 
-The lane itself and the list of multi-node variables are ``doctor.lanes``'s,
+The lane itself and the list of multi-node variables are ``doctor.jobconfig.lanes``'s,
 shared with the launch prologue's env sanitiser.
 """
 
@@ -17,7 +17,7 @@ from doctor.checks import fixes
 from doctor.checks.facts import Facts
 from doctor.checks.plugin import external_net_plugin
 from doctor.checks.values import strtoll
-from doctor.lanes import MULTI, SINGLE, leaked_multinode_vars
+from doctor.jobconfig.lanes import MULTI, SINGLE, leaked_multinode_vars
 from doctor.model import Finding, Severity
 
 

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctor.safeio import UnsafePath, open_regular
+from doctor.trust.safeio import UnsafePath, open_regular
 
 ENVIRONMENT = "environment"
 SYSTEM_FILE = "/etc/nccl.conf"

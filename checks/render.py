@@ -21,10 +21,10 @@ from rich.text import Text
 
 from doctor.checks.registry import family
 from doctor.checks.report import Report
-from doctor.config import format_duration
+from doctor.jobconfig.durations import format_duration
+from doctor.jobconfig.timeouts import TimeoutChain
 from doctor.model import Finding, Severity
-from doctor.safe_text import safe_text
-from doctor.timeouts import TimeoutChain
+from doctor.trust.safe_text import safe_text
 
 MARKS = {
     Severity.FAIL: ("✗ fail", "bold red"),

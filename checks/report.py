@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from doctor.jobconfig.timeouts import TimeoutChain
 from doctor.model import Finding, Severity
-from doctor.timeouts import TimeoutChain
 
 SCHEMA = "nccl-doctor/preflight/v1"
 

@@ -1,9 +1,9 @@
 """The ``timeout.*`` checks: the layers of the timeout chain must nest.
 
-The chain (``doctor.timeouts``) is resolved once, when the facts are built
+The chain (``doctor.jobconfig.timeouts``) is resolved once, when the facts are built
 (``Facts.timeouts``). Its layers must nest: soft < hard < watchdog, and
 warmup < watchdog and heartbeat, or one layer kills the process before the
-next can recover it. ``timeout.watchdog-vs-hard`` is ``doctor.timeouts``'s,
+next can recover it. ``timeout.watchdog-vs-hard`` is ``doctor.jobconfig.timeouts``'s,
 shared with the restart wrapper, which judges the process group it is given.
 """
 
@@ -13,9 +13,9 @@ import math
 
 from doctor.checks import fixes
 from doctor.checks.facts import Facts
-from doctor.config import format_duration
+from doctor.jobconfig.durations import format_duration
+from doctor.jobconfig.timeouts import TimeoutChain, seconds_above, watchdog_vs_hard
 from doctor.model import Finding, Severity
-from doctor.timeouts import TimeoutChain, seconds_above, watchdog_vs_hard
 
 
 def _above(seconds: float) -> str:

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from functools import cache
 
 from doctor.checks.catalogue import VarSpec
-from doctor.config import parse_duration
-from doctor.torchenv import MAX_DIGITS, TORCH_FALSE, TORCH_TRUE, decimal
+from doctor.jobconfig.durations import parse_duration
+from doctor.torchjob.torchenv import MAX_DIGITS, TORCH_FALSE, TORCH_TRUE, decimal
 
 NCCL_STRBOOL = frozenset({"1", "0", "t", "f", "true", "false"})
 _TRUTHY_WORDS = TORCH_TRUE | {"on", "enable", "enabled"}

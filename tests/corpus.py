@@ -5,7 +5,7 @@
 ``tests/fixtures/heldout/`` is the held-out one, split by source repository into ``dev``
 (rules may be written from it) and ``test`` (never looked at for rules), see ``split_of``.
 
-Used by ``benchmarks/bench_logs.py`` (the tables in the README) and by
+Used by ``benchmarks/bench_logs.py`` (the tables in docs/logs.md) and by
 ``tests/logs/test_corpus_accuracy.py`` (the accuracy floors).
 """
 

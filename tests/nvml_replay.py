@@ -17,7 +17,7 @@ from typing import Any
 
 import pynvml
 
-from doctor import nvml
+from doctor.gpu import nvml
 
 H200 = Path(__file__).parent / "fixtures" / "gpu" / "h200"
 """What one NVIDIA H200 host recorded (README.txt there says how)."""

@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from doctor.checks.facts import Facts, PtraceFacts
-from doctor.config import parse_config
+from doctor.jobconfig.config import parse_config
 from doctor.model import Finding, Severity
 
 HOST_INTERFACES = {"lo": True, "eth0": True, "ifb0": False}

@@ -9,15 +9,15 @@ from pathlib import Path
 
 import pytest
 
-from doctor.agent import MAIN_THREAD_LINE, agent_pid, request_fr_dump, request_stack
-from doctor.subproc import stop_all
+from doctor.jobdir.agent import MAIN_THREAD_LINE, agent_pid, request_fr_dump, request_stack
 from doctor.triage.sources.pyspy import parse_faulthandler
+from doctor.trust.subproc import stop_all
 
 RANK = """
 import ctypes, datetime, sys, time
 from pathlib import Path
 import torch, torch.distributed as dist
-from doctor.agent import Agent
+from doctor.jobdir.agent import Agent
 agent = Agent(Path(sys.argv[1]), 3)
 dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1,
                         timeout=datetime.timedelta(seconds=30))
@@ -35,7 +35,7 @@ def hang_releasing_the_gil():
 BUSY_RANK = """
 import sys, threading
 from pathlib import Path
-from doctor.agent import Agent
+from doctor.jobdir.agent import Agent
 agent = Agent(Path(sys.argv[1]), 3)
 def nested(depth):  # frames pushed and freed all the time, as the wrapper's threads do
     if depth == 0:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from doctor.archive import Bounds, Member, Refused, clean_name, members
+from doctor.trust.archive import Bounds, Member, Refused, clean_name, members
 
 
 def _tar(path: Path, files: dict[str, bytes], links: dict[str, str] | None = None) -> Path:

@@ -9,8 +9,8 @@ import tarfile
 import time
 from pathlib import Path
 
-from doctor.archive import is_archive
 from doctor.flight.reader import read_flight
+from doctor.trust.archive import is_archive
 
 
 def test_a_gigabyte_extended_header_is_refused_naming_the_bound(tmp_path: Path) -> None:

@@ -7,15 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from doctor.config import (
-    Config,
-    find_config,
-    format_duration,
-    load_config,
-    parse_config,
-    parse_duration,
-)
 from doctor.errors import ConfigError
+from doctor.jobconfig.config import Config, find_config, load_config, parse_config
+from doctor.jobconfig.durations import format_duration, parse_duration
 
 
 @pytest.mark.parametrize(

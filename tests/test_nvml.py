@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from doctor.nvml import bus_key, parse_kernel_xids, read_fleet, to_gpu_sample
-from doctor.nvml_fake import bundled_fleets
+from doctor.gpu.nvml import bus_key, parse_kernel_xids, read_fleet, to_gpu_sample
+from doctor.gpu.nvml_fake import bundled_fleets
 
 
 def test_bundled_fleets() -> None:

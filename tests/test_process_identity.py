@@ -7,7 +7,7 @@ import os
 import subprocess
 import time
 
-from doctor.process_identity import started_at
+from doctor.trust.process_identity import started_at
 
 TICK = 1 / os.sysconf("SC_CLK_TCK")
 

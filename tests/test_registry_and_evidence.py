@@ -18,8 +18,7 @@ from doctor.evidence import (
     RankStack,
     ThreadStack,
 )
-from doctor.model import Skipped
-from doctor.registry import (
+from doctor.jobdir.registry import (
     RankRecord,
     job_dir,
     list_jobs,
@@ -29,6 +28,7 @@ from doctor.registry import (
     registry_root,
     write_state,
 )
+from doctor.model import Skipped
 
 
 def test_registry_round_trip_is_private_and_sorted(tmp_path: Path) -> None:

@@ -15,11 +15,11 @@ from pathlib import Path
 import pytest
 from clitools import clean_env
 
-from doctor.agent import Agent, agent_pid, request_stack
-from doctor.process_identity import ProcessId, start_time
-from doctor.registry import RankRecord, job_dir, read_ranks, register_rank
-from doctor.safeio import UnsafePath
-from doctor.subproc import stop_all
+from doctor.jobdir.agent import Agent, agent_pid, request_stack
+from doctor.jobdir.registry import RankRecord, job_dir, read_ranks, register_rank
+from doctor.trust.process_identity import ProcessId, start_time
+from doctor.trust.safeio import UnsafePath
+from doctor.trust.subproc import stop_all
 
 needs_root = pytest.mark.skipif(os.geteuid() != 0, reason="creating another user's file needs root")
 NOBODY = 65534

@@ -74,7 +74,7 @@ def _release(fifo: Path) -> None:
 def test_root_never_writes_or_deletes_through_a_linked_requests_or_fr_folder(
     tmp_path: Path, owner: User
 ) -> None:
-    from doctor.agent import ask_for_stacks, request_fr_dump
+    from doctor.jobdir.agent import ask_for_stacks, request_fr_dump
 
     # GIVEN the owner's job folder whose requests/ and fr/ are links to a root-only folder
     victim = _root_only(tmp_path)
@@ -96,7 +96,7 @@ def test_root_never_writes_or_deletes_through_a_linked_requests_or_fr_folder(
 def test_the_walk_refuses_links_strangers_and_fifos_at_every_step(
     tmp_path: Path, owner: User, other: User
 ) -> None:
-    from doctor.safeio import TrustedDir, UnsafePath
+    from doctor.trust.safeio import TrustedDir, UnsafePath
 
     # GIVEN the owner's folder, a link in its path, another user's folder inside, a FIFO
     home = tmp_path / "home"

@@ -17,7 +17,7 @@ from pathlib import Path
 from clitools import wait_and_reap
 from restart.restart_jobs import JobRun
 
-from doctor.subproc import free_port
+from doctor.trust.subproc import free_port
 
 REPO = Path(__file__).resolve().parent.parent
 WATCH_JOB = REPO / "tests" / "watch" / "watch_job.py"

@@ -11,7 +11,7 @@ Layout::
     hosts/<host>.json      multi-host triage: every host document, as the host sent it
 
 Writing is atomic (a temp file, then a rename). Reading goes through
-``doctor.archive`` (members into memory, never extracted; its rules and bounds).
+``doctor.trust.archive`` (members into memory, never extracted; its rules and bounds).
 """
 
 from __future__ import annotations
@@ -26,10 +26,10 @@ from collections.abc import Mapping
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from doctor import archive
 from doctor.errors import InputError
 from doctor.evidence import Evidence
 from doctor.model import Verdict
+from doctor.trust import archive
 
 MAX_JSON_BYTES = 64 * 1024 * 1024
 """Bound on evidence.json and verdict.json (a bundle of 64 ranks' evidence is ~1 MiB)."""

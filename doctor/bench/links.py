@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from doctor.bench.model import ModelParams
-from doctor.nvml import Fleet
+from doctor.gpu.nvml import Fleet
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import statistics
 
 from doctor.bench.result import DTYPE, BenchResult, Row
-from doctor.escape import escape_control
+from doctor.trust.escape import escape_control
 
 HEADER = (
     "#       size         count      type   redop     time   algbw   busbw  predicted     eff  algo"

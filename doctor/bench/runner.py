@@ -21,7 +21,7 @@ from typing import IO, Any
 from doctor.bench.result import Measured
 from doctor.bench.worker import Emit, WorkerSpec, run_rank
 from doctor.errors import DoctorError
-from doctor.subproc import free_port, stop_all
+from doctor.trust.subproc import free_port, stop_all
 
 
 class BenchError(DoctorError):

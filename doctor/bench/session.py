@@ -11,8 +11,8 @@ from doctor.bench.result import BenchResult, Measured, build_result
 from doctor.bench.runner import job_env, run_in_job, run_local
 from doctor.bench.worker import Emit, WorkerSpec
 from doctor.errors import UsageError
-from doctor.nvml import read_fleet
-from doctor.torchdep import require_torch
+from doctor.gpu.nvml import read_fleet
+from doctor.torchjob.torchdep import require_torch
 
 DEFAULT_SIZES = {"gloo": "1K:64M:2", "nccl": "1K:1G:2"}
 

@@ -20,7 +20,7 @@ from doctor.cli.report import report
 from doctor.cli.triage import triage
 from doctor.cli.watch import watch
 from doctor.errors import DoctorError
-from doctor.escape import escape_control
+from doctor.trust.escape import escape_control
 
 app = typer.Typer(
     name="nccl-doctor",

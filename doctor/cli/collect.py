@@ -63,8 +63,8 @@ def collect(
 
 def _summary(doc: dict[str, Any]) -> None:
     """One line per fact for a person; the document itself is what --json prints."""
-    from doctor.escape import escape_control
     from doctor.ranks import rank_ranges
+    from doctor.trust.escape import escape_control
 
     procs = doc.get("processes") or []
     alive = [p["rank"] for p in procs if p.get("alive")]

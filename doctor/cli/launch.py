@@ -8,7 +8,7 @@ from typing import Annotated
 
 import typer
 
-from doctor.lanes import Lane
+from doctor.jobconfig.lanes import Lane
 
 
 def launch(
@@ -39,9 +39,9 @@ def launch(
     ] = None,
 ) -> None:
     """Apply the env policy, gate on preflight, register the rank, run CMD (after --)."""
-    from doctor.config import load_config
+    from doctor.jobconfig.config import load_config
     from doctor.launch.prologue import launch as run_launch
-    from doctor.torchdep import require_torch
+    from doctor.torchjob.torchdep import require_torch
 
     if wrap:  # before the policy and the preflight gate: the wrapper cannot run at all
         require_torch("the restart wrapper (launch --wrap)")

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 import typer
 
 from doctor.errors import EXIT_FOUND, EXIT_OK, UsageError
-from doctor.lanes import Lane
+from doctor.jobconfig.lanes import Lane
 from doctor.model import Severity
 
 if TYPE_CHECKING:
@@ -53,7 +53,7 @@ def preflight(
     from doctor.checks import fixes, render
     from doctor.checks.gather import gather
     from doctor.checks.registry import run_checks
-    from doctor.config import load_config
+    from doctor.jobconfig.config import load_config
 
     if json_out and emit_env:
         raise UsageError("--json and --emit-env print different things; choose one")

@@ -21,9 +21,9 @@ def recover(
 ) -> None:
     """Ask the wrapper of every rank for a restart; report when every rank re-entered."""
     from doctor.errors import NoSuchJobError
-    from doctor.escape import escape_control
-    from doctor.registry import job_dir
+    from doctor.jobdir.registry import job_dir
     from doctor.restart.recover import RecoverTimeout, request_restart
+    from doctor.trust.escape import escape_control
 
     if not 0 < timeout <= 86400:
         raise UsageError(f"--timeout must be between 0 and 86400 seconds, not {timeout:g}")

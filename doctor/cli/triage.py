@@ -212,7 +212,7 @@ def _tui(
 
 def _recover_action(ref: JobRef, options: CollectOptions) -> Callable[[], str] | None:
     """The TUI's recover key, offered only for a job whose ranks run inside the wrapper."""
-    from doctor.registry import job_dir, read_states, valid_job_id
+    from doctor.jobdir.registry import job_dir, read_states, valid_job_id
 
     if ref.job is None or not valid_job_id(ref.job):
         return None
@@ -234,7 +234,7 @@ def _recover_action(ref: JobRef, options: CollectOptions) -> Callable[[], str] |
 
 def _watch_events(ref: JobRef, options: CollectOptions) -> list[dict[str, Any]]:
     """What the job's watcher did (``launch --watch``, ``nccl-doctor watch``), newest last."""
-    from doctor.registry import job_dir, valid_job_id
+    from doctor.jobdir.registry import job_dir, valid_job_id
     from doctor.watch.events import read_watch_events
 
     if ref.job is None or not valid_job_id(ref.job):
@@ -251,7 +251,7 @@ def _print(
 ) -> None:
     from rich.console import Console
 
-    from doctor.safe_text import safe_text
+    from doctor.trust.safe_text import safe_text
     from doctor.verdict.render import render, to_json
     from doctor.watch.events import summary
 

@@ -22,9 +22,9 @@ def watch(
     without a host), 1 when a hang was found that nothing here can cure in place (the
     ranks do not run inside the restart wrapper).
     """
-    from doctor.config import load_config
     from doctor.errors import NoSuchJobError, UsageError
-    from doctor.registry import job_dir
+    from doctor.jobconfig.config import load_config
+    from doctor.jobdir.registry import job_dir
     from doctor.triage.discover import discover_job
     from doctor.watch.diagnose import job_collect
     from doctor.watch.roster import DiscoveryRoster

@@ -1,5 +1,5 @@
 """A small CPU training-like job with injectable faults (``python -m doctor.demo.job``).
 
-Tests and the README use it to make real hangs and real Flight Recorder dumps
+Tests and the docs use it to make real hangs and real Flight Recorder dumps
 over gloo: see ``doctor.demo.job`` for the faults and options.
 """

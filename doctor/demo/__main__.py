@@ -21,7 +21,7 @@ from pathlib import Path
 
 from doctor.demo.training import TrainingJob
 from doctor.errors import TorchMissing
-from doctor.torchdep import require_torch
+from doctor.torchjob.torchdep import require_torch
 
 EXPECTED = {
     "fifo": "cpu_stuck",

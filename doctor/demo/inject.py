@@ -93,7 +93,7 @@ class _Counter:
         env = os.environ
         prefix = env.get("TORCH_FR_DUMP_TEMP_FILE")
         if prefix and env.get(DUMP_ENV) == env.get("TORCHELASTIC_RESTART_COUNT", "0"):
-            from doctor.agent import dump_flight_recorder
+            from doctor.jobdir.agent import dump_flight_recorder
 
             dump_flight_recorder(Path(f"{prefix}{self.rank}"))
 

@@ -28,7 +28,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from types import TracebackType
 
-from doctor.subproc import free_port
+from doctor.trust.subproc import free_port
 
 LAUNCHES = ("torchrun", "per-rank", "agent")
 
@@ -226,11 +226,11 @@ class LocalJob:
 
 def agent_rank(argv: list[str]) -> int:
     """One rank as ``nccl-doctor launch`` leaves it: registered, agent running, then the job."""
-    from doctor import agent
     from doctor.demo import job
+    from doctor.jobdir import agent
+    from doctor.jobdir.registry import RankRecord, job_dir, register_rank
     from doctor.launch.prologue import registered
-    from doctor.process_identity import this_process
-    from doctor.registry import RankRecord, job_dir, register_rank
+    from doctor.trust.process_identity import this_process
 
     env = os.environ
     rank, world = int(env["RANK"]), int(env["WORLD_SIZE"])

@@ -5,7 +5,7 @@ tar/tar.gz bundles, zip files and explicit files, with any naming that ends in
 the rank number (``rank_3``, ``_dump_3``, ``nccl_trace_rank_3``,
 ``host-a_rank3.json``). It never raises on a bad dump: an unreadable,
 truncated, hostile or unsupported dump becomes a ``Skipped`` with the reason,
-and the rest are read. Archives are opened by ``doctor.archive`` (its rules
+and the rest are read. Archives are opened by ``doctor.trust.archive`` (its rules
 and bounds; a refused member is a ``Skipped`` too). Dumps are streamed: each is decoded, reduced
 (``doctor.flight.dump``) and its raw bytes dropped before the next is opened.
 """
@@ -25,7 +25,6 @@ from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
 
-from doctor import archive
 from doctor.flight.dump import (
     DumpError,
     RankDump,
@@ -36,7 +35,8 @@ from doctor.flight.dump import (
 )
 from doctor.model import Skipped
 from doctor.ranks import MAX_WORLD_SIZE
-from doctor.safeio import UnsafePath, open_regular
+from doctor.trust import archive
+from doctor.trust.safeio import UnsafePath, open_regular
 
 MAX_DUMP_BYTES = archive.MAX_MEMBER_BYTES
 PARALLEL_FROM = 64

@@ -1,7 +1,7 @@
 """The environment a rank runs with: a pure function of the inherited env, the lane and --wrap.
 
 * single-node: multi-node IB/net tuning leaked from the shell is unset (the
-  list is ``doctor.lanes``'s, shared with preflight's ``lane.ib-leak`` rule),
+  list is ``doctor.jobconfig.lanes``'s, shared with preflight's ``lane.ib-leak`` rule),
   IB is disabled and the external net plugin is off;
 * multi-node: IB is kept as it is (preflight reports a disabled IB);
 * ``--wrap``: NVLS off and net plugin ``none`` (NVLS and external net plugins
@@ -16,8 +16,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from doctor.lanes import MULTI, SINGLE, leaked_multinode_vars
-from doctor.registry import JOB_DIR_ENV
+from doctor.jobconfig.lanes import MULTI, SINGLE, leaked_multinode_vars
+from doctor.jobdir.registry import JOB_DIR_ENV
 
 FR_BUFFER = "2000"
 

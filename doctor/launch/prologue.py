@@ -28,13 +28,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NoReturn
 
-from doctor.agent import forget_rank
-from doctor.config import Config
 from doctor.errors import UsageError
-from doctor.escape import escape_control
+from doctor.jobconfig.config import Config
+from doctor.jobdir.agent import forget_rank
+from doctor.jobdir.registry import RankRecord, job_dir, register_rank, unregister_rank
 from doctor.launch.policy import apply_policy
-from doctor.process_identity import ProcessId, this_process
-from doctor.registry import RankRecord, job_dir, register_rank, unregister_rank
+from doctor.trust.escape import escape_control
+from doctor.trust.process_identity import ProcessId, this_process
 
 if TYPE_CHECKING:
     from doctor.restart import StoppedByDoctor
@@ -115,7 +115,7 @@ def launch(
     watch: bool = False,
 ) -> int:
     """Run one rank through the prologue; the entrypoint's exit code."""
-    from doctor.lanes import resolve_lane
+    from doctor.jobconfig.lanes import resolve_lane
 
     if not cmd:
         raise UsageError("nothing to launch: give the command after --")
@@ -252,7 +252,7 @@ def run_python(
     config: Config,
     watching: bool = False,
 ) -> int:
-    from doctor.agent import Agent
+    from doctor.jobdir.agent import Agent
 
     kind, name, argv = target
 

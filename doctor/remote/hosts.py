@@ -14,7 +14,7 @@ from pathlib import Path
 from ClusterShell.NodeSet import NodeSet, NodeSetParseError
 
 from doctor.errors import InputError, UsageError
-from doctor.safeio import UnsafePath, open_regular
+from doctor.trust.safeio import UnsafePath, open_regular
 
 MAX_HOSTS = 65536
 MAX_HOSTFILE_BYTES = 4 * 1024 * 1024

@@ -13,8 +13,8 @@ import socket
 import time
 from collections.abc import Mapping, Sequence
 
-from doctor.subproc import run
 from doctor.triage.fanout import Done, fanout
+from doctor.trust.subproc import run
 
 SSH_PORT = 22
 SLURMD_PORT = 6818

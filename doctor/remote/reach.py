@@ -24,7 +24,7 @@ from pathlib import Path
 
 from doctor.errors import NoSuchJobError, UsageError
 from doctor.evidence import Evidence
-from doctor.registry import JOB_DIR_ENV, read_ranks
+from doctor.jobdir.registry import JOB_DIR_ENV, read_ranks
 from doctor.remote import probe
 from doctor.remote.merge import merge
 from doctor.remote.slurm import collect_via_srun, job_nodes

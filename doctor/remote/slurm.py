@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from doctor.remote.frames import Reassembler
 from doctor.remote.hosts import fold, parse_hosts
 from doctor.remote.transport import MAX_HOST_BYTES, MISSING, HostAnswer
-from doctor.subproc import run
+from doctor.trust.subproc import run
 
 SCONTROL_TIMEOUT = 5.0
 _FIELD = re.compile(r"(?:^|\s)(JobState|NodeList|NumNodes|UserId)=(\S+)")

@@ -20,10 +20,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.escape import escape_control
 from doctor.model import CollectiveRef
 from doctor.ranks import rank_list
 from doctor.report.content import Report, Table, outline
+from doctor.trust.escape import escape_control
 from doctor.verdict.render import collective_text
 
 LIMIT = 65_536

@@ -9,7 +9,7 @@ from doctor.errors import UsageError
 from doctor.evidence import Evidence
 from doctor.report import html, markdown
 from doctor.report.content import build
-from doctor.safeio import write_atomic
+from doctor.trust.safeio import write_atomic
 from doctor.verdict.classify import Analysis
 
 FORMATS = ("html", "md")

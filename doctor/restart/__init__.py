@@ -4,7 +4,7 @@ It runs inside the job's ranks, with the job's PyTorch: without torch, importing
 raises ``TorchMissing`` (an ``ImportError``) that says so in one sentence.
 """
 
-from doctor.torchdep import require_torch
+from doctor.torchjob.torchdep import require_torch
 
 require_torch("the restart wrapper (doctor.restart)")
 

@@ -27,7 +27,7 @@ import sys
 from collections.abc import Mapping
 from pathlib import Path
 
-from doctor.safeio import UnsafePath, create_exclusive, private_dir, read_text
+from doctor.trust.safeio import UnsafePath, create_exclusive, private_dir, read_text
 
 KEY_ENV = "NCCL_DOCTOR_STORE_KEY"
 KEY_FILE = "store.key"

@@ -22,8 +22,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any, TypeVar
 
-from doctor.agent import Agent, running_agent
-from doctor.process_identity import this_process
+from doctor.jobdir.agent import Agent, running_agent
 from doctor.restart.abort import (
     clear_pending,
     destroy_process_groups,
@@ -57,6 +56,7 @@ from doctor.restart.spare import SpareConnection, open_tracked
 from doctor.restart.state import publish
 from doctor.restart.store import RestartStore
 from doctor.restart.watchdog import Phase, ProgressWatchdog, SharedProgress, progress_path
+from doctor.trust.process_identity import this_process
 
 PEER_GRACE = 0.3
 _PEER_LOST = re.compile(

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from doctor.restart.store import RestartStore
-from doctor.safeio import open_append, private_dir
+from doctor.trust.safeio import open_append, private_dir
 
 SCHEMA = "nccl-doctor/restart-event/v1"
 PHASES = ("detect", "abort", "delivered", "barrier", "reentry")

@@ -6,7 +6,7 @@ It watches the rank from outside the GIL, on its own clock:
   EOF arrives the instant the rank dies (SIGKILL, SIGTERM, a crash); it marks the
   rank terminated and records a fault so the others restart without it;
 * **soft timeout** — progress older than ``soft_timeout`` while the function
-  runs: it asks the rank's agent for its stacks (``doctor.agent``: dumped under
+  runs: it asks the rank's agent for its stacks (``doctor.jobdir.agent``: dumped under
   the GIL, or by SIGUSR2 when the GIL is held) and records a fault carrying them;
 * **hard timeout** — progress older than ``hard_timeout`` (``barrier_timeout``
   while restarting): SIGCONT, SIGTERM, then SIGKILL after
@@ -29,12 +29,12 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctor.agent import STACK_SIGNAL, ask_for_stacks, forget_rank
-from doctor.process_identity import ProcessId
+from doctor.jobdir.agent import STACK_SIGNAL, ask_for_stacks, forget_rank
 from doctor.restart.exceptions import StoreAbandoned
 from doctor.restart.options import RestartOptions
 from doctor.restart.store import RestartStore
 from doctor.restart.watchdog import Phase, SharedProgress
+from doctor.trust.process_identity import ProcessId
 
 STACK_TIMEOUT = 1.0
 """Seconds for the stacks of a soft timeout: the agent's handoff, then the dump."""

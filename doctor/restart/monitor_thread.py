@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from doctor.agent import dump_flight_recorder
+from doctor.jobdir.agent import dump_flight_recorder
 from doctor.restart.abort import (
     abort_process_groups,
     clear_pending,

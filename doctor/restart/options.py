@@ -6,7 +6,8 @@ from dataclasses import asdict, dataclass, fields, replace
 from datetime import timedelta
 from typing import Any
 
-from doctor.config import RestartConfig, parse_duration
+from doctor.jobconfig.config import RestartConfig
+from doctor.jobconfig.durations import parse_duration
 
 
 @dataclass(frozen=True)

@@ -17,12 +17,12 @@ from pathlib import Path
 from typing import Any
 
 from doctor.errors import NoSuchJobError
-from doctor.process_identity import ProcessId, is_alive
+from doctor.jobdir.registry import read_states
 from doctor.ranks import bounded_rank_count
-from doctor.registry import read_states
 from doctor.restart.auth import Sealer, read_key_file
 from doctor.restart.store import RestartStore
-from doctor.safeio import UnsafePath
+from doctor.trust.process_identity import ProcessId, is_alive
+from doctor.trust.safeio import UnsafePath
 
 
 class RecoverTimeout(Exception):

@@ -33,13 +33,13 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
-from doctor.registry import job_dir
+from doctor.jobdir.registry import job_dir
 from doctor.restart.auth import Sealer, job_key, peer_key
 from doctor.restart.exceptions import RestartError, StoreAbandoned
 from doctor.restart.handshake import CLOCK_SKEW, Handshake, Run
 from doctor.restart.options import RestartOptions
 from doctor.restart.store import RestartStore
-from doctor.safeio import private_dir
+from doctor.trust.safeio import private_dir
 
 PROBE_INTERVAL = 0.02
 

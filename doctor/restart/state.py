@@ -8,19 +8,19 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from doctor.escape import escape_control
+from doctor.jobdir.registry import write_state
 from doctor.model import Severity
-from doctor.registry import write_state
 from doctor.restart.timeouts import judge, probe_default_group
+from doctor.trust.escape import escape_control
 
 if TYPE_CHECKING:
-    from doctor.process_identity import ProcessId
     from doctor.restart.hooks import WrapperSettings
     from doctor.restart.monitor_thread import IterationContext
     from doctor.restart.options import RestartOptions
     from doctor.restart.session import Session
     from doctor.restart.store import RestartStore
     from doctor.restart.watchdog import SharedProgress
+    from doctor.trust.process_identity import ProcessId
 
 
 class PublishedCall(Protocol):

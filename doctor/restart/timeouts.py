@@ -2,7 +2,7 @@
 
 Preflight reads the config; here we read the timeout of the group that
 ``init_process_group`` really built, once per iteration, through the same
-resolver and rule (``doctor.timeouts``), so the ids and severities match: a collective
+resolver and rule (``doctor.jobconfig.timeouts``), so the ids and severities match: a collective
 timeout not longer than ``hard_timeout`` is a fail (the backend gives up, or its
 watchdog kills the rank, before the wrapper can restart it). For a backend the
 wrapper cannot interrupt, a blocked collective ends only at its own timeout, so
@@ -13,11 +13,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from doctor.config import Config, RestartConfig, format_duration
+from doctor.jobconfig.config import Config, RestartConfig
+from doctor.jobconfig.durations import format_duration
+from doctor.jobconfig.timeouts import resolve_timeouts, watchdog_vs_hard
 from doctor.model import Finding, Severity
 from doctor.restart.abort import INTERRUPTIBLE_BACKENDS
 from doctor.restart.options import RestartOptions
-from doctor.timeouts import resolve_timeouts, watchdog_vs_hard
 
 
 def judge(

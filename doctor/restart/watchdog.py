@@ -25,7 +25,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctor.safeio import private_dir
+from doctor.trust.safeio import private_dir
 
 # auto, manual (0 = unarmed), step_time, iteration, phase, then for the watcher:
 # pings this iteration, atomic() sections open

@@ -21,7 +21,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any, TypeVar
 
-from doctor.config import Config, load_config
+from doctor.jobconfig.config import Config, load_config
 from doctor.restart.assignment import RankAssignment
 from doctor.restart.call import CallWrapper
 from doctor.restart.hooks import Hook

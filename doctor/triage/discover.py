@@ -21,9 +21,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from doctor.errors import InputError, NoSuchJobError, UsageError
-from doctor.model import Skipped
-from doctor.process_identity import may_inspect, owner_uid, start_time
-from doctor.registry import (
+from doctor.jobdir.registry import (
     JOB_DIR_ENV,
     RankRecord,
     job_dir,
@@ -31,8 +29,10 @@ from doctor.registry import (
     read_ranks,
     valid_job_id,
 )
-from doctor.safeio import UnsafePath, check_ancestors, check_dir, read_owned
+from doctor.model import Skipped
 from doctor.triage.target import ENV_KEYS, Launcher, LostRank, RankTarget, Target
+from doctor.trust.process_identity import may_inspect, owner_uid, start_time
+from doctor.trust.safeio import UnsafePath, check_ancestors, check_dir, read_owned
 
 JOB_KEYS = ("TORCHELASTIC_RUN_ID", "SLURM_JOB_ID", "NCCL_DOCTOR_JOB")
 PROC = Path("/proc")

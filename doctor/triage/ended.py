@@ -26,9 +26,9 @@ import tempfile
 from pathlib import Path
 
 from doctor.errors import InputError
-from doctor.safeio import TrustedDir, UnsafePath
 from doctor.triage.discover import ERROR_FILE_BYTES, message_of
 from doctor.triage.target import LostRank, Target
+from doctor.trust.safeio import TrustedDir, UnsafePath
 
 TAIL_BYTES = 64 * 1024
 """Of a rank's ``stderr.log``, the end read for its last line."""

@@ -14,10 +14,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 from doctor.analyze.format import write_bundle
-from doctor.process_identity import owner_uid
-from doctor.safeio import UnsafePath, open_owned
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.sources.logs import TAIL_BYTES
+from doctor.trust.process_identity import owner_uid
+from doctor.trust.safeio import UnsafePath, open_owned
 
 MAX_FR_BYTES = 256 * 1024 * 1024
 

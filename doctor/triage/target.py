@@ -12,8 +12,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from doctor.jobdir.registry import RankRecord
 from doctor.model import Skipped
-from doctor.registry import RankRecord
 
 ENV_KEYS = (
     "RANK",

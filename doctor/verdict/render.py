@@ -24,7 +24,7 @@ from doctor.evidence import UNREACHED, Evidence, HostReach
 from doctor.flight.align import FlightAnalysis
 from doctor.model import CollectiveRef, Confidence, Frame, HangClass, Verdict
 from doctor.ranks import rank_list, rank_ranges
-from doctor.safe_text import safe_text
+from doctor.trust.safe_text import safe_text
 from doctor.verdict import stacktree
 from doctor.verdict.classify import Analysis
 from doctor.verdict.stacks import row_state, top_frame

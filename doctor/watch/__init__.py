@@ -2,7 +2,7 @@
 
 The room's parts, data flowing one way:
 
-* ``settings``  — ``[watch]`` and the policy table ``[watch.actions]``;
+* ``doctor.jobconfig.watch_settings`` — ``[watch]`` and the policy table ``[watch.actions]``;
 * ``detector``  — pure: per-rank progress readings -> the job's learned step time -> a stall;
 * ``policy``    — pure: a verdict and the watcher's history -> one decision;
 * ``progress``  — readings from the ranks' progress files, Flight Recorder, ``/proc``;

@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from doctor.safeio import private_dir, write_atomic
+from doctor.jobconfig.watch_settings import Action
+from doctor.trust.safeio import private_dir, write_atomic
 from doctor.watch.diagnose import Diagnosis
 from doctor.watch.policy import Decision
-from doctor.watch.settings import Action
 from doctor.watch.stopper import stop_path
 
 RESTART_WAIT = 120.0

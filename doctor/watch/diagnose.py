@@ -20,8 +20,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
-from doctor.safeio import private_dir
 from doctor.triage.snapshot import TriageSnapshot
+from doctor.trust.safeio import private_dir
 from doctor.verdict.stacks import top_frame
 
 Collect = Callable[[], TriageSnapshot]

@@ -17,13 +17,13 @@ from pathlib import Path
 from typing import Any
 
 from doctor.errors import EXIT_NO_REQUEUE
-from doctor.escape import escape_control
+from doctor.jobconfig.watch_settings import Action
 from doctor.ranks import rank_ranges
-from doctor.safeio import UnsafePath, open_append, private_dir, read_text
+from doctor.trust.escape import escape_control
+from doctor.trust.safeio import UnsafePath, open_append, private_dir, read_text
 from doctor.watch.detector import Stall
 from doctor.watch.diagnose import Diagnosis
 from doctor.watch.policy import Decision
-from doctor.watch.settings import Action
 
 SCHEMA = "nccl-doctor/watch-event/v1"
 EVENTS = "events.jsonl"

@@ -24,9 +24,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from doctor.errors import EXIT_NO_REQUEUE, EXIT_REQUEUE_WITHOUT_HOST
+from doctor.jobconfig.durations import format_duration
+from doctor.jobconfig.watch_settings import Action, WatchConfig
 from doctor.model import Verdict
 from doctor.ranks import rank_ranges
-from doctor.watch.settings import Action, WatchConfig
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def decide(
     requested = config.action_for(verdict.hang_class)
     recent = [p for p in history if now - p.time <= config.repeat_window]
     acted = [p for p in recent if p.action in (Action.RESTART, Action.EXCLUDE)]
-    window = _duration(config.repeat_window)
+    window = format_duration(config.repeat_window)
 
     def stop(reason: str, code: int = EXIT_NO_REQUEUE, hosts: tuple[str, ...] = ()) -> Decision:
         return Decision(Action.STOP, reason, requested, code, hosts=hosts)
@@ -141,9 +142,3 @@ def _exclude(verdict: Verdict, shape: JobShape, requested: Action) -> Decision:
         ranks=tuple(leaving),
         hosts=culprit_hosts,
     )
-
-
-def _duration(seconds: float) -> str:
-    from doctor.config import format_duration
-
-    return format_duration(seconds)

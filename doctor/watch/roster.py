@@ -4,7 +4,7 @@ triage's discovery (a walk of the process table, at the sampling rate, for jobs 
 
 Every member is a ``ProcessId`` (pid and start time: the registry's for launched ranks,
 the first sighting's otherwise): a pid recycled since is neither counted alive nor ever
-signalled (``doctor.process_identity.send_signal`` checks through a pidfd).
+signalled (``doctor.trust.process_identity.send_signal`` checks through a pidfd).
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.errors import NoSuchJobError
-from doctor.process_identity import ProcessId, is_alive, owner_uid, send_signal, start_time
-from doctor.registry import RankRecord, read_ranks
+from doctor.jobdir.registry import RankRecord, read_ranks
 from doctor.triage.target import RankTarget
+from doctor.trust.process_identity import ProcessId, is_alive, owner_uid, send_signal, start_time
 
 REGISTRY_EVERY = 0.5
 

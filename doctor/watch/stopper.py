@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
 
-from doctor.safeio import UnsafePath, read_text
+from doctor.trust.safeio import UnsafePath, read_text
 
 POLL = 0.2
 STOP_FILE = "stop.json"

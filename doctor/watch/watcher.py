@@ -23,11 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from doctor.errors import EXIT_FOUND
-from doctor.process_identity import ProcessId, this_process
+from doctor.jobconfig.watch_settings import Action, WatchConfig
+from doctor.jobdir.registry import read_states
 from doctor.ranks import rank_ranges
-from doctor.registry import read_states
 from doctor.restart.watchdog import ProgressRecord
-from doctor.safeio import UnsafePath, private_dir, read_text, write_atomic
+from doctor.trust.process_identity import ProcessId, this_process
+from doctor.trust.safeio import UnsafePath, private_dir, read_text, write_atomic
 from doctor.watch.actions import carry_out
 from doctor.watch.detector import Detector, Stall
 from doctor.watch.diagnose import Collect, diagnose, job_collect, report_beside
@@ -35,7 +36,6 @@ from doctor.watch.events import build_event, record_event, summary
 from doctor.watch.policy import Decision, JobShape, Past, decide
 from doctor.watch.progress import Sampler, ping_reading, pinging, read_boards
 from doctor.watch.roster import Member, RegistryRoster, Roster, end_ranks
-from doctor.watch.settings import Action, WatchConfig
 from doctor.watch.stopper import stop_path
 
 TICK = 0.1
@@ -256,7 +256,7 @@ def main(argv: list[str] | None = None) -> int:
     import argparse
     import dataclasses
 
-    from doctor.config import load_config
+    from doctor.jobconfig.config import load_config
 
     parser = argparse.ArgumentParser(prog="python -m doctor.watch.watcher")
     parser.add_argument("--job", required=True)

@@ -9,7 +9,7 @@ import pytest
 from clitools import clean_env, run_cli
 
 from doctor.bench.runner import BenchError, job_env
-from doctor.subproc import free_port
+from doctor.trust.subproc import free_port
 
 pytestmark = pytest.mark.slow
 

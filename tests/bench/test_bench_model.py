@@ -25,7 +25,7 @@ from doctor.bench.model import (
     ring_time_us,
 )
 from doctor.bench.probe import ProbeResult, link_bandwidth
-from doctor.nvml import read_fleet
+from doctor.gpu.nvml import read_fleet
 
 
 def nvswitch_node(gpu: str, nranks: int = 8, **changes: object) -> ModelParams:

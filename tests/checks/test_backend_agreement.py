@@ -7,13 +7,13 @@ from pathlib import Path
 
 from triage_helpers import start_sleeper
 
-from doctor.backends import GLOO_FLIGHT_RECORDER
 from doctor.checks import diag
 from doctor.checks.facts import Facts
 from doctor.model import Severity
-from doctor.subproc import stop_all
+from doctor.torchjob.backends import GLOO_FLIGHT_RECORDER
 from doctor.triage.sources.flight import FlightSource
 from doctor.triage.target import RankTarget, Target
+from doctor.trust.subproc import stop_all
 
 CPU_HOST = {"torch": "2.13.0+cpu", "nccl": "none (cpu torch build)", "driver": "none (no driver)"}
 

@@ -7,8 +7,8 @@ from dataclasses import replace
 import pytest
 
 from doctor.checks import gpu
+from doctor.gpu.nvml import Fleet, NvLink, read_fleet
 from doctor.model import Finding, Severity
-from doctor.nvml import Fleet, NvLink, read_fleet
 
 IDS = [check for check, _, _ in gpu.CHECKS]
 
@@ -87,7 +87,7 @@ def test_no_gpu_is_skip_for_every_rule_never_warn() -> None:
 def test_this_host_without_a_gpu_skips_through_run() -> None:
     # GIVEN the facts gathered on this host (no GPU, no NVML)
     from doctor.checks.gather import gather
-    from doctor.config import Config
+    from doctor.jobconfig.config import Config
 
     facts = gather({}, Config(), "single-node")
     # WHEN the GPU family judges them THEN every rule skips with NVML's reason
@@ -100,11 +100,11 @@ def test_this_host_without_a_gpu_skips_through_run() -> None:
 def test_the_gpu_family_judges_the_gathered_fleet_and_reads_nothing(monkeypatch) -> None:
     # GIVEN facts whose fleet was gathered through the fake NVML (an XID 79 GPU)
     from doctor.checks.gather import gather
-    from doctor.config import Config
+    from doctor.jobconfig.config import Config
 
     facts = gather({"NCCL_DOCTOR_FAKE_NVML": "xid79"}, Config(), "single-node")
     # WHEN NVML can no longer be read at all
-    monkeypatch.setattr("doctor.nvml.read_fleet", lambda *a, **k: 1 / 0)
+    monkeypatch.setattr("doctor.gpu.nvml.read_fleet", lambda *a, **k: 1 / 0)
     # THEN the checks still judge the facts: they read nothing themselves
     assert ("gpu.xid", "fail", "GPU 5") in fired(gpu.run(facts))
 

@@ -10,8 +10,8 @@ from preflight_helpers import facts, triples
 
 from doctor.checks import diag, timeouts
 from doctor.checks.registry import run_checks
-from doctor.config import parse_config
 from doctor.errors import ConfigError
+from doctor.jobconfig.config import parse_config
 from doctor.model import Severity
 
 
@@ -63,7 +63,7 @@ def test_monitoring_off_does_not_claim_the_dump_is_off() -> None:
     (finding,) = diag.check_flight_recorder(facts(env))
     assert finding.severity is Severity.PASS, finding.message
     # AND the timeout chain keeps the dump layer, and says only that nothing ends the rank
-    chain = facts(env).timeouts  # the chain the facts resolved (doctor.timeouts)
+    chain = facts(env).timeouts  # the chain the facts resolved (doctor.jobconfig.timeouts)
     assert chain.seconds("dump") is not None
     (warn,) = [f for f in timeouts.run(facts(env)) if f.check == "timeout.monitoring-disabled"]
     assert "still dumps" in warn.message and ("timeout.monitoring-disabled", "warn") == (

@@ -8,7 +8,7 @@ from preflight_helpers import H100_MULTINODE_ENV, facts, triples
 from doctor.checks import diag, env, lane, net, nvls, plugin, timeouts
 from doctor.checks.facts import PtraceFacts
 from doctor.checks.registry import run_checks
-from doctor.lanes import leaked_multinode_vars
+from doctor.jobconfig.lanes import leaked_multinode_vars
 from doctor.model import Severity
 
 RESTART_ON = "[restart]\nenabled = true\n"

@@ -14,9 +14,9 @@ from rich.console import Console
 from doctor.checks.fixes import comment
 from doctor.checks.render import report_renderable
 from doctor.checks.report import Report
-from doctor.config import Config
+from doctor.jobconfig.config import Config
+from doctor.jobconfig.timeouts import resolve_timeouts
 from doctor.model import Finding, Severity
-from doctor.timeouts import resolve_timeouts
 
 
 def printed(renderable: object) -> str:

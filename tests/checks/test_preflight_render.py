@@ -9,9 +9,9 @@ from rich.console import Console
 
 from doctor.checks.render import findings_table, print_report, summary_line, timeout_table, to_json
 from doctor.checks.report import Report
-from doctor.config import Config
+from doctor.jobconfig.config import Config
+from doctor.jobconfig.timeouts import resolve_timeouts
 from doctor.model import Finding, Severity
-from doctor.timeouts import resolve_timeouts
 
 FINDINGS = (
     Finding(

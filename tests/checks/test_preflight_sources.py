@@ -8,8 +8,8 @@ from preflight_helpers import config, facts
 from doctor.checks import fixes, ncclconf
 from doctor.checks.ncclconf import ConfFile
 from doctor.checks.timeouts import timeout_findings
+from doctor.jobconfig.timeouts import resolve_timeouts
 from doctor.model import Finding, Severity
-from doctor.timeouts import resolve_timeouts
 
 
 def test_conf_paths_follow_nccl():
@@ -166,7 +166,7 @@ def test_restart_layers_say_whether_the_file_or_the_default_set_them():
 
 def test_gather_reads_the_user_conf_file_unless_nccl_conf_file_is_set(tmp_path):
     from doctor.checks.gather import gather
-    from doctor.config import Config
+    from doctor.jobconfig.config import Config
 
     # GIVEN a ~/.nccl.conf in a home directory and another file named by NCCL_CONF_FILE
     (tmp_path / ".nccl.conf").write_text("NCCL_DEBUG=INFO\n")

@@ -14,7 +14,7 @@ from doctor.cli import app
 from doctor.cli.analyze import analyze
 from doctor.cli.launch import launch
 from doctor.cli.preflight import preflight
-from doctor.lanes import Lane
+from doctor.jobconfig.lanes import Lane
 
 GLOO = Path(__file__).resolve().parents[1] / "fixtures" / "fr" / "gloo-wrong-collective"
 

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from clitools import REPO, clean_env, run_cli
 
-from doctor.subproc import free_port, stop_all
+from doctor.trust.subproc import free_port, stop_all
 
 WORLD = 4
 pytestmark = pytest.mark.slow

@@ -1,7 +1,7 @@
 """Fuzzing as a test: hypothesis profiles, and the count of inputs every run tried.
 
 ``make test`` runs the ``default`` profile (a few dozen inputs per reader, seconds);
-``make fuzz`` runs ``fuzz`` (a thousand per test) and prints the figures the README
+``make fuzz`` runs ``fuzz`` (a thousand per test) and prints the figures docs/security.md
 quotes: inputs tried, failures, time.
 """
 

@@ -23,9 +23,10 @@ from doctor.checks.fixes import _SAFE_LINE, emit_env
 from doctor.checks.ncclconf import ConfFile, merge, parse_conf
 from doctor.checks.registry import run_checks
 from doctor.checks.values import check_value
-from doctor.config import parse_config, parse_duration
 from doctor.errors import DoctorError
-from doctor.registry import RankRecord, read_ranks
+from doctor.jobconfig.config import parse_config
+from doctor.jobconfig.durations import parse_duration
+from doctor.jobdir.registry import RankRecord, read_ranks
 from doctor.restart.auth import Sealer, new_key
 from doctor.restart.store import valid_fault
 
@@ -105,7 +106,7 @@ def test_config_tables(data: dict[str, Any]) -> None:
 
 @given(st.text(max_size=400))
 def test_config_files(tmp_path_factory: pytest.TempPathFactory, text: str) -> None:
-    from doctor.config import parse_config_file
+    from doctor.jobconfig.config import parse_config_file
 
     path = tmp_path_factory.mktemp("cfg") / "nccl-doctor.toml"
     path.write_text(text, encoding="utf-8", errors="surrogatepass")

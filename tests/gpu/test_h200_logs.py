@@ -12,8 +12,8 @@ from pathlib import Path
 
 from clitools import run_cli
 
+from doctor.gpu.nvml import bus_key
 from doctor.logs import kinds, parse_lines
-from doctor.nvml import bus_key
 
 H200 = Path(__file__).parent.parent / "fixtures" / "gpu" / "h200"
 

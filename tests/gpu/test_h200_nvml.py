@@ -12,7 +12,8 @@ import csv
 import pytest
 from nvml_replay import H200, replayed
 
-from doctor import codec, nvml
+from doctor import codec
+from doctor.gpu import nvml
 
 MIB = 1 << 20
 

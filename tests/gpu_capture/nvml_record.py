@@ -1,4 +1,4 @@
-"""Record every pynvml call doctor.nvml makes on a real GPU, with its raw answer.
+"""Record every pynvml call doctor.gpu.nvml makes on a real GPU, with its raw answer.
 
 Run on a GPU host (``python3 nvml_record.py OUT.json LABEL``). The JSON holds each
 call (function, arguments, the answer as plain data or the NVML error code), the
@@ -16,7 +16,8 @@ from typing import Any
 
 import pynvml
 
-from doctor import codec, nvml
+from doctor import codec
+from doctor.gpu import nvml
 
 
 class Recorder:

@@ -57,7 +57,7 @@ def test_launch_runs_the_script_in_the_rank_and_registers_it(tmp_path: Path, cli
     # GIVEN a single-rank job and a script that reports its environment
     script = tmp_path / "show.py"
     script.write_text(
-        "import json, os, sys\nfrom doctor.agent import running_agent\n"
+        "import json, os, sys\nfrom doctor.jobdir.agent import running_agent\n"
         "record = json.load(open(os.environ['NCCL_DOCTOR_JOB_DIR'] + '/rank-0.json'))\n"
         "print(json.dumps({'argv': sys.argv, 'ib': os.environ.get('NCCL_IB_HCA'),"
         " 'agent': running_agent() is not None, 'record': record}))\n"

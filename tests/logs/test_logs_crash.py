@@ -116,7 +116,7 @@ def test_a_lone_dump_of_a_rank_waiting_for_its_data_is_cpu_stuck_with_low_confid
     )
 
 
-# Rules from the held-out dev cases added later (README: which rule came from which case).
+# Rules from the held-out dev cases added later (docs/logs.md: which rule came from which case).
 
 
 def test_a_duplicate_gpu_line_quoted_without_nccls_prefix_is_a_bootstrap_failure() -> None:

@@ -11,7 +11,7 @@ from triage_helpers import start_sleeper
 from doctor.remote.document import SCHEMA
 from doctor.remote.frames import Reassembler
 from doctor.remote.reader import parse_document
-from doctor.subproc import stop_all
+from doctor.trust.subproc import stop_all
 
 
 def test_collect_prints_this_hosts_document(cli, tmp_path) -> None:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from clitools import wait_and_reap
 
-from doctor.subproc import free_port
+from doctor.trust.subproc import free_port
 
 REPO = Path(__file__).resolve().parents[2]
 RANK_JOB = Path(__file__).with_name("rank_job.py")

@@ -23,8 +23,8 @@ from restart_jobs import RANK_JOB, REPO, WORLD, finish_job, start_job
 from test_fault_matrix import assert_finished, only_event
 from test_recover_cli import wait_running
 
-from doctor.registry import read_states
-from doctor.subproc import free_port
+from doctor.jobdir.registry import read_states
+from doctor.trust.subproc import free_port
 
 pytestmark = pytest.mark.slow
 FAILED_AUTH = "failed authentication"

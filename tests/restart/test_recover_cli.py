@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from restart_jobs import WORLD, finish_job, start_job
 
-from doctor.registry import read_states
+from doctor.jobdir.registry import read_states
 
 pytestmark = pytest.mark.slow
 

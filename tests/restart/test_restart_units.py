@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from doctor.config import RestartConfig
+from doctor.jobconfig.config import RestartConfig
 from doctor.model import Severity
 from doctor.restart import RankAssignment
 from doctor.restart.abort import socket_fds
@@ -27,7 +27,7 @@ from doctor.restart.session import Session, await_listener, connect_store
 from doctor.restart.spare import SpareConnection
 from doctor.restart.timeouts import judge
 from doctor.restart.watchdog import Phase, SharedProgress
-from doctor.subproc import free_port
+from doctor.trust.subproc import free_port
 
 
 @pytest.mark.parametrize(

@@ -18,7 +18,7 @@ from doctor.restart.auth import KEY_ENV, Sealer, job_key, new_key
 from doctor.restart.options import RestartOptions
 from doctor.restart.session import Session, connect_store
 from doctor.restart.store import RestartStore
-from doctor.subproc import free_port
+from doctor.trust.subproc import free_port
 
 
 @pytest.fixture
@@ -127,8 +127,8 @@ def test_recover_on_stale_state_honours_its_timeout_and_prints_one_sentence(
 
     from clitools import clean_env
 
-    from doctor.process_identity import this_process
-    from doctor.registry import write_state
+    from doctor.jobdir.registry import write_state
+    from doctor.trust.process_identity import this_process
 
     # GIVEN a state file of a live process whose store is gone (a closed port)
     me = this_process()

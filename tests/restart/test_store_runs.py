@@ -23,9 +23,9 @@ import pytest
 from restart_jobs import WORLD, finish_job, start_job
 from test_recover_cli import wait_running
 
-from doctor.registry import read_states
+from doctor.jobdir.registry import read_states
 from doctor.restart.recover import request_restart
-from doctor.subproc import free_port
+from doctor.trust.subproc import free_port
 
 pytestmark = [
     pytest.mark.slow,

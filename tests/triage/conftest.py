@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from triage_helpers import SLEEPER, start_sleeper
 
-from doctor.subproc import stop_all
+from doctor.trust.subproc import stop_all
 
 
 @pytest.fixture

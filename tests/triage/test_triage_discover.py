@@ -12,9 +12,9 @@ import pytest
 from triage_helpers import SLEEPER
 
 from doctor.errors import NoSuchJobError, UsageError
-from doctor.process_identity import start_time
-from doctor.registry import RankRecord, register_rank
+from doctor.jobdir.registry import RankRecord, register_rank
 from doctor.triage.discover import discover_job, discover_pids, parse_pids
+from doctor.trust.process_identity import start_time
 
 SPAWNS_WORKER = (
     "import os, subprocess, sys, time\n"

@@ -20,10 +20,10 @@ from pathlib import Path
 import psutil
 import pytest
 
-from doctor.process_identity import start_time
-from doctor.registry import RankRecord, register_rank
+from doctor.jobdir.registry import RankRecord, register_rank
 from doctor.triage.discover import discover_job
 from doctor.triage.sources.pyspy import PySpySource, pyspy_binary
+from doctor.trust.process_identity import start_time
 
 WRAPPER = """#!/bin/sh
 pid=""
@@ -89,7 +89,7 @@ def test_denied_slow_and_gone_ranks_give_a_partial_answer(cli, sleepers, wrapper
 AGENT_RANK = (
     "import os, sys, time\n"
     "from pathlib import Path\n"
-    "from doctor.agent import Agent\n"
+    "from doctor.jobdir.agent import Agent\n"
     "agent = Agent(Path(os.environ['JOBDIR']), 0)\n"
     "def load_batch():\n"
     "    open(sys.argv[1], 'w').close()\n"

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from doctor.cli.triage import _recover_action
-from doctor.registry import job_dir, write_state
+from doctor.jobdir.registry import job_dir, write_state
 from doctor.triage.collect import CollectOptions, JobRef
 
 

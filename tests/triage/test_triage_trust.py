@@ -142,7 +142,7 @@ def test_a_dump_named_by_a_rank_counts_only_when_its_owner_wrote_it(
 
 def _owned_by(pid: int, uid: int) -> None:
     """Wait until the sleeper has dropped to ``uid`` (it signals ready just before)."""
-    from doctor.process_identity import owner_uid
+    from doctor.trust.process_identity import owner_uid
 
     end = time.monotonic() + 20
     while owner_uid(pid) != uid and time.monotonic() < end:
@@ -162,10 +162,10 @@ def test_root_uses_the_job_folder_a_rank_names_only_when_its_owner_owns_it(
     import uuid
     from dataclasses import asdict
 
-    from doctor.process_identity import start_time
-    from doctor.registry import RankRecord
+    from doctor.jobdir.registry import RankRecord
     from doctor.triage.collect import _merge
     from doctor.triage.discover import discover_job
+    from doctor.trust.process_identity import start_time
 
     # GIVEN a job of uid 65534 started by launch: its rank names its registry folder with
     # NCCL_DOCTOR_JOB_DIR, and the folder holds the rank's record (an agent answers there);

@@ -6,9 +6,9 @@ from dataclasses import replace
 
 import pytest
 
+from doctor.jobconfig.watch_settings import DEFAULT_ACTIONS, Action, WatchConfig
 from doctor.model import Confidence, HangClass, Verdict
 from doctor.watch.policy import Decision, JobShape, Past, decide
-from doctor.watch.settings import DEFAULT_ACTIONS, Action, WatchConfig
 
 ONE_HOST = JobShape({r: "h1" for r in range(4)}, frozenset(range(4)), wrapped=True)
 WITH_SPARE = replace(ONE_HOST, active=frozenset({0, 1, 2}))

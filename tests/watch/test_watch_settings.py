@@ -8,9 +8,9 @@ from pathlib import Path
 import pytest
 from clitools import clean_env, run_cli
 
-from doctor.config import parse_config
 from doctor.errors import ConfigError
-from doctor.watch.settings import Action
+from doctor.jobconfig.config import parse_config
+from doctor.jobconfig.watch_settings import Action
 
 GOOD = """\
 [watch]

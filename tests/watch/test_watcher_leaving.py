@@ -11,11 +11,11 @@ import os
 import time
 from pathlib import Path
 
-from doctor.process_identity import this_process
+from doctor.jobconfig.watch_settings import WatchConfig
 from doctor.restart.watchdog import Phase, SharedProgress, progress_path
 from doctor.triage.target import RankTarget
+from doctor.trust.process_identity import this_process
 from doctor.watch.roster import Member, Roster
-from doctor.watch.settings import WatchConfig
 from doctor.watch.watcher import Watcher
 
 STEP = 0.05

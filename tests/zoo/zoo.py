@@ -6,7 +6,7 @@ waits until the *truth* holds in the ranks' stacks (read here, apart from triage
 Python read, then in a ``py-spy dump --native`` read 0.5 s later), then runs
 ``nccl-doctor triage --pids ... --once --json`` as a user would, ``runs`` times.
 ``tests/zoo/test_zoo.py`` asserts on every run; run this file to measure more runs per
-case and print the table for the README::
+case and print the table for docs/triage.md (the bug zoo)::
 
     .venv/bin/python tests/zoo/zoo.py [--runs N] [--cases a,b]
 """
@@ -29,8 +29,8 @@ from typing import Any
 
 import psutil
 
-from doctor.subproc import free_port
 from doctor.triage.sources.pyspy import pyspy_binary
+from doctor.trust.subproc import free_port
 
 CASES_DIR = Path(__file__).parent / "cases"
 WORLD = 4

@@ -24,16 +24,16 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from doctor.backends import GLOO_FLIGHT_RECORDER
 from doctor.evidence import ProgressSample
 from doctor.flight.dump import RankDump
 from doctor.flight.reader import MAX_DUMP_BYTES, read_dump
 from doctor.model import Skipped
-from doctor.process_identity import owner_uid, started_at
-from doctor.safeio import open_owned
+from doctor.torchjob.backends import GLOO_FLIGHT_RECORDER
 from doctor.triage.fanout import Done, fanout
 from doctor.triage.sources.interface import Collected, Source
 from doctor.triage.target import RankTarget, Target
+from doctor.trust.process_identity import owner_uid, started_at
+from doctor.trust.safeio import open_owned
 
 PROBE = "flight-recorder"
 DEFAULT_TEMP_PREFIX = "/tmp/nccl_trace_rank_"
@@ -100,7 +100,7 @@ def _owners_file(path: Path, owner: int | None, since: float = 0.0) -> bool:
 def fresh_dump(rank: RankTarget, timeout: float) -> Path | None:
     """Ask the rank for a dump now (agent, else NCCL pipe); None if it cannot answer."""
     if rank.has_agent and rank.job_dir is not None:
-        from doctor.agent import request_fr_dump
+        from doctor.jobdir.agent import request_fr_dump
 
         owner = owner_uid(rank.pid)
         if owner is None:

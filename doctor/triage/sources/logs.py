@@ -25,10 +25,10 @@ from pathlib import Path
 
 from doctor.evidence import LogEvent
 from doctor.logs import parse_lines
-from doctor.process_identity import owner_uid
-from doctor.safeio import UnsafePath, open_owned
 from doctor.triage.sources.interface import Collected, Source
 from doctor.triage.target import Target
+from doctor.trust.process_identity import owner_uid
+from doctor.trust.safeio import UnsafePath, open_owned
 
 TAIL_BYTES = 1 << 20
 

@@ -1,4 +1,4 @@
-"""The GPU of every rank through NVML (``doctor.nvml``), or one ``Skipped`` where there is none.
+"""The GPU of every rank through NVML (``doctor.gpu.nvml``), or one ``Skipped`` where there is none.
 
 A rank's GPU is the one NVML lists its pid on; failing that, its
 ``LOCAL_RANK``-th visible device (``CUDA_VISIBLE_DEVICES`` order), which is
@@ -32,7 +32,7 @@ class NvmlSource(Source):
         self.env = env
 
     def collect(self, target: Target, deadline: float) -> Collected:
-        from doctor.nvml import read_fleet, to_gpu_sample
+        from doctor.gpu.nvml import read_fleet, to_gpu_sample
 
         fleet = read_fleet(self.env)
         if fleet.unavailable or not fleet.gpus:

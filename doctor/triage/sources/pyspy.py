@@ -21,16 +21,16 @@ import time
 from collections.abc import Mapping
 from pathlib import Path
 
-from doctor.agent import MAIN_THREAD_LINE
 from doctor.evidence import Frame, ProgressSample, RankStack, ThreadStack
+from doctor.jobdir.agent import MAIN_THREAD_LINE
 from doctor.model import Skipped
-from doctor.process_identity import owner_uid
-from doctor.subproc import run
 from doctor.triage.fanout import Done, fanout
 from doctor.triage.sources.interface import Collected, Source, SourceError
 from doctor.triage.sources.kernel import stopped
 from doctor.triage.sources.native import NativePlan
 from doctor.triage.target import RankTarget, Target
+from doctor.trust.process_identity import owner_uid
+from doctor.trust.subproc import run
 from doctor.verdict.stacks import rank_state, signature
 
 PYSPY_ENV = "NCCL_DOCTOR_PYSPY"
@@ -319,7 +319,7 @@ class PySpySource(Source):
         """The ptrace-free fallback: the launch prologue's in-rank agent, where it runs."""
         if not rank.has_agent or rank.job_dir is None:
             return None, ptrace_hint()
-        from doctor.agent import request_stack
+        from doctor.jobdir.agent import request_stack
 
         owner = owner_uid(rank.pid)
         text = None

@@ -22,7 +22,6 @@ from textual.notifications import SeverityLevel
 from textual.reactive import reactive
 from textual.widgets import Footer, HelpPanel
 
-from doctor.escape import escape_control
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.confirm import Confirm
 from doctor.triage.tui.messages import (
@@ -39,6 +38,7 @@ from doctor.triage.tui.widgets.stack_groups import StackGroups
 from doctor.triage.tui.widgets.stack_view import StackView
 from doctor.triage.tui.widgets.status_line import StatusLine
 from doctor.triage.tui.widgets.verdict_panel import VerdictPanel
+from doctor.trust.escape import escape_control
 
 Provider = Callable[[], TriageSnapshot]
 BundleWriter = Callable[[TriageSnapshot, Path], object]

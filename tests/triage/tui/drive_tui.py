@@ -1,4 +1,4 @@
-"""Run the real triage TUI on a fake job, for the tmux test and the README screenshot.
+"""Run the real triage TUI on a fake job, for the tmux test and the screenshot in docs/tui.md.
 
     python tests/triage/tui/drive_tui.py [--ranks 8] [--culprit 3] [--interval 1]
     python tests/triage/tui/drive_tui.py --svg docs/tui.svg [--size 160x48]

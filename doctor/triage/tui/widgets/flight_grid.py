@@ -7,11 +7,11 @@ from textual.geometry import Region
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from doctor.escape import escape_control
 from doctor.ranks import rank_ranges
-from doctor.safe_text import safe_text
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.grid import ABSENT, GridCell, GridGroup, flight_grid, op_label, op_name
+from doctor.trust.escape import escape_control
+from doctor.trust.safe_text import safe_text
 
 OP_COLOURS = {
     "AR": "blue",

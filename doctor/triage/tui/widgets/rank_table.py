@@ -10,10 +10,10 @@ from textual.reactive import reactive
 from textual.widgets import DataTable
 from textual.widgets.data_table import ColumnKey
 
-from doctor.safe_text import safe_text
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.view import RankRow, rank_rows
 from doctor.triage.tui.widgets.palette import CULPRIT, ODD, state_style
+from doctor.trust.safe_text import safe_text
 
 COLUMNS = (
     ("rank", "rank"),

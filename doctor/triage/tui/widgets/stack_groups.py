@@ -7,10 +7,10 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from doctor.ranks import rank_ranges
-from doctor.safe_text import safe_text
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.view import StackGroup, frame_text, stack_groups
 from doctor.triage.tui.widgets.palette import CULPRIT, ODD, state_style
+from doctor.trust.safe_text import safe_text
 from doctor.verdict import stacktree
 
 FRAMES_SHOWN = 3

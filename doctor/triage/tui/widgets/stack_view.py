@@ -6,9 +6,9 @@ from rich.text import Text
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from doctor.safe_text import safe_text
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.view import RankDetail, frame_text, rank_detail
+from doctor.trust.safe_text import safe_text
 
 
 def render_detail(detail: RankDetail) -> Text:

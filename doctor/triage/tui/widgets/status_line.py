@@ -9,9 +9,9 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from doctor.ranks import rank_ranges
-from doctor.safe_text import safe_text
 from doctor.triage.snapshot import TriageSnapshot
 from doctor.triage.tui.widgets.palette import CULPRIT
+from doctor.trust.safe_text import safe_text
 
 
 def render_status(

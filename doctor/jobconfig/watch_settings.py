@@ -1,6 +1,6 @@
 """``[watch]`` and ``[watch.actions]`` of ``nccl-doctor.toml``: what the watcher does, per verdict.
 
-The defaults are what a careful operator would choose (the README explains each):
+The defaults are what a careful operator would choose (docs/watch.md explains each):
 
 =====================  ============  =================================================
 hang class             action        why
@@ -30,6 +30,7 @@ from enum import StrEnum
 from types import MappingProxyType
 from typing import Any
 
+from doctor.jobconfig.durations import parse_duration
 from doctor.model import HangClass
 
 
@@ -101,8 +102,6 @@ class SubkeyError(ValueError):
 
 def coerce(key: str, raw: Any) -> Any:
     """The validated value of ``watch.<key>``; ValueError (or SubkeyError) says what is wrong."""
-    from doctor.config import parse_duration  # config imports this module
-
     if key == "enabled":
         if not isinstance(raw, bool):
             raise ValueError("must be true or false")

@@ -7,7 +7,7 @@ terminal. A ``str`` handed to ``Table.add_row``, a ``Panel`` title or
 the render in a ``MarkupError`` traceback, and ``[link=...]`` makes rich itself
 write an OSC 8 hyperlink of the sender's choosing. ``safe_text`` returns a
 ``Text`` (never parsed as markup) with every control character shown as an escape
-(``doctor.escape``). Renderers build each cell, title and line that carries text
+(``doctor.trust.escape``). Renderers build each cell, title and line that carries text
 from a dump, a log, a process, a host or a file name with it; JSON output stays
 raw (``json.dumps`` escapes control characters itself).
 """
@@ -17,7 +17,7 @@ from __future__ import annotations
 from rich.style import StyleType
 from rich.text import Text
 
-from doctor.escape import escape_control
+from doctor.trust.escape import escape_control
 
 
 def safe_text(value: str, style: StyleType = "", keep: str = "") -> Text:

@@ -12,10 +12,10 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from doctor.errors import UsageError
-from doctor.torchenv import decimal
+from doctor.torchjob.torchenv import decimal
 
 if TYPE_CHECKING:
-    from doctor.config import Config
+    from doctor.jobconfig.config import Config
 
 
 class Lane(StrEnum):

@@ -1,6 +1,6 @@
 """NVML's numeric codes and the names we report: shared by the reader and the fake NVML.
 
-Both ``doctor.nvml`` (decodes what NVML answers) and ``doctor.nvml_fake``
+Both ``doctor.gpu.nvml`` (decodes what NVML answers) and ``doctor.gpu.nvml_fake``
 (encodes a fleet described by names back into NVML's numbers) need them;
 keeping them here keeps the two from importing each other.
 """

@@ -40,8 +40,8 @@ from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 
-from doctor.process_identity import ProcessId, send_signal, this_process
-from doctor.safeio import TrustedDir, UnsafePath, open_append, private_dir, write_atomic
+from doctor.trust.process_identity import ProcessId, send_signal, this_process
+from doctor.trust.safeio import TrustedDir, UnsafePath, open_append, private_dir, write_atomic
 
 STACK_SIGNAL = signal.SIGUSR2
 POLL_INTERVAL = 0.1
@@ -308,7 +308,7 @@ def request_fr_dump(
 def forget_rank(directory: Path, rank: int, identity: ProcessId | None) -> None:
     """Remove the rank's pid file and launch record when they still name ``identity``
     (the rank's process, now gone): a stale pid must never be signalled later."""
-    from doctor.registry import unregister_rank
+    from doctor.jobdir.registry import unregister_rank
 
     if identity is None:
         return

@@ -27,9 +27,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from doctor.process_identity import ProcessId
 from doctor.ranks import MAX_WORLD_SIZE, bounded_rank_count
-from doctor.safeio import UnsafePath, check_dir, private_dir, read_text, write_atomic
+from doctor.trust.process_identity import ProcessId
+from doctor.trust.safeio import UnsafePath, check_dir, private_dir, read_text, write_atomic
 
 JOB_DIR_ENV = "NCCL_DOCTOR_JOB_DIR"
 HOME_ENV = "NCCL_DOCTOR_HOME"

@@ -24,10 +24,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from doctor.backends import DEFAULT_COLLECTIVE_TIMEOUT_S
-from doctor.config import Config, format_duration
+from doctor.jobconfig.config import Config
+from doctor.jobconfig.durations import format_duration
 from doctor.model import Finding, Severity
-from doctor.torchenv import torch_bool, torch_int
+from doctor.torchjob.backends import DEFAULT_COLLECTIVE_TIMEOUT_S
+from doctor.torchjob.torchenv import torch_bool, torch_int
 
 DEFAULT_WATCHDOG = DEFAULT_COLLECTIVE_TIMEOUT_S
 DEFAULT_HEARTBEAT = 480.0

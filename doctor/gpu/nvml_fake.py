@@ -1,6 +1,6 @@
 """A fake ``pynvml`` that answers from a GPU fleet described in JSON.
 
-It implements only the calls :mod:`doctor.nvml` makes, with pynvml's
+It implements only the calls :mod:`doctor.gpu.nvml` makes, with pynvml's
 signatures, units (milliwatts, bytes, bit masks) and errors, so the reader is
 exercised exactly as on a real host. Constants and error classes are pynvml's
 own. A fleet file is::
@@ -10,7 +10,7 @@ own. A fleet file is::
 
 with gpu fields such as ``name``, ``bus_id``, ``utilization_pct``, ``pcie``
 (``gen``, ``gen_max``, ``width``, ``width_max``), ``throttle_reasons`` (names
-from ``doctor.nvml_codes.THROTTLE_REASONS``), ``ecc``, ``retired_pages``,
+from ``doctor.gpu.nvml_codes.THROTTLE_REASONS``), ``ecc``, ``retired_pages``,
 ``remapped_rows``, ``nvlink`` (``count``, ``version``, ``remote``),
 ``nvlink_down``, ``nvlink_errors``, ``processes``, ``recovery_action``,
 ``xid_events_live``, ``lost`` and ``unsupported`` (queries that raise
@@ -28,7 +28,7 @@ from typing import Any
 
 import pynvml
 
-from doctor.nvml_codes import NVLINK_REMOTE, RECOVERY_ACTIONS, THROTTLE_REASONS
+from doctor.gpu.nvml_codes import NVLINK_REMOTE, RECOVERY_ACTIONS, THROTTLE_REASONS
 
 
 class FleetFileError(Exception):

@@ -7,7 +7,7 @@ not support leaves its field ``None``; a GPU that fell off the bus is
 ``lost``.
 
 The reader talks to a ``pynvml``-shaped object. The real one is the
-``pynvml`` module (nvidia-ml-py); the fake one (:mod:`doctor.nvml_fake`)
+``pynvml`` module (nvidia-ml-py); the fake one (:mod:`doctor.gpu.nvml_fake`)
 answers the same calls from a fleet described in JSON, selected by the
 environment variable ``NCCL_DOCTOR_FAKE_NVML=/path/fleet.json`` (or the name
 of a bundled fleet), so the real CLI can be tested on GPU faults.
@@ -25,7 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from doctor.evidence import GpuSample
-from doctor.nvml_codes import NVLINK_REMOTE, RECOVERY_ACTIONS, THROTTLE_REASONS
+from doctor.gpu.nvml_codes import NVLINK_REMOTE, RECOVERY_ACTIONS, THROTTLE_REASONS
 
 FAKE_ENV = "NCCL_DOCTOR_FAKE_NVML"
 
@@ -123,7 +123,7 @@ def read_fleet(env: Mapping[str, str], xid_wait_ms: int = 0) -> Fleet:
     """Read every GPU; never raises. ``env`` selects the fake layer (``NCCL_DOCTOR_FAKE_NVML``)."""
     fake = env.get(FAKE_ENV, "")
     if fake:
-        from doctor.nvml_fake import FakeNvml, FleetFileError
+        from doctor.gpu.nvml_fake import FakeNvml, FleetFileError
 
         try:
             lib: Any = FakeNvml.load(fake)
@@ -174,7 +174,7 @@ def parse_kernel_xids(text: str) -> dict[tuple[int, int, int], list[int]]:
 
 
 def _dmesg() -> str:
-    from doctor.subproc import run
+    from doctor.trust.subproc import run
 
     done = run(["dmesg"], timeout=2.0)
     if not done.ok:

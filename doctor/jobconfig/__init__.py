@@ -1,0 +1,1 @@
+"""The job's configuration: the config file, durations, the timeout chain and the lane."""
