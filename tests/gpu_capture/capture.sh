@@ -39,7 +39,7 @@ if timeout 90 python3 -m pip install -q --no-index --no-deps --no-compile --no-c
     export PYTHONPATH=$SITE PATH=$SITE/bin:$PATH
     echo "== install ok" >>"$LOG"
 else
-    export PYTHONPATH=$REPO  # doctor.nvml imports without the wheels; the CLI may not
+    export PYTHONPATH=$REPO  # doctor.gpu.nvml imports without the wheels; the CLI may not
     echo "== install FAILED, PYTHONPATH=$REPO" >>"$LOG"
 fi
 pack
