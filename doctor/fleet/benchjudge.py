@@ -81,14 +81,17 @@ def bench_findings(b: FleetBench) -> list[Finding]:
         )
     figures = {h: v["link_gbps"] for h, v in b.per_host.items()}
     median = sorted(figures.values())[len(figures) // 2] if figures else 0.0
+    ring = list(b.per_host)  # round 1's ring order: each host sends on, receives from behind
     for host in b.link_outliers:
+        i = ring.index(host)
+        nxt, prev = ring[(i + 1) % len(ring)], ring[i - 1]
         out.append(
             Finding(
                 "fleet.link-outlier",
                 Severity.WARN,
                 host,
-                f"ring exchange {figures[host]:.3f} GB/s, the median host {median:.3f} GB/s "
-                "(median absolute deviation)",
+                f"ring exchange (to {nxt}, from {prev}) {figures[host]:.3f} GB/s, the median "
+                f"host {median:.3f} GB/s (median absolute deviation)",
             )
         )
     return out
