@@ -63,7 +63,7 @@ def fleet_renderable(report: FleetReport, bench: FleetBench | None = None) -> Re
     table = Table(title="nccl-doctor fleet preflight", title_justify="left", expand=True)
     table.add_column("", no_wrap=True, width=6)
     table.add_column("hosts", no_wrap=True, max_width=28, overflow="ellipsis")
-    table.add_column("check · subject", max_width=40, overflow="fold")
+    table.add_column("check · subject", max_width=30, overflow="fold")
     table.add_column("finding", ratio=1, overflow="fold")
     for severity, hosts, what, finding in rows[:MAX_ROWS]:
         mark, style = MARKS[severity]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import math
+import re
 
 import pytest
 from fleet_helpers import NOW, fleet, host_text, results
@@ -222,3 +223,16 @@ def test_the_benchmark_document_reads_back_and_refuses_garbage():
     for bad in [{}, {**bench_json(bench), "culprits": [{"hosts": ["-oProxy=x"]}]}]:
         with pytest.raises(DocumentError):
             bench_from_json(bad)
+
+
+def test_every_fleet_check_id_has_its_playbook():
+    # GIVEN the ids the fleet emits WHEN their playbook is looked up
+    from doctor import playbooks
+
+    ids = {"fleet.differs", "fleet.unreachable", "fleet.bench", "fleet.bench-culprit"}
+    ids |= {"fleet.link-outlier"}
+    text = playbooks.load("fleet")
+    # THEN each resolves to fleet.md, which names it, under the fixed headings
+    assert {playbooks.resolve(i) for i in ids} == {"fleet"}
+    assert all(f"`{i}`" in text for i in ids)
+    assert tuple(re.findall(r"^## (.+)$", text, re.M)) == playbooks.HEADINGS
