@@ -8,6 +8,7 @@ import math
 import re
 
 import pytest
+from clitools import clean_env, run_cli
 from fleet_helpers import NOW, fleet, host_text, results
 from rich.console import Console
 
@@ -236,3 +237,17 @@ def test_every_fleet_check_id_has_its_playbook():
     assert {playbooks.resolve(i) for i in ids} == {"fleet"}
     assert all(f"`{i}`" in text for i in ids)
     assert tuple(re.findall(r"^## (.+)$", text, re.M)) == playbooks.HEADINGS
+
+
+@pytest.mark.parametrize(
+    ("args", "sentence"),
+    [
+        (("--hosts", "h1", "--emit-env"), "--emit-env is for one host"),
+        (("--via", "slurm", "--hosts", "h1"), "--via slurm needs --job ID"),
+    ],
+)
+def test_bad_fleet_flags_are_one_sentence(args, sentence):
+    # GIVEN flags that cannot name a fleet WHEN preflight runs THEN exit 2 and one sentence
+    done = run_cli("preflight", *args, env=clean_env())
+    assert done.returncode == 2 and sentence in done.stderr, done.stderr
+    assert "Traceback" not in done.stderr and len(done.stderr.strip().splitlines()) == 1
