@@ -73,7 +73,8 @@ def main() -> int:
     print(
         f"{args.hosts} hosts ({size_kb:.1f} KiB a document): median {median:.2f} s of "
         f"{args.runs} runs (target {TARGET_S:g} s); table {lines} lines "
-        f"(11 hosts, the same 5 odd: {small_lines}); peak RSS {rss_mb:.0f} MB (limit {RSS_LIMIT_MB})"
+        f"(11 hosts, the same 5 odd: {small_lines}); "
+        f"peak RSS {rss_mb:.0f} MB (limit {RSS_LIMIT_MB})"
     )
     ok = median <= TARGET_S and rss_mb <= RSS_LIMIT_MB and lines <= min(MAX_LINES, small_lines)
     return 0 if ok else 1
