@@ -12,6 +12,7 @@ import typer
 from doctor.cli.analyze import analyze
 from doctor.cli.bench import bench
 from doctor.cli.collect import collect
+from doctor.cli.fleethost import fleet_host
 from doctor.cli.launch import launch
 from doctor.cli.playbook import playbook
 from doctor.cli.preflight import preflight
@@ -43,6 +44,7 @@ app.command("recover")(recover)
 app.command("watch")(watch)
 app.command("bench")(bench)
 app.command("playbook")(playbook)
+app.command("fleet-host", hidden=True)(fleet_host)
 
 
 def main() -> None:

@@ -89,18 +89,9 @@ class _progress:
     """A rich progress bar on stderr fed by the ranks' events; silent when stderr is no terminal."""
 
     def __init__(self, sizes: int) -> None:
-        from rich.console import Console
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+        from doctor.cli.progress import stderr_bar
 
-        console = Console(stderr=True)
-        self.bar = Progress(
-            TextColumn("{task.description}"),
-            BarColumn(),
-            MofNCompleteColumn(),
-            console=console,
-            transient=True,
-            disable=not console.is_terminal,
-        )
+        self.bar = stderr_bar()
         self.task = self.bar.add_task("starting ranks", total=sizes + 1)
 
     def __enter__(self) -> Any:

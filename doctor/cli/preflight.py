@@ -48,8 +48,33 @@ def preflight(
         typer.Option("--emit-env", help="print export/unset lines that make the environment pass"),
     ] = False,
     strict: Annotated[bool, typer.Option("--strict", help="exit 1 on warnings too")] = False,
+    job: Annotated[
+        str | None,
+        typer.Option("--job", help="every host of this SLURM allocation (srun --overlap)"),
+    ] = None,
+    hosts: Annotated[
+        str | None, typer.Option("--hosts", help="every host of h1,h2 or h[1-64] (ssh)")
+    ] = None,
+    hostfile: Annotated[
+        Path | None, typer.Option("--hostfile", help="every host of a host file (ssh)")
+    ] = None,
+    via: Annotated[
+        str | None, typer.Option("--via", help="reach the hosts with `slurm` or `ssh`")
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="seconds to wait for the hosts' preflights")
+    ] = 30.0,
 ) -> None:
-    """Check this host and environment before launch (exit 1 if anything fails)."""
+    """Check this host and environment before launch (exit 1 if anything fails); with
+    --job/--hosts/--hostfile, every host of the allocation, merged."""
+    if job is not None or hosts is not None or hostfile is not None:
+        from doctor.cli.fleet import fleet_preflight
+
+        if emit_env:
+            raise UsageError("--emit-env is for one host; drop it with --job/--hosts")
+        lane_value = lane.value if lane and lane is not Lane.AUTO else "multi-node"
+        opts = (lane_value, bench, json_out, strict, timeout)
+        raise typer.Exit(fleet_preflight(job, via, hosts, hostfile, *opts))
     from doctor.checks import fixes, render
     from doctor.checks.gather import gather
     from doctor.checks.registry import run_checks

@@ -115,7 +115,7 @@ def collect_round(
         answers = collect_via_srun(reach.job, reach.hosts, command, wait, env)
     else:
         answers = collect_via_ssh(reach.hosts, command, wait, env)
-    answers = _probe_silent(reach, answers, start + timeout - time.monotonic(), env)
+    answers = probe_silent(reach.via, answers, start + timeout - time.monotonic(), env)
     documents = tuple((h, a.text) for h, a in answers.items() if a.text is not None)
     return merge(
         reach.job,
@@ -127,14 +127,15 @@ def collect_round(
     ), documents
 
 
-def _probe_silent(
-    reach: Reach, answers: Mapping[str, HostAnswer], left: float, env: Mapping[str, str]
+def probe_silent(
+    via: Via, answers: Mapping[str, HostAnswer], left: float, env: Mapping[str, str]
 ) -> dict[str, HostAnswer]:
+    """The silent hosts' reasons, each saying whether the host is cut off or only slow."""
     silent = [h for h, a in answers.items() if a.text is None]
     if not silent or left < 0.2:
         return dict(answers)
     asked = time.monotonic()
-    port = probe.slurmd_port(env, left / 3) if reach.via is Via.SLURM else probe.SSH_PORT
+    port = probe.slurmd_port(env, left / 3) if via is Via.SLURM else probe.SSH_PORT
     left -= time.monotonic() - asked
     why = probe.unreachable(silent, port, max(0.1, left - 0.1))
     out = dict(answers)

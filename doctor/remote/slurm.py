@@ -25,7 +25,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 
 from doctor.remote.frames import Reassembler
@@ -107,8 +107,10 @@ def collect_via_srun(
     command: Sequence[str],
     timeout: float,
     env: Mapping[str, str],
+    on_answer: Callable[[str], None] | None = None,
 ) -> dict[str, HostAnswer]:
-    """Every node's answer within ``timeout`` seconds (never longer, give or take 0.5 s)."""
+    """Every node's answer within ``timeout`` seconds (never longer, give or take 0.5 s);
+    ``on_answer(node)`` as each node's document completes (a progress bar)."""
     start = time.monotonic()
     argv = srun_argv(job, nodes, command)
     try:
@@ -122,7 +124,7 @@ def collect_via_srun(
         )
     except OSError as exc:
         return {n: HostAnswer(n, None, None, f"srun could not start: {exc}") for n in nodes}
-    docs, seconds, errors = _read_until(proc, step_nodes(nodes), start + timeout)
+    docs, seconds, errors = _read_until(proc, step_nodes(nodes), start + timeout, on_answer)
     ended = proc.poll() is not None
     _cancel(proc)
     answers = {}
@@ -152,7 +154,10 @@ def _labelled(line: str, order: Sequence[str]) -> tuple[str | None, str]:
 
 
 def _read_until(
-    proc: subprocess.Popen[bytes], order: Sequence[str], deadline: float
+    proc: subprocess.Popen[bytes],
+    order: Sequence[str],
+    deadline: float,
+    on_answer: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, str], dict[str, float], dict[str, str]]:
     """Read srun's stdout (documents) and stderr (per-node errors) until every node has
     answered, srun exits, or the deadline passes. ``order``: the step's nodes by task."""
@@ -195,6 +200,8 @@ def _read_until(
                         errors[node] = f"nccl-doctor is not installed there (no {path})"
                     elif (host := frames.feed_as(node, line)) is not None:
                         seconds[host] = round(time.monotonic() - start, 3)
+                        if on_answer is not None:
+                            on_answer(host)
     return frames.done, seconds, errors
 
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ClusterShell.Event import EventHandler
@@ -58,9 +58,10 @@ class _SshWorker(WorkerSsh):  # type: ignore[misc]
 class _Handler(EventHandler):  # type: ignore[misc]
     """ClusterShell events -> per-host output, exit code and time of completion."""
 
-    def __init__(self, start: float) -> None:
+    def __init__(self, start: float, on_answer: Callable[[str], None] | None = None) -> None:
         super().__init__()
         self.start = start
+        self.on_answer = on_answer
         self.frames = Reassembler()
         self.stderr: dict[str, list[str]] = {}
         self.codes: dict[str, int] = {}
@@ -82,6 +83,8 @@ class _Handler(EventHandler):  # type: ignore[misc]
             self.frames.feed_as(node, text)
         if node in self.frames.done and node not in self.seconds:
             self.seconds[node] = round(time.monotonic() - self.start, 3)
+            if self.on_answer is not None:
+                self.on_answer(node)
 
     def ev_hup(self, worker: Any, node: str, rc: int) -> None:
         self.codes[node] = rc
@@ -106,6 +109,7 @@ def collect_via_ssh(
     timeout: float,
     env: Mapping[str, str],
     fanout: int = FANOUT,
+    on_answer: Callable[[str], None] | None = None,
 ) -> dict[str, HostAnswer]:
     """Run ``command`` on every host; each host's answer within ``timeout`` seconds. A
     name that is no host name (a launch record may say anything) is not run at all."""
@@ -121,7 +125,7 @@ def collect_via_ssh(
     task.set_default("distant_worker", _SshWorker)
     if env.get(SSH_PATH_ENV):
         task.set_info("ssh_path", env[SSH_PATH_ENV])
-    handler = _Handler(start)
+    handler = _Handler(start, on_answer)
     try:
         task.shell(
             remote_shell(command),

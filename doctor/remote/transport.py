@@ -46,14 +46,22 @@ def collect_argv(
     directory of a launched job), passed on the command line because neither srun's
     nor ssh's environment forwarding can be relied on.
     """
-    py = python or sys.executable
-    assignments = [f"{k}={v}" for k, v in sorted((env or {}).items())]
-    argv = [py, "-m", "doctor", "collect", "--job", job, "--json", "--frames"]
+    argv = ["collect", "--job", job, "--json", "--frames"]
     until = time.time() + budget  # hosts of a cluster share a clock (NTP) to the millisecond
     argv += ["--interval", f"{interval:g}", "--budget", f"{budget:.2f}", "--until", f"{until:.2f}"]
+    return host_argv(argv, env, python)
+
+
+def host_argv(
+    args: Sequence[str], env: Mapping[str, str] | None = None, python: str | None = None
+) -> list[str]:
+    """``nccl-doctor ARGS`` on a host, behind the check that this interpreter exists there
+    (``MISSING`` and exit 127 when it does not); ``env`` set on the command line."""
+    py = python or sys.executable
+    assignments = [f"{k}={v}" for k, v in sorted((env or {}).items())]
     here = '"${SLURMD_NODENAME:-$(hostname)}"'
     check = f'test -x "$1" || {{ echo {MISSING} {here} "$1"; exit 127; }}; shift; exec env "$@"'
-    return ["/bin/sh", "-c", check, "sh", py, *assignments, *argv]
+    return ["/bin/sh", "-c", check, "sh", py, *assignments, py, "-m", "doctor", *args]
 
 
 def remote_shell(argv: Sequence[str]) -> str:

@@ -20,7 +20,7 @@ from typing import Any
 
 import pytest
 from clusterconf import ClusterNames
-from fakecluster import Cluster, ClusterBusy, unavailable
+from fakecluster import Cluster, cluster_or_skip
 
 HERE = Path(__file__).parent
 LAUNCH_ID = "phased-launch"
@@ -34,18 +34,8 @@ checks the deadline, sets its own."""
 @pytest.fixture(scope="session")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
     names = ClusterNames.from_env(os.environ)
-    why = unavailable(names)
-    if why:
-        pytest.skip(why)
-    running = Cluster(names, tmp_path_factory.mktemp("cluster"))
-    try:
-        try:
-            running.up()
-        except ClusterBusy as exc:
-            pytest.skip(f"{exc}: set NCCL_DOCTOR_TEST_CLUSTER_TAG/_BRIDGE/_SUBNET/_PORT")
+    with cluster_or_skip(names, tmp_path_factory.mktemp("cluster")) as running:
         yield running
-    finally:
-        running.down()
 
 
 @dataclass

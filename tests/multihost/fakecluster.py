@@ -25,7 +25,8 @@ import signal
 import socket
 import subprocess
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -396,6 +397,31 @@ def _exists(names: ClusterNames) -> bool:
     netns = sh("ip", "netns", "list", check=False).stdout
     ours = any(names.netns(i) in netns.split() for i in range(1, names.hosts + 1))
     return ours or sh("ip", "link", "show", names.bridge, check=False).returncode == 0
+
+
+@contextmanager
+def cluster_or_skip(names: ClusterNames, base: Path) -> Iterator[Cluster]:
+    """A running cluster of ``names`` for a fixture, or a skip that says why; torn down
+    (and ``SLURM_CONF``, which ``up`` sets, given back) whatever happens."""
+    import pytest
+
+    why = unavailable(names)
+    if why:
+        pytest.skip(why)
+    saved = os.environ.get("SLURM_CONF")
+    running = Cluster(names, base)
+    try:
+        try:
+            running.up()
+        except ClusterBusy as exc:
+            pytest.skip(f"{exc}: set NCCL_DOCTOR_TEST_CLUSTER_TAG/_BRIDGE/_SUBNET/_PORT")
+        yield running
+    finally:
+        running.down()
+        if saved is None:
+            os.environ.pop("SLURM_CONF", None)
+        else:
+            os.environ["SLURM_CONF"] = saved
 
 
 def quote(argv: Sequence[str]) -> str:
