@@ -28,7 +28,7 @@ from rich.console import Console  # noqa: E402
 
 from doctor.fleet.merge import exclude_list, merge_fleet  # noqa: E402
 from doctor.fleet.render import fleet_renderable, to_json  # noqa: E402
-from doctor.nvml import Fleet  # noqa: E402
+from doctor.gpu.nvml import Fleet  # noqa: E402
 
 TARGET_S = 10.0
 RSS_LIMIT_MB = 400

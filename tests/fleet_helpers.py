@@ -16,7 +16,7 @@ from preflight_helpers import H100_MULTINODE_ENV, facts
 from doctor.checks.registry import run_checks
 from doctor.fleet.hostdoc import read_document, to_document
 from doctor.fleet.merge import HostResult
-from doctor.nvml import Fleet, GpuState
+from doctor.gpu.nvml import Fleet, GpuState
 
 NOW = 1_800_000_000.0
 GPUS = Fleet(gpus=tuple(GpuState(i, "NVIDIA H100 80GB HBM3") for i in range(8)), driver="570.86")

@@ -44,8 +44,8 @@ def fleet_host(
     else:
         from doctor.checks.gather import gather
         from doctor.checks.registry import run_checks
-        from doctor.config import load_config
         from doctor.fleet.hostdoc import to_document
+        from doctor.jobconfig.config import load_config
 
         cfg = load_config(None, env, Path.cwd())
         facts = gather(env, cfg, lane, False, Path.cwd())

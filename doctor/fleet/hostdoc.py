@@ -21,9 +21,9 @@ from typing import Any
 
 from doctor.checks.facts import Facts
 from doctor.checks.report import Report
+from doctor.gpu.nvml import Fleet
 from doctor.launch.policy import apply_policy
 from doctor.model import Finding, Severity
-from doctor.nvml import Fleet
 from doctor.remote.document import DocumentError
 
 SCHEMA = "nccl-doctor/host-preflight/v1"

@@ -19,7 +19,7 @@ from doctor.fleet.benchjudge import FleetBench, bench_findings, bench_json
 from doctor.fleet.merge import ORDER, SCHEMA, FleetReport
 from doctor.model import Finding, Severity
 from doctor.remote.hosts import fold
-from doctor.safe_text import safe_text
+from doctor.trust.safe_text import safe_text
 
 MAX_ROWS = 16
 MAX_CELL = 160

@@ -20,8 +20,8 @@ from doctor.fleet.merge import exclude_list, merge_fleet
 from doctor.fleet.outliers import low_outliers
 from doctor.fleet.render import fleet_renderable, to_json
 from doctor.fleet.sweep import check_allocation
+from doctor.gpu.nvml import Fleet, GpuState
 from doctor.model import Severity
-from doctor.nvml import Fleet, GpuState
 from doctor.remote.document import DocumentError
 from doctor.remote.slurm import SlurmJob
 
