@@ -45,7 +45,8 @@ def analyze(
 
 def _read_showing_progress(paths: list[Path]) -> Evidence:
     """``load_evidence`` with a progress bar on a terminal's stderr while a large folder of
-    dumps is read (nothing when stderr is a file or a pipe)."""
+    dumps is read (nothing when stderr is a file or a pipe, nor for a few dumps: the bar
+    starts with the first news of the workers)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -60,8 +61,15 @@ def _read_showing_progress(paths: list[Path]) -> Evidence:
         MofNCompleteColumn(),
         TimeElapsedColumn(),
     )
-    with Progress(*columns, console=console, transient=True) as bar:
-        task = bar.add_task("read", total=None)
-        return load_evidence(
-            paths, lambda done, total: bar.update(task, completed=done, total=total)
-        )
+    bar = Progress(*columns, console=console, transient=True)
+    task = bar.add_task("read", total=None)
+
+    def tell(done: int, total: int) -> None:
+        if not bar.live.is_started:
+            bar.start()
+        bar.update(task, completed=done, total=total)
+
+    try:
+        return load_evidence(paths, tell)
+    finally:
+        bar.stop()

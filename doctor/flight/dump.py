@@ -255,6 +255,41 @@ def parse_config(raw: RawConfig) -> dict[str, tuple[str, tuple[int, ...] | None]
     return {name: (desc, _shared(ranks)) for name, (desc, ranks) in raw.items()}
 
 
+def shared(dump: RankDump, table: dict[Any, Any]) -> RankDump:
+    """``dump`` with its texts, sizes and frames swapped for equal objects already in
+    ``table`` (new ones are added): a reduced dump arrives from a worker process as its own
+    copy of every value, and 32,768 ranks repeat the same few hundred (a stack of 12
+    frames, 3 kB, in each group of each rank). Pure; ``table`` is the caller's."""
+
+    def one(value: Any) -> Any:
+        return table.setdefault(value, value)
+
+    def op(o: Op) -> Op:
+        frames = one(tuple(one(f) for f in o.frames)) if o.frames else ()
+        return replace(
+            o,
+            name=one(o.name),
+            in_sizes=one(o.in_sizes),
+            out_sizes=one(o.out_sizes),
+            dtypes=one(o.dtypes),
+            state=one(o.state),
+            frames=frames,
+        )
+
+    groups = {
+        one(name): replace(
+            t,
+            name=one(t.name),
+            desc=one(t.desc),
+            pg_id=one(t.pg_id),
+            ops=tuple(op(o) for o in t.ops),
+            p2p=tuple(op(o) for o in t.p2p),
+        )
+        for name, t in dump.groups.items()
+    }
+    return replace(dump, version=one(dump.version), backend=one(dump.backend), groups=groups)
+
+
 def _sizes(raw: Any) -> tuple[tuple[int, ...], ...]:
     if not isinstance(raw, list):
         return ()

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from doctor import archive
 from doctor.flight.dump import (
@@ -33,6 +34,7 @@ from doctor.flight.dump import (
     parse_config,
     reduce_dump,
     reduce_dump_raw,
+    shared,
 )
 from doctor.model import Skipped
 from doctor.ranks import MAX_WORLD_SIZE
@@ -169,6 +171,7 @@ def _gather(
     # about eight tasks per worker: few enough that sending them costs nothing, enough that
     # a worker slowed by other work leaves little for the others to wait on at the end
     chunk = max(1, min(64, len(files) // (workers * 8)))
+    table: dict[Any, Any] = {}  # values the reduced dumps share (``shared``)
     with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
         results = pool.map(_reduce_file, files, chunksize=chunk)
         for done, ((rank, _name, _path), got) in enumerate(zip(files, results, strict=True), 1):
@@ -178,7 +181,7 @@ def _gather(
                 skipped.append(Skipped(rank, PROBE, got))
             else:
                 dump, raw = got
-                yield replace(dump, config=parse_config(raw))
+                yield shared(replace(dump, config=parse_config(raw)), table)
 
 
 def iter_dumps(
