@@ -46,7 +46,7 @@ def analyze(
 def _read_showing_progress(paths: list[Path]) -> Evidence:
     """``load_evidence`` with a progress bar on a terminal's stderr while a large folder of
     dumps is read (nothing when stderr is a file or a pipe, nor for a few dumps: the bar
-    starts with the first news of the workers)."""
+    starts when the worker pool starts)."""
     from rich.console import Console
     from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
 
@@ -65,9 +65,9 @@ def _read_showing_progress(paths: list[Path]) -> Evidence:
     task = bar.add_task("read", total=None)
 
     def tell(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
         if not bar.live.is_started:
             bar.start()
-        bar.update(task, completed=done, total=total)
 
     try:
         return load_evidence(paths, tell)

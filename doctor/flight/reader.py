@@ -174,6 +174,8 @@ def _gather(
     table: dict[Any, Any] = {}  # values the reduced dumps share (``shared``)
     with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
         results = pool.map(_reduce_file, files, chunksize=chunk)
+        if progress is not None:
+            progress(0, len(files))
         for done, ((rank, _name, _path), got) in enumerate(zip(files, results, strict=True), 1):
             if progress is not None and (done % PROGRESS_EVERY == 0 or done == len(files)):
                 progress(done, len(files))
