@@ -19,7 +19,7 @@ from doctor.analyze.format import read_bundle_json
 from doctor.codec import DecodeError
 from doctor.errors import InputError
 from doctor.evidence import SCHEMA, Evidence
-from doctor.flight.reader import read_flight
+from doctor.flight.reader import Progress, read_flight
 from doctor.logs import read_logs
 
 
@@ -37,8 +37,9 @@ def _bundle(paths: Sequence[Path]) -> tuple[Path, Evidence, bool] | None:
     return None
 
 
-def load_evidence(paths: Sequence[Path]) -> Evidence:
-    """Evidence from bundles, folders, archives or dump files; ``InputError`` if none is."""
+def load_evidence(paths: Sequence[Path], progress: Progress | None = None) -> Evidence:
+    """Evidence from bundles, folders, archives or dump files; ``InputError`` if none is.
+    ``progress`` hears how far the reading of a large folder of dumps is."""
     for p in paths:
         if not p.exists():
             raise InputError(f"no such file or folder: {p}")
@@ -46,7 +47,7 @@ def load_evidence(paths: Sequence[Path]) -> Evidence:
     t0 = time.monotonic()
     # a v2 bundle's dumps are in its evidence.json; its fr/ copies are for people
     skip = found[0] if found is not None and found[2] else None
-    fr = read_flight(p for p in paths if p != skip)
+    fr = read_flight((p for p in paths if p != skip), progress)
     # a bundle's log events are in its evidence.json too: its logs/ tails (and, unpacked, its
     # JSON documents) are not read again as logs
     logs = read_logs([p for p in paths if found is None or p != found[0]])

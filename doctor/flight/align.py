@@ -25,6 +25,7 @@ clear margin is a straggler.
 
 from __future__ import annotations
 
+import functools
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
@@ -135,8 +136,13 @@ class FlightAnalysis:
         return tuple(g for g in self.groups if g.divergence is not None)
 
     def last_op(self, rank: int) -> RankOp | None:
-        """The newest operation ``rank`` recorded, or None without a dump."""
-        return next((o for o in self.last_ops if o.rank == rank), None)
+        """The newest operation ``rank`` recorded, or None without a dump (a lookup, not a
+        scan: the JSON asks it for each of 32,768 ranks)."""
+        return self._last_by_rank.get(rank)
+
+    @functools.cached_property
+    def _last_by_rank(self) -> dict[int, RankOp]:
+        return {o.rank: o for o in self.last_ops}
 
 
 def align(

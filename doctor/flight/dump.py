@@ -196,33 +196,98 @@ def _ranks(raw: Any) -> tuple[int, ...] | None:
     return None
 
 
-@functools.lru_cache(maxsize=4096)
 def _ranks_text(raw: str) -> tuple[int, ...] | None:
-    """pg_config ranks as the string '[0, 1, 2]'; the same strings repeat on every rank."""
+    """pg_config ranks as the string '[0, 1, 2]'."""
     try:
         return _ranks(json.loads(raw))
     except (ValueError, RecursionError):
         return None
 
 
-RawConfig = dict[str, tuple[str, Any]]
+Compact = range | tuple[int, ...] | None
+"""A rank list as sent between processes: an arithmetic progression (the world, a
+tensor-parallel block, a data-parallel stride) as a ``range`` of three numbers."""
+SHARED = 1 << 16
+"""Distinct rank lists cached: a 32,768-rank job has 4,096 tensor-parallel groups."""
+
+
+def _progression(ranks: tuple[int, ...] | None) -> Compact:
+    if ranks is None or len(ranks) < 2 or ranks[1] <= ranks[0]:
+        return ranks
+    whole = range(ranks[0], ranks[-1] + 1, ranks[1] - ranks[0])
+    return whole if tuple(whole) == ranks else ranks
+
+
+@functools.lru_cache(maxsize=SHARED)
+def _compact_text(raw: str) -> Compact:
+    """The same strings repeat on every rank (the world's is 190 kB at 32,768 ranks)."""
+    return _progression(_ranks_text(raw))
+
+
+def _compact(raw: Any) -> Compact:
+    return _compact_text(raw) if isinstance(raw, str) else _progression(_ranks(raw))
+
+
+@functools.lru_cache(maxsize=SHARED)
+def _shared(ranks: Compact) -> tuple[int, ...] | None:
+    """Equal rank lists of all dumps as one tuple."""
+    return None if ranks is None else tuple(ranks)
+
+
+RawConfig = dict[str, tuple[str, Compact]]
 
 
 def raw_config(doc: dict[str, Any]) -> RawConfig:
-    """pg_config as (desc, ranks as written): cheap to send between processes."""
+    """pg_config as (desc, compact ranks): a few bytes to send between processes, not the
+    text of every rank list."""
     raw = doc.get("pg_config")
     if not isinstance(raw, dict):
         return {}
     return {
-        _text(name): (_text(cfg.get("desc", "")), cfg.get("ranks"))
+        _text(name): (_text(cfg.get("desc", "")), _compact(cfg.get("ranks")))
         for name, cfg in raw.items()
         if name and isinstance(cfg, dict)
     }
 
 
 def parse_config(raw: RawConfig) -> dict[str, tuple[str, tuple[int, ...] | None]]:
-    """Parsed pg_config; equal rank lists of all dumps share one tuple (cached by text)."""
-    return {name: (desc, _ranks(ranks)) for name, (desc, ranks) in raw.items()}
+    """Parsed pg_config; equal rank lists of all dumps share one tuple."""
+    return {name: (desc, _shared(ranks)) for name, (desc, ranks) in raw.items()}
+
+
+def shared(dump: RankDump, table: dict[Any, Any]) -> RankDump:
+    """``dump`` with its texts, sizes and frames swapped for equal objects already in
+    ``table`` (new ones are added): a reduced dump arrives from a worker process as its own
+    copy of every value, and 32,768 ranks repeat the same few hundred (a stack of 12
+    frames, 3 kB, in each group of each rank). Pure; ``table`` is the caller's."""
+
+    def one(value: Any) -> Any:
+        return table.setdefault(value, value)
+
+    def op(o: Op) -> Op:
+        frames = one(tuple(one(f) for f in o.frames)) if o.frames else ()
+        return replace(
+            o,
+            name=one(o.name),
+            in_sizes=one(o.in_sizes),
+            out_sizes=one(o.out_sizes),
+            dtypes=one(o.dtypes),
+            state=one(o.state),
+            frames=frames,
+        )
+
+    groups = {
+        one(name): replace(
+            t,
+            name=one(t.name),
+            desc=one(t.desc),
+            pg_id=one(t.pg_id),
+            ops=tuple(op(o) for o in t.ops),
+            p2p=tuple(op(o) for o in t.p2p),
+        )
+        for name, t in dump.groups.items()
+    }
+    return replace(dump, version=one(dump.version), backend=one(dump.backend), groups=groups)
 
 
 def _sizes(raw: Any) -> tuple[tuple[int, ...], ...]:

@@ -24,6 +24,7 @@ from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass, replace
 from pathlib import Path, PurePosixPath
+from typing import Any
 
 from doctor.flight.dump import (
     DumpError,
@@ -32,6 +33,7 @@ from doctor.flight.dump import (
     parse_config,
     reduce_dump,
     reduce_dump_raw,
+    shared,
 )
 from doctor.model import Skipped
 from doctor.ranks import MAX_WORLD_SIZE
@@ -75,6 +77,9 @@ def rank_of(name: str) -> int | None:
 
 
 Opener = Callable[[], bytes]
+Progress = Callable[[int, int], None]
+"""Told (dumps read, dumps to read) while a large folder is read."""
+PROGRESS_EVERY = 64
 
 
 def _folder(root: Path) -> Iterator[tuple[str, Opener]]:
@@ -137,7 +142,9 @@ def _reduce_file(job: tuple[int, str, str]) -> tuple[RankDump, RawConfig] | str:
         return f"{name}: malformed ({type(exc).__name__})"
 
 
-def _parallel(paths: list[Path], skipped: list[Skipped]) -> Iterator[RankDump] | None:
+def _parallel(
+    paths: list[Path], skipped: list[Skipped], progress: Progress | None
+) -> Iterator[RankDump] | None:
     """Reduce a large folder's plain files on every core; None when it is not worth it."""
     files: list[tuple[int, str, str]] = []
     for path in paths:
@@ -150,35 +157,45 @@ def _parallel(paths: list[Path], skipped: list[Skipped]) -> Iterator[RankDump] |
     workers = min(os.cpu_count() or 1, MAX_WORKERS)
     if len(files) < PARALLEL_FROM or workers < 2 or len({r for r, _n, _p in files}) != len(files):
         return None
-    return _gather(files, workers, skipped)
+    return _gather(files, workers, skipped, progress)
 
 
 def _gather(
-    files: list[tuple[int, str, str]], workers: int, skipped: list[Skipped]
+    files: list[tuple[int, str, str]],
+    workers: int,
+    skipped: list[Skipped],
+    progress: Progress | None,
 ) -> Iterator[RankDump]:
     # fork is cheap but unsafe once other threads may hold locks (triage's collectors)
     ctx = multiprocessing.get_context("fork" if threading.active_count() == 1 else "spawn")
     # about eight tasks per worker: few enough that sending them costs nothing, enough that
     # a worker slowed by other work leaves little for the others to wait on at the end
     chunk = max(1, min(64, len(files) // (workers * 8)))
+    table: dict[Any, Any] = {}  # values the reduced dumps share (``shared``)
     with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        for (rank, _name, _path), got in zip(
-            files, pool.map(_reduce_file, files, chunksize=chunk), strict=True
-        ):
+        results = pool.map(_reduce_file, files, chunksize=chunk)
+        if progress is not None:
+            progress(0, len(files))
+        for done, ((rank, _name, _path), got) in enumerate(zip(files, results, strict=True), 1):
+            if progress is not None and (done % PROGRESS_EVERY == 0 or done == len(files)):
+                progress(done, len(files))
             if isinstance(got, str):
                 skipped.append(Skipped(rank, PROBE, got))
             else:
                 dump, raw = got
-                yield replace(dump, config=parse_config(raw))
+                yield shared(replace(dump, config=parse_config(raw)), table)
 
 
-def iter_dumps(paths: Iterable[Path], skipped: list[Skipped]) -> Iterator[RankDump]:
+def iter_dumps(
+    paths: Iterable[Path], skipped: list[Skipped], progress: Progress | None = None
+) -> Iterator[RankDump]:
     """Yield reduced dumps one by one; append a ``Skipped`` for each unreadable one.
 
     Folders of many dumps are reduced on every core (each worker holds one dump at a
-    time); archives and a few files are read here, one at a time."""
+    time), telling ``progress`` how far they are; archives and a few files are read here,
+    one at a time."""
     paths = list(paths)
-    fast = _parallel(paths, skipped)
+    fast = _parallel(paths, skipped, progress)
     if fast is not None:
         yield from fast
         return
@@ -227,8 +244,8 @@ def read_dump(rank: int, name: str, opener: Opener) -> RankDump | Skipped:
         return Skipped(rank, PROBE, f"{name}: malformed ({type(exc).__name__})")
 
 
-def read_flight(paths: Iterable[Path]) -> FlightRead:
+def read_flight(paths: Iterable[Path], progress: Progress | None = None) -> FlightRead:
     """Read every dump under ``paths`` (see the module docstring); never raises on bad dumps."""
     skipped: list[Skipped] = []
-    dumps = tuple(iter_dumps(paths, skipped))
+    dumps = tuple(iter_dumps(paths, skipped, progress))
     return FlightRead(dumps, tuple(skipped))

@@ -13,6 +13,8 @@ import io
 import pickle
 from typing import Any
 
+_BLOCK = 1 << 20
+
 
 class UnsafePickleError(pickle.UnpicklingError):
     """The pickle asked for a global: it is not a Flight Recorder dump."""
@@ -27,5 +29,9 @@ class _NoGlobals(pickle.Unpickler):
 
 
 def loads(data: bytes) -> Any:
-    """``pickle.loads`` restricted to plain containers; raises ``UnsafePickleError``."""
-    return _NoGlobals(io.BytesIO(data)).load()
+    """``pickle.loads`` restricted to plain containers; raises ``UnsafePickleError``.
+
+    Read through a buffered reader: torch writes protocol 2, which has no frames, and from a
+    bare ``BytesIO`` the unpickler calls ``read`` once per opcode (2.4x slower; with
+    ``peek`` it takes the bytes in large blocks)."""
+    return _NoGlobals(io.BufferedReader(io.BytesIO(data), _BLOCK)).load()

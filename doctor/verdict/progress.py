@@ -13,7 +13,7 @@ from doctor.model import Confidence, HangClass, Verdict
 from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.stacks import ELSEWHERE, RankState
-from doctor.verdict.view import FR_HINT, LiveView, moving_ranks, pyspy_line
+from doctor.verdict.view import FR_HINT, LiveView, pyspy_line
 
 NO_PROOF = (
     f"progress over the window: {FR_HINT} whose sequence ids advance",
@@ -37,8 +37,7 @@ def needs_longer_look(verdict: Verdict) -> bool:
 
 def no_proof(view: LiveView) -> Candidate:
     """Nothing waits and nothing moves: never ``healthy`` without proof of progress."""
-    moving = moving_ranks(view.evidence)
-    still = sorted(r for r in view.states if r not in moving)
+    still = sorted(r for r in view.states if r not in view.moving)
     unread = view.ranks_in(RankState.UNKNOWN)
     missing = NO_PROOF + tuple(f"stack of rank {r}" for r in unread)
     summary = (

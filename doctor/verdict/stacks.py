@@ -37,10 +37,12 @@ from process to process and is left out, so it never splits a group.
 
 from __future__ import annotations
 
+import functools
 import re
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TypeVar
 
 from doctor.evidence import Frame, RankStack, ThreadStack
 
@@ -158,6 +160,47 @@ _GPU_SYNC_NATIVE = re.compile(
 GPU tensor reaches ``_local_scalar_dense_cuda``)."""
 
 
+_REMEMBERED = 4096
+"""Objects each remembering function keeps (then it starts again)."""
+_A = TypeVar("_A")
+_K = TypeVar("_K")
+_R = TypeVar("_R")
+
+
+def _remembered(key: Callable[[_A], _K]) -> Callable[[Callable[[_A], _R]], Callable[[_A], _R]]:
+    """Remember ``fn(arg)`` by the identity of ``key(arg)``: merged multi-host evidence
+    shares one thread (and one tuple of threads) across every rank of a stack class, so
+    131,072 ranks in one collective cost one look, not one each."""
+
+    def wrap(fn: Callable[[_A], _R]) -> Callable[[_A], _R]:
+        seen: dict[int, tuple[_K, _R]] = {}
+
+        @functools.wraps(fn)
+        def remembered(arg: _A) -> _R:
+            k = key(arg)
+            hit = seen.get(id(k))
+            if hit is not None and hit[0] is k:
+                return hit[1]
+            if len(seen) >= _REMEMBERED:
+                seen.clear()
+            found = fn(arg)
+            seen[id(k)] = (k, found)  # the key is kept alive: its id is not reused
+            return found
+
+        return remembered
+
+    return wrap
+
+
+def _itself(thread: ThreadStack) -> ThreadStack:
+    return thread
+
+
+def _threads(stack: RankStack) -> tuple[ThreadStack, ...]:
+    """What a rank's state, op and waits depend on: its threads, not its number."""
+    return stack.threads
+
+
 def _is_gpu_sync(frame: Frame) -> bool:
     """A frame where the CPU waits for its GPU: torch.cuda's ``synchronize`` (device,
     stream or event) or the CUDA call under it."""
@@ -191,6 +234,7 @@ def _first_telling(frames: Sequence[Frame]) -> int:
     return next((i for i, f in enumerate(frames) if not _ADDRESS.match(f.name)), 0)
 
 
+@_remembered(_itself)
 def collective_index(thread: ThreadStack) -> int | None:
     """Index of the outermost collective frame (the call the user made), if any."""
     hits = [i for i, f in enumerate(thread.frames) if _is_collective(f)]
@@ -202,7 +246,12 @@ def collective_index(thread: ThreadStack) -> int | None:
 def collective_op(stack: RankStack | None) -> str | None:
     """The collective a rank waits in (``all_reduce``; ``wait`` for a native ``Work::wait``;
     ``all_reduce`` for DDP's ``c10d::Reducer``, which all-reduces gradient buckets)."""
-    main = stack.main if stack else None
+    return _collective_op(stack) if stack is not None else None
+
+
+@_remembered(_threads)
+def _collective_op(stack: RankStack) -> str | None:
+    main = stack.main
     index = collective_index(main) if main else None
     if main is None or index is None:
         return None
@@ -231,24 +280,14 @@ def gil_holder(stack: RankStack | None) -> ThreadStack | None:
     return next((t for t in stack.threads if t.holds_gil and t is not main), None)
 
 
-_EXPLAINED: dict[int, tuple[ThreadStack, tuple[RankState, int | None]]] = {}
-"""``_explain`` by thread identity: merged multi-host evidence shares one thread object
-across every rank of a stack class, so 16,384 ranks in one collective cost one look."""
-_EXPLAINED_MAX = 4096
-
-
 def _explain(main: ThreadStack | None) -> tuple[RankState, int | None]:
     """The state of a main thread and the index of the frame that decided it."""
-    if main is None:
-        return RankState.UNKNOWN, None
-    hit = _EXPLAINED.get(id(main))
-    if hit is not None and hit[0] is main:
-        return hit[1]
-    if len(_EXPLAINED) >= _EXPLAINED_MAX:
-        _EXPLAINED.clear()
-    found = _explain_frames(main)
-    _EXPLAINED[id(main)] = (main, found)
-    return found
+    return _explain_thread(main) if main is not None else (RankState.UNKNOWN, None)
+
+
+@_remembered(_itself)
+def _explain_thread(main: ThreadStack) -> tuple[RankState, int | None]:
+    return _explain_frames(main)
 
 
 def _explain_frames(main: ThreadStack) -> tuple[RankState, int | None]:
@@ -320,9 +359,14 @@ def gil_blocked(stack: RankStack | None) -> bool:
 
 def rank_state(stack: RankStack | None) -> RankState:
     """The state of a rank's main thread; rules and their order in the module docstring."""
+    return _rank_state(stack) if stack is not None else RankState.UNKNOWN
+
+
+@_remembered(_threads)
+def _rank_state(stack: RankStack) -> RankState:
     if gil_blocked(stack):
         return RankState.GIL_WAIT
-    return _explain(stack.main if stack else None)[0]
+    return _explain(stack.main)[0]
 
 
 def _short(frame: Frame) -> str:
@@ -373,7 +417,12 @@ def decisive_index(stack: RankStack | None) -> int | None:
 
 def top_frame(stack: RankStack | None) -> str:
     """The frame a person should read first: the one that decided the rank's state."""
-    main = stack.main if stack else None
+    return _top_frame(stack) if stack is not None else ""
+
+
+@_remembered(_threads)
+def _top_frame(stack: RankStack) -> str:
+    main = stack.main
     index = decisive_index(stack)
     return str(main.frames[index]) if main is not None and index is not None else ""
 

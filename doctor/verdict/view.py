@@ -7,7 +7,7 @@ only (see ``doctor.verdict.live`` for the rules that read it).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Sequence, Set
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -41,6 +41,8 @@ class LiveView:
     """Ranks in one collective at one call path in every sample (``frozen_ranks``)."""
     flight: FlightAnalysis | None = None
     """The Flight Recorder alignment ``classify`` computed (it names sub-group members)."""
+    moving: frozenset[int] = frozenset()
+    """Live ranks with proof of their own progress (``moving_ranks``)."""
 
     @cached_property
     def _processes(self) -> dict[int, RankProcess]:
@@ -69,14 +71,16 @@ class LiveView:
         for s in evidence.progress:
             if s.state:
                 samples.setdefault(s.rank, []).append(s)
+        moving, frozen = frozenset(moving_ranks(evidence)), frozenset(frozen_ranks(evidence))
         return cls(
             evidence,
             states,
             dead,
-            job_progress(evidence),
+            job_progress(evidence, moving, frozen),
             samples,
-            frozenset(frozen_ranks(evidence)),
+            frozen,
             flight,
+            moving,
         )
 
     def mostly_elsewhere(self, rank: int) -> bool:
@@ -153,7 +157,11 @@ def frozen_ranks(evidence: Evidence) -> set[int]:
     }
 
 
-def job_progress(evidence: Evidence) -> bool | None:
+def job_progress(
+    evidence: Evidence,
+    moving: Set[int] | None = None,
+    frozen: Set[int] | None = None,
+) -> bool | None:
     """Whether the job moved during the window: True only with proof, None when nothing
     can say.
 
@@ -162,7 +170,8 @@ def job_progress(evidence: Evidence) -> bool | None:
     dump makes a few calls, fewer than ``PROGRESS_CALLS``); a stopped rank, or every
     waiting rank frozen in its collective (``frozen_ranks``) without I/O (False);
     sequence ids read twice that did not move (False). The Flight Recorder reads are
-    taken after the window, so their cost never looks like progress.
+    taken after the window, so their cost never looks like progress. ``moving`` and
+    ``frozen``: those sets when the caller has them (a pass over every rank each).
     """
     readings = [
         s
@@ -175,13 +184,13 @@ def job_progress(evidence: Evidence) -> bool | None:
     if any(len(v) > 1 for v in fr.values()):
         return True
     alive = [p for p in evidence.processes if p.alive]
-    moving = moving_ranks(evidence)
+    moving = moving_ranks(evidence) if moving is None else moving
     if alive and all(p.rank in moving for p in alive):
         return True
     waiting = {s.rank for s in evidence.stacks if rank_state(s) in WAITING}
     stopped = {p.rank for p in alive if p.status in STOPPED_STATUSES}
     measured = {p.rank for p in alive if p.io_calls_delta is not None}
-    frozen = frozen_ranks(evidence)
+    frozen = frozen_ranks(evidence) if frozen is None else frozen
     stuck = waiting & measured
     if stopped or (stuck and all(r in frozen and r not in moving for r in stuck)):
         return False
