@@ -148,6 +148,10 @@ class LogEvent:
     """Elements of the collective's input (``NumelIn=``), where a watchdog line says."""
     origin: str = ""
     """``file:line`` the event was read from (empty for live sources)."""
+    hint_class: str = ""
+    """For a catalogued message: the hang class of the source place that prints it."""
+    hint_at: str = ""
+    """For a catalogued message: that place (``nccl src/bootstrap.cc:126``)."""
 
 
 @dataclass(frozen=True)

@@ -60,6 +60,10 @@ WORKING = "working"
 ``completed`` to ``seq``): the process that drew it was at work in its own code."""
 STRAGGLER = "straggler"
 """The job's straggler detector named ``rank`` slower than its peers."""
+CATALOGUED = "catalogued"
+"""A failure message NCCL or torchelastic prints that no specific parser reads, known from
+their sources (``doctor.logs.catalogue``): ``hint_class`` is the class of the place that
+raises it, ``hint_at`` that place."""
 RAS_DEAD = "ras_dead"
 """NCCL RAS: a process is considered dead (unreachable via the RAS network)."""
 RAS_MISSING = "ras_missing"
@@ -92,6 +96,7 @@ ALL = (
     PROGRESS,
     WORKING,
     STRAGGLER,
+    CATALOGUED,
     RAS_DEAD,
     RAS_MISSING,
     RAS_COUNT,

@@ -21,7 +21,19 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from doctor.evidence import LogEvent
-from doctor.logs import c10d, crash, cuda, kernel, launcher, nccl, ras, smi, traceback, training
+from doctor.logs import (
+    c10d,
+    catalogue,
+    crash,
+    cuda,
+    kernel,
+    launcher,
+    nccl,
+    ras,
+    smi,
+    traceback,
+    training,
+)
 from doctor.logs.block import Block, Fact, StackDump
 from doctor.logs.kernel import NvrmGpu
 from doctor.logs.launcher import ElasticFailures, HydraTermination
@@ -115,7 +127,7 @@ _LOWER = (
     "oom-kill|exited on signal|exitcode|missing ranks|ignal|core dumped|subset of ranks|"
     "ncclShm|compiling|ninja|torchdynamo|"
     "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed.|"
-    "it/s]|s/it]|stragglers"
+    "it/s]|s/it]|stragglers|fail|error|fatal|NET/"
 ).split("|")
 
 
@@ -192,6 +204,8 @@ class Parser:
         found = list(self._c10d.feed(line))  # a list of our own: the parser's is its state
         for parse in LINE_PARSERS:
             found += parse(line)
+        if not found:  # the sources' catalogue fills in where no specific parser spoke
+            found = catalogue.events(line)
         self._add(found + self._bars.feed(line, found))
 
     def _feed_json(self, line: Line) -> bool:

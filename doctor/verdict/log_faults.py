@@ -256,3 +256,49 @@ def cuda_error(view: LogView) -> list[Candidate]:
             rule="log_cuda_error",
         )
     ]
+
+
+CATALOGUE_STRENGTH = 35
+"""Below every specific rule's conclusion (a message the rules read themselves is judged by
+them), above the stalled and healthy readings: a failure the sources print is a cause."""
+
+
+def catalogued(view: LogView) -> list[Candidate]:
+    """Failure messages only the sources' catalogue knows: the class of the place that
+    prints them (the most of them, the first on a tie), low confidence."""
+    found = view.of_kind(kinds.CATALOGUED)
+    if not found:
+        return []
+    votes = Counter(e.hint_class for e in found)
+    cls = max(votes, key=lambda c: (votes[c], -[e.hint_class for e in found].index(c)))
+    chosen = [e for e in found if e.hint_class == cls]
+    late = cls == HangClass.BOOTSTRAP.value and view.ran_collectives()
+    ranks = ranks_of(chosen)
+    summary = (
+        f"{'NCCL' if chosen[0].hint_at.startswith('nccl') else 'torchelastic'} printed "
+        f"{quote(chosen[0])}{where(chosen)}"
+        + (f" on {rank_prose(ranks)}" if ranks else "")
+        + f", a message its source raises at {chosen[0].hint_at.split(' ', 1)[-1]}: "
+        + _CATALOGUE_ADVICE[cls]
+    )
+    return [
+        Candidate(
+            HangClass(cls),
+            ranks,
+            Confidence.LOW,
+            summary,
+            20 if late else CATALOGUE_STRENGTH,
+            evidence=lines_of(chosen),
+            rule="log_catalogue",
+        )
+    ]
+
+
+_CATALOGUE_ADVICE = {
+    HangClass.BOOTSTRAP.value: "communicator set-up failed there; check the interfaces, "
+    "MASTER_ADDR/port, /dev/shm and the GPUs each rank was given",
+    HangClass.NETWORK.value: "a transport between connected ranks failed there; check the "
+    "links, NICs and the fabric between the ranks",
+    HangClass.RANK_LOSS.value: "a process of the job failed or left there; find why it "
+    "ended (its own traceback, the OOM killer) before restarting",
+}

@@ -24,6 +24,9 @@ log_bootstrap           76/40     communicator or store creation failed (40 once
 log_network             70/50/30  NCCL reports a transport error (70), or only connections
                                   closed by a peer (50); 30 when a rank's death explains them
 log_cuda_error          60        a CUDA error stopped a rank's GPU work
+log_catalogue           35/20     a failure message NCCL or torchelastic prints that no rule
+                                  above reads, known from their sources: the class of the
+                                  place that raises it (20: set-up, once collectives ran)
 log_compile             74        a collective timed out while a rank said it was compiling
                                   (torch.compile, a JIT kernel build)
 log_straggler           60        NCCL's diagnostics measured one rank's link far off, or
@@ -309,6 +312,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     log_faults.bootstrap,
     log_faults.network,
     log_faults.cuda_error,
+    log_faults.catalogued,
     main_first,
     lone_dump,
     compiling,

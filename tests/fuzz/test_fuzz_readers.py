@@ -13,6 +13,7 @@ import io
 import json
 import pickle
 import tarfile
+import time
 import warnings
 import zipfile
 from pathlib import Path
@@ -29,6 +30,7 @@ from typer.testing import CliRunner
 from doctor.cli import app
 from doctor.errors import EXIT_FOUND, EXIT_USAGE, DoctorError
 from doctor.evidence import Evidence, RankStack
+from doctor.logs.catalogue import catalogue
 from doctor.logs.lines import split
 from doctor.logs.parse import parse_text
 from doctor.logs.ras import from_json
@@ -319,3 +321,41 @@ def test_srun_lines_are_filed_under_the_task_that_wrote_them(lines: list[str], t
         node, rest = _labelled(line, order)
         # THEN a line is a task's only with srun's label, and only a task in the step
         assert node is None or (node in order and line.endswith(rest))
+
+
+CATALOGUE = catalogue()
+FRAGMENTS = sorted({f for m in CATALOGUE.messages for f in m.fragments})
+
+
+@given(
+    st.lists(st.sampled_from(FRAGMENTS) | hostile_text, max_size=8),
+    st.integers(min_value=1, max_value=2000),
+)
+def test_the_message_catalogue_matches_hostile_lines_within_bounds(
+    parts: list[str], repeat: int
+) -> None:
+    # GIVEN a line of catalogued fragments (the words its index keys on) and hostile text,
+    # repeated up to the reader's line bound WHEN it is matched THEN a message or None comes
+    # back within the time and memory bound
+    line = (" ".join(parts) * repeat)[:16_384]
+    found = bounded("message catalogue", lambda: CATALOGUE.match(line), ())
+    assert found is None or found.hang_class in ("bootstrap", "network", "rank_loss")
+
+
+def test_the_message_catalogue_costs_linear_time_in_the_line() -> None:
+    # GIVEN the worst line for the index: every catalogued fragment, so every message is a
+    # candidate, repeated to 4 and to 16 KB WHEN each is matched (best of three)
+    every = " ".join(FRAGMENTS[::-1])
+
+    def took(size: int) -> float:
+        line = (every * (size // len(every) + 1))[:size]
+        best = float("inf")
+        for _ in range(3):
+            start = time.perf_counter()
+            CATALOGUE.match(line)
+            best = min(best, time.perf_counter() - start)
+        return best
+
+    small, large = took(4_096), took(16_384)
+    # THEN four times the text costs well under sixteen times the time (quadratic would)
+    assert large < 10 * small + 0.05, (small, large)

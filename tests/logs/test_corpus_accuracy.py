@@ -34,12 +34,14 @@ HELDOUT_TEST_FLOOR = 32 / 60
 """Measured on the test split: 32 of 60 right (53 %). Earlier stops measured 19 of 37 and
 22 of 37 on the first 37 test cases; this stop added 23 test cases and looked at the test
 split's results three times (27/50 after its dev rules, 27/52 with three more cases, 32/60
-with eight more), no rule changed after the first look. No rule was written from a test
-case. The issue's target is 85 %, missed; this floor is the measured value, not the target."""
+with eight more), no rule changed after the first look; a fourth look after the source
+message catalogue (``doctor/logs/catalogue.py``, no case rule changed) measured 32/60 again.
+No rule was written from a test case. The issue's target is 85 %, missed; this floor is the
+measured value, not the target."""
 HELDOUT_DEV_FLOOR = 34 / 40
 """Measured on the dev split: 34 of 40 (30 of 35 after this stop's two dev rules, 28 of 34
 before them; 23 of 26 on the first 26 dev cases). The 6 dev cases added after the first look
-at the test split got no rule."""
+at the test split got no rule. With the source message catalogue: 34 of 40 again."""
 
 
 def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:

@@ -1,0 +1,84 @@
+# ruff: noqa: E501 - the log lines are kept whole, as NCCL prints them
+"""The message catalogue read from NCCL's and torchelastic's sources (``doctor/data/
+messages.json``): a failure message no specific rule reads is judged by the class of the
+place in the source that prints it, with low confidence, and never beats a specific rule."""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+
+from doctor.evidence import Evidence
+from doctor.logs.catalogue import catalogue
+from doctor.logs.parse import parse_text
+from doctor.model import Confidence, HangClass
+from doctor.verdict.classify import classify
+
+# NCCL 2.30.7, src/transport/net_ib/common.cc: WARN("NET/IB : %s:%d async fatal event on CQ (%p) handle=%u cqe=%d: %s", ...)
+IB_CQ_FATAL = "node7:2231:2290 [3] NCCL WARN NET/IB : mlx5_2:1 async fatal event on CQ (0x7f3a2c00b0) handle=3 cqe=4096: CQ error"
+# NCCL 2.30.7, src/graph/topo.cc: WARN("ncclTopoGetDevNodes : too many DEV nodes for busId %lx (max %d)", ...)
+TOPO = "node7:2231:2231 [0] NCCL WARN ncclTopoGetDevNodes : too many DEV nodes for busId 1b000 (max 32)"
+
+
+def _verdict(lines: list[str]):
+    events = parse_text(lines, "job.log").events
+    return classify(
+        Evidence(job="t", ranks_expected=None, logs=tuple(events), log_files=("job.log",))
+    )
+
+
+def test_an_ib_fatal_event_from_nccls_transport_source_is_the_network() -> None:
+    # GIVEN NCCL's IB transport reporting a fatal CQ event, a message no specific rule reads
+    # (the old code called these logs `unknown`) WHEN the logs are judged
+    verdict = _verdict([IB_CQ_FATAL])
+    # THEN the class is that of the source file printing it, with low confidence, and the
+    # verdict names the place in the source
+    assert verdict.hang_class is HangClass.NETWORK
+    assert verdict.confidence is Confidence.LOW
+    assert "src/transport/net_ib/common.cc" in verdict.summary
+
+
+def test_a_topology_failure_from_nccls_set_up_source_is_bootstrap() -> None:
+    assert _verdict([TOPO]).hang_class is HangClass.BOOTSTRAP
+
+
+def test_a_pasted_message_is_read_through_quote_marks_timestamps_spaces_and_a_wrap() -> None:
+    # GIVEN the message quoted in a reply, behind a log shipper's timestamp, with its
+    # spaces doubled and the line cut where a terminal wrapped it
+    pasted = "> 2024-05-01T10:00:00Z NET/IB :  mlx5_2:1 async fatal event on CQ (0x7f3a2c00b0) handle=3 cqe=40"
+    # WHEN it is read THEN it is still NCCL's IB message
+    events = parse_text([pasted], "paste.txt").events
+    assert [(e.kind, e.hint_class) for e in events] == [("catalogued", "network")]
+
+
+def test_a_specific_rule_beats_the_catalogue() -> None:
+    # GIVEN a rank killed by SIGKILL (torchelastic's failure line) and a catalogued IB message
+    lines = [
+        IB_CQ_FATAL,
+        "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 3 (pid: 2231) of binary: /usr/bin/python",
+    ]
+    # WHEN judged THEN the specific rule's lost rank wins over the catalogue's network
+    assert _verdict(lines).hang_class is HangClass.RANK_LOSS
+
+
+def test_ordinary_training_lines_and_infos_match_nothing() -> None:
+    found = catalogue()
+    for text in (
+        "step 100 | loss 2.7 | lr 3e-4",
+        "node7:2231:2231 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.7<0>",
+        "node7:2231:2231 [0] NCCL INFO Channel 00/02 :    0   1   2   3",
+        "Epoch 3: validation error 0.12",
+    ):
+        assert found.match(text) is None, text
+
+
+def test_the_catalogue_records_what_it_was_read_from() -> None:
+    # GIVEN the shipped data file THEN it says which NCCL commit and versions it was read from
+    doc = json.loads(
+        resources.files("doctor").joinpath("data").joinpath("messages.json").read_text()
+    )
+    assert len(doc["nccl"]["commit"]) == 40 and doc["nccl"]["version"].startswith("2.")
+    assert doc["torch"]["version"]
+    assert len(doc["messages"]) > 300
+    assert {m["class"] for m in doc["messages"]} == {"bootstrap", "network", "rank_loss"}
+    assert all(m["source"] in ("nccl", "torch") and ":" in m["at"] for m in doc["messages"])

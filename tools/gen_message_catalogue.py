@@ -1,0 +1,241 @@
+"""Write ``doctor/data/messages.json``: the error messages NCCL and torchelastic print,
+read from their sources, each with the hang class its place in the source points to.
+
+Facts only: each entry is a message's format string (as a list of literal fragments; a
+``%`` conversion or an f-string field is a gap between them), the file and line it is
+raised at, and the class that file's job gives it. No source code is copied.
+
+* NCCL: every ``WARN("...")`` and ``INFO(NCCL_..., "...")`` call, from a git mirror of
+  NVIDIA/nccl at one commit (``git show``).
+* PyTorch: the messages torchelastic's agent, its process launcher and its rendezvous
+  raise or log as errors (``raise X(...)``, ``logger.error/exception(...)``), from the
+  installed torch's own Python files (parsed with ``ast``).
+
+Only messages that say something failed are kept (a warning that names a fallback or a
+default is not a failure). The class of a message is the class of the file it is raised in
+(``NCCL_CLASSES``, ``TORCH_CLASSES``, first matching prefix wins; a file no prefix names is
+left out), except that a message saying the other end closed the connection or exited
+points to a lost rank.
+
+    .venv/bin/python tools/gen_message_catalogue.py /work/.mirror/NVIDIA+nccl/repo [COMMIT]
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+NCCL_CLASSES: tuple[tuple[str, str], ...] = (
+    ("src/ras/", ""),  # RAS has its own reader
+    ("src/os/windows", ""),
+    ("src/include/checks.h", ""),  # CUDA/syscall wrappers: read by doctor.logs.cuda and others
+    ("src/transport/net_ib", "network"),
+    ("src/transport/net_socket", "network"),
+    ("src/transport/net.cc", "network"),
+    ("src/transport/coll_net", "network"),
+    ("src/transport/generic", "network"),
+    ("src/proxy.cc", "network"),
+    ("src/misc/ibvwrap", "network"),
+    ("src/misc/mlx5dvwrap", "network"),
+    ("src/misc/gdrwrap", "network"),
+    ("src/gin/", "network"),
+    ("src/rma/", "network"),
+    ("src/plugin/net", "bootstrap"),  # a network plugin that cannot be loaded or started
+    ("src/plugin/", "bootstrap"),
+    ("src/bootstrap.cc", "bootstrap"),
+    ("src/init", "bootstrap"),
+    ("src/group.cc", "bootstrap"),
+    ("src/channel.cc", "bootstrap"),
+    ("src/transport.cc", "bootstrap"),
+    ("src/transport/shm", "bootstrap"),
+    ("src/transport/p2p", "bootstrap"),
+    ("src/transport/nvls", "bootstrap"),
+    ("src/misc/shmutils", "bootstrap"),
+    ("src/misc/ipcsocket", "bootstrap"),
+    ("src/os/linux", "bootstrap"),
+    ("src/misc/socket", "bootstrap"),
+    ("src/misc/argcheck", "bootstrap"),
+    ("src/misc/cudawrap", "bootstrap"),
+    ("src/misc/nvmlwrap", "bootstrap"),
+    ("src/misc/utils", "bootstrap"),
+    ("src/graph/", "bootstrap"),
+    ("src/register/", "bootstrap"),
+    ("src/mem_manager", "bootstrap"),
+    ("src/dev_runtime", "bootstrap"),
+    ("src/enqueue.cc", "bootstrap"),  # ncclInvalidUsage: arguments rejected at the call
+    ("src/include/alloc.h", "bootstrap"),
+)
+"""Where in NCCL's tree a message is raised -> the hang class (README's class rules):
+transports and the proxy carry data between connected ranks (network); everything that
+builds a communicator, its shared memory, IPC handles, topology and plugins (bootstrap)."""
+
+TORCH_CLASSES: tuple[tuple[str, str], ...] = (
+    ("distributed/elastic/rendezvous/", "bootstrap"),
+    ("distributed/elastic/utils/store", "bootstrap"),
+    ("distributed/rendezvous.py", "bootstrap"),
+    ("distributed/elastic/agent/", "rank_loss"),
+    ("distributed/elastic/multiprocessing/", "rank_loss"),
+)
+"""torchelastic: the rendezvous and its store set the job up (bootstrap); the agent and
+its process launcher report workers that failed or exited (a lost rank)."""
+
+_PEER_LEFT = re.compile(
+    r"closed by (?:remote )?peer|reset by peer|remote process exit|peer .*?(?:exit|died)",
+    re.IGNORECASE,
+)
+_FAILURE = re.compile(
+    r"fail|error|fatal|timeout|timed out|abort|unable|cannot|could not|invalid|mismatch|not found|"
+    r"no such|denied|refused|unreachable|exceed|too many|too small|out of|closed by|reset by",
+    re.I,
+)
+_BENIGN = re.compile(
+    r"default|fall(?:ing)? ?back|trying (?:a |the )?(?:different|next|another|again)|ignor|"
+    r"disabl|retrying|will use",
+    re.I,
+)
+"""A warning that says what NCCL does instead (a fallback, a default) reports no failure."""
+_CONVERSION = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L)?[a-zA-Z%]")
+_LITERAL = r'"((?:[^"\\\n]|\\.)*)"'
+_CALL = re.compile(
+    r"\b(WARN|INFO)\(\s*(?:(NCCL_[A-Z_|\s]+),\s*)?"  # INFO's subsystem mask
+    r"((?:" + _LITERAL + r"\s*(?:PRI\w+\s*)?)+)",
+)
+_STRINGS = re.compile(_LITERAL + r"|\bPRI\w+")
+MIN_LITERAL = 12
+"""Fewer literal characters than this and a message (``%s``, ``%s:%d %s``) says nothing."""
+
+
+def _unescape(text: str) -> str:
+    return text.replace('\\"', '"').replace("\\n", " ").replace("\\t", " ").replace("\\\\", "\\")
+
+
+def fragments(fmt: str) -> list[str]:
+    """A printf format -> its literal pieces, in order (conversions are the gaps)."""
+    pieces = [p.strip() for p in _CONVERSION.split(fmt.replace("%%", "%"))]
+    return [p for p in pieces if p]
+
+
+def _class_of(path: str, table: tuple[tuple[str, str], ...]) -> str | None:
+    return next((cls for prefix, cls in table if prefix in path), None)
+
+
+def _entry(frags: list[str], cls: str, source: str, where: str) -> dict[str, object] | None:
+    if sum(len(f) for f in frags) < MIN_LITERAL or not any(len(f) >= 6 for f in frags):
+        return None
+    text = " ".join(frags)
+    if not _FAILURE.search(text) or _BENIGN.search(text):
+        return None
+    if _PEER_LEFT.search(text):
+        cls = "rank_loss"
+    return {"fragments": frags, "class": cls, "source": source, "at": where}
+
+
+def nccl_messages(mirror: str, commit: str) -> list[dict[str, object]]:
+    def git(*args: str) -> str:
+        return subprocess.run(
+            ["git", "-C", mirror, *args], check=True, capture_output=True, text=True
+        ).stdout
+
+    out = []
+    for path in git("ls-tree", "-r", "--name-only", commit, "src").split():
+        cls = _class_of(path, NCCL_CLASSES)
+        if not cls or not path.endswith((".cc", ".h", ".cu", ".cpp")):
+            continue
+        text = git("show", f"{commit}:{path}")
+        for m in _CALL.finditer(text):
+            level, mask, body = m.group(1), m.group(2), m.group(3)
+            if level == "INFO" and not mask:
+                continue
+            fmt = "".join(
+                "%d" if s.group(0).startswith("PRI") else _unescape(s.group(1))
+                for s in _STRINGS.finditer(body)
+            )
+            line = text.count("\n", 0, m.start()) + 1
+            if entry := _entry(fragments(fmt), cls, "nccl", f"{path}:{line}"):
+                out.append(entry)
+    return out
+
+
+def _fstring_fragments(node: ast.expr) -> list[str] | None:
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return fragments(node.value)
+    if isinstance(node, ast.JoinedStr):
+        parts: list[str] = []
+        for value in node.values:
+            if isinstance(value, ast.Constant) and isinstance(value.value, str):
+                parts += fragments(value.value)
+        return parts
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        left, right = _fstring_fragments(node.left), _fstring_fragments(node.right)
+        return (left or []) + (right or []) if left or right else None
+    return None
+
+
+_LOG_CALLS = frozenset({"error", "exception", "critical"})
+
+
+def torch_messages(root: Path) -> list[dict[str, object]]:
+    out = []
+    for path in sorted(root.rglob("*.py")):
+        rel = path.relative_to(root.parent).as_posix()
+        cls = _class_of(rel, TORCH_CLASSES)
+        if not cls:
+            continue
+        tree = ast.parse(path.read_text())
+        for node in ast.walk(tree):
+            call = node.exc if isinstance(node, ast.Raise) else node
+            if not isinstance(call, ast.Call) or not call.args:
+                continue
+            func = call.func
+            logged = isinstance(func, ast.Attribute) and func.attr in _LOG_CALLS
+            if not (isinstance(node, ast.Raise) or logged):
+                continue
+            frags = _fstring_fragments(call.args[0])
+            if frags and (entry := _entry(frags, cls, "torch", f"torch/{rel}:{call.lineno}")):
+                out.append(entry)
+    return out
+
+
+def main() -> int:
+    mirror = sys.argv[1]
+    commit = sys.argv[2] if len(sys.argv) > 2 else "HEAD"
+    commit = subprocess.run(
+        ["git", "-C", mirror, "rev-parse", commit], check=True, capture_output=True, text=True
+    ).stdout.strip()
+    version_mk = subprocess.run(
+        ["git", "-C", mirror, "show", f"{commit}:makefiles/version.mk"],
+        check=True,
+        capture_output=True,
+        text=True,
+    ).stdout
+    nccl_version = ".".join(
+        re.search(rf"NCCL_{k}\s*:=\s*(\d+)", version_mk).group(1)  # type: ignore[union-attr]
+        for k in ("MAJOR", "MINOR", "PATCH")
+    )
+    import torch  # the installed torch's own files are the PyTorch source read
+
+    messages = nccl_messages(mirror, commit) + torch_messages(
+        Path(torch.__file__).parent / "distributed"
+    )
+    unique: dict[tuple[str, ...], dict[str, object]] = {}
+    for m in messages:
+        unique.setdefault(tuple(m["fragments"]), m)  # type: ignore[arg-type]
+    doc = {
+        "about": "Error messages NCCL and torchelastic print, from their sources; written by "
+        "tools/gen_message_catalogue.py, not by hand and not from any log case.",
+        "nccl": {"repository": "github.com/NVIDIA/nccl", "commit": commit, "version": nccl_version},
+        "torch": {"version": torch.__version__, "read": "torch/distributed (installed wheel)"},
+        "messages": list(unique.values()),
+    }
+    target = Path(__file__).parents[1] / "doctor" / "data" / "messages.json"
+    target.write_text(json.dumps(doc, indent=0, sort_keys=True) + "\n")
+    print(f"{len(unique)} messages -> {target}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
