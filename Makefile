@@ -35,7 +35,7 @@ install: $(STAMP) ## create .venv: the project (editable), torch 2.13 CPU, the t
 demo: install ## preflight, then a small CPU job with an injected hang, triaged
 	$(PY) -m doctor.demo
 
-SOURCES := doctor checks playbooks tests benchmarks docs/examples
+SOURCES := doctor checks playbooks tests benchmarks tools docs/examples
 
 test: lint ## the full suite (the lint gates, then pytest)
 	$(VENV)/bin/pytest -q
