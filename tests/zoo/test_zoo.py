@@ -12,7 +12,8 @@ import os
 import pytest
 from zoo import CASES, Outcome, right, run_zoo
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
+"""The first test runs the whole zoo (the module's fixture): 3-6 min on 2 shared cores."""
 RUNS = 3 if os.environ.get("NCCL_DOCTOR_ZOO") == "all" else 1
 """``make test`` looks once at each case; ``make zoo`` (NCCL_DOCTOR_ZOO=all) three times."""
 NEEDS = {"gil_lightning": "pytorch_lightning"}

@@ -1,14 +1,15 @@
 """The bug zoo: hang bugs from public threads, each a real training script (``cases/``).
 
 Each case is a 4-rank CPU/gloo job under torchrun whose bug is in the script's own code
-(the docstring of each script cites the thread it is modelled on). ``ZooJob`` starts it,
-waits until the *truth* holds in the ranks' stacks (read here, apart from triage: in a
-Python read, then in a ``py-spy dump --native`` read 0.5 s later), then runs
-``nccl-doctor triage --pids ... --once --json`` as a user would, ``runs`` times.
+(the docstring of each script cites the thread it is modelled on). ``run_zoo`` starts the
+jobs in waves (hang cases several at once, healthy ones last), waits until each one's
+*truth* holds in its ranks' stacks (read here, apart from triage: once its ranks are idle,
+in two Python reads, then in a ``py-spy dump --native`` read), then runs ``nccl-doctor
+triage --pids ... --once --json`` on each as a user would, ``runs`` times.
 ``tests/zoo/test_zoo.py`` asserts on every run; run this file to measure more runs per
-case and print the table for the README::
+case and print the table of docs/bug-zoo.md::
 
-    .venv/bin/python tests/zoo/zoo.py [--runs N] [--cases a,b]
+    .venv/bin/python tests/zoo/zoo.py [--runs N] [--cases a,b] [--parallel N]
 """
 
 from __future__ import annotations
@@ -40,6 +41,9 @@ PARALLEL = 6
 """Jobs at once: a job spends most of its 20-40 s start waiting (4 ranks importing torch);
 6 jobs are 24 ranks, about 5 GB."""
 LOOK_TRIES = 3
+QUIET_CPU_S = 0.3
+"""CPU seconds a rank of a hung job may use in a second: more, and it still starts (imports
+torch, trains); its stacks are read only after (a read costs the other jobs CPU)."""
 Threads = list[dict[str, Any]]
 """One rank's ``py-spy dump --native --json``: its threads."""
 
@@ -185,6 +189,7 @@ class ZooJob:
     def __enter__(self) -> ZooJob:
         env = {k: v for k, v in os.environ.items() if not k.startswith(("TORCH", "NCCL_"))}
         env.update(OMP_NUM_THREADS="1", RES_OPTIONS="timeout:1 attempts:1")
+        env["TMPDIR"] = str(self.workdir)  # a killed DataLoader leaves its pymp-* folder
         with (self.workdir / f"{self.name}.log").open("wb") as log:
             self.proc = self._start(env, log)
         return self
@@ -274,12 +279,27 @@ class ZooJob:
         deadline = start + self.case.settle_s
         self._find_ranks(deadline)
         held = 0
+        busy = self._cpu()
         while time.monotonic() < deadline:
+            was, busy = busy, self._cpu()
+            if self.case.hang and any(busy.get(r, 0) - t > QUIET_CPU_S for r, t in was.items()):
+                held = 0  # a hung job's ranks sit idle: no py-spy reads while they still work
+                time.sleep(1.0)
+                continue
             held = held + 1 if self.case.truth(self.dump(native=False)) else 0
             if held >= 2 and self.case.truth(self.dump(native=True)):
                 return time.monotonic() - start
             time.sleep(1.0)
         raise AssertionError(f"{self.name}: the truth never held\n{self.log()}")
+
+    def _cpu(self) -> dict[int, float]:
+        """Each rank's CPU seconds so far."""
+        out = {}
+        for rank, pid in self.pids.items():
+            with contextlib.suppress(psutil.Error):
+                times = psutil.Process(pid).cpu_times()
+                out[rank] = times.user + times.system
+        return out
 
     def look(self) -> Look:
         """One ``triage --once`` as a user runs it; again (up to ``LOOK_TRIES`` times) while
