@@ -13,7 +13,7 @@ import pytest
 from zoo import CASES, Outcome, right, run_zoo
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(1200)]
-"""The first test runs the whole zoo (the module's fixture): 3-6 min on 2 shared cores."""
+"""The first test runs the whole zoo (the module's fixture): 10 min on 2 cores at load 16-25."""
 RUNS = 3 if os.environ.get("NCCL_DOCTOR_ZOO") == "all" else 1
 """``make test`` looks once at each case; ``make zoo`` (NCCL_DOCTOR_ZOO=all) three times."""
 NEEDS = {"gil_lightning": "pytorch_lightning"}

@@ -86,7 +86,7 @@ class Case:
     truth: Callable[[dict[int, Threads]], bool]
     """What the ranks' native stacks must show before triage runs."""
     hang: bool = True
-    settle_s: float = 300.0
+    settle_s: float = 420.0
     """From the job's start: several jobs start at once on 2 cores."""
 
 
