@@ -40,7 +40,7 @@ SOURCES := doctor checks playbooks tests benchmarks tools docs/examples
 test: lint ## the full suite (the lint gates, then pytest)
 	$(VENV)/bin/pytest -q
 
-zoo: install ## every case of the bug zoo (tests/zoo), three looks each; make test runs four, once
+zoo: install ## every case of the bug zoo (tests/zoo), three looks each; make test looks once at each
 	NCCL_DOCTOR_ZOO=all $(VENV)/bin/pytest -q tests/zoo
 
 fuzz: install ## the fuzz tests at length (1,000 inputs per reader test); prints inputs tried and failures

@@ -93,6 +93,7 @@ def triage(
     from doctor.triage.collect import CollectOptions, JobRef
     from doctor.triage.discover import parse_pids
     from doctor.triage.export import write_triage_bundle
+    from doctor.triage.sources.native import SLOW_NATIVE, native_missed
     from doctor.verdict.progress import LONGER_LOOK, needs_longer_look
 
     if job is not None and pids is not None:
@@ -107,6 +108,14 @@ def triage(
     if sys.stdout.isatty() and not (once or as_json or report):
         raise typer.Exit(_tui(ref, options, job or pids or "the job on this host", reach, timeout))
     snapshot = _look(ref, reach, options, timeout, spinner=not as_json)
+    slower = replace(options, native_timeout=options.native_timeout * SLOW_NATIVE)
+    if reach is None and native_missed(snapshot.evidence):
+        print(
+            f"a native stack dump took over {options.native_timeout:g} s (a loaded host?): "
+            f"looking again with {slower.native_timeout:g} s for it",
+            file=sys.stderr,
+        )
+        snapshot = _look(ref, reach, slower, timeout, spinner=not as_json)
     longer = replace(options, interval=interval * LONGER_LOOK)
     fits = reach is None or longer.interval + 1.0 < timeout  # the hosts' answer deadline
     if not chosen and fits and needs_longer_look(snapshot.verdict):

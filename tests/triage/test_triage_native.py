@@ -116,3 +116,40 @@ def test_a_rank_spinning_in_cuda_s_wait_is_dumped_and_read_as_waiting_on_its_gpu
     # THEN it is dumped at once, and its native frames say it waits for its GPU
     assert dumped == [0]
     assert rank_state(plan.resolve(python)) is RankState.GPU_WAIT
+
+
+def test_a_booked_native_dump_that_gives_no_stack_is_reported_as_missed() -> None:
+    # GIVEN two ranks idle in backward at different Python lines; one rank's native dump
+    # times out (py-spy gives no stack), the other's answers
+    peer = recorded_stack("backward-peer", 0)
+    other = recorded_stack("ddp-fifo", 2)
+    native = recorded_stack("backward-peer-native", 0)
+    plan = NativePlan(lambda rank, pid, timeout: native if rank == 0 else None)
+    plan.offer(peer, 1000, deadline=time.monotonic() + 2.0)
+    plan.offer(other, 1002, deadline=time.monotonic() + 2.0, now=True, spinning=True)
+    plan.wait(5.0)
+    # THEN the plan names the rank whose frames stay Python only, and only that one
+    assert plan.missed() == [2]
+
+
+def test_a_native_dump_with_no_time_left_to_start_is_reported_as_missed() -> None:
+    # GIVEN a rank idle in backward offered when its collection's deadline has come
+    peer = recorded_stack("backward-peer", 0)
+    dumped: list[int] = []
+    plan = NativePlan(lambda rank, pid, timeout: dumped.append(rank) or peer)
+    plan.offer(peer, 1000, deadline=time.monotonic() + 0.1)
+    plan.wait(1.0)
+    # THEN nothing was dumped, and the plan says the rank's frames stay Python only
+    assert dumped == []
+    assert plan.missed() == [0]
+
+
+def test_a_native_dump_still_running_when_the_collection_ends_is_reported_as_missed() -> None:
+    # GIVEN a rank idle in backward whose native dump outlasts the collection (a loaded host)
+    peer = recorded_stack("backward-peer", 0)
+    plan = NativePlan(lambda rank, pid, timeout: time.sleep(1.0) or peer)
+    plan.offer(peer, 1000, deadline=time.monotonic() + 2.0, now=True)
+    # WHEN the collection stops waiting for it
+    plan.wait(0.1)
+    # THEN the rank is named: its frames are Python only in this look
+    assert plan.missed() == [0]

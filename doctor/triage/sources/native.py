@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-from doctor.evidence import ProgressSample, RankStack, ThreadStack
+from doctor.evidence import Evidence, ProgressSample, RankStack, ThreadStack
 from doctor.verdict.stacks import (
     RankState,
     gil_holder,
@@ -47,6 +47,12 @@ from doctor.verdict.stacks import (
 
 NEEDS_NATIVE = frozenset({RankState.USER_CODE, RankState.GIL_WAIT, RankState.IDLE})
 RETRY_MIN_S = 0.5
+MISSED = "the native dump did not finish in time: its main thread is read from Python frames only"
+"""Said (as a skipped probe) of a rank whose booked native dump gave no stack: on a loaded
+host a verdict read from Python frames alone may miss a wait in C++."""
+SLOW_NATIVE = 4.0
+"""How much longer a ``--once`` look waits for native dumps when one missed its budget: on
+2 cores shared by 20 runnable processes a dump took 3-8 s instead of 1 (the bug zoo)."""
 """Time a native dump needs at least; no attempt starts with less left."""
 FROZEN_SAMPLES = 3
 """Consecutive samples at one idle Python stack after which a native dump starts at once."""
@@ -69,6 +75,11 @@ def native_key(stack: RankStack) -> str:
     return python_signature(stack) + ("|gil held elsewhere" if gil_holder(stack) else "")
 
 
+def native_missed(evidence: Evidence) -> bool:
+    """Whether a rank's booked native dump gave no stack in this collection."""
+    return any(s.reason == MISSED for s in evidence.skipped)
+
+
 @dataclass(frozen=True)
 class _Resolved:
     rank: int
@@ -88,6 +99,8 @@ class NativePlan:
         self._lock = threading.Lock()
         self._claimed: dict[str, int] = {}
         self._done: dict[str, _Resolved] = {}
+        self._missed: dict[str, int] = {}
+        self._moved: set[str] = set()
         self._threads: list[threading.Thread] = []
         self._running: set[int] = set()
 
@@ -103,10 +116,13 @@ class NativePlan:
         Python stack has one; ``now`` starts it at once instead of at the window's end;
         ``spinning`` admits a main thread that is active (``offer_if_frozen``)."""
         start = time.monotonic() if now else max(self._not_before, time.monotonic())
-        if deadline - start <= 0.2 or not needs_native(stack, spinning=spinning):
+        if not needs_native(stack, spinning=spinning):
             return
         key = native_key(stack)
         with self._lock:
+            if deadline - start <= 0.2:  # the samples took the time (a loaded host)
+                self._missed.setdefault(key, stack.rank)
+                return
             if key in self._claimed:
                 return
             self._claimed[key] = stack.rank
@@ -164,7 +180,18 @@ class NativePlan:
                 with self._lock:
                     self._done[key] = _Resolved(rank, native)
                 return
+            with self._lock:
+                self._moved.add(key)
             # it moved on meanwhile: these frames would explain another stack; try again
+
+    def missed(self) -> list[int]:
+        """The ranks whose native dump gave no stack by now (py-spy failed, timed out, or
+        still runs: a dump that ends at the deadline ends after the collection) or found
+        no time left to start; not a rank caught moving (a healthy one)."""
+        with self._lock:
+            booked = {**self._claimed, **self._missed}
+            late = set(booked) - set(self._done) - self._moved
+            return sorted({booked[key] for key in late})
 
     def wait(self, timeout: float) -> None:
         for thread in self._threads:

@@ -27,7 +27,7 @@ from doctor.model import Skipped
 from doctor.triage.fanout import Done, fanout
 from doctor.triage.sources.interface import Collected, Source, SourceError
 from doctor.triage.sources.kernel import stopped
-from doctor.triage.sources.native import NativePlan
+from doctor.triage.sources.native import MISSED, NativePlan
 from doctor.triage.target import RankTarget, Target
 from doctor.trust.process_identity import owner_uid
 from doctor.trust.subproc import run
@@ -232,6 +232,7 @@ class PySpySource(Source):
                 stacks.extend([plan.resolve(stack)] if stack is not None else [])
             if problem:
                 skipped.append(Skipped(rank.rank, self.name, problem))
+        skipped.extend(Skipped(r, self.name, MISSED) for r in plan.missed())
         return Collected(stacks=tuple(stacks), progress=tuple(progress), skipped=tuple(skipped))
 
     def _sample_rank(
