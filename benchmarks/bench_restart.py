@@ -16,8 +16,16 @@ overhead < 1 %.
 
 ``--launchers`` repeats the restart under each launcher with no key set by hand: a
 plain one-process-per-rank launcher (the wrapper embedded; no job id, no job
-directory), torchrun (embedded; the wrapper's own loopback store) and ``nccl-doctor
-launch --wrap`` under the plain launcher; it prints the load average before and after.
+directory), torchrun (embedded; the wrapper's own loopback store), ``nccl-doctor
+launch --wrap`` under the plain launcher, and srun on a 2-host SLURM cluster of
+namespaces (``tests/multihost/fakecluster.py``, root only; 2 ranks per host, the key
+through a job directory both hosts share); it prints the load average before and after.
+
+Nothing here waits silently: every rank must re-enter within ``REENTRY_DEADLINE``
+seconds of the fault (and a run must end within its timeout). On a miss, every process
+of the run gets a ``py-spy dump``, and those dumps, each rank's stdout/stderr and the
+launcher's output are kept in ``$BENCH_EVIDENCE`` (default
+``/tmp/bench-restart-evidence``); the run counts as failed and the benchmark goes on.
 """
 
 from __future__ import annotations
@@ -30,7 +38,12 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import time
+import uuid
 from pathlib import Path
+from typing import Any
+
+import psutil
 
 from doctor.trust.subproc import free_port
 
@@ -40,9 +53,21 @@ REPO = HERE.parent
 WORLD = 4
 REPS = 20
 P95_TARGET = 0.25
-
-
-LAUNCHERS = ("plain", "torchrun", "launch")
+REENTRY_DEADLINE = 15.0
+"""Seconds from the fault by which every rank must be back in the function (60x the target)."""
+EVIDENCE = Path(os.environ.get("BENCH_EVIDENCE", "/tmp/bench-restart-evidence"))
+MARK = "BENCH_RESTART_RUN"
+"""An environment variable every process of one run inherits: how its processes are found."""
+LAUNCHERS = ("plain", "torchrun", "launch", "srun")
+CLUSTER_NAMES = {  # not the test suite's names: both may run at once
+    "NCCL_DOCTOR_TEST_CLUSTER_TAG": "brs",
+    "NCCL_DOCTOR_TEST_CLUSTER_BRIDGE": "brsbr0",
+    "NCCL_DOCTOR_TEST_CLUSTER_SUBNET": "10.203.0",
+    "NCCL_DOCTOR_TEST_CLUSTER_PORT": "6837",
+    "NCCL_DOCTOR_TEST_CLUSTER_HOSTS": "2",
+}
+_cluster: Any = None
+"""The running SLURM cluster of namespaces (``--launchers ... srun``)."""
 
 
 def run(
@@ -61,7 +86,8 @@ def run(
 
 def _under(tmp: Path, launcher: str, timeout: float) -> list[str]:
     """The wrapper's job under ``launcher``, the way a user starts it: no key, no job dir."""
-    log, port = tmp / "log", str(free_port())
+    log, port, errs = tmp / "log", str(free_port()), tmp / "err"
+    errs.mkdir()
     env = {
         key: value
         for key, value in os.environ.items()
@@ -70,88 +96,210 @@ def _under(tmp: Path, launcher: str, timeout: float) -> list[str]:
     env.update(
         MODE="launch" if launcher == "launch" else "ours",
         BENCH_LOG=str(log),
+        BENCH_ERR_DIR=str(errs),
         PYTHONPATH=str(REPO),
         NCCL_DOCTOR_HOME=str(tmp / "home"),
         TORCH_CPP_LOG_LEVEL="ERROR",
     )
+    env[MARK] = uuid.uuid4().hex
     script = [sys.executable, str(RANK)]
     if launcher == "torchrun":
         torchrun = str(Path(sys.executable).with_name("torchrun"))
         argv = [torchrun, "--nproc-per-node", str(WORLD), "--log-dir", str(tmp / "logs")]
         argv += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", str(RANK)]
         commands = [(argv, env)]
+    elif launcher == "srun":
+        commands = [(_srun_argv(), _srun_env(env, tmp, port))]
     else:
         if launcher == "launch":
             script = [sys.executable, "-m", "doctor", "launch", "--wrap", "--job", "bench"]
             script += ["--", "python", str(RANK)]
         common = {**env, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": port, "WORLD_SIZE": "4"}
         commands = [(script, {**common, "RANK": str(r), "LOCAL_RANK": str(r)}) for r in range(4)]
-    procs = [
-        subprocess.Popen(argv, env=e, cwd=tmp, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        for argv, e in commands
-    ]
-    _wait_all(procs, timeout)
+    procs = []
+    for i, (argv, e) in enumerate(commands):
+        with open(errs / f"launcher{i}.out", "wb") as out:
+            procs.append(subprocess.Popen(argv, env=e, cwd=tmp, stdout=out, stderr=out))
+    _wait_all(procs, timeout, log, env[MARK], tmp, launcher)
     return log.read_text().splitlines() if log.exists() else []
 
 
-def _wait_all(procs: list[subprocess.Popen[bytes]], timeout: float) -> None:
-    """Wait for ``procs``; past ``timeout`` they are killed (a failed run, counted as one)."""
+def _srun_argv() -> list[str]:
+    """One srun task per rank, 2 per host; each task exports RANK and WORLD_SIZE itself."""
+    per_host = WORLD // _cluster.names.hosts
+    task = 'export RANK=$SLURM_PROCID WORLD_SIZE=$SLURM_NTASKS LOCAL_RANK=$SLURM_LOCALID; exec "$@"'
+    argv = ["srun", f"--nodes={_cluster.names.hosts}", f"--ntasks-per-node={per_host}"]
+    return argv + [
+        "--kill-on-bad-exit=0",
+        "/bin/bash",
+        "-c",
+        task,
+        "task",
+        sys.executable,
+        str(RANK),
+    ]
+
+
+def _srun_env(env: dict[str, str], tmp: Path, port: str) -> dict[str, str]:
+    """MASTER_ADDR is the first host; the key comes through a job directory every host sees
+    (``tmp`` is on the root filesystem, which the hosts share; their /var/tmp is their own)."""
+    return {
+        **env,
+        **_cluster.env,
+        "MASTER_ADDR": _cluster.names.host(1),
+        "MASTER_PORT": port,
+        "GLOO_SOCKET_IFNAME": "eth0",
+        "NCCL_DOCTOR_JOB_DIR": str(tmp / "job"),
+    }
+
+
+def start_cluster() -> None:
+    """Bring up the 2-host SLURM cluster of namespaces the multi-host tests use (root)."""
+    global _cluster
+    sys.path.insert(0, str(REPO / "tests" / "multihost"))
+    from clusterconf import ClusterNames
+    from fakecluster import Cluster, unavailable
+
+    names = ClusterNames.from_env({**CLUSTER_NAMES, **os.environ})
+    why = unavailable(names)
+    if why:
+        raise SystemExit(f"srun: {why}")
+    _cluster = Cluster(names, Path(tempfile.mkdtemp(prefix="bench-restart-cluster-")))
     try:
-        for proc in procs:
-            proc.wait(timeout)
-    except subprocess.TimeoutExpired:
-        print(f"  a run did not end within {timeout:g}s: killed, counted as failed", flush=True)
-    finally:
-        for proc in procs:
-            if proc.poll() is None:
-                proc.kill()
-                proc.wait(10)
+        _cluster.up()
+    except BaseException:
+        _cluster.down()
+        raise
+
+
+def stop_cluster() -> None:
+    if _cluster is not None:
+        _cluster.down()
+        shutil.rmtree(_cluster.base, ignore_errors=True)
+
+
+def _wait_all(
+    procs: list[subprocess.Popen[bytes]],
+    timeout: float,
+    log: Path | None = None,
+    mark: str = "",
+    tmp: Path | None = None,
+    launcher: str = "",
+) -> None:
+    """Wait for ``procs``. A run that misses its deadline (``timeout``, or a rank not back
+    ``REENTRY_DEADLINE`` s after the fault) is a failed run: its evidence is kept first
+    (``_keep_evidence``), then every process of it is killed."""
+    end = time.monotonic() + timeout
+    missed = None
+    while any(p.poll() is None for p in procs):
+        lines = log.read_text().splitlines() if log is not None and log.exists() else []
+        late = _late_ranks(lines)
+        if late:
+            missed = f"ranks {late} not back {REENTRY_DEADLINE:g}s after the fault"
+        elif time.monotonic() > end:
+            missed = f"the run did not end within {timeout:g}s"
+        if missed:
+            break
+        time.sleep(0.1)
+    if missed and mark and tmp is not None:
+        where = _keep_evidence(mark, tmp, launcher)
+        print(f"  {launcher or 'a'} run missed: {missed}; evidence in {where}", flush=True)
+    elif missed:
+        print(f"  a run missed: {missed}; killed, counted as failed", flush=True)
+    if mark:  # the ranks first: a launcher killed first may leave them running
+        for proc in _run_processes(mark):
+            proc.kill()
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(10)
+
+
+def _late_ranks(lines: list[str]) -> list[int]:
+    """Ranks not re-entered ``REENTRY_DEADLINE`` s after the fault (none before that)."""
+    faults = [float(line.split()[1]) for line in lines if line.startswith("fault ")]
+    if not faults or time.time() - faults[0] < REENTRY_DEADLINE:
+        return []
+    back = {
+        int(line.split()[1])
+        for line in lines
+        if line.startswith("entry ") and line.split()[2] == "1"
+    }
+    return sorted(set(range(WORLD)) - back)
+
+
+def _run_processes(mark: str) -> list[psutil.Process]:
+    """Every process of the run: its ranks, their monitor processes, the launcher's agents."""
+    found = []
+    for proc in psutil.process_iter(["pid"]):
+        try:
+            if proc.environ().get(MARK) == mark:
+                found.append(proc)
+        except (psutil.Error, OSError):
+            continue
+    return found
+
+
+def _keep_evidence(mark: str, tmp: Path, launcher: str) -> Path:
+    """``py-spy dump`` of every live process of the run, with each rank's stdout/stderr,
+    the launcher's output and the run's log, into a folder of ``EVIDENCE``."""
+    where = EVIDENCE / f"{launcher or 'run'}-{time.strftime('%H%M%S')}-{mark[:8]}"
+    where.mkdir(parents=True, exist_ok=True)
+    spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
+    for proc in _run_processes(mark):
+        try:
+            what = f"pid {proc.pid} rank {proc.environ().get('RANK')}: {' '.join(proc.cmdline())}"
+        except (psutil.Error, OSError):
+            continue
+        try:
+            dump = subprocess.run(
+                [spy, "dump", "--pid", str(proc.pid)], capture_output=True, text=True, timeout=30
+            )
+            text = dump.stdout + dump.stderr
+        except subprocess.TimeoutExpired:
+            text = "py-spy dump timed out after 30 s"
+        (where / f"stack-{proc.pid}.txt").write_text(f"{what}\n{text}")
+    for name in ("err", "logs", "log"):
+        source = tmp / name
+        if source.is_dir():
+            shutil.copytree(source, where / name, dirs_exist_ok=True)
+        elif source.exists():
+            shutil.copy(source, where / name)
+    return where
 
 
 def _run_in(tmp: Path, mode: str, extra: dict[str, str] | None, timeout: float) -> list[str]:
-    log = tmp / "log"
+    log, errs = tmp / "log", tmp / "err"
+    errs.mkdir()
     env = {
         **os.environ,
         "MODE": mode,
         "BENCH_LOG": str(log),
+        "BENCH_ERR_DIR": str(errs),
         "PYTHONPATH": str(REPO),
         "MASTER_ADDR": "127.0.0.1",
         "MASTER_PORT": str(free_port()),
         "WORLD_SIZE": str(WORLD),
         "NCCL_DOCTOR_JOB_DIR": str(tmp / "job"),
         "TORCH_CPP_LOG_LEVEL": "ERROR",
+        MARK: uuid.uuid4().hex,
         **(extra or {}),
     }
     if mode == "torchrun":
-        torchrun = Path(sys.executable).with_name("torchrun")
-        procs = [
-            subprocess.Popen(
-                [
-                    str(torchrun),
-                    "--nproc-per-node",
-                    str(WORLD),
-                    "--max-restarts",
-                    "1",
-                    "--master-port",
-                    env["MASTER_PORT"],
-                    str(RANK),
-                ],
-                env=env,
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
-        ]
+        torchrun = str(Path(sys.executable).with_name("torchrun"))
+        argv = [torchrun, "--nproc-per-node", str(WORLD), "--max-restarts", "1"]
+        commands = [(argv + ["--master-port", env["MASTER_PORT"], str(RANK)], env)]
     else:
-        procs = [
-            subprocess.Popen(
-                [sys.executable, str(RANK)],
-                env={**env, "RANK": str(r), "LOCAL_RANK": str(r)},
-                stdout=subprocess.DEVNULL,
-                stderr=subprocess.DEVNULL,
-            )
+        commands = [
+            ([sys.executable, str(RANK)], {**env, "RANK": str(r), "LOCAL_RANK": str(r)})
             for r in range(WORLD)
         ]
-    _wait_all(procs, timeout)
+    procs = []
+    for i, (argv, e) in enumerate(commands):
+        with open(errs / f"launcher{i}.out", "wb") as out:
+            procs.append(subprocess.Popen(argv, env=e, stdout=out, stderr=out))
+    # the re-entry deadline is our wrapper's: NVIDIA's and torchrun's restarts take seconds
+    _wait_all(procs, timeout, log if mode == "ours" else None, env[MARK], tmp, mode)
     lines = log.read_text().splitlines() if log.exists() else []
     events = tmp / "job" / "events.jsonl"  # the wrapper's restart events, as "event {json}"
     return lines + (
@@ -216,17 +364,24 @@ def per_launcher(reps: int, launchers: list[str]) -> int:
     """The tail under each launcher, with the load average around it (a shared machine)."""
     print(f"fault -> re-entry on every rank (4 ranks, gloo, rank 1 raises at step 5), {reps} each")
     missed = []
-    for launcher in launchers or LAUNCHERS:
-        before = os.getloadavg()[0]
-        tail = restart_tail(reps, launcher)
-        after = os.getloadavg()[0]
-        print(
-            f"  {launcher:9} {describe_tail(tail)}, {reps - len(tail)} runs failed; "
-            f"load average {before:.1f} -> {after:.1f}",
-            flush=True,
-        )
-        if len(tail) < reps or percentile(tail, 0.95) >= P95_TARGET:
-            missed.append(launcher)
+    launchers = launchers or list(LAUNCHERS)
+    if "srun" in launchers:
+        start_cluster()
+    try:
+        for launcher in launchers:
+            before = os.getloadavg()[0]
+            tail = restart_tail(reps, launcher)
+            after = os.getloadavg()[0]
+            print(
+                f"  {launcher:9} {describe_tail(tail)}, {reps - len(tail)} runs failed; "
+                f"load average {before:.1f} -> {after:.1f}",
+                flush=True,
+            )
+            print("            all: " + " ".join(f"{t:.3f}" for t in tail), flush=True)
+            if len(tail) < reps or percentile(tail, 0.95) >= P95_TARGET:
+                missed.append(launcher)
+    finally:
+        stop_cluster()
     print("targets missed: " + ", ".join(missed) if missed else "all targets met")
     return 1 if missed else 0
 

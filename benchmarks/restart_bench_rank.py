@@ -3,7 +3,8 @@
 MODE=ours | launch | nvidia | torchrun | plain (``launch``: run by ``nccl-doctor launch
 --wrap``, the wrapper's ``current_call()``; ``ours``: the wrapper embedded, under any
 launcher). Appends ``entry <rank> <iteration> <time>`` and ``fault <time>`` lines to
-$BENCH_LOG; ``steps <rank> <mean step seconds>`` at the end.
+$BENCH_LOG; ``steps <rank> <mean step seconds>`` at the end. With $BENCH_ERR_DIR, the
+rank's stdout and stderr go to ``rank<RANK>.err`` there (the same under every launcher).
 """
 
 import os
@@ -13,6 +14,15 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+if os.environ.get("BENCH_ERR_DIR"):  # this rank's stdout and stderr, for a missed restart
+    _err = os.open(
+        f"{os.environ['BENCH_ERR_DIR']}/rank{os.environ.get('RANK', 'x')}.err",
+        os.O_WRONLY | os.O_CREAT | os.O_APPEND,
+        0o644,
+    )
+    os.dup2(_err, 1)
+    os.dup2(_err, 2)
 
 MODE = os.environ["MODE"]
 LOG = os.environ["BENCH_LOG"]
