@@ -213,6 +213,13 @@ def _wait_all(
         if proc.poll() is None:
             proc.kill()
             proc.wait(10)
+    if missed and launcher == "srun":  # else its allocation holds the cluster's CPUs
+        subprocess.run(["scancel", "--signal=KILL", "--full", "--user=root"], check=False)
+        end = time.monotonic() + 60
+        while subprocess.run(["squeue", "-h"], capture_output=True, text=True).stdout.strip():
+            if time.monotonic() > end:
+                break
+            time.sleep(0.5)
 
 
 def _late_ranks(lines: list[str]) -> list[int]:
@@ -332,10 +339,13 @@ def hard_timeout_delay() -> float | None:
 def restart_tail(reps: int, launcher: str = "") -> list[float]:
     """Fault -> re-entry of ``reps`` repetitions of our restart (failed runs left out)."""
     seen = []
-    for _ in range(reps):
+    for i in range(reps):
         took = fault_to_reentry(run("ours", launcher=launcher))
         if took is not None:
             seen.append(took)
+        if launcher:  # a long run on a shared machine: its progress, as it goes
+            shown = "failed" if took is None else f"{took:.3f}s"
+            print(f"    {launcher} run {i + 1}/{reps}: {shown}", flush=True)
     return seen
 
 
