@@ -11,7 +11,11 @@ Every rank also publishes an unsealed *hello* (its host and the key's id, a
 hash) before anything else, so a rank whose key differs from rank 0's — or
 that has none, because its host does not see rank 0's job directory — is
 named within seconds by every rank, with the fix, instead of each rank
-ignoring the others' values until the barrier times out.
+ignoring the others' values until the barrier times out. It cannot be sealed:
+its reader is the rank that lacks the key, and the run's nonce is no secret
+(the run record is readable by any client). A forged hello can only stop the
+job at start with the sentence, which a client that deletes a key can do too;
+it never lets a rank in without rank 0's sealed run record.
 
 The other ranks never create a key: they wait (bounded) for the environment's
 or the directory's, and for rank 0's run record.
@@ -30,6 +34,7 @@ from typing import Any
 
 from doctor.restart.auth import KEY_ENV, Sealer, key_id
 from doctor.restart.exceptions import KeyMismatch, RestartError, StoreTampered
+from doctor.trust.escape import escape_control
 
 KEY_GRACE = 3.0
 """Seconds a rank waits for the key file once rank 0 has said hello: a shared filesystem
@@ -87,8 +92,8 @@ class Handshake:
             return None
         if not isinstance(said, dict) or not isinstance(said.get("host"), str):
             return None
-        key = said.get("key")
-        return said["host"][:255], key if isinstance(key, str) else None
+        key = said.get("key")  # anyone may write a hello: its host is printed escaped
+        return escape_control(said["host"][:255]), key if isinstance(key, str) else None
 
     def check_run(self, record: bytes) -> None:
         """Raise ``StoreTampered`` when the run record this rank adopted was deleted or

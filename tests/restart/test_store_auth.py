@@ -188,3 +188,8 @@ def test_a_run_record_planted_before_rank_0_is_replaced_and_a_rewrite_is_an_alar
     Handshake(hosted.raw, "doctor/0/", 3).hello(new_key())
     with pytest.raises(KeyMismatch, match="rank 3 on .* holds a different store key"):
         joined.check_peers(key, {3})
+    # AND a forged hello (anyone may write one) prints its host escaped, never raw
+    hosted.raw.set("doctor/0/hello/1", json.dumps({"host": "h\x1b[2J\x07x", "key": "f" * 16}))
+    with pytest.raises(KeyMismatch) as said:
+        joined.check_peers(key, {1})
+    assert "\x1b" not in str(said.value) and "rank 1 on h\\x1b[2J\\x07x holds" in str(said.value)
