@@ -5,8 +5,9 @@ Facts only: each entry is a message's format string (as a list of literal fragme
 ``%`` conversion or an f-string field is a gap between them), the file and line it is
 raised at, and the class that file's job gives it. No source code is copied.
 
-* NCCL: every ``WARN("...")`` and ``INFO(NCCL_..., "...")`` call, from a git mirror of
-  NVIDIA/nccl at one commit (``git show``).
+* NCCL: every ``WARN("...")`` call, from a git mirror of NVIDIA/nccl at one commit (``git
+  show``). ``INFO`` calls are left out: NCCL prints them and goes on (``Failed to initialize
+  NET plugin IB`` on a host without InfiniBand is how every healthy socket job starts).
 * PyTorch: the messages torchelastic's agent, its process launcher and its rendezvous
   raise or log as errors (``raise X(...)``, ``logger.error/exception(...)``), from the
   installed torch's own Python files (parsed with ``ast``).
@@ -147,8 +148,8 @@ def nccl_messages(mirror: str, commit: str) -> list[dict[str, object]]:
             continue
         text = git("show", f"{commit}:{path}")
         for m in _CALL.finditer(text):
-            level, mask, body = m.group(1), m.group(2), m.group(3)
-            if level == "INFO" and not mask:
+            level, body = m.group(1), m.group(3)
+            if level == "INFO":  # NCCL's own judgement: informational, it goes on
                 continue
             fmt = "".join(
                 "%d" if s.group(0).startswith("PRI") else _unescape(s.group(1))
