@@ -47,7 +47,7 @@ def _gpu(g: GpuState) -> str:
 
 
 def _worst(findings: list[Finding]) -> list[Finding]:
-    return sorted(findings, key=lambda f: list(Severity).index(f.severity))
+    return sorted(findings, key=lambda f: f.severity.rank)
 
 
 def _ok(check: str, fleet: Fleet, what: str) -> list[Finding]:

@@ -39,6 +39,14 @@ class Severity(StrEnum):
     PASS = "pass"
     SKIP = "skip"
 
+    @property
+    def rank(self) -> int:
+        """Worst first (fail 0 ... skip 4): the order the members are declared in."""
+        return _SEVERITY_RANK[self]
+
+
+_SEVERITY_RANK = {severity: i for i, severity in enumerate(Severity)}
+
 
 @dataclass(frozen=True)
 class Finding:

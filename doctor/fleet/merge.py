@@ -28,7 +28,6 @@ from doctor.remote.hosts import fold
 SCHEMA = "nccl-doctor/fleet-preflight/v1"
 CLOCK_TOLERANCE_S = 1.0
 """A clock further off than this from the login node's is a difference."""
-ORDER = {Severity.FAIL: 0, Severity.WARN: 1, Severity.INFO: 2, Severity.PASS: 3, Severity.SKIP: 4}
 ABSENT = "absent"
 UNSET = "unset"
 
@@ -101,7 +100,7 @@ def _finding_values(doc: HostPreflight) -> dict[str, tuple[str, Severity]]:
         found.setdefault(f"{f.check} · {f.subject}", []).append(f)
     out = {}
     for key, items in found.items():
-        worst = min((f.severity for f in items), key=ORDER.__getitem__)
+        worst = min((f.severity for f in items), key=lambda s: s.rank)
         out[key] = (" | ".join(sorted(f"{f.severity.value}: {f.message}" for f in items)), worst)
     return out
 
@@ -145,8 +144,8 @@ def _difference(
     if kind == "fact":
         severity = Severity.WARN
     else:  # as bad as the worst host's; a difference between passes is only information
-        worst = min((g.severity for g in ranked), key=ORDER.__getitem__)
-        severity = worst if ORDER[worst] <= ORDER[Severity.WARN] else Severity.INFO
+        worst = min((g.severity for g in ranked), key=lambda s: s.rank)
+        severity = worst if worst.rank <= Severity.WARN.rank else Severity.INFO
     return Difference(kind, key, norm, outliers, severity)
 
 
@@ -198,9 +197,7 @@ def merge_fleet(asked: Sequence[str], results: Mapping[str, HostResult]) -> Flee
         d = _difference("fact", key, groups, answered, Group(UNSET, ()))
         if d is not None:
             differences.append(d)
-    differences.sort(
-        key=lambda d: (ORDER[d.severity], d.kind, sum(len(g.hosts) for g in d.outliers))
-    )
+    differences.sort(key=lambda d: (d.severity.rank, d.kind, sum(len(g.hosts) for g in d.outliers)))
     findings = [*everywhere, *(difference_finding(d) for d in differences)]
     by_reason: dict[str, list[str]] = {}
     for h, why in unreachable.items():

@@ -16,7 +16,7 @@ from rich.text import Text
 
 from doctor.checks.render import MARKS
 from doctor.fleet.benchjudge import FleetBench, bench_findings, bench_json
-from doctor.fleet.merge import ORDER, SCHEMA, FleetReport
+from doctor.fleet.merge import SCHEMA, FleetReport
 from doctor.model import Finding, Severity
 from doctor.remote.hosts import fold
 from doctor.trust.safe_text import safe_text
@@ -53,7 +53,7 @@ def _rows(report: FleetReport, bench: FleetBench | None) -> list[tuple[Severity,
         rows.append(
             (f.severity, f.subject if f.check != "fleet.bench" else "all", f.check, f.message)
         )
-    rows.sort(key=lambda r: ORDER[r[0]])
+    rows.sort(key=lambda r: r[0].rank)
     return rows
 
 
