@@ -377,12 +377,16 @@ class CallWrapper:
         (a collective failing because a peer aborted)."""
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         grace = time.monotonic() + (PEER_GRACE if _PEER_LOST.search(text) else 0.0)
-        while ctx.fault is None and self.rs.fault(ctx.iteration) is None:
-            if time.monotonic() >= grace:
-                break
-            self._nap(0.01)  # a peer's death: let its monitor process name the culprit
-        else:
-            return
+        try:
+            while ctx.fault is None and self.rs.fault(ctx.iteration) is None:
+                if time.monotonic() >= grace:
+                    break
+                self._nap(0.01)  # a peer's death: let its monitor process name the culprit
+            else:
+                return
+        except SystemError:
+            self._restart_landed()
+            return  # the restart under way: the monitor thread raises it again
         self.last_fault = {
             "cause": "exception",
             "rank": self.initial_rank,
@@ -411,8 +415,16 @@ class CallWrapper:
         try:
             time.sleep(seconds)
         except SystemError:
-            if self._ctx is None or self._ctx.fault is None:
-                raise
+            self._restart_landed()
+
+    def _restart_landed(self) -> None:
+        """Re-raise a ``SystemError`` unless a restart is under way. Its wake handler may run
+        inside a C call that checks signals (``time.sleep``; a store call, when the signal
+        arrived just before the call held it back), and CPython 3.11 turns the raise there
+        into "error return without exception set". Seen in the srun benchmark: a rank died of
+        it in the fault's grace loop, and its peers waited at the barrier for it."""
+        if self._ctx is None or self._ctx.fault is None:
+            raise  # noqa: PLE0704 - called from an except clause: the SystemError
 
     def _leave(
         self,

@@ -17,7 +17,7 @@ pytestmark = pytest.mark.slow
 
 
 def assert_finished(run: JobRun, ranks: list[int], world_size: int, iteration: int) -> None:
-    assert sorted(run.results) == ranks, {r: run.stderr[r][-2000:] for r in run.stderr}
+    assert sorted(run.results) == ranks, stderr_tails(run)
     for rank in ranks:
         result = run.results[rank]
         assert result["world_size"] == world_size
@@ -28,6 +28,15 @@ def assert_finished(run: JobRun, ranks: list[int], world_size: int, iteration: i
         range(world_size)
     ), "ranks are shifted to close the gaps"
     assert run.leftovers == [], "no process may outlive the job"
+
+
+def stderr_tails(run: JobRun, lines: int = 15) -> str:
+    """Each rank's last stderr lines, as text: pytest prints a string message in full
+    (a dict's repr is cut in the middle, where a traceback's last line is)."""
+    return "\n".join(
+        f"--- rank {r} stderr:\n" + "\n".join(text.splitlines()[-lines:])
+        for r, text in sorted(run.stderr.items())
+    )
 
 
 def only_event(run: JobRun) -> dict:
