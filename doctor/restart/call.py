@@ -38,6 +38,7 @@ from doctor.restart.exceptions import (
     RestartLimitError,
     RestartRequested,
     StoppedByDoctor,
+    StoreTampered,
 )
 from doctor.restart.handshake import Handshake
 from doctor.restart.health import gpu_health_check
@@ -327,11 +328,14 @@ class CallWrapper:
                     self.wrapper.initialize(self.state)
                 value = fn(*args, **kwargs) if self.active else None
                 self.progress.enter(self.iteration, Phase.RUNNING)  # no pings while waiting
-                self._complete()
+                self._complete(members)
                 self._disarm()
                 return True, value
             except RestartRequested:
                 raise
+            except StoreTampered as exc:  # every rank stops with the sentence, none waits
+                self._refuse(ctx, exc)
+                self._await_restart()
             except (SystemExit, KeyboardInterrupt) as exc:
                 self._leave(ctx, "exit", exc, monitor)
                 raise
@@ -361,11 +365,10 @@ class CallWrapper:
                 self.opt.barrier_timeout,
             )
 
-    def _complete(self) -> None:
-        if self.active:
-            self.rs.mark_done(self.iteration, self.rank, self.world_size)
+    def _complete(self, members: set[int]) -> None:
+        self.rs.mark_done(self.iteration, self.initial_rank)
         start = time.monotonic()
-        while not self.rs.complete(self.iteration):
+        while not self.rs.complete(self.iteration, members, self.initial_rank):
             self._nap(self.opt.monitor_thread_interval)
             if time.monotonic() - start > self.opt.completion_timeout:
                 raise RestartError(
@@ -398,6 +401,18 @@ class CallWrapper:
             file=sys.stderr,
             flush=True,
         )
+        self.rs.record_fault(ctx.iteration, self.last_fault)
+
+    def _refuse(self, ctx: IterationContext, exc: StoreTampered) -> None:
+        """A key this rank waits on was deleted: said here, and recorded as the iteration's
+        fault with cause ``refused``, so every rank stops with the sentence (``run``)."""
+        print(f"nccl-doctor wrapper[{self.initial_rank}]: {exc}", file=sys.stderr, flush=True)
+        self.last_fault = {
+            "cause": "refused",
+            "rank": self.initial_rank,
+            "time": time.time(),
+            "exception": str(exc),
+        }
         self.rs.record_fault(ctx.iteration, self.last_fault)
 
     def _await_restart(self) -> None:

@@ -364,14 +364,20 @@ class RestartStore:
         return self.entry_result(iteration)
 
     # completion ------------------------------------------------------------------------
-    def mark_done(self, iteration: int, rank: int, active: int) -> None:
-        key = self.key("done", iteration)
-        self._append(key, str(rank))
-        if len(self._read_set(key)) >= active:
-            self._set(self.key("complete", iteration), "1")
+    def mark_done(self, iteration: int, initial_rank: int) -> None:
+        self._append(self.key("done", iteration), str(initial_rank))
 
-    def complete(self, iteration: int) -> bool:
-        return self._get(self.key("complete", iteration)) == "1"
+    def complete(self, iteration: int, members: set[int], initial_rank: int) -> bool:
+        """True once every member of ``iteration`` (spares included) marked itself done.
+        Raises ``StoreTampered`` when this rank's own mark is gone: the log was deleted, and
+        the ranks whose marks went with it would wait for ``completion_timeout``."""
+        done = self._read_set(self.key("done", iteration))
+        if initial_rank not in done:
+            raise StoreTampered(
+                f"the completion barrier of iteration {iteration} lost rank {initial_rank}'s "
+                f"arrival: {_DELETED}"
+            )
+        return members <= done
 
     # observability ---------------------------------------------------------------------
     def put_json(self, name: str, iteration: int, data: Any) -> None:

@@ -104,6 +104,11 @@ def train(call_wrapper: CallWrapper) -> dict[str, object]:
         time.sleep(float(os.environ.get("STEP_SLEEP", "0.02")))
         step += 1
     dist.destroy_process_group()
+    if INITIAL == int(os.environ.get("SLOW_RANK", "-1")):  # the others wait to complete
+        end = time.monotonic() + float(os.environ.get("SLOW_RETURN", "0"))
+        while time.monotonic() < end:
+            call.ping()
+            time.sleep(0.05)
     return {
         "value": value.item(),
         "expected": expected(call.world_size, step),

@@ -140,7 +140,10 @@ def test_ranks_without_rank_0s_key_fail_at_once_with_the_fix(tmp_path: Path) -> 
         assert run.returncodes[rank] not in (0, None), run.stderr[rank][-2000:]
         assert sentence in run.stderr[rank], run.stderr[rank][-2000:]
     assert "finds no store key of rank 0" in run.stderr[2] + run.stderr[3]
-    assert took < 20 and run.leftovers == []
+    # ... by the key check, not by a timeout: no rank waited out its 20 s barrier. The wall
+    # time also holds four Python starts: 13-15 s here idle, 26 s at load 6 (2026-11-26)
+    assert not any("timed out" in run.stderr[rank] for rank in range(WORLD)), run.stderr
+    assert took < 45 and run.leftovers == []
 
 
 def _split_job(tmp: Path, other: Path) -> tuple:

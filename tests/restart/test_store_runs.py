@@ -1,9 +1,9 @@
 """A store value is good for one run only, and a deleted key is an alarm (issue 22, item 2).
 
 Another ordinary local user (``ncd-intruder``, created with ``useradd``) reaches the
-job's store port: it records what run 1 of a job wrote, replays it into run 2 of the
-same job id (same job directory, same key file), then deletes run 2's entry-barrier
-keys during a restart.
+job's store port: it records what run 1 of a job wrote and deletes run 1's completion
+log as the run ends, replays what it recorded into run 2 of the same job id (same job
+directory, same key file), then deletes run 2's entry-barrier keys during a restart.
 """
 
 from __future__ import annotations
@@ -36,6 +36,8 @@ pytestmark = [
 ]
 INTRUDER = Path(__file__).with_name("intruder.py")
 USER = "ncd-intruder"
+START = 180
+"""Seconds for four ranks to start: at load 20 on 2 cores, importing torch alone took 60 s."""
 
 
 @pytest.fixture(scope="module")
@@ -90,22 +92,47 @@ def test_values_of_an_earlier_run_are_refused_and_deletes_are_alarms(
     spy = Intruder(intruder_user, port1)
     run1 = start_job(
         tmp_path / "run1",
-        env={"STOP_FILE": str(stop1), "MASTER_PORT": port1, "NCCL_DOCTOR_JOB_DIR": str(job_dir)},
+        env={
+            "STOP_FILE": str(stop1),
+            "MASTER_PORT": port1,
+            "NCCL_DOCTOR_JOB_DIR": str(job_dir),
+            "SLOW_RANK": "2",
+            "SLOW_RETURN": "3",
+        },
         job="replay",
     )
     try:
-        wait_running(job_dir, 0)
+        wait_running(job_dir, 0, timeout=START)
         request_restart(job_dir, "replay", "owner's own", 30)
         prefix1 = _prefix(job_dir)
         recorded = {
             name: spy.ask(get=prefix1 + name)
             for name in ["it0/faults", *(f"it0/wake/{r}" for r in range(WORLD))]
         }
+        # WHEN run 1 ends while the intruder deletes its completion log (rank 2 returns 3 s
+        # after the others: they wait at the completion barrier meanwhile)
+        deleting = threading.Thread(
+            target=lambda: deletes.append(spy.ask(delete=prefix1 + "it1/done", seconds=5))
+        )
+        deletes: list[int] = []
+        deleting.start()
+        stop1.touch()
+        start = time.monotonic()
+        finished1 = finish_job(*run1, timeout=40)
+        took1 = time.monotonic() - start
+        deleting.join(10)
     finally:
         spy.close()
         stop1.touch()
-        finished1 = finish_job(*run1)
-    assert recorded["it0/faults"] and all(r["iteration"] == 1 for r in finished1.results.values())
+    # THEN every rank reports the deletion and stops, instead of waiting out the 20 s
+    # completion timeout (and then restarting: the old code)
+    assert recorded["it0/faults"] and deletes and deletes[0] > 0
+    for rank in range(WORLD):
+        assert "completion barrier of iteration 1 lost" in finished1.stderr[rank], finished1.stderr[
+            rank
+        ][-2000:]
+        assert finished1.returncodes[rank] != 0 and rank not in finished1.results
+    assert took1 < 15 and finished1.leftovers == []
     # WHEN run 2 of the same job id runs, and the intruder replays run 1's fault and wakes
     port2 = str(free_port())
     spy = Intruder(intruder_user, port2)
@@ -121,7 +148,7 @@ def test_values_of_an_earlier_run_are_refused_and_deletes_are_alarms(
         job="replay",
     )
     try:
-        wait_running(job_dir, 0)
+        wait_running(job_dir, 0, timeout=START)
         prefix2 = _prefix(job_dir)
         for name, value in recorded.items():
             if value is not None:
