@@ -8,6 +8,11 @@ error strings it hands to PyTorch (``ncclSystemError ... Last error: ...``).
   (the retry counter ran out on that link), IB async events (port error, catastrophic
   error), ``NET/OFI`` request errors. A connection *closed or reset by the peer* is kept
   apart (``peer_gone``): it follows a peer process dying as often as a link failing.
+* NCCL's system-error class (``unhandled system error``, ``ncclSystemError: System call
+  ... failed``) with nothing more specific on the line: a system call or library NCCL
+  depends on failed (a ``/dev/shm`` segment, a socket, locked memory), which at start-up is
+  the host's set-up (``bootstrap``); the rules weigh it less once a collective has run.
+  An RDMA object that cannot be created for want of memory is read by ``doctor.logs.verbs``.
 * Bootstrap failures: no usable interface, connect failures and refusals to a peer's
   bootstrap port, a rank count mismatch, duplicate GPUs (also as users quote the message,
   without NCCL's prefix), a net plugin that cannot start, ``/dev/shm`` segments that cannot
@@ -21,7 +26,7 @@ from __future__ import annotations
 import re
 
 from doctor.evidence import LogEvent
-from doctor.logs import kinds
+from doctor.logs import kinds, verbs
 from doctor.logs.lines import Line
 
 _INIT = re.compile(
@@ -73,9 +78,16 @@ _BOOTSTRAP = re.compile(
 _SETUP_WARN = re.compile(
     r"(?:^|\s)(?:init|bootstrap|transport/nvls|channel|transport)\.cc:\d+ NCCL WARN"
 )
+_SYSTEM_ERROR = re.compile(r"unhandled system error|ncclSystemError")
+"""NCCL's ``ncclSystemError`` as PyTorch and NCCL's tests print it: a system call failed."""
 _INIT_ERROR = re.compile(r"\binit\.cc:\d+ -> [1-9]")
 """NCCL's error return path (``init.cc:1462 -> 1``): the error happened creating a communicator."""
 _DIAG_OUTLIER = re.compile(r"net bw: (\S+) rank (\d{1,18}) \(([\w.-]+)\): .*?off median")
+
+
+def system_error(text: str) -> bool:
+    """Whether ``text`` is NCCL's bare system-error class (no word of which call failed)."""
+    return _SYSTEM_ERROR.search(text) is not None
 
 
 def bus_id(hex_id: str) -> str:
@@ -107,6 +119,8 @@ def events(line: Line) -> list[LogEvent]:
         return []
     event = line.event
 
+    if verbs.locked_memory(text):  # read by doctor.logs.verbs: the host's limit, not the link
+        return []
     if "ncclShmOpen" in text:  # a crash inside NCCL's /dev/shm segment: the segment is too small
         return [event(kinds.BOOTSTRAP)]
     if line.nccl == "DIAG":
@@ -142,4 +156,6 @@ def events(line: Line) -> list[LogEvent]:
         return [event(kinds.PEER_GONE, peer=_peer(text))]
     if _BOOTSTRAP.search(text):
         return [event(kinds.BOOTSTRAP, peer=_peer(text))]
+    if _SYSTEM_ERROR.search(text):
+        return [event(kinds.BOOTSTRAP)]
     return []

@@ -33,6 +33,7 @@ from doctor.logs import (
     smi,
     traceback,
     training,
+    verbs,
 )
 from doctor.logs.block import Block, Fact, StackDump
 from doctor.logs.kernel import NvrmGpu
@@ -111,6 +112,7 @@ LINE_PARSERS: tuple[Callable[[Line], list[LogEvent]], ...] = (
     ras.monitor_events,
     traceback.events,
     training.events,
+    verbs.events,
 )
 _CAPITALISED = (
     "NCCL|WARN|ERROR|Error|Exception|Traceback|Watchdog|SeqNum|Rank|Timed out|"

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from doctor.evidence import LogEvent
-from doctor.logs import kinds
+from doctor.logs import kinds, nccl
 from doctor.logs.kernel import XID_MEANING
 from doctor.logs.launcher import ROOT_CAUSE
 from doctor.logs.nccl import IB_STATUS
@@ -167,9 +167,10 @@ def bootstrap(view: LogView) -> list[Candidate]:
     ranks = ranks_of(found)
     peers = sorted({e.peer for e in found if e.peer})
     shared = next((e for e in found if "Duplicate GPU detected" in e.text), None)
+    specific = [e for e in found if not nccl.system_error(e.text)]
     summary = (
         f"communicator creation failed{' on ' + rank_prose(ranks) if ranks else ''}{where(found)} "
-        f"({quote(shared or found[0])})"
+        f"({quote(shared or (specific or found)[0])})"
         + (f", reaching {', '.join(peers[:3])}" if peers else "")
         + (
             ": two ranks of one communicator were given the same GPU; give each rank its "
@@ -184,9 +185,9 @@ def bootstrap(view: LogView) -> list[Candidate]:
         Candidate(
             HangClass.BOOTSTRAP,
             ranks,
-            Confidence.LOW if late else Confidence.MEDIUM,
+            Confidence.LOW if late or not specific else Confidence.MEDIUM,
             summary,
-            40 if late else 76,
+            40 if late else 76 if specific else 50,
             evidence=lines_of(found),
             rule="log_bootstrap",
         )

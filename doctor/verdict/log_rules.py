@@ -19,7 +19,8 @@ log_rank_loss           82/55/45  a rank's process died of its own cause (killed
                                   crash, its own exception; 82), RAS says a process is dead
                                   or unreachable (82/55), or a rank exited with no reason
                                   given (45)
-log_bootstrap           76/40     communicator or store creation failed (40 once a
+log_bootstrap           76/50/40  communicator or store creation failed (50, low confidence,
+                                  when only NCCL's bare system error says so; 40 once a
                                   collective had run)
 log_network             70/50/30  NCCL reports a transport error (70), or only connections
                                   closed by a peer (50); 30 when a rank's death explains them

@@ -30,25 +30,25 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 32 / 60
-"""Measured on the test split: 32 of 60 right (53 %). Earlier stops measured 19 of 37 and
-22 of 37 on the first 37 test cases; this stop added 23 test cases and looked at the test
-split's results three times (27/50 after its dev rules, 27/52 with three more cases, 32/60
-with eight more), no rule changed after the first look; a fourth look after the source
-message catalogue (``doctor/logs/catalogue.py``, no case rule changed) measured 32/60 again.
+HELDOUT_TEST_FLOOR = 38 / 64
+"""Measured on the test split: 38 of 64 right (59 %). Earlier stops measured 19 of 37 and
+22 of 37 on the first 37 test cases, then 27/50, 27/52, 32/60 and (after the source message
+catalogue) 32/60 again. The fifth look, after two dev rules (locked memory behind a verbs
+object refused for want of memory; NCCL's bare system error) and 10 new cases (3 of them
+test), measured 38/63; the sixth, after 4 more cases (1 test) and no rule change, 38/64.
 No rule was written from a test case. The issue's target is 85 %, missed; this floor is the
 measured value, not the target."""
-HELDOUT_DEV_FLOOR = 34 / 40
-"""Measured on the dev split: 34 of 40 (30 of 35 after this stop's two dev rules, 28 of 34
-before them; 23 of 26 on the first 26 dev cases). The 6 dev cases added after the first look
-at the test split got no rule. With the source message catalogue: 34 of 40 again."""
+HELDOUT_DEV_FLOOR = 40 / 50
+"""Measured on the dev split: 40 of 50 (34 of 40 before this stop's 10 new dev cases and two
+rules; 36 of 45 with five of the new cases and the old rules, 39 of 45 after the rules, 40 of
+47 with two more; the last three, added after a look at the test split, got no rule)."""
 
 
 def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 100
+    assert len(found) >= 114
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name

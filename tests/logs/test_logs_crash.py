@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from doctor.evidence import Evidence
+from doctor.logs import kinds
 from doctor.logs.parse import parse_text
 from doctor.model import HangClass
 from doctor.verdict.classify import classify
@@ -212,3 +213,63 @@ def test_a_torchelastic_failure_line_cut_after_its_exit_code_is_still_a_lost_ran
     )
     # THEN the SIGKILL still says a rank was lost
     assert verdict.hang_class is HangClass.RANK_LOSS
+
+
+# Host set-up failures told by one line with little NCCL detail (dev cases cudf-spark-7632,
+# ucx-8229: the locked-memory limit; dekr-18: NCCL's bare system error).
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ERROR mlx5_0: ibv_create_cq() failed: Cannot allocate memory.",
+        "ibv_create_cq(cqe=4096) failed: Cannot allocate memory",
+        "[1668693503.473099] [gpu7:1188443:0]          ib_log.c:246  UCX  ERROR mlx5_0: ibv_reg_mr() failed: Cannot allocate memory",
+        "gpu7:4016:4653 [7] misc/ibvwrap.cc:190 NCCL WARN Call to ibv_create_qp failed with error Cannot allocate memory",
+    ],
+)
+def test_an_rdma_object_that_cannot_get_memory_is_the_locked_memory_limit(line: str) -> None:
+    # GIVEN a verbs object (memory region, completion or queue pair) refused for want of memory,
+    # printed by UCX, by NCCL's IB wrapper, or quoted bare
+    events = parse_text([line], "job.log").events
+    # THEN it is a set-up failure of the host (ulimit -l), not a fault of the fabric
+    assert [e.kind for e in events] == [kinds.BOOTSTRAP]
+    assert "locked-memory" in events[0].text
+    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
+
+
+def test_a_verbs_call_that_fails_for_another_reason_is_still_the_network() -> None:
+    # GIVEN NCCL's IB wrapper failing a call, not for want of memory
+    line = "gpu7:4016:4653 [7] misc/ibvwrap.cc:284 NCCL WARN Call to ibv_modify_qp failed with error Connection timed out"
+    # THEN it stays a transport fault
+    assert [e.kind for e in parse_text([line], "job.log").events] == [kinds.NETWORK]
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        [
+            "> RuntimeError: NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version 2.7.8",
+            "",
+            "ncclSystemError: System call (socket, malloc, munmap, etc) failed.",
+        ],
+        ["RuntimeError: NCCL Error 2: unhandled system error"],
+        ["node3: Test NCCL failure common.cu:777 'unhandled system error'"],
+    ],
+)
+def test_nccls_bare_system_error_is_a_set_up_failure(lines: list[str]) -> None:
+    # GIVEN NCCL's system-error class with nothing more specific (a system call failed:
+    # shared memory, a socket, locked memory), as PyTorch and NCCL's tests print it
+    verdict = _verdict(lines)
+    # THEN communicator creation failed on the host's set-up: bootstrap, not "the logs do not tell"
+    assert verdict.hang_class is HangClass.BOOTSTRAP
+
+
+def test_a_specific_nccl_warning_beside_the_system_error_still_names_the_cause() -> None:
+    # GIVEN the system error together with the NCCL warning that says which call failed
+    lines = [
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:290, unhandled system error",
+        "node8:27106:27302 [0] include/shm.h:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv-0-3-0 (size 4460544)",
+    ]
+    verdict = _verdict(lines)
+    # THEN the verdict quotes the specific warning, and the class is bootstrap
+    assert verdict.hang_class is HangClass.BOOTSTRAP
+    assert "shared memory" in verdict.summary
