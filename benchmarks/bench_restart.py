@@ -248,8 +248,9 @@ def _run_processes(mark: str) -> list[psutil.Process]:
 
 
 def _keep_evidence(mark: str, tmp: Path, launcher: str) -> Path:
-    """``py-spy dump`` of every live process of the run, with each rank's stdout/stderr,
-    the launcher's output and the run's log, into a folder of ``EVIDENCE``."""
+    """``py-spy dump --native`` of every live process of the run (a rank left waiting in
+    a collective shows where gloo's threads are), with each rank's stdout/stderr, the
+    launcher's output and the run's log, into a folder of ``EVIDENCE``."""
     where = EVIDENCE / f"{launcher or 'run'}-{time.strftime('%H%M%S')}-{mark[:8]}"
     where.mkdir(parents=True, exist_ok=True)
     spy = shutil.which("py-spy") or str(Path(sys.executable).with_name("py-spy"))
@@ -260,7 +261,10 @@ def _keep_evidence(mark: str, tmp: Path, launcher: str) -> Path:
             continue
         try:
             dump = subprocess.run(
-                [spy, "dump", "--pid", str(proc.pid)], capture_output=True, text=True, timeout=30
+                [spy, "dump", "--native", "--pid", str(proc.pid)],
+                capture_output=True,
+                text=True,
+                timeout=30,
             )
             text = dump.stdout + dump.stderr
         except subprocess.TimeoutExpired:
