@@ -59,7 +59,11 @@ def test_a_zoo_bug_is_judged_right_on_every_look(name: str, zoo: dict[str, Outco
     assert len(outcome.looks) == RUNS
     # THEN every look at it gives a right verdict
     for look in outcome.looks:
-        assert right(case, look), (name, look.verdict)
+        assert right(case, look), (  # as text: pytest cuts a dict's repr in the middle
+            f"{name}: {look.verdict['hang_class']} {look.verdict['culprit_ranks']} "
+            f"({look.verdict['confidence']}) after {look.seconds:.1f}s: "
+            f"{look.verdict['summary']}; skipped {look.skipped}"
+        )
         # AND a hang is never called healthy, not even by a run whose native dump came late
         for found in (look.found, *look.cut):
             assert not (case.hang and found[0] == "healthy"), (found, look.verdict)
