@@ -273,3 +273,54 @@ def test_a_specific_nccl_warning_beside_the_system_error_still_names_the_cause()
     # THEN the verdict quotes the specific warning, and the class is bootstrap
     assert verdict.hang_class is HangClass.BOOTSTRAP
     assert "shared memory" in verdict.summary
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[vegas25:11725:0] rc_verbs_iface.c:52   UCX  ERROR Send completion with error: transport retry counter exceeded",
+        "ibv_poll_cq: wc status 'RNR retry counter exceeded'",
+        "mlx5: got completion with error: remote access error",
+    ],
+)
+def test_an_rdma_completion_error_without_nccls_prefix_is_the_network(line: str) -> None:
+    # GIVEN a failed work completion in libibverbs' words, printed by UCX or quoted bare
+    # WHEN the logs are judged THEN it is the link between ranks, as NCCL's NET/IB error is
+    assert _verdict([line]).hang_class is HangClass.NETWORK
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[QUESTION] OSError: [Errno 28] No space left on device",
+        "RuntimeError: unable to write to file </torch_123_456>: No space left on device (28)",
+    ],
+)
+def test_no_space_left_on_device_alone_is_the_hosts_set_up(line: str) -> None:
+    # GIVEN ENOSPC with nothing else (a full /dev/shm or disk) WHEN judged THEN bootstrap
+    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Bus error: nonexistent physical address with signal 7",
+        "[gpu-node09:332629:0:332629] Caught signal 7 (Bus error: nonexistent physical address)",
+    ],
+)
+def test_a_bus_error_on_a_page_with_no_backing_is_shared_memory_not_a_lost_rank(line: str) -> None:
+    # GIVEN BUS_ADRERR (a mapped tmpfs page with no room behind it), quoted or as UCX's
+    # banner WHEN judged THEN it is /dev/shm, the host's set-up, not a crashed rank
+    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
+
+
+def test_a_bus_error_of_another_code_is_still_a_lost_rank() -> None:
+    # GIVEN a bus error whose code is not BUS_ADRERR WHEN judged THEN the crash is a lost rank
+    line = "[gpu-node09:332629:0:332629] Caught signal 7 (Bus error: invalid address alignment)"
+    assert _verdict([line]).hang_class is HangClass.RANK_LOSS
+
+
+def test_a_driver_too_old_for_the_cuda_runtime_is_set_up_not_a_gpu_fault() -> None:
+    # GIVEN NCCL's CUDA error 35 (the runtime needs a newer driver) WHEN judged THEN bootstrap
+    line = "91: idgsim-gpu-001:47744:47744 [0] init.cu:674 WARN Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'"
+    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
