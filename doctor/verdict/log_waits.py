@@ -155,6 +155,42 @@ def _silent(view: LogView) -> dict[int, str]:
     }
 
 
+def left_loop(view: LogView) -> list[Candidate]:
+    """Every rank but the silent ones timed out in one collective, each having issued it,
+    and nothing says the silent ones were at work: they never issued it. With no crash of
+    theirs in the logs (a crash's rule is stronger), the usual reason is that they left
+    the loop early (their data ran out: an iterable dataset split unevenly) or took
+    another path of the code: a collective mismatch, low confidence, for ``log_laggard``'s
+    culprits (the classifier refines that ``unknown`` with it)."""
+    silent = _silent(view)
+    timeouts = [e for e in view.of_kind(kinds.WATCHDOG_TIMEOUT) if e.rank is not None and e.seq]
+    seqs = {(e.process_group or "0", e.seq) for e in timeouts}
+    if not silent or len(seqs) != 1 or view.of_kind(kinds.WORKING):
+        return []
+    (group, seq), ranks = next(iter(seqs)), tuple(sorted(silent))
+    issued = {
+        e.rank for e in view.of_kind(kinds.WORK_PROGRESS) if e.seq is not None and e.seq >= seq
+    }
+    if issued and not issued.isdisjoint(ranks):
+        return []
+    return [
+        Candidate(
+            HangClass.COLLECTIVE_MISMATCH,
+            ranks,
+            Confidence.LOW,
+            f"every other rank timed out in collective {seq} and {rank_prose(ranks)} logged "
+            "nothing: it never issued that collective, most often because it left the loop "
+            "early (its share of the data ran out) or took another path; give every rank "
+            "the same number of batches (DistributedSampler, drop_last, the Join context)",
+            30,
+            collective=CollectiveRef(group, seq, _op_at(view, seq) or "unknown"),
+            evidence=tuple(EvidenceLine(SOURCE, r, t) for r, t in sorted(silent.items())[:8]),
+            missing_evidence=(STACKS_HINT,),
+            rule="log_left_loop",
+        )
+    ]
+
+
 def stalled(view: LogView) -> list[Candidate]:
     """Every rank that logged waits in one collective it issued: it never finished."""
     timeouts = [e for e in view.of_kind(kinds.WATCHDOG_TIMEOUT) if e.rank is not None and e.seq]

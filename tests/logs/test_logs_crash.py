@@ -324,3 +324,25 @@ def test_a_driver_too_old_for_the_cuda_runtime_is_set_up_not_a_gpu_fault() -> No
     # GIVEN NCCL's CUDA error 35 (the runtime needs a newer driver) WHEN judged THEN bootstrap
     line = "91: idgsim-gpu-001:47744:47744 [0] init.cu:674 WARN Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'"
     assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
+
+
+_LEFT_LOOP = [  # pytorch/pytorch#141069: ranks 1-3 wait at work 19, rank 0 prints nothing
+    "[rank2]:[E ProcessGroupNCCL.cpp:563] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=19, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800093 milliseconds before timing out.",
+    "[rank2]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 2] Timeout at NCCL work: 19, last enqueued NCCL work: 19, last completed NCCL work: 18.",
+    "[rank3]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 3] Timeout at NCCL work: 19, last enqueued NCCL work: 19, last completed NCCL work: 18.",
+    "[rank1]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 1] Timeout at NCCL work: 19, last enqueued NCCL work: 19, last completed NCCL work: 18.",
+]
+
+
+def test_the_one_rank_silent_while_all_others_time_out_left_the_loop() -> None:
+    # GIVEN every rank but rank 0 timed out in collective 19, which each had issued, and
+    # nothing says rank 0 was at work WHEN judged THEN rank 0 never issued it: a mismatch
+    verdict = _verdict(_LEFT_LOOP)
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert verdict.culprit_ranks == (0,)
+
+
+def test_the_silent_ranks_crash_outranks_the_left_loop_reading() -> None:
+    # GIVEN the same timeouts and rank 0's own crash banner WHEN judged THEN rank 0 was lost
+    crash = "[rank0]: Fatal Python error: Segmentation fault"
+    assert _verdict([*_LEFT_LOOP, crash]).hang_class is HangClass.RANK_LOSS
