@@ -70,13 +70,18 @@ def laggards(view: LogView) -> list[Candidate]:
     named.update(_ras_laggards(view))
     if not named:
         named = _silent(view)
+    working = [e for e in view.of_kind(kinds.WORKING) if e.rank is None or e.rank in named]
+    if not named and working and view.of_kind(kinds.WATCHDOG_TIMEOUT):
+        named = {e.rank: e.text for e in working if e.rank is not None}
+        if not named:
+            return [_busy(view, working)]
     if not named:
         return []
     ranks = tuple(sorted(named))
     why = f"{rank_prose(ranks)} never reached the collective the others wait in "
     why += f"({next(iter(named.values()))[:140]})"
     lines = tuple(EvidenceLine(SOURCE, r, text) for r, text in sorted(named.items())[:8])
-    working = [e for e in view.of_kind(kinds.WORKING) if e.rank is None or e.rank in ranks]
+    working = [e for e in working if e.rank is None or e.rank in ranks]
     if working:
         return [
             Candidate(
@@ -111,6 +116,23 @@ def laggards(view: LogView) -> list[Candidate]:
             rule="log_laggard",
         )
     ]
+
+
+def _busy(view: LogView, working: list[LogEvent]) -> Candidate:
+    """A collective timed out while the job's own progress bar says a process was busy in
+    its own loop, no rank named: cpu_stuck on the process that drew the bar."""
+    return Candidate(
+        HangClass.CPU_STUCK,
+        (),
+        Confidence.LOW,
+        f"a collective timed out and {working[0].text}: a process was at work in its own "
+        "code (data preparation, a scan of the data) while the others waited; do that work "
+        "before the process group starts, on every rank, or raise the timeout",
+        50,
+        evidence=lines_of(working[:2]) + lines_of(view.of_kind(kinds.WATCHDOG_TIMEOUT)[:2]),
+        missing_evidence=(STACKS_HINT,),
+        rule="log_laggard",
+    )
 
 
 def _op_at(view: LogView, seq: int) -> str | None:

@@ -346,3 +346,24 @@ def test_the_silent_ranks_crash_outranks_the_left_loop_reading() -> None:
     # GIVEN the same timeouts and rank 0's own crash banner WHEN judged THEN rank 0 was lost
     crash = "[rank0]: Fatal Python error: Segmentation fault"
     assert _verdict([*_LEFT_LOOP, crash]).hang_class is HangClass.RANK_LOSS
+
+
+def test_a_progress_bar_running_as_long_as_the_collective_waited_is_a_busy_process() -> None:
+    # GIVEN huggingface/accelerate#314: a scan's bar at 30:01 when a rank's 30-minute
+    # ALLREDUCE timed out (the bar's rate cut off, the watchdog line wrapped by the terminal)
+    # WHEN judged THEN a process was at work in its own code: cpu_stuck
+    lines = [
+        " 35%|████████████████████████                    | 73811210851/208140108456 [30:01<57:14, 39115047.81",
+        "[E ProcessGroupNCCL.cpp:485] [Rank 6] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802246 milliseconds before timing ",
+        "out.",
+    ]
+    assert _verdict(lines).hang_class is HangClass.CPU_STUCK
+
+
+def test_a_short_progress_bar_before_a_timeout_says_nothing() -> None:
+    # GIVEN a bar that had run 2 minutes of a 30-minute wait WHEN judged THEN not cpu_stuck
+    lines = [
+        " 35%|████████                    | 7381/20814 [02:01<57:14, 39.81it/s]",
+        "[E ProcessGroupNCCL.cpp:485] [Rank 6] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802246 milliseconds before timing out.",
+    ]
+    assert _verdict(lines).hang_class is not HangClass.CPU_STUCK
