@@ -131,7 +131,7 @@ _LOWER = (
     "oom-kill|exited on signal|exitcode|missing ranks|ignal|core dumped|subset of ranks|"
     "ncclShm|compiling|ninja|torchdynamo|"
     "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed.|"
-    "it/s]|s/it]|stragglers|fail|error|fatal|NET/|counter exceeded|No space left|%|"
+    "it/s]|s/it]|stragglers|fail|error|fatal|NET/|count exceeded|counter exceeded|No space left|%|"
 ).split("|")
 
 

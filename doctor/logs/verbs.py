@@ -6,7 +6,8 @@ the error quoted bare in a thread's title.
   want of memory is the locked-memory limit (``ulimit -l``, a container's ``--ulimit
   memlock``): the host's set-up, not the fabric, so ``bootstrap``.
 * A work completion that failed, in libibverbs' own words for its status
-  (``ibv_wc_status_str``: the transport or receiver-not-ready retry counter exceeded, a
+  (``ibv_wc_status_str``: the transport or receiver-not-ready retry counter exceeded, or
+  UCX's mlx5 ``Transport retry count exceeded``, a
   remote access or operation error, a local protection error), is the link between two
   ranks after they connected: ``network``, as NCCL's ``NET/IB : Got completion ... with
   error`` (read by ``doctor.logs.nccl``).
@@ -30,8 +31,9 @@ _LOCKED_MEMORY = re.compile(
 )
 
 _COMPLETION = re.compile(
-    r"(?i)(?:transport|RNR) retry counter exceeded|remote (?:access|operation|invalid request) "
-    r"error|local protection error|completion (?:with )?error"
+    r"(?i)(?:transport|RNR) retry count(?:er)? exceeded|"
+    r"remote (?:access|operation|invalid request) error|local protection error|"
+    r"completion (?:with )?error"
 )
 """libibverbs' ``ibv_wc_status_str`` for the statuses that end a connection, and the
 completion error its callers print around them."""

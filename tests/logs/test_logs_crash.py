@@ -367,3 +367,24 @@ def test_a_short_progress_bar_before_a_timeout_says_nothing() -> None:
         "[E ProcessGroupNCCL.cpp:485] [Rank 6] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802246 milliseconds before timing out.",
     ]
     assert _verdict(lines).hang_class is not HangClass.CPU_STUCK
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: [enforce fail at /root/pytorch/third_party/gloo/gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable to find address for: bond1",
+        "[W socket.cpp:697] [c10d] The IPv6 network addresses of (IDC-COMPUTER, 39067) cannot be retrieved (gai error: -3 - Temporary failure in name resolution).",
+        "ValueError: host not found: Name or service not known",
+    ],
+)
+def test_an_address_the_job_cannot_find_is_a_start_up_failure(line: str) -> None:
+    # GIVEN Gloo finding no address for its interface, or a host name that does not resolve
+    # WHEN judged THEN the store is never reached: bootstrap
+    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
+
+
+def test_ucxs_mlx5_retry_count_wording_is_the_network() -> None:
+    # GIVEN UCX's mlx5 wording of the retry counter ('count', not 'counter') WHEN judged
+    # THEN network
+    line = "[master:19546:0:19546] ib_mlx5_log.c:139  Transport retry count exceeded on mlx5_0:1/IB (synd 0x15 vend 0x81 hw_synd 0/0)"
+    assert _verdict([line]).hang_class is HangClass.NETWORK
