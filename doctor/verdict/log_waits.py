@@ -186,7 +186,7 @@ def left_loop(view: LogView) -> list[Candidate]:
     culprits (the classifier refines that ``unknown`` with it)."""
     silent = _silent(view)
     timeouts = [e for e in view.of_kind(kinds.WATCHDOG_TIMEOUT) if e.rank is not None and e.seq]
-    seqs = {(e.process_group or "0", e.seq) for e in timeouts}
+    seqs = {(e.process_group or "0", e.seq or 0) for e in timeouts}
     if not silent or len(seqs) != 1 or view.of_kind(kinds.WORKING):
         return []
     (group, seq), ranks = next(iter(seqs)), tuple(sorted(silent))

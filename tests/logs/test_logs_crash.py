@@ -276,42 +276,45 @@ def test_a_specific_nccl_warning_beside_the_system_error_still_names_the_cause()
 
 
 @pytest.mark.parametrize(
-    "line",
+    ("line", "cause"),
     [
-        "[vegas25:11725:0] rc_verbs_iface.c:52   UCX  ERROR Send completion with error: transport retry counter exceeded",
-        "ibv_poll_cq: wc status 'RNR retry counter exceeded'",
-        "mlx5: got completion with error: remote access error",
+        # a failed RDMA work completion in libibverbs' words, printed by UCX or quoted bare:
+        # the link between ranks, as NCCL's NET/IB error is
+        (
+            "[vegas25:11725:0] rc_verbs_iface.c:52   UCX  ERROR Send completion with error: transport retry counter exceeded",
+            HangClass.NETWORK,
+        ),
+        ("ibv_poll_cq: wc status 'RNR retry counter exceeded'", HangClass.NETWORK),
+        ("mlx5: got completion with error: remote access error", HangClass.NETWORK),
+        # ENOSPC with nothing else: a full /dev/shm or disk, the host's set-up
+        ("[QUESTION] OSError: [Errno 28] No space left on device", HangClass.BOOTSTRAP),
+        (
+            "RuntimeError: unable to write to file </torch_123_456>: No space left on device (28)",
+            HangClass.BOOTSTRAP,
+        ),
+        # BUS_ADRERR (a mapped tmpfs page with no room behind it), quoted or as UCX's banner:
+        # /dev/shm, not a crashed rank
+        ("Bus error: nonexistent physical address with signal 7", HangClass.BOOTSTRAP),
+        (
+            "[gpu-node09:332629:0:332629] Caught signal 7 (Bus error: nonexistent physical address)",
+            HangClass.BOOTSTRAP,
+        ),
+        # Gloo finding no address for its interface, a host name that does not resolve: the
+        # store is never reached
+        (
+            "RuntimeError: [enforce fail at /root/pytorch/third_party/gloo/gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable to find address for: bond1",
+            HangClass.BOOTSTRAP,
+        ),
+        (
+            "[W socket.cpp:697] [c10d] The IPv6 network addresses of (IDC-COMPUTER, 39067) cannot be retrieved (gai error: -3 - Temporary failure in name resolution).",
+            HangClass.BOOTSTRAP,
+        ),
+        ("ValueError: host not found: Name or service not known", HangClass.BOOTSTRAP),
     ],
 )
-def test_an_rdma_completion_error_without_nccls_prefix_is_the_network(line: str) -> None:
-    # GIVEN a failed work completion in libibverbs' words, printed by UCX or quoted bare
-    # WHEN the logs are judged THEN it is the link between ranks, as NCCL's NET/IB error is
-    assert _verdict([line]).hang_class is HangClass.NETWORK
-
-
-@pytest.mark.parametrize(
-    "line",
-    [
-        "[QUESTION] OSError: [Errno 28] No space left on device",
-        "RuntimeError: unable to write to file </torch_123_456>: No space left on device (28)",
-    ],
-)
-def test_no_space_left_on_device_alone_is_the_hosts_set_up(line: str) -> None:
-    # GIVEN ENOSPC with nothing else (a full /dev/shm or disk) WHEN judged THEN bootstrap
-    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
-
-
-@pytest.mark.parametrize(
-    "line",
-    [
-        "Bus error: nonexistent physical address with signal 7",
-        "[gpu-node09:332629:0:332629] Caught signal 7 (Bus error: nonexistent physical address)",
-    ],
-)
-def test_a_bus_error_on_a_page_with_no_backing_is_shared_memory_not_a_lost_rank(line: str) -> None:
-    # GIVEN BUS_ADRERR (a mapped tmpfs page with no room behind it), quoted or as UCX's
-    # banner WHEN judged THEN it is /dev/shm, the host's set-up, not a crashed rank
-    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
+def test_a_line_without_nccls_prefix_is_read_as_its_cause(line: str, cause: HangClass) -> None:
+    # GIVEN one such line WHEN the logs are judged THEN the class is its cause
+    assert _verdict([line]).hang_class is cause
 
 
 def test_a_bus_error_of_another_code_is_still_a_lost_rank() -> None:
@@ -367,20 +370,6 @@ def test_a_short_progress_bar_before_a_timeout_says_nothing() -> None:
         "[E ProcessGroupNCCL.cpp:485] [Rank 6] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802246 milliseconds before timing out.",
     ]
     assert _verdict(lines).hang_class is not HangClass.CPU_STUCK
-
-
-@pytest.mark.parametrize(
-    "line",
-    [
-        "RuntimeError: [enforce fail at /root/pytorch/third_party/gloo/gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable to find address for: bond1",
-        "[W socket.cpp:697] [c10d] The IPv6 network addresses of (IDC-COMPUTER, 39067) cannot be retrieved (gai error: -3 - Temporary failure in name resolution).",
-        "ValueError: host not found: Name or service not known",
-    ],
-)
-def test_an_address_the_job_cannot_find_is_a_start_up_failure(line: str) -> None:
-    # GIVEN Gloo finding no address for its interface, or a host name that does not resolve
-    # WHEN judged THEN the store is never reached: bootstrap
-    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
 
 
 def test_ucxs_mlx5_retry_count_wording_is_the_network() -> None:
