@@ -131,8 +131,8 @@ _LOWER = (
     "oom-kill|exited on signal|exitcode|missing ranks|ignal|core dumped|subset of ranks|"
     "ncclShm|compiling|ninja|torchdynamo|"
     "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed.|"
-    "it/s]|s/it]|stragglers|fail|error|fatal|NET/|count exceeded|counter exceeded|No space left|%|"
-).split("|")
+    "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address"
+).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
 
 
 def worth_a_look(raw: str) -> bool:
