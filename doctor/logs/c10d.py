@@ -21,7 +21,11 @@ What each message proves:
   (``Building extension module``, Megatron's ``compiling and loading fused kernels``).
 * Store and rendezvous failures (client socket timeouts, ``waiting for clients``,
   ``Address already in use``) are bootstrap failures; a store connection the other side
-  closed mid-job is a peer gone.
+  closed mid-job is a peer gone. So is an address the job cannot find: Gloo's ``Unable
+  to find address for: IFACE`` (``GLOO_SOCKET_IFNAME`` names no interface, or the host
+  name has no address), and a host name that does not resolve (``gai error``, ``Name or
+  service not known``, ``Temporary failure in name resolution``): the store is never
+  reached.
 """
 
 from __future__ import annotations
@@ -90,7 +94,10 @@ _BOOTSTRAP = re.compile(
     r"server socket has failed to (?:listen on any local network address|bind)|"
     r"[Aa]ddress already in use|RendezvousTimeoutError|RendezvousClosedError|"
     r"Rendezvous .{0,80}timed out|DistStoreError: Socket Timeout|"
-    r"ncclCommInitRank failed|NCCL communicator init(?:ialization)? (?:failed|timed out)"
+    r"ncclCommInitRank failed|NCCL communicator init(?:ialization)? (?:failed|timed out)|"
+    r"Unable to find address for|addresses of \(.{1,255}\) cannot be retrieved \(gai error|"
+    r"host not found|Name or service not known|Temporary failure in name resolution|"
+    r"nodename nor servname provided"
 )
 _STORE_GONE = re.compile(
     r"(?:recvValue|recvBytes|sendBytes)\w* failed .*?remote=\[([\w.:-]+)\]|"

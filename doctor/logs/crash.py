@@ -13,7 +13,8 @@ connection next to it is the crash's echo, not the network's fault).
 
 A crash whose cause the runtime names is that cause instead: PyTorch's data loader says
 when its worker's bus error comes from too little shared memory (a container's 64 MB
-``/dev/shm``), the set-up problem NCCL meets as an ``ncclShmOpen`` crash.
+``/dev/shm``), the set-up problem NCCL meets as an ``ncclShmOpen`` crash. So does a bus
+error whose code says the mapped page had no backing (``doctor.logs.shm``).
 
     ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient
         shared memory (shm).
@@ -26,7 +27,7 @@ from __future__ import annotations
 import re
 
 from doctor.evidence import LogEvent
-from doctor.logs import kinds
+from doctor.logs import kinds, shm
 from doctor.logs.launcher import SIGNAL_WORDS, signal_code
 from doctor.logs.lines import Line
 
@@ -49,6 +50,8 @@ def events(line: Line) -> list[LogEvent]:
     if _SHM_TOO_SMALL.search(text):
         return [line.event(kinds.BOOTSTRAP, text="the process ran out of shared memory (/dev/shm)")]
     if "ignal" not in text and "(core dumped)" not in text and "Fatal Python" not in text:
+        return []
+    if shm.no_backing(text):  # read by doctor.logs.shm: the shared memory, not the rank
         return []
     if m := _UCX.search(text):
         return [line.event(kinds.EXIT, host=m.group(1), pid=int(m.group(2)), code=-int(m.group(3)))]

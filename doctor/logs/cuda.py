@@ -7,7 +7,10 @@ access, a launch failure, a device-side assert stop the rank's GPU work whatever
 them (``cuda_error``); ``out of memory`` is memory (``oom``). ``invalid device ordinal`` is
 none of these: the rank asked for a GPU index the machine does not have (more ranks launched
 than GPUs visible), a launch that failed at set-up (``bootstrap``); so is CUDA's error 802,
-``system not yet initialized``: an NVSwitch machine whose fabric manager is not running.
+``system not yet initialized``: an NVSwitch machine whose fabric manager is not running;
+so is error 35, ``CUDA driver version is insufficient for CUDA runtime version``: the
+runtime the job was built with needs a newer driver than the host has, which no GPU
+fault explains.
 """
 
 from __future__ import annotations
@@ -28,7 +31,8 @@ _HARDWARE = re.compile(
 )
 _NO_SUCH_DEVICE = re.compile(r"invalid device ordinal|CUDA_ERROR_INVALID_DEVICE\b")
 _NOT_READY = re.compile(
-    r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY"
+    r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY|"
+    r"driver version is insufficient for CUDA runtime|cudaErrorInsufficientDriver"
 )
 _OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|out of memory|CUDA_ERROR_OUT_OF_MEMORY|"

@@ -30,6 +30,7 @@ from doctor.logs import (
     launcher,
     nccl,
     ras,
+    shm,
     smi,
     traceback,
     training,
@@ -113,6 +114,7 @@ LINE_PARSERS: tuple[Callable[[Line], list[LogEvent]], ...] = (
     traceback.events,
     training.events,
     verbs.events,
+    shm.events,
 )
 _CAPITALISED = (
     "NCCL|WARN|ERROR|Error|Exception|Traceback|Watchdog|SeqNum|Rank|Timed out|"
@@ -129,8 +131,8 @@ _LOWER = (
     "oom-kill|exited on signal|exitcode|missing ranks|ignal|core dumped|subset of ranks|"
     "ncclShm|compiling|ninja|torchdynamo|"
     "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed.|"
-    "it/s]|s/it]|stragglers|fail|error|fatal|NET/"
-).split("|")
+    "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address"
+).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
 
 
 def worth_a_look(raw: str) -> bool:

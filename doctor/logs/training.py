@@ -5,7 +5,9 @@ A tqdm bar (``75% 24/32 [01:09<00:22, 2.83s/it]``) counts work the process that 
 finished. Read against the watchdog: a bar that counts on after a rank timed out was drawn
 by a process still at work in its own code (an evaluation, a save), not waiting in the
 collective. Only that advance is kept, once per bar, so a log of a million bar updates
-costs nothing.
+costs nothing. So is a bar whose elapsed time, when the watchdog fired, was already as long
+as the collective had waited (``[30:01<57:14`` beside ``ran for 1802246 milliseconds``):
+its process was busy in that loop the whole time the others waited.
 
 FlagScale's straggler detector prints ``=== Straggler Report at Step N ===`` from rank 0
 every few steps, then ``No stragglers detected.`` or ``Detected stragglers: [3, 5]``: it
@@ -21,8 +23,11 @@ from doctor.evidence import LogEvent
 from doctor.logs import kinds
 from doctor.logs.lines import Line
 
-_BAR = re.compile(r"(\d{1,18})/(\d{1,18}) \[(?:\d{1,9}:)?\d{1,2}:\d{2}<")
+_BAR = re.compile(r"(\d{1,18})/(\d{1,18}) \[(?:(\d{1,9}):)?(\d{1,2}):(\d{2})<")
 """tqdm's ``n/total [elapsed<remaining`` (the rest of the bar is the user's to change)."""
+_RAN_FOR = re.compile(r"ran for (\d{1,18}) milliseconds")
+BUSY_SHARE = 0.9
+"""A bar that had run this share of the watchdog's wait was busy through it."""
 _NO_STRAGGLERS = re.compile(r"No stragglers detected")
 _STRAGGLERS = re.compile(r"Detected [Ss]tragglers: ?\[([\d, ]{1,4000})")
 """No closing bracket needed: a line cut at its bound still names ranks."""
@@ -50,6 +55,8 @@ class BarWatch:
         """A bar's total -> the count it showed last before the first timeout."""
         self._timed_out = False
         self._told: set[int] = set()
+        self._elapsed: dict[int, tuple[int, int]] = {}
+        """A bar's total -> (seconds it had run, count) as last drawn before the timeout."""
 
     def feed(self, line: Line, found: list[LogEvent]) -> list[LogEvent]:
         """``found``: what the other parsers read from the same line (a bar and a watchdog
@@ -60,6 +67,8 @@ class BarWatch:
             before = self._counts.get(total)
             if not self._timed_out:
                 self._counts[total] = count
+                hours, minutes, seconds = (int(g or 0) for g in m.group(3, 4, 5))
+                self._elapsed[total] = (3600 * hours + 60 * minutes + seconds, count)
             elif before is not None and count > before and total not in self._told:
                 self._told.add(total)
                 out.append(
@@ -71,5 +80,22 @@ class BarWatch:
                         "after the watchdog timeout",
                     )
                 )
-        self._timed_out |= any(e.kind == kinds.WATCHDOG_TIMEOUT for e in found)
+        timeout = any(e.kind == kinds.WATCHDOG_TIMEOUT for e in found)
+        if timeout and not self._timed_out and (waited := _RAN_FOR.search(line.text)):
+            out += self._busy_all_along(line, int(waited.group(1)) / 1000)
+        self._timed_out |= timeout
         return out
+
+    def _busy_all_along(self, line: Line, waited: float) -> list[LogEvent]:
+        """The bars that had been running for as long as the collective waited."""
+        return [
+            line.event(
+                kinds.WORKING,
+                rank=None,  # the bar's process, not the rank whose watchdog fired
+                seq=count,
+                text=f"a progress bar had run {seconds // 60}:{seconds % 60:02d} when the "
+                f"collective timed out after {waited:.0f} s",
+            )
+            for total, (seconds, count) in self._elapsed.items()
+            if seconds >= BUSY_SHARE * waited
+        ][:1]

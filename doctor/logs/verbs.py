@@ -1,11 +1,20 @@
-"""RDMA verbs set-up failures, whoever prints them: NCCL's IB wrappers (``Call to ibv_...
-failed with error ...``), UCX's ``ibv_...() failed: ...``, or the error quoted bare in a
-thread's title. A verbs object (a memory region, a completion or queue pair) that cannot
-be created for want of memory is the locked-memory limit (``ulimit -l``, a container's
-``--ulimit memlock``): the host's set-up, not the fabric, so ``bootstrap``.
+"""RDMA verbs failures, whoever prints them: NCCL's IB wrappers (``Call to ibv_...
+failed with error ...``), UCX's ``ibv_...() failed: ...`` and its completion errors, or
+the error quoted bare in a thread's title.
+
+* A verbs object (a memory region, a completion or queue pair) that cannot be created for
+  want of memory is the locked-memory limit (``ulimit -l``, a container's ``--ulimit
+  memlock``): the host's set-up, not the fabric, so ``bootstrap``.
+* A work completion that failed, in libibverbs' own words for its status
+  (``ibv_wc_status_str``: the transport or receiver-not-ready retry counter exceeded, or
+  UCX's mlx5 ``Transport retry count exceeded``, a
+  remote access or operation error, a local protection error), is the link between two
+  ranks after they connected: ``network``, as NCCL's ``NET/IB : Got completion ... with
+  error`` (read by ``doctor.logs.nccl``).
 
     ERROR mlx5_0: ibv_create_cq() failed: Cannot allocate memory.
     ibv_create_cq(cqe=4096) failed: Cannot allocate memory
+    rc_verbs_iface.c:52   UCX  ERROR Send completion with error: transport retry counter exceeded
 """
 
 from __future__ import annotations
@@ -21,6 +30,14 @@ _LOCKED_MEMORY = re.compile(
     r"[^\n]{0,80}?(?:Cannot allocate memory|ENOMEM)"
 )
 
+_COMPLETION = re.compile(
+    r"(?i)(?:transport|RNR) retry count(?:er)? exceeded|"
+    r"remote (?:access|operation|invalid request) error|local protection error|"
+    r"completion (?:with )?error"
+)
+"""libibverbs' ``ibv_wc_status_str`` for the statuses that end a connection, and the
+completion error its callers print around them."""
+
 
 def locked_memory(text: str) -> bool:
     """Whether ``text`` says a verbs object could not be created for want of memory."""
@@ -28,7 +45,16 @@ def locked_memory(text: str) -> bool:
 
 
 def events(line: Line) -> list[LogEvent]:
-    if not locked_memory(line.text):
+    text = line.text
+    if "NCCL" not in text and "NET/" not in text and _COMPLETION.search(text):
+        return [
+            line.event(
+                kinds.NETWORK,
+                text="an RDMA work completion failed between two ranks: the link, a switch, "
+                "or routing (RoCE GID, LMC path) between their NICs",
+            )
+        ]
+    if not locked_memory(text):
         return []
     return [
         line.event(

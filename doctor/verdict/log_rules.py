@@ -37,7 +37,12 @@ log_laggard             50/45     a desync report, a monitored barrier, RAS coun
                                   reached the collective the others wait in: cpu_stuck (50)
                                   when the job's progress bar counted on after the timeout
                                   (they were at work), else unknown (45: why they did not
-                                  is for their stacks to say)
+                                  is for their stacks to say); cpu_stuck (50), no culprit,
+                                  when no rank is singled out but a progress bar had run as
+                                  long as the collective waited
+log_left_loop           30        every rank but the silent ones timed out in one collective
+                                  they issued, none at work: the silent ones left the loop
+                                  (collective_mismatch, low; refines log_laggard's unknown)
 log_ras_frozen          70        RAS counts did not move across two reports, ranks behind
 log_stalled             25        every rank that logged timed out in the same collective,
                                   all issued it: GPU or network (unknown)
@@ -320,6 +325,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     straggler,
     log_waits.ras_frozen,
     log_waits.laggards,
+    log_waits.left_loop,
     log_waits.stalled,
     log_waits.healthy,
 )

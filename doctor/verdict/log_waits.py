@@ -70,13 +70,18 @@ def laggards(view: LogView) -> list[Candidate]:
     named.update(_ras_laggards(view))
     if not named:
         named = _silent(view)
+    working = [e for e in view.of_kind(kinds.WORKING) if e.rank is None or e.rank in named]
+    if not named and working and view.of_kind(kinds.WATCHDOG_TIMEOUT):
+        named = {e.rank: e.text for e in working if e.rank is not None}
+        if not named:
+            return [_busy(view, working)]
     if not named:
         return []
     ranks = tuple(sorted(named))
     why = f"{rank_prose(ranks)} never reached the collective the others wait in "
     why += f"({next(iter(named.values()))[:140]})"
     lines = tuple(EvidenceLine(SOURCE, r, text) for r, text in sorted(named.items())[:8])
-    working = [e for e in view.of_kind(kinds.WORKING) if e.rank is None or e.rank in ranks]
+    working = [e for e in working if e.rank is None or e.rank in ranks]
     if working:
         return [
             Candidate(
@@ -111,6 +116,23 @@ def laggards(view: LogView) -> list[Candidate]:
             rule="log_laggard",
         )
     ]
+
+
+def _busy(view: LogView, working: list[LogEvent]) -> Candidate:
+    """A collective timed out while the job's own progress bar says a process was busy in
+    its own loop, no rank named: cpu_stuck on the process that drew the bar."""
+    return Candidate(
+        HangClass.CPU_STUCK,
+        (),
+        Confidence.LOW,
+        f"a collective timed out and {working[0].text}: a process was at work in its own "
+        "code (data preparation, a scan of the data) while the others waited; do that work "
+        "before the process group starts, on every rank, or raise the timeout",
+        50,
+        evidence=lines_of(working[:2]) + lines_of(view.of_kind(kinds.WATCHDOG_TIMEOUT)[:2]),
+        missing_evidence=(STACKS_HINT,),
+        rule="log_laggard",
+    )
 
 
 def _op_at(view: LogView, seq: int) -> str | None:
@@ -153,6 +175,42 @@ def _silent(view: LogView) -> dict[int, str]:
         for r in range(world)
         if r not in timed_out
     }
+
+
+def left_loop(view: LogView) -> list[Candidate]:
+    """Every rank but the silent ones timed out in one collective, each having issued it,
+    and nothing says the silent ones were at work: they never issued it. With no crash of
+    theirs in the logs (a crash's rule is stronger), the usual reason is that they left
+    the loop early (their data ran out: an iterable dataset split unevenly) or took
+    another path of the code: a collective mismatch, low confidence, for ``log_laggard``'s
+    culprits (the classifier refines that ``unknown`` with it)."""
+    silent = _silent(view)
+    timeouts = [e for e in view.of_kind(kinds.WATCHDOG_TIMEOUT) if e.rank is not None and e.seq]
+    seqs = {(e.process_group or "0", e.seq or 0) for e in timeouts}
+    if not silent or len(seqs) != 1 or view.of_kind(kinds.WORKING):
+        return []
+    (group, seq), ranks = next(iter(seqs)), tuple(sorted(silent))
+    issued = {
+        e.rank for e in view.of_kind(kinds.WORK_PROGRESS) if e.seq is not None and e.seq >= seq
+    }
+    if issued and not issued.isdisjoint(ranks):
+        return []
+    return [
+        Candidate(
+            HangClass.COLLECTIVE_MISMATCH,
+            ranks,
+            Confidence.LOW,
+            f"every other rank timed out in collective {seq} and {rank_prose(ranks)} logged "
+            "nothing: it never issued that collective, most often because it left the loop "
+            "early (its share of the data ran out) or took another path; give every rank "
+            "the same number of batches (DistributedSampler, drop_last, the Join context)",
+            30,
+            collective=CollectiveRef(group, seq, _op_at(view, seq) or "unknown"),
+            evidence=tuple(EvidenceLine(SOURCE, r, t) for r, t in sorted(silent.items())[:8]),
+            missing_evidence=(STACKS_HINT,),
+            rule="log_left_loop",
+        )
+    ]
 
 
 def stalled(view: LogView) -> list[Candidate]:

@@ -30,25 +30,25 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 38 / 64
-"""Measured on the test split: 38 of 64 right (59 %). Earlier stops measured 19 of 37 and
-22 of 37 on the first 37 test cases, then 27/50, 27/52, 32/60 and (after the source message
-catalogue) 32/60 again. The fifth look, after two dev rules (locked memory behind a verbs
-object refused for want of memory; NCCL's bare system error) and 10 new cases (3 of them
-test), measured 38/63; the sixth, after 4 more cases (1 test) and no rule change, 38/64.
-No rule was written from a test case. The issue's target is 85 %, missed; this floor is the
-measured value, not the target."""
-HELDOUT_DEV_FLOOR = 40 / 50
-"""Measured on the dev split: 40 of 50 (34 of 40 before this stop's 10 new dev cases and two
-rules; 36 of 45 with five of the new cases and the old rules, 39 of 45 after the rules, 40 of
-47 with two more; the last three, added after a look at the test split, got no rule)."""
+HELDOUT_TEST_FLOOR = 45 / 66
+"""Measured on the test split: 45 of 66 right (68 %), the seventh look (stop s23d), after its
+rules (an RDMA completion error or ENOSPC or a no-backing bus error without NCCL's prefix, CUDA
+error 35, the rank silent while all others time out, a progress bar as long as the wait,
+Gloo's missing address and unresolvable host names) and 10 new cases (2 of them test).
+Earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60 (after the source message
+catalogue), 38/63 and 38/64. No rule was written from a test case. The issue's target is
+85 %, missed; this floor is the measured value, not the target."""
+HELDOUT_DEV_FLOOR = 54 / 58
+"""Measured on the dev split: 54 of 58 (stop s23d: 40 of 50 before its rules; 46 of 50 after
+the rules for the old dev misses; the 8 new dev cases scored 4 of 8 with those rules, 42 of 58
+on the code before the stop, and 8 of 8 after two rules written from them)."""
 
 
 def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 114
+    assert len(found) >= 124
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name

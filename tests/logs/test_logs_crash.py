@@ -273,3 +273,107 @@ def test_a_specific_nccl_warning_beside_the_system_error_still_names_the_cause()
     # THEN the verdict quotes the specific warning, and the class is bootstrap
     assert verdict.hang_class is HangClass.BOOTSTRAP
     assert "shared memory" in verdict.summary
+
+
+@pytest.mark.parametrize(
+    ("line", "cause"),
+    [
+        # a failed RDMA work completion in libibverbs' words, printed by UCX or quoted bare:
+        # the link between ranks, as NCCL's NET/IB error is
+        (
+            "[vegas25:11725:0] rc_verbs_iface.c:52   UCX  ERROR Send completion with error: transport retry counter exceeded",
+            HangClass.NETWORK,
+        ),
+        ("ibv_poll_cq: wc status 'RNR retry counter exceeded'", HangClass.NETWORK),
+        ("mlx5: got completion with error: remote access error", HangClass.NETWORK),
+        # ENOSPC with nothing else: a full /dev/shm or disk, the host's set-up
+        ("[QUESTION] OSError: [Errno 28] No space left on device", HangClass.BOOTSTRAP),
+        (
+            "RuntimeError: unable to write to file </torch_123_456>: No space left on device (28)",
+            HangClass.BOOTSTRAP,
+        ),
+        # BUS_ADRERR (a mapped tmpfs page with no room behind it), quoted or as UCX's banner:
+        # /dev/shm, not a crashed rank
+        ("Bus error: nonexistent physical address with signal 7", HangClass.BOOTSTRAP),
+        (
+            "[gpu-node09:332629:0:332629] Caught signal 7 (Bus error: nonexistent physical address)",
+            HangClass.BOOTSTRAP,
+        ),
+        # Gloo finding no address for its interface, a host name that does not resolve: the
+        # store is never reached
+        (
+            "RuntimeError: [enforce fail at /root/pytorch/third_party/gloo/gloo/transport/tcp/device.cc:83] ifa != nullptr. Unable to find address for: bond1",
+            HangClass.BOOTSTRAP,
+        ),
+        (
+            "[W socket.cpp:697] [c10d] The IPv6 network addresses of (IDC-COMPUTER, 39067) cannot be retrieved (gai error: -3 - Temporary failure in name resolution).",
+            HangClass.BOOTSTRAP,
+        ),
+        ("ValueError: host not found: Name or service not known", HangClass.BOOTSTRAP),
+    ],
+)
+def test_a_line_without_nccls_prefix_is_read_as_its_cause(line: str, cause: HangClass) -> None:
+    # GIVEN one such line WHEN the logs are judged THEN the class is its cause
+    assert _verdict([line]).hang_class is cause
+
+
+def test_a_bus_error_of_another_code_is_still_a_lost_rank() -> None:
+    # GIVEN a bus error whose code is not BUS_ADRERR WHEN judged THEN the crash is a lost rank
+    line = "[gpu-node09:332629:0:332629] Caught signal 7 (Bus error: invalid address alignment)"
+    assert _verdict([line]).hang_class is HangClass.RANK_LOSS
+
+
+def test_a_driver_too_old_for_the_cuda_runtime_is_set_up_not_a_gpu_fault() -> None:
+    # GIVEN NCCL's CUDA error 35 (the runtime needs a newer driver) WHEN judged THEN bootstrap
+    line = "91: idgsim-gpu-001:47744:47744 [0] init.cu:674 WARN Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'"
+    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
+
+
+_LEFT_LOOP = [  # pytorch/pytorch#141069: ranks 1-3 wait at work 19, rank 0 prints nothing
+    "[rank2]:[E ProcessGroupNCCL.cpp:563] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=19, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800093 milliseconds before timing out.",
+    "[rank2]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 2] Timeout at NCCL work: 19, last enqueued NCCL work: 19, last completed NCCL work: 18.",
+    "[rank3]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 3] Timeout at NCCL work: 19, last enqueued NCCL work: 19, last completed NCCL work: 18.",
+    "[rank1]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 1] Timeout at NCCL work: 19, last enqueued NCCL work: 19, last completed NCCL work: 18.",
+]
+
+
+def test_the_one_rank_silent_while_all_others_time_out_left_the_loop() -> None:
+    # GIVEN every rank but rank 0 timed out in collective 19, which each had issued, and
+    # nothing says rank 0 was at work WHEN judged THEN rank 0 never issued it: a mismatch
+    verdict = _verdict(_LEFT_LOOP)
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert verdict.culprit_ranks == (0,)
+
+
+def test_the_silent_ranks_crash_outranks_the_left_loop_reading() -> None:
+    # GIVEN the same timeouts and rank 0's own crash banner WHEN judged THEN rank 0 was lost
+    crash = "[rank0]: Fatal Python error: Segmentation fault"
+    assert _verdict([*_LEFT_LOOP, crash]).hang_class is HangClass.RANK_LOSS
+
+
+def test_a_progress_bar_running_as_long_as_the_collective_waited_is_a_busy_process() -> None:
+    # GIVEN huggingface/accelerate#314: a scan's bar at 30:01 when a rank's 30-minute
+    # ALLREDUCE timed out (the bar's rate cut off, the watchdog line wrapped by the terminal)
+    # WHEN judged THEN a process was at work in its own code: cpu_stuck
+    lines = [
+        " 35%|████████████████████████                    | 73811210851/208140108456 [30:01<57:14, 39115047.81",
+        "[E ProcessGroupNCCL.cpp:485] [Rank 6] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802246 milliseconds before timing ",
+        "out.",
+    ]
+    assert _verdict(lines).hang_class is HangClass.CPU_STUCK
+
+
+def test_a_short_progress_bar_before_a_timeout_says_nothing() -> None:
+    # GIVEN a bar that had run 2 minutes of a 30-minute wait WHEN judged THEN not cpu_stuck
+    lines = [
+        " 35%|████████                    | 7381/20814 [02:01<57:14, 39.81it/s]",
+        "[E ProcessGroupNCCL.cpp:485] [Rank 6] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1802246 milliseconds before timing out.",
+    ]
+    assert _verdict(lines).hang_class is not HangClass.CPU_STUCK
+
+
+def test_ucxs_mlx5_retry_count_wording_is_the_network() -> None:
+    # GIVEN UCX's mlx5 wording of the retry counter ('count', not 'counter') WHEN judged
+    # THEN network
+    line = "[master:19546:0:19546] ib_mlx5_log.c:139  Transport retry count exceeded on mlx5_0:1/IB (synd 0x15 vend 0x81 hw_synd 0/0)"
+    assert _verdict([line]).hang_class is HangClass.NETWORK

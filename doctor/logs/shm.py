@@ -1,0 +1,56 @@
+"""Memory-backed files that ran out of room, however a runtime or a user words it: the
+``/dev/shm`` (or disk) a job's set-up writes to.
+
+* ``No space left on device`` (``ENOSPC``, ``[Errno 28]``) on its own: a process could not
+  grow a file. In a distributed job the usual one is a container's small ``/dev/shm``
+  (NCCL's and the data loader's segments), any full disk being the host's set-up too; never
+  the fabric, never a lost peer. NCCL's own ``posix_fallocate`` warning is read by
+  ``doctor.logs.nccl``.
+* A bus error whose code is ``BUS_ADRERR`` (the kernel's ``nonexistent physical
+  address``): a process touched a page of a mapped file that has no backing, which on a
+  tmpfs such as ``/dev/shm`` is the file system full. Whoever prints it (UCX's crash
+  banner, a user quoting it in a sentence), it is the shared memory, not a crash of the
+  rank's own making.
+
+    OSError: [Errno 28] No space left on device
+    Bus error: nonexistent physical address with signal 7
+"""
+
+from __future__ import annotations
+
+import re
+
+from doctor.evidence import LogEvent
+from doctor.logs import kinds
+from doctor.logs.lines import Line
+
+_NO_SPACE = re.compile(r"No space left on device|\[Errno 28\]|\bENOSPC\b")
+_NO_BACKING = re.compile(r"Bus error: nonexistent physical address|\bBUS_ADRERR\b")
+
+
+def no_backing(text: str) -> bool:
+    """Whether ``text`` is a bus error on a mapped page with no backing (a full tmpfs)."""
+    return "us" in text and _NO_BACKING.search(text) is not None
+
+
+def events(line: Line) -> list[LogEvent]:
+    text = line.text
+    if "NCCL" in text:  # NCCL's own warnings are read by doctor.logs.nccl
+        return []
+    if no_backing(text):
+        return [
+            line.event(
+                kinds.BOOTSTRAP,
+                text="a bus error on a mapped page with no backing: shared memory "
+                "(/dev/shm) is full or too small",
+            )
+        ]
+    if _NO_SPACE.search(text):
+        return [
+            line.event(
+                kinds.BOOTSTRAP,
+                text="no space left on device: /dev/shm (a container's default is 64 MB) "
+                "or the disk the job writes to is full",
+            )
+        ]
+    return []
