@@ -3,10 +3,11 @@
 ``job_nodes`` asks ``scontrol show job`` which nodes a running job holds.
 ``collect_via_srun`` starts one step of one task per node that runs
 ``nccl-doctor collect`` there, reads the documents as they arrive (tagged
-lines, ``doctor.remote.frames``) and stops at the deadline: a node whose
-document is not complete by then did not answer, which is evidence, not an
-error. The step is cancelled (SIGTERM to srun, which cancels it) before we
-return, so nothing of ours stays on the nodes.
+lines, ``doctor.remote.frames``) and stops at the deadline, or earlier when the
+caller's ``stop`` says nothing more can come: a node whose document is not
+complete by then did not answer, which is evidence, not an error. The step is
+cancelled (SIGTERM to srun, which cancels it) before we return, so nothing of ours
+stays on the nodes.
 
 Whose document a line is comes from srun, not from the line: ``--label`` makes srun
 prefix every line with the task id of the task that wrote it, and with one task per
@@ -30,10 +31,12 @@ from dataclasses import dataclass
 
 from doctor.remote.frames import Reassembler
 from doctor.remote.hosts import fold, parse_hosts
-from doctor.remote.transport import MAX_HOST_BYTES, MISSING, HostAnswer
+from doctor.remote.transport import MAX_HOST_BYTES, MISSING, HostAnswer, silent_reason
 from doctor.trust.subproc import run
 
 SCONTROL_TIMEOUT = 5.0
+POLL_S = 0.1
+"""How often the read loop looks at the deadline and the caller's ``stop``."""
 _FIELD = re.compile(r"(?:^|\s)(JobState|NodeList|NumNodes|UserId)=(\S+)")
 _UID = re.compile(r"\((\d+)\)$")
 _NODE_ERROR = re.compile(r"(?:on node |node )?([\w.\-]+): (?:task \d+: )?(.*)$")
@@ -108,9 +111,11 @@ def collect_via_srun(
     timeout: float,
     env: Mapping[str, str],
     on_answer: Callable[[str], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> dict[str, HostAnswer]:
     """Every node's answer within ``timeout`` seconds (never longer, give or take 0.5 s);
-    ``on_answer(node)`` as each node's document completes (a progress bar)."""
+    ``on_answer(node)`` as each node's document completes (a progress bar); ``stop()``
+    true ends the wait early (what srun has sent by then is still read)."""
     start = time.monotonic()
     argv = srun_argv(job, nodes, command)
     try:
@@ -124,8 +129,11 @@ def collect_via_srun(
         )
     except OSError as exc:
         return {n: HostAnswer(n, None, None, f"srun could not start: {exc}") for n in nodes}
-    docs, seconds, errors = _read_until(proc, step_nodes(nodes), start + timeout, on_answer)
+    docs, seconds, errors = _read_until(
+        proc, step_nodes(nodes), start + timeout, on_answer, stop or _never
+    )
     ended = proc.poll() is not None
+    waited = time.monotonic() - start
     _cancel(proc)
     answers = {}
     for node in nodes:
@@ -134,9 +142,13 @@ def collect_via_srun(
         else:
             why = errors.get(node) or _general(errors)
             why = why or ("srun ended without its document" if ended else "")
-            why = why or f"no answer within {timeout:g}s"
+            why = why or silent_reason(waited, timeout)
             answers[node] = HostAnswer(node, None, None, why)
     return answers
+
+
+def _never() -> bool:
+    return False
 
 
 def _general(errors: Mapping[str, str]) -> str:
@@ -157,10 +169,12 @@ def _read_until(
     proc: subprocess.Popen[bytes],
     order: Sequence[str],
     deadline: float,
-    on_answer: Callable[[str], None] | None = None,
+    on_answer: Callable[[str], None] | None,
+    stop: Callable[[], bool],
 ) -> tuple[dict[str, str], dict[str, float], dict[str, str]]:
     """Read srun's stdout (documents) and stderr (per-node errors) until every node has
-    answered, srun exits, or the deadline passes. ``order``: the step's nodes by task."""
+    answered, srun exits, the deadline passes, or ``stop()`` (after reading what is
+    already there). ``order``: the step's nodes by task."""
     nodes = set(order)
     start = time.monotonic()
     frames = Reassembler()
@@ -178,7 +192,11 @@ def _read_until(
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            for key, _ in sel.select(timeout=min(left, 0.2)):
+            stopping = stop()
+            events = sel.select(timeout=0 if stopping else min(left, POLL_S))
+            if stopping and not events:
+                break
+            for key, _ in events:
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
                     sel.unregister(key.fileobj)

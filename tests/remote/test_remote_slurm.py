@@ -64,3 +64,27 @@ def test_one_stream_many_nodes_and_a_silent_one_within_the_deadline(tmp_path) ->
     assert answers["gpu002"].text == '{"b": 2}'
     assert answers["gpu003"].text is None
     assert "not installed" in answers["gpu003"].reason
+
+
+def test_the_caller_ends_the_wait_early_and_what_srun_sent_is_still_read(tmp_path) -> None:
+    # GIVEN an srun that sends two nodes' documents and then waits forever for the third
+    a, b = list(encode("gpu001", '{"a": 1}')), list(encode("gpu002", '{"b": 2}'))
+    script = "#!/bin/sh\n" + "".join(f"echo '0: {line}'\n" for line in a)
+    script += "".join(f"echo '1: {line}'\n" for line in b) + "exec sleep 30\n"
+    env = program(tmp_path, "srun", script)
+    answered: list[str] = []
+    # WHEN the caller says nothing more can come once both have answered
+    start = time.monotonic()
+    answers = collect_via_srun(
+        "4242",
+        ["gpu001", "gpu002", "gpu003"],
+        ["collect"],
+        20.0,
+        env,
+        answered.append,
+        lambda: len(answered) == 2,
+    )
+    # THEN the wait ends then, not at the 20 s deadline; both documents are whole
+    assert time.monotonic() - start < 10
+    assert (answers["gpu001"].text, answers["gpu002"].text) == ('{"a": 1}', '{"b": 2}')
+    assert answers["gpu003"].reason.startswith("no answer when the round ended, after ")
