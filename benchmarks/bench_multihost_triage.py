@@ -56,7 +56,7 @@ def measure(phased: PhasedJob, case: str, runs: int) -> bool:
     flags, want = CASES[case]
     ok = True
     for via, extra in VIA:
-        walls, cpus, right, ended = [], [], 0, Counter[str]()
+        walls, cpus, right, ended, wrong = [], [], 0, Counter[str](), Counter[str]()
         loads = [os.getloadavg()[0]]
         for _ in range(runs):
             cpu = children_cpu()
@@ -64,7 +64,10 @@ def measure(phased: PhasedJob, case: str, runs: int) -> bool:
             cpus.append(children_cpu() - cpu)
             walls.append(wall)
             v = doc["verdict"]
-            right += (v["hang_class"], v["culprit_ranks"]) == want
+            got = (v["hang_class"], v["culprit_ranks"])
+            right += got == want
+            if got != want:
+                wrong[f"{got[0]} {got[1]}: {v['summary'][:120]}"] += 1
             ended[str(doc["collected"].get("ended", "-"))] += 1
         loads.append(os.getloadavg()[0])
         median = statistics.median(walls)
@@ -75,6 +78,8 @@ def measure(phased: PhasedJob, case: str, runs: int) -> bool:
             f"round ended {dict(ended)}; load {loads[0]:.1f}-{loads[1]:.1f}",
             flush=True,
         )
+        for what, count in wrong.items():
+            print(f"    wrong {count}x: {what}")
         ok &= median <= TARGET_S and right == runs
     return ok
 
