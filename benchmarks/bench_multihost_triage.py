@@ -19,6 +19,7 @@ import argparse
 import os
 import resource
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -56,13 +57,20 @@ def measure(phased: PhasedJob, case: str, runs: int) -> bool:
     flags, want = CASES[case]
     ok = True
     for via, extra in VIA:
-        walls, cpus, right, ended, wrong = [], [], 0, Counter[str](), Counter[str]()
+        walls, cpus, rounds, right = [], [], [], 0
+        ended, wrong = Counter[str](), Counter[str]()
         loads = [os.getloadavg()[0]]
         for _ in range(runs):
-            cpu = children_cpu()
-            doc, wall, _rc = phased.triage("--via", via, *extra, *flags)
+            cpu, start = children_cpu(), time.monotonic()
+            try:
+                doc, wall, _rc = phased.triage("--via", via, *extra, *flags)
+            except subprocess.TimeoutExpired:  # a starved machine: a run, not the end
+                walls.append(time.monotonic() - start)
+                wrong["no verdict: the command timed out"] += 1
+                continue
             cpus.append(children_cpu() - cpu)
             walls.append(wall)
+            rounds.append(doc["collected"]["seconds"])
             v = doc["verdict"]
             got = (v["hang_class"], v["culprit_ranks"])
             right += got == want
@@ -74,7 +82,8 @@ def measure(phased: PhasedJob, case: str, runs: int) -> bool:
         print(
             f"{case:5s} via {via:5s}: median {median:.2f}s, p95 {p95(walls):.2f}s, "
             f"max {max(walls):.2f}s over {runs} runs (target {TARGET_S:.0f}s); "
-            f"CPU median {statistics.median(cpus):.2f}s; right verdict {right}/{runs}; "
+            f"CPU median {statistics.median(cpus or [0]):.2f}s; "
+            f"round median {statistics.median(rounds or [0]):.2f}s; right verdict {right}/{runs}; "
             f"round ended {dict(ended)}; load {loads[0]:.1f}-{loads[1]:.1f}",
             flush=True,
         )
