@@ -27,7 +27,7 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from doctor.remote.frames import Reassembler
 from doctor.remote.hosts import fold, parse_hosts
@@ -41,6 +41,9 @@ _FIELD = re.compile(r"(?:^|\s)(JobState|NodeList|NumNodes|UserId)=(\S+)")
 _UID = re.compile(r"\((\d+)\)$")
 _NODE_ERROR = re.compile(r"(?:on node |node )?([\w.\-]+): (?:task \d+: )?(.*)$")
 _LABEL = re.compile(r"^ *(\d{1,7}): ")
+_LAUNCH_FAILED = re.compile(r"Task launch for \S+ failed on node")
+RETRY_MIN_S = 1.5
+"""The least time left worth a second step after a node's failed launch aborted the first."""
 
 
 @dataclass(frozen=True)
@@ -115,7 +118,38 @@ def collect_via_srun(
 ) -> dict[str, HostAnswer]:
     """Every node's answer within ``timeout`` seconds (never longer, give or take 0.5 s);
     ``on_answer(node)`` as each node's document completes (a progress bar); ``stop()``
-    true ends the wait early (what srun has sent by then is still read)."""
+    true ends the wait early (what srun has sent by then is still read).
+
+    srun aborts the whole step when its launch fails on one node (a node cut off from the
+    network, its connect failing at once): the other nodes' tasks are killed before they
+    answer. Then the step is started once more without the nodes whose launch failed,
+    in the time left, so one lost node does not cost the others' evidence.
+    """
+    start, stop = time.monotonic(), stop or _never
+    answers = _step(job, nodes, command, timeout, env, on_answer, stop)
+    failed = {n for n in nodes if _LAUNCH_FAILED.search(answers[n].reason)}
+    rest = [n for n in nodes if n not in failed and answers[n].text is None]
+    left = start + timeout - time.monotonic()
+    if failed and rest and left >= RETRY_MIN_S and not stop():
+        began = time.monotonic() - start
+        again = _step(job, rest, command, left, env, on_answer, stop)
+        for node, answer in again.items():
+            if answer.seconds is not None:
+                answer = replace(answer, seconds=round(began + answer.seconds, 3))
+            answers[node] = answer
+    return answers
+
+
+def _step(
+    job: str,
+    nodes: Sequence[str],
+    command: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str],
+    on_answer: Callable[[str], None] | None,
+    stop: Callable[[], bool],
+) -> dict[str, HostAnswer]:
+    """One srun step on ``nodes``: each node's answer, or why there is none."""
     start = time.monotonic()
     argv = srun_argv(job, nodes, command)
     try:
@@ -129,9 +163,7 @@ def collect_via_srun(
         )
     except OSError as exc:
         return {n: HostAnswer(n, None, None, f"srun could not start: {exc}") for n in nodes}
-    docs, seconds, errors = _read_until(
-        proc, step_nodes(nodes), start + timeout, on_answer, stop or _never
-    )
+    docs, seconds, errors = _read_until(proc, step_nodes(nodes), start + timeout, on_answer, stop)
     ended = proc.poll() is not None
     waited = time.monotonic() - start
     _cancel(proc)

@@ -88,3 +88,25 @@ def test_the_caller_ends_the_wait_early_and_what_srun_sent_is_still_read(tmp_pat
     assert time.monotonic() - start < 10
     assert (answers["gpu001"].text, answers["gpu002"].text) == ('{"a": 1}', '{"b": 2}')
     assert answers["gpu003"].reason.startswith("no answer when the round ended, after ")
+
+
+def test_a_step_aborted_by_one_nodes_failed_launch_runs_again_without_it(tmp_path) -> None:
+    # GIVEN an srun that, with gpu003 in the step, fails its launch there and kills the
+    # others' tasks (as SLURM does when a node is cut off), and answers without it
+    a, b = list(encode("gpu001", '{"a": 1}')), list(encode("gpu002", '{"b": 2}'))
+    answer = "".join(f"echo '0: {line}'\n" for line in a)
+    answer += "".join(f"echo '1: {line}'\n" for line in b)
+    script = (
+        '#!/bin/sh\ncase "$*" in *--nodelist=gpu[[]001-003[]]*)\n'
+        "  echo 'srun: error: Task launch for StepId=4242.7 failed on node gpu003: "
+        "Communication connection failure' >&2\n"
+        "  echo 'srun: error: gpu001: task 0: Killed' >&2\n  exit 1 ;;\nesac\n" + answer
+    )
+    env = program(tmp_path, "srun", script)
+    # WHEN collected
+    answers = collect_via_srun("4242", ["gpu001", "gpu002", "gpu003"], ["collect"], 10.0, env)
+    # THEN the step ran again on gpu001 and gpu002, whose documents are there
+    assert (answers["gpu001"].text, answers["gpu002"].text) == ('{"a": 1}', '{"b": 2}')
+    assert answers["gpu001"].seconds is not None
+    # AND gpu003 says why it is missing
+    assert "Task launch for StepId=4242.7 failed on node gpu003" in answers["gpu003"].reason
