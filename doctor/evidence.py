@@ -215,6 +215,9 @@ class Evidence:
     """NCCL and launcher logs triage read (a bundle copies their tails)."""
     hosts: tuple[HostReach, ...] = ()
     """Multi-host triage: every host of the job, reached or not (empty for one host)."""
+    ended: str = ""
+    """Multi-host triage: why the round stopped waiting (``doctor.remote.ending.Ending``:
+    every host answered, every silent one proven unreachable, the deadline); '' for one host."""
 
     @property
     def has_flight(self) -> bool:

@@ -20,7 +20,8 @@ from doctor.errors import NoSuchJobError, UsageError
 from doctor.fleet.hostdoc import read_document
 from doctor.fleet.merge import HostResult
 from doctor.remote.document import DocumentError
-from doctor.remote.reach import PROBE_S, Via, probe_silent
+from doctor.remote.ending import PROBE_S
+from doctor.remote.reach import Via, probe_silent
 from doctor.remote.slurm import SlurmJob, collect_via_srun, job_nodes
 from doctor.remote.ssh import collect_via_ssh
 from doctor.remote.transport import host_argv

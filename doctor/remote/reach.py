@@ -10,7 +10,8 @@
 4. otherwise nothing: the job is judged on this host alone, as before.
 
 ``collect_round`` runs ``nccl-doctor collect`` on every host, merges what came
-back by the deadline and returns one ``Evidence`` (``doctor.remote.merge``).
+back by the deadline (or earlier, once nothing more can come: ``doctor.remote.ending``)
+and returns one ``Evidence`` (``doctor.remote.merge``).
 """
 
 from __future__ import annotations
@@ -26,6 +27,7 @@ from doctor.errors import NoSuchJobError, UsageError
 from doctor.evidence import Evidence
 from doctor.jobdir.registry import JOB_DIR_ENV, read_ranks
 from doctor.remote import probe
+from doctor.remote.ending import PROBE_S, Ending, Watch, ending
 from doctor.remote.merge import merge
 from doctor.remote.slurm import collect_via_srun, job_nodes
 from doctor.remote.ssh import collect_via_ssh
@@ -36,8 +38,8 @@ from doctor.triage.target import Target
 DEFAULT_TIMEOUT = 6.0
 TRANSPORT_S = 0.6
 """Of the deadline: what starting srun/ssh and bringing the documents back costs."""
-PROBE_S = 1.0
-"""Of the deadline: kept for the connect probe of the hosts still silent."""
+PORT_S = 3.0
+"""The most ``scontrol show config`` may take to name slurmd's port."""
 
 
 class Via(StrEnum):
@@ -101,30 +103,57 @@ def collect_round(
     reach: Reach, interval: float, timeout: float, env: Mapping[str, str]
 ) -> tuple[Evidence, tuple[tuple[str, str], ...]]:
     """Every host's document within ``timeout`` seconds, merged into one ``Evidence``;
-    and the documents as received (a bundle keeps them).
-
-    The transport gets the deadline less ``PROBE_S``; the hosts silent by then get a
-    connect probe (``doctor.remote.probe``) in what is left, so the reason of each
-    says whether it is cut off or only slow.
-    """
+    and the documents as received (a bundle keeps them)."""
     start = time.monotonic()
     wait = max(0.5, timeout - PROBE_S)
     budget = max(0.4, wait - TRANSPORT_S)
     command = collect_argv(reach.job, interval, budget, reach.remote_env)
-    if reach.via is Via.SLURM:
-        answers = collect_via_srun(reach.job, reach.hosts, command, wait, env)
-    else:
-        answers = collect_via_ssh(reach.hosts, command, wait, env)
-    answers = probe_silent(reach.via, answers, start + timeout - time.monotonic(), env)
+    answers, ended = gather(reach.via, reach.job, reach.hosts, command, timeout, env)
     documents = tuple((h, a.text) for h, a in answers.items() if a.text is not None)
-    return merge(
-        reach.job,
-        reach.hosts,
-        answers,
-        time.monotonic() - start,
-        known_hosts=reach.known_hosts,
-        world_size=reach.world_size,
+    return replace(
+        merge(
+            reach.job,
+            reach.hosts,
+            answers,
+            time.monotonic() - start,
+            known_hosts=reach.known_hosts,
+            world_size=reach.world_size,
+        ),
+        ended=ended.value,
     ), documents
+
+
+def gather(
+    via: Via,
+    job: str,
+    hosts: Sequence[str],
+    command: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str],
+) -> tuple[dict[str, HostAnswer], Ending]:
+    """Every host's answer by ``timeout`` seconds from now, and why the round ended.
+
+    The transport gets the deadline less ``PROBE_S``. Once the answers stop coming, the
+    hosts still silent get a connect probe, and the round ends as soon as each of them
+    is proven unreachable (``doctor.remote.ending``); a silent host that takes
+    connections is waited for until the transport's deadline. Each silent host's
+    reason says whether it is cut off or only slow.
+    """
+    start = time.monotonic()
+    wait = max(0.5, timeout - PROBE_S)
+    if via is Via.SLURM:
+        watch = Watch(hosts, start + timeout, lambda: probe.slurmd_port(env, PORT_S))
+        answers = collect_via_srun(job, hosts, command, wait, env, watch.answer, watch.done)
+    else:
+        watch = Watch(hosts, start + timeout, lambda: probe.SSH_PORT)
+        answers = collect_via_ssh(
+            hosts, command, wait, env, on_answer=watch.answer, stop=watch.done
+        )
+    reached = time.monotonic() >= start + wait
+    why = watch.finish()
+    answered = [h for h, a in answers.items() if a.text is not None]
+    unreachable = {h for h, w in why.items() if w}
+    return with_probe(answers, why), ending(hosts, answered, unreachable, reached)
 
 
 def probe_silent(
@@ -137,14 +166,21 @@ def probe_silent(
     asked = time.monotonic()
     port = probe.slurmd_port(env, left / 3) if via is Via.SLURM else probe.SSH_PORT
     left -= time.monotonic() - asked
-    why = probe.unreachable(silent, port, max(0.1, left - 0.1))
+    return with_probe(answers, probe.unreachable(silent, port, max(0.1, left - 0.1)))
+
+
+def with_probe(answers: Mapping[str, HostAnswer], why: Mapping[str, str]) -> dict[str, HostAnswer]:
+    """``answers`` with each probed silent host's reason saying whether it is cut off
+    (``why``: the probe's reason) or only slow (``why`` empty: it takes connections)."""
     out = dict(answers)
-    for host in silent:
+    for host, cause in why.items():
+        if host not in answers or answers[host].text is not None:
+            continue
         reason = answers[host].reason
         out[host] = replace(
             answers[host],
-            reason=f"{why[host]}: cut off ({reason})"
-            if why[host]
+            reason=f"{cause}: cut off ({reason})"
+            if cause
             else f"{reason} (the host takes connections)",
         )
     return out

@@ -3,10 +3,11 @@
 ``job_nodes`` asks ``scontrol show job`` which nodes a running job holds.
 ``collect_via_srun`` starts one step of one task per node that runs
 ``nccl-doctor collect`` there, reads the documents as they arrive (tagged
-lines, ``doctor.remote.frames``) and stops at the deadline: a node whose
-document is not complete by then did not answer, which is evidence, not an
-error. The step is cancelled (SIGTERM to srun, which cancels it) before we
-return, so nothing of ours stays on the nodes.
+lines, ``doctor.remote.frames``) and stops at the deadline, or earlier when the
+caller's ``stop`` says nothing more can come: a node whose document is not
+complete by then did not answer, which is evidence, not an error. The step is
+cancelled (SIGTERM to srun, which cancels it) before we return, so nothing of ours
+stays on the nodes.
 
 Whose document a line is comes from srun, not from the line: ``--label`` makes srun
 prefix every line with the task id of the task that wrote it, and with one task per
@@ -26,18 +27,23 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from doctor.remote.frames import Reassembler
 from doctor.remote.hosts import fold, parse_hosts
-from doctor.remote.transport import MAX_HOST_BYTES, MISSING, HostAnswer
+from doctor.remote.transport import MAX_HOST_BYTES, MISSING, HostAnswer, silent_reason
 from doctor.trust.subproc import run
 
 SCONTROL_TIMEOUT = 5.0
+POLL_S = 0.1
+"""How often the read loop looks at the deadline and the caller's ``stop``."""
 _FIELD = re.compile(r"(?:^|\s)(JobState|NodeList|NumNodes|UserId)=(\S+)")
 _UID = re.compile(r"\((\d+)\)$")
 _NODE_ERROR = re.compile(r"(?:on node |node )?([\w.\-]+): (?:task \d+: )?(.*)$")
 _LABEL = re.compile(r"^ *(\d{1,7}): ")
+_LAUNCH_FAILED = re.compile(r"Task launch for \S+ failed on node")
+RETRY_MIN_S = 1.5
+"""The least time left worth a second step after a node's failed launch aborted the first."""
 
 
 @dataclass(frozen=True)
@@ -108,9 +114,42 @@ def collect_via_srun(
     timeout: float,
     env: Mapping[str, str],
     on_answer: Callable[[str], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> dict[str, HostAnswer]:
     """Every node's answer within ``timeout`` seconds (never longer, give or take 0.5 s);
-    ``on_answer(node)`` as each node's document completes (a progress bar)."""
+    ``on_answer(node)`` as each node's document completes (a progress bar); ``stop()``
+    true ends the wait early (what srun has sent by then is still read).
+
+    srun aborts the whole step when its launch fails on one node (a node cut off from the
+    network, its connect failing at once): the other nodes' tasks are killed before they
+    answer. Then the step is started once more without the nodes whose launch failed,
+    in the time left, so one lost node does not cost the others' evidence.
+    """
+    start, stop = time.monotonic(), stop or _never
+    answers = _step(job, nodes, command, timeout, env, on_answer, stop)
+    failed = {n for n in nodes if _LAUNCH_FAILED.search(answers[n].reason)}
+    rest = [n for n in nodes if n not in failed and answers[n].text is None]
+    left = start + timeout - time.monotonic()
+    if failed and rest and left >= RETRY_MIN_S and not stop():
+        began = time.monotonic() - start
+        again = _step(job, rest, command, left, env, on_answer, stop)
+        for node, answer in again.items():
+            if answer.seconds is not None:
+                answer = replace(answer, seconds=round(began + answer.seconds, 3))
+            answers[node] = answer
+    return answers
+
+
+def _step(
+    job: str,
+    nodes: Sequence[str],
+    command: Sequence[str],
+    timeout: float,
+    env: Mapping[str, str],
+    on_answer: Callable[[str], None] | None,
+    stop: Callable[[], bool],
+) -> dict[str, HostAnswer]:
+    """One srun step on ``nodes``: each node's answer, or why there is none."""
     start = time.monotonic()
     argv = srun_argv(job, nodes, command)
     try:
@@ -124,8 +163,9 @@ def collect_via_srun(
         )
     except OSError as exc:
         return {n: HostAnswer(n, None, None, f"srun could not start: {exc}") for n in nodes}
-    docs, seconds, errors = _read_until(proc, step_nodes(nodes), start + timeout, on_answer)
+    docs, seconds, errors = _read_until(proc, step_nodes(nodes), start + timeout, on_answer, stop)
     ended = proc.poll() is not None
+    waited = time.monotonic() - start
     _cancel(proc)
     answers = {}
     for node in nodes:
@@ -134,9 +174,13 @@ def collect_via_srun(
         else:
             why = errors.get(node) or _general(errors)
             why = why or ("srun ended without its document" if ended else "")
-            why = why or f"no answer within {timeout:g}s"
+            why = why or silent_reason(waited, timeout)
             answers[node] = HostAnswer(node, None, None, why)
     return answers
+
+
+def _never() -> bool:
+    return False
 
 
 def _general(errors: Mapping[str, str]) -> str:
@@ -157,10 +201,12 @@ def _read_until(
     proc: subprocess.Popen[bytes],
     order: Sequence[str],
     deadline: float,
-    on_answer: Callable[[str], None] | None = None,
+    on_answer: Callable[[str], None] | None,
+    stop: Callable[[], bool],
 ) -> tuple[dict[str, str], dict[str, float], dict[str, str]]:
     """Read srun's stdout (documents) and stderr (per-node errors) until every node has
-    answered, srun exits, or the deadline passes. ``order``: the step's nodes by task."""
+    answered, srun exits, the deadline passes, or ``stop()`` (after reading what is
+    already there). ``order``: the step's nodes by task."""
     nodes = set(order)
     start = time.monotonic()
     frames = Reassembler()
@@ -178,7 +224,11 @@ def _read_until(
             left = deadline - time.monotonic()
             if left <= 0:
                 break
-            for key, _ in sel.select(timeout=min(left, 0.2)):
+            stopping = stop()
+            events = sel.select(timeout=0 if stopping else min(left, POLL_S))
+            if stopping and not events:
+                break
+            for key, _ in events:
                 chunk = os.read(key.fd, 65536)
                 if not chunk:
                     sel.unregister(key.fileobj)

@@ -27,7 +27,13 @@ from ClusterShell.Worker.Ssh import SshClient, WorkerSsh
 
 from doctor.remote.frames import Reassembler
 from doctor.remote.hosts import valid_host
-from doctor.remote.transport import MAX_HOST_BYTES, MISSING, HostAnswer, remote_shell
+from doctor.remote.transport import (
+    MAX_HOST_BYTES,
+    MISSING,
+    HostAnswer,
+    remote_shell,
+    silent_reason,
+)
 
 SSH_OPTIONS_ENV = "NCCL_DOCTOR_SSH_OPTIONS"
 SSH_PATH_ENV = "NCCL_DOCTOR_SSH"
@@ -89,13 +95,13 @@ class _Handler(EventHandler):  # type: ignore[misc]
     def ev_hup(self, worker: Any, node: str, rc: int) -> None:
         self.codes[node] = rc
 
-    def reason(self, node: str, timeout: float) -> str:
+    def reason(self, node: str, waited: float, timeout: float) -> str:
         if node in self.missing:
             return "nccl-doctor is not installed there (the interpreter is missing)"
         err = " ".join(self.stderr.get(node, [])).strip()
         hint = next((h for key, h in _STDERR_HINTS if key in err), "")
         if node not in self.codes:
-            return hint or f"no answer within {timeout:g}s"
+            return hint or silent_reason(waited, timeout)
         if self.codes[node] == 255:
             return hint or f"ssh failed: {err[:200] or 'exit 255'}"
         return f"collect exited {self.codes[node]} without a document" + (
@@ -110,9 +116,11 @@ def collect_via_ssh(
     env: Mapping[str, str],
     fanout: int = FANOUT,
     on_answer: Callable[[str], None] | None = None,
+    stop: Callable[[], bool] | None = None,
 ) -> dict[str, HostAnswer]:
-    """Run ``command`` on every host; each host's answer within ``timeout`` seconds. A
-    name that is no host name (a launch record may say anything) is not run at all."""
+    """Run ``command`` on every host; each host's answer within ``timeout`` seconds, or
+    what came before ``stop()`` was true. A name that is no host name (a launch record
+    may say anything) is not run at all."""
     start = time.monotonic()
     bad = {h: HostAnswer(h, None, None, "not a host name") for h in hosts if not valid_host(h)}
     hosts = [h for h in hosts if h not in bad]
@@ -137,14 +145,17 @@ def collect_via_ssh(
         task.resume()  # a private task runs in its own thread: resume() returns at once
         deadline = start + timeout + 0.5
         while len(handler.codes) < len(hosts) and time.monotonic() < deadline:
+            if stop is not None and stop():
+                break
             time.sleep(0.02)
     finally:
         task.abort(kill=True)
+    waited = time.monotonic() - start
     answers = {}
     for host in hosts:
         doc = handler.frames.done.get(host)
         if doc is not None:
             answers[host] = HostAnswer(host, doc, handler.seconds.get(host))
         else:
-            answers[host] = HostAnswer(host, None, None, handler.reason(host, timeout))
+            answers[host] = HostAnswer(host, None, None, handler.reason(host, waited, timeout))
     return {**answers, **bad}

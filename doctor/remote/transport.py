@@ -30,6 +30,14 @@ class HostAnswer:
     reason: str = ""
 
 
+def silent_reason(waited: float, timeout: float) -> str:
+    """A silent host's reason: the transport's whole ``timeout``, or the ``waited`` seconds
+    of a round that ended early (every other host answered or was proven unreachable)."""
+    if waited >= timeout:
+        return f"no answer within {timeout:g}s"
+    return f"no answer when the round ended, after {waited:.1f}s"
+
+
 def collect_argv(
     job: str,
     interval: float,

@@ -256,6 +256,7 @@ def to_json(evidence: Evidence, analysis: Analysis) -> dict[str, Any]:
             "ranks_expected": expected,
             "ranks_found": found,
             "seconds": round(evidence.seconds, 3),
+            **({"ended": evidence.ended} if evidence.ended else {}),
         },
         "verdict": analysis.verdict.to_json(),
         "ranks": _ranks(evidence, fa),

@@ -16,7 +16,9 @@ import pytest
 
 pytestmark = pytest.mark.slow
 
-CUT_TIMEOUT = 10
+CUT_TIMEOUT = 20
+"""Far more than the round needs: it ends once h3 is proven unreachable (about 3 s on a
+quiet machine), so the deadline only bounds a loaded one."""
 VIA = (("slurm", ()), ("ssh", ("--hosts", "h[1-3]")))
 
 
@@ -57,6 +59,7 @@ def test_healthy_job(phased_job) -> None:
             ("h2", True, [2, 3]),
             ("h3", True, [4, 5]),
         ]
+        assert doc["collected"]["ended"] == "answered"
 
 
 def test_collect_sends_a_small_versioned_document_from_each_host(phased_job) -> None:
@@ -144,7 +147,7 @@ def test_host_cut_off_while_its_ranks_hang(phased_job) -> None:
     phased_job.enter("dataloader", 4)
     phased_job.cluster.cut(3)
     try:
-        # WHEN triaged with a deadline (short, but room for a loaded machine)
+        # WHEN triaged with a deadline far longer than the round needs
         found = [
             (via, *phased_job.triage("--via", via, *extra, "--timeout", str(CUT_TIMEOUT)))
             for via, extra in VIA
@@ -157,6 +160,9 @@ def test_host_cut_off_while_its_ranks_hang(phased_job) -> None:
         assert (v["hang_class"], v["culprit_ranks"]) == ("network", [4, 5]), (via, doc)
         assert rc == 1
         assert doc["collected"]["seconds"] <= CUT_TIMEOUT + 0.5, doc["collected"]
+        # AND the round ended once h3 was proven unreachable, not at the deadline (issue 26:
+        # the figure, within 5 s of invocation, is bench_multihost_triage.py's)
+        assert doc["collected"]["ended"] == "unreachable", (via, doc["collected"], doc["hosts"])
         assert wall < CUT_TIMEOUT + 5, "the command (with interpreter start-up) overran"
         h3 = next(h for h in doc["hosts"] if h["host"] == "h3")
         assert (h3["reached"], h3["ranks"]) == (False, [4, 5]), doc["hosts"]

@@ -64,3 +64,49 @@ def test_one_stream_many_nodes_and_a_silent_one_within_the_deadline(tmp_path) ->
     assert answers["gpu002"].text == '{"b": 2}'
     assert answers["gpu003"].text is None
     assert "not installed" in answers["gpu003"].reason
+
+
+def test_the_caller_ends_the_wait_early_and_what_srun_sent_is_still_read(tmp_path) -> None:
+    # GIVEN an srun that sends two nodes' documents and then waits forever for the third
+    a, b = list(encode("gpu001", '{"a": 1}')), list(encode("gpu002", '{"b": 2}'))
+    script = "#!/bin/sh\n" + "".join(f"echo '0: {line}'\n" for line in a)
+    script += "".join(f"echo '1: {line}'\n" for line in b) + "exec sleep 30\n"
+    env = program(tmp_path, "srun", script)
+    answered: list[str] = []
+    # WHEN the caller says nothing more can come once both have answered
+    start = time.monotonic()
+    answers = collect_via_srun(
+        "4242",
+        ["gpu001", "gpu002", "gpu003"],
+        ["collect"],
+        20.0,
+        env,
+        answered.append,
+        lambda: len(answered) == 2,
+    )
+    # THEN the wait ends then, not at the 20 s deadline; both documents are whole
+    assert time.monotonic() - start < 10
+    assert (answers["gpu001"].text, answers["gpu002"].text) == ('{"a": 1}', '{"b": 2}')
+    assert answers["gpu003"].reason.startswith("no answer when the round ended, after ")
+
+
+def test_a_step_aborted_by_one_nodes_failed_launch_runs_again_without_it(tmp_path) -> None:
+    # GIVEN an srun that, with gpu003 in the step, fails its launch there and kills the
+    # others' tasks (as SLURM does when a node is cut off), and answers without it
+    a, b = list(encode("gpu001", '{"a": 1}')), list(encode("gpu002", '{"b": 2}'))
+    answer = "".join(f"echo '0: {line}'\n" for line in a)
+    answer += "".join(f"echo '1: {line}'\n" for line in b)
+    script = (
+        '#!/bin/sh\ncase "$*" in *--nodelist=gpu[[]001-003[]]*)\n'
+        "  echo 'srun: error: Task launch for StepId=4242.7 failed on node gpu003: "
+        "Communication connection failure' >&2\n"
+        "  echo 'srun: error: gpu001: task 0: Killed' >&2\n  exit 1 ;;\nesac\n" + answer
+    )
+    env = program(tmp_path, "srun", script)
+    # WHEN collected
+    answers = collect_via_srun("4242", ["gpu001", "gpu002", "gpu003"], ["collect"], 10.0, env)
+    # THEN the step ran again on gpu001 and gpu002, whose documents are there
+    assert (answers["gpu001"].text, answers["gpu002"].text) == ('{"a": 1}', '{"b": 2}')
+    assert answers["gpu001"].seconds is not None
+    # AND gpu003 says why it is missing
+    assert "Task launch for StepId=4242.7 failed on node gpu003" in answers["gpu003"].reason

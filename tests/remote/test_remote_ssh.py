@@ -6,31 +6,12 @@ the bounded fan-out and the reasons without a cluster.
 
 from __future__ import annotations
 
-import stat
 import threading
 import time
 
-from doctor.remote.frames import encode
+from fake_ssh import fake_ssh
+
 from doctor.remote.ssh import collect_via_ssh
-
-FAKE_SSH = """#!/bin/sh
-# ClusterShell runs: ssh [options] HOST COMMAND; the host is the next-to-last argument
-eval host=\\${$(($#-1))}
-case "$host" in
-  good*) echo + >> {log}; sleep 0.2; echo - >> {log}; printf '%s\\n' {frames} ;;
-  slow*) exec sleep 30 ;;  # exec: the transport kills "ssh", which must be the sleeper
-  nokey*) echo "Permission denied (publickey)." >&2; exit 255 ;;
-  bare*) echo "nccl-doctor-missing $host /venv/bin/python"; exit 127 ;;
-esac
-"""
-
-
-def fake_ssh(tmp_path) -> dict[str, str]:
-    lines = " ".join(f"'{line}'" for line in encode("remote-name", '{"ok": true}'))
-    path = tmp_path / "ssh"
-    path.write_text(FAKE_SSH.replace("{frames}", lines).replace("{log}", str(tmp_path / "log")))
-    path.chmod(path.stat().st_mode | stat.S_IEXEC)
-    return {"NCCL_DOCTOR_SSH": str(path)}
 
 
 def test_each_host_answers_or_says_why_within_the_deadline(tmp_path) -> None:
@@ -64,3 +45,23 @@ def test_the_fan_out_is_bounded(tmp_path) -> None:
         running += 1 if mark == "+" else -1
         most = max(most, running)
     assert 1 < most <= 8
+
+
+def test_the_caller_ends_the_wait_early(tmp_path) -> None:
+    # GIVEN one host that answers and one that never does
+    env = fake_ssh(tmp_path)
+    answered: list[str] = []
+    # WHEN the caller says nothing more can come once the first has answered
+    start = time.monotonic()
+    answers = collect_via_ssh(
+        ["good1", "slow1"],
+        ["collect"],
+        20.0,
+        env,
+        on_answer=answered.append,
+        stop=lambda: bool(answered),
+    )
+    # THEN the wait ends then, not at the 20 s deadline, and the silent host says so
+    assert time.monotonic() - start < 10
+    assert answers["good1"].text == '{"ok": true}'
+    assert answers["slow1"].reason.startswith("no answer when the round ended, after ")
