@@ -56,6 +56,10 @@ class LiveView:
     def process(self, rank: int) -> RankProcess | None:
         return self._processes.get(rank)
 
+    def rank_stack(self, rank: int) -> RankStack | None:
+        """The rank's (first) stack."""
+        return self._stacks.get(rank)
+
     @classmethod
     def of(cls, evidence: Evidence, flight: FlightAnalysis | None = None) -> LiveView:
         states = {s.rank: rank_state(s) for s in evidence.stacks}
@@ -67,11 +71,9 @@ class LiveView:
                 states[p.rank] = RankState.STOPPED
             else:
                 states.setdefault(p.rank, RankState.UNKNOWN)
-        samples: dict[int, list[ProgressSample]] = {}
-        for s in evidence.progress:
-            if s.state:
-                samples.setdefault(s.rank, []).append(s)
-        moving, frozen = frozenset(moving_ranks(evidence)), frozenset(frozen_ranks(evidence))
+        samples = _stated(evidence.progress)
+        moving = frozenset(moving_ranks(evidence))
+        frozen = frozenset(frozen_ranks(evidence, samples))
         return cls(
             evidence,
             states,
@@ -89,8 +91,16 @@ class LiveView:
         away = sum(s.state != RankState.IN_COLLECTIVE.value for s in seen)
         return not seen or 2 * away > len(seen)
 
+    @cached_property
+    def _by_state(self) -> dict[RankState, list[int]]:
+        """State -> its ranks, once: the rules ask ``ranks_in`` a dozen times a look."""
+        out: dict[RankState, list[int]] = {}
+        for rank, state in self.states.items():
+            out.setdefault(state, []).append(rank)
+        return out
+
     def ranks_in(self, *wanted: RankState) -> tuple[int, ...]:
-        return tuple(sorted(r for r, s in self.states.items() if s in wanted))
+        return tuple(sorted(r for w in set(wanted) for r in self._by_state.get(w, ())))
 
     def stack(self, rank: int) -> str:
         return top_frame(self._stacks.get(rank))
@@ -140,14 +150,23 @@ def moving_ranks(evidence: Evidence) -> set[int]:
     }
 
 
-def frozen_ranks(evidence: Evidence) -> set[int]:
-    """Ranks sampled at least twice, in a collective at one and the same call path every
-    time: how a waiter of a hung job looks. A waiter of a slow but healthy job is caught
-    elsewhere (its forward pass, its data) in some sample of the window."""
+def _stated(progress: Sequence[ProgressSample]) -> dict[int, list[ProgressSample]]:
+    """Rank -> its samples that name a state, in order."""
     seen: dict[int, list[ProgressSample]] = {}
-    for s in evidence.progress:
+    for s in progress:
         if s.state:
             seen.setdefault(s.rank, []).append(s)
+    return seen
+
+
+def frozen_ranks(
+    evidence: Evidence, stated: dict[int, list[ProgressSample]] | None = None
+) -> set[int]:
+    """Ranks sampled at least twice, in a collective at one and the same call path every
+    time: how a waiter of a hung job looks. A waiter of a slow but healthy job is caught
+    elsewhere (its forward pass, its data) in some sample of the window. ``stated``:
+    ``_stated(evidence.progress)`` when the caller has it."""
+    seen = _stated(evidence.progress) if stated is None else stated
     return {
         rank
         for rank, samples in seen.items()
