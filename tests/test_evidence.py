@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from doctor.analyze.load import load_evidence
-from doctor.codec import DecodeError, construct, decode
+from doctor.codec import DecodeError, builder, decode
 from doctor.evidence import Evidence, ProgressSample
 from doctor.verdict.classify import analyse
 
@@ -92,8 +92,9 @@ def test_decode_builds_the_object_the_constructor_builds() -> None:
     assert decode(_Checked, {"n": 1}) == _Checked(1)
     with pytest.raises(DecodeError, match="negative"):
         decode(_Checked, {"n": -1})
-    # AND construct is the constructor, for every field given or not
+    # AND a builder is the constructor, for every field given or not
+    build = builder(ProgressSample)
     sample = {"rank": 3, "time_s": 0.5, "last_enqueued_seq": None}
     full = {**sample, "last_completed_seq": 2, "stack_signature": "s", "state": "w"}
-    assert construct(ProgressSample, sample) == ProgressSample(3, 0.5)
-    assert construct(ProgressSample, full) == ProgressSample(3, 0.5, None, 2, "s", "w")
+    assert build(sample) == ProgressSample(3, 0.5)
+    assert build(full) == ProgressSample(3, 0.5, None, 2, "s", "w")

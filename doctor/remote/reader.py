@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from doctor.codec import DecodeError, construct, decode
+from doctor.codec import DecodeError, builder, decode
 from doctor.evidence import (
     Frame,
     GpuSample,
@@ -67,6 +67,10 @@ class Interner:
         if not (isinstance(row, list) and len(row) == 3):
             raise DocumentError("a frame is not [name, file, line]")
         name, filename, line = row
+        if type(name) is str and type(filename) is str and type(line) is int:
+            found = self.frames.get((name, filename, line))
+            if found is not None:  # an equal frame read before: each field of it was checked
+                return found
         key = (_str(name), _str(filename), _int(line))
         found = self.frames.get(key)
         if found is None:
@@ -135,6 +139,10 @@ def _world(value: Any) -> int | None:
 def _ranks(value: Any) -> tuple[int, ...]:
     if not isinstance(value, list) or len(value) > MAX_RANKS:
         raise DocumentError("a rank list is not a list of at most MAX_RANKS integers")
+    if not value or (
+        set(map(type, value)) == {int} and min(value) >= 0 and max(value) < MAX_WORLD_SIZE
+    ):
+        return tuple(value)  # the usual list, checked in C
     return tuple(_rank(r) for r in value)
 
 
@@ -177,6 +185,9 @@ def _seq(value: Any) -> int | None:
     return None if value is None else _int(value)
 
 
+_PROGRESS = builder(ProgressSample)
+
+
 def _sample(row: Any, sigs: Sequence[str], intern: Interner) -> ProgressSample:
     """One ``[rank, t, enq, comp, sig, state]`` row, checked: the common row (every field
     of its usual type and in range) in one test, any other through the checks that name
@@ -197,8 +208,7 @@ def _sample(row: Any, sigs: Sequence[str], intern: Interner) -> ProgressSample:
         and len(state) <= MAX_TEXT
     ):
         rank, t, enq, comp, state = _rank(rank), _number(t), _seq(enq), _seq(comp), _str(state)
-    return construct(
-        ProgressSample,
+    return _PROGRESS(
         {
             "rank": rank,
             "time_s": t,
