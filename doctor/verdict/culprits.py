@@ -163,7 +163,15 @@ BLOCKED = (RankState.STOPPED, RankState.GIL_WAIT)
 
 
 def _blocked_ranks(view: LiveView) -> tuple[int, ...]:
-    """Live ranks that cannot move by themselves, by structure (see the module table)."""
+    """Live ranks that cannot move by themselves, by structure (see the module table);
+    ``blocked`` and ``stuck`` both ask, so worked out once a view."""
+    found = view.shared.get("blocked")
+    if found is None:
+        found = view.shared["blocked"] = _blocked(view)
+    return found
+
+
+def _blocked(view: LiveView) -> tuple[int, ...]:
     out = []
     for rank, state in sorted(view.states.items()):
         process = view.process(rank)

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from doctor.evidence import Evidence, ProgressSample, RankProcess, RankStack
 from doctor.flight.align import FlightAnalysis
@@ -43,6 +44,9 @@ class LiveView:
     """The Flight Recorder alignment ``classify`` computed (it names sub-group members)."""
     moving: frozenset[int] = frozenset()
     """Live ranks with proof of their own progress (``moving_ranks``)."""
+    shared: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+    """What two rules both work out from the view, kept by the first to ask (the live
+    ranks that cannot move by themselves: ``culprits``)."""
 
     @cached_property
     def _processes(self) -> dict[int, RankProcess]:
@@ -62,7 +66,8 @@ class LiveView:
 
     @classmethod
     def of(cls, evidence: Evidence, flight: FlightAnalysis | None = None) -> LiveView:
-        states = {s.rank: rank_state(s) for s in evidence.stacks}
+        read = [(s.rank, rank_state(s)) for s in evidence.stacks]
+        states = dict(read)
         dead = tuple(sorted(p.rank for p in evidence.processes if not p.alive))
         for p in evidence.processes:
             if not p.alive:
@@ -78,7 +83,7 @@ class LiveView:
             evidence,
             states,
             dead,
-            job_progress(evidence, moving, frozen),
+            job_progress(evidence, moving, frozen, {r for r, s in read if s in WAITING}),
             samples,
             frozen,
             flight,
@@ -137,7 +142,9 @@ def moving_ranks(evidence: Evidence) -> set[int]:
     for s in evidence.progress:
         if s.stack_signature:
             signatures.setdefault(s.rank, set()).add(s.stack_signature)
-    stacks = {s.rank: s for s in evidence.stacks}
+    # a rank's stack matters only for calls counted per thread
+    split = any(p.io_calls_by_thread for p in evidence.processes)
+    stacks = {s.rank: s for s in evidence.stacks} if split else {}
     return {
         p.rank
         for p in evidence.processes
@@ -180,6 +187,7 @@ def job_progress(
     evidence: Evidence,
     moving: Set[int] | None = None,
     frozen: Set[int] | None = None,
+    waiting: Set[int] | None = None,
 ) -> bool | None:
     """Whether the job moved during the window: True only with proof, None when nothing
     can say.
@@ -190,7 +198,8 @@ def job_progress(
     waiting rank frozen in its collective (``frozen_ranks``) without I/O (False);
     sequence ids read twice that did not move (False). The Flight Recorder reads are
     taken after the window, so their cost never looks like progress. ``moving`` and
-    ``frozen``: those sets when the caller has them (a pass over every rank each).
+    ``frozen``, ``waiting`` (ranks whose stack waits): those sets when the caller has
+    them (a pass over every rank each).
     """
     readings = [
         s
@@ -206,7 +215,8 @@ def job_progress(
     moving = moving_ranks(evidence) if moving is None else moving
     if alive and all(p.rank in moving for p in alive):
         return True
-    waiting = {s.rank for s in evidence.stacks if rank_state(s) in WAITING}
+    if waiting is None:
+        waiting = {s.rank for s in evidence.stacks if rank_state(s) in WAITING}
     stopped = {p.rank for p in alive if p.status in STOPPED_STATUSES}
     measured = {p.rank for p in alive if p.io_calls_delta is not None}
     frozen = frozen_ranks(evidence) if frozen is None else frozen
