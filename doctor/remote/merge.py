@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 
 from doctor.codec import builder
 from doctor.evidence import UNREACHED, Evidence, HostReach, RankProcess, RankStack
+from doctor.gcpause import collector_paused
 from doctor.model import Skipped
 from doctor.ranks import rank_ranges
 from doctor.remote.document import DocumentError, HostDocument
@@ -82,6 +83,7 @@ def _unreached_ranks(
     return {h: tuple(sorted(set(r))) for h, r in out.items()}
 
 
+@collector_paused()
 def merge(
     job: str,
     hosts: Sequence[str],

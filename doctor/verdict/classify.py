@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 
 from doctor.evidence import Evidence
 from doctor.flight.align import FlightAnalysis, align
+from doctor.gcpause import collector_paused
 from doctor.model import Confidence, HangClass, Verdict
 from doctor.ranks import rank_prose
 from doctor.verdict import flight_rules, hosts, live, log_rules
@@ -177,6 +178,7 @@ def combine(cands: list[Candidate]) -> Candidate | None:
     return best
 
 
+@collector_paused()
 def analyse(evidence: Evidence) -> Analysis:
     """Align once, judge once: the verdict and the alignment it came from; pure."""
     flight = align_evidence(evidence)
