@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import json
 import re
+from dataclasses import FrozenInstanceError, dataclass, field
 from pathlib import Path
 
 import pytest
 
 from doctor.analyze.load import load_evidence
-from doctor.codec import DecodeError
-from doctor.evidence import Evidence
+from doctor.codec import DecodeError, builder, decode
+from doctor.evidence import Evidence, ProgressSample
 from doctor.verdict.classify import analyse
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
@@ -53,3 +54,47 @@ def test_an_unknown_schema_is_refused_and_unknown_fields_are_ignored() -> None:
     with pytest.raises(DecodeError, match="unknown evidence schema"):
         Evidence.from_json({**doc, "schema": "nccl-doctor/evidence/v9"})
     assert Evidence.from_json({**doc, "added_later": [1]}) == Evidence(job="j", ranks_expected=2)
+
+
+@dataclass(frozen=True)
+class _Checked:
+    n: int
+    seen: list[int] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.n < 0:
+            raise DecodeError("n is negative")
+
+
+@dataclass(frozen=True)
+class _Plain:
+    n: int | None
+    ratio: float | None = None
+    tags: list[str] = field(default_factory=list)
+    name: str = "x"
+
+
+def test_decode_builds_the_object_the_constructor_builds() -> None:
+    # GIVEN a plain frozen dataclass, built without its __init__ (as pickle builds it),
+    # and one whose __post_init__ checks its values
+    one = decode(_Plain, {"n": 3, "ratio": 2})
+    two = decode(_Plain, {"n": None})
+    # THEN each is the object the constructor makes: every default set, a fresh list each,
+    # an int for a float field converted, a bool for an int refused
+    assert (one, two) == (_Plain(3, 2.0), _Plain(None))
+    assert type(one.ratio) is float and vars(one) == vars(_Plain(3, 2.0))
+    assert one.tags == [] and one.tags is not two.tags
+    with pytest.raises(DecodeError, match=r"\$\.n"):
+        decode(_Plain, {"n": True})
+    with pytest.raises(FrozenInstanceError):
+        one.n = 4  # type: ignore[misc]
+    # AND a __post_init__ still runs
+    assert decode(_Checked, {"n": 1}) == _Checked(1)
+    with pytest.raises(DecodeError, match="negative"):
+        decode(_Checked, {"n": -1})
+    # AND a builder is the constructor, for every field given or not
+    build = builder(ProgressSample)
+    sample = {"rank": 3, "time_s": 0.5, "last_enqueued_seq": None}
+    full = {**sample, "last_completed_seq": 2, "stack_signature": "s", "state": "w"}
+    assert build(sample) == ProgressSample(3, 0.5)
+    assert build(full) == ProgressSample(3, 0.5, None, 2, "s", "w")

@@ -12,8 +12,6 @@ and bounds; a refused member is a ``Skipped`` too). Dumps are streamed: each is 
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import multiprocessing
 import os
 import re
@@ -35,6 +33,7 @@ from doctor.flight.dump import (
     reduce_dump_raw,
     shared,
 )
+from doctor.gcpause import collector_paused
 from doctor.model import Skipped
 from doctor.ranks import MAX_WORLD_SIZE
 from doctor.trust import archive
@@ -118,23 +117,11 @@ def candidates(path: Path) -> Iterator[tuple[str, Opener] | archive.Refused]:
         yield path.name, _file_opener(path)
 
 
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """A dump is a million acyclic objects freed at once: the cyclic GC only costs time."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
-
-
 def _reduce_file(job: tuple[int, str, str]) -> tuple[RankDump, RawConfig] | str:
     """Worker: one dump file -> its reduced form, or the reason it is unreadable."""
     rank, name, path = job
     try:
-        with _gc_paused():
+        with collector_paused():  # a dump: a million acyclic objects
             return reduce_dump_raw(rank, name, _file_opener(Path(path))())
     except (DumpError, OSError) as exc:
         return f"{name}: {exc}"
@@ -236,7 +223,7 @@ def read_dump(rank: int, name: str, opener: Opener) -> RankDump | Skipped:
     """One dump, reduced, or why it cannot be: what live triage calls for each file it read
     through its owner's checked folders, and the reader for each candidate."""
     try:
-        with _gc_paused():
+        with collector_paused():  # a dump: a million acyclic objects
             return reduce_dump(rank, name, opener())
     except (DumpError, OSError, UnsafePath, tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
         return Skipped(rank, PROBE, f"{name}: {exc}")

@@ -24,12 +24,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+from doctor.codec import builder
 from doctor.evidence import UNREACHED, Evidence, HostReach, RankProcess, RankStack
+from doctor.gcpause import collector_paused
 from doctor.model import Skipped
 from doctor.ranks import rank_ranges
 from doctor.remote.document import DocumentError, HostDocument
 from doctor.remote.reader import Interner, parse_document
 from doctor.remote.transport import HostAnswer
+
+_STACK = builder(RankStack)
+"""A rank's stack, one a rank: ``RankStack`` built as the codec builds it."""
 
 
 def read_answers(
@@ -78,6 +83,7 @@ def _unreached_ranks(
     return {h: tuple(sorted(set(r))) for h, r in out.items()}
 
 
+@collector_paused()
 def merge(
     job: str,
     hosts: Sequence[str],
@@ -109,7 +115,14 @@ def merge(
             host = local_of.get(rank) or known.get(rank) or "?"
             processes[rank] = RankProcess(rank, None, host, alive=False, status="missing")
     stacks = [
-        RankStack(rank, c.stack.threads, c.stack.source)
+        _STACK(
+            {
+                "rank": rank,
+                "threads": c.stack.threads,
+                "source": c.stack.source,
+                "native_from": None,
+            }
+        )
         for doc in docs.values()
         for c in doc.classes
         for rank in c.ranks

@@ -14,7 +14,7 @@ import math
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from doctor.codec import DecodeError, decode
+from doctor.codec import DecodeError, builder, decode
 from doctor.evidence import (
     Frame,
     GpuSample,
@@ -56,11 +56,21 @@ class Interner:
     def __init__(self) -> None:
         self.frames: dict[tuple[str, str, int], Frame] = {}
         self.threads: dict[tuple[Any, ...], tuple[ThreadStack, ...]] = {}
+        self.texts: dict[str, str] = {}
+
+    def text(self, value: str) -> str:
+        """One string object for equal texts of all hosts (a state, a signature): JSON
+        gives each sample its own copy."""
+        return self.texts.setdefault(value, value)
 
     def frame(self, row: Any) -> Frame:
         if not (isinstance(row, list) and len(row) == 3):
             raise DocumentError("a frame is not [name, file, line]")
         name, filename, line = row
+        if type(name) is str and type(filename) is str and type(line) is int:
+            found = self.frames.get((name, filename, line))
+            if found is not None:  # an equal frame read before: each field of it was checked
+                return found
         key = (_str(name), _str(filename), _int(line))
         found = self.frames.get(key)
         if found is None:
@@ -129,6 +139,10 @@ def _world(value: Any) -> int | None:
 def _ranks(value: Any) -> tuple[int, ...]:
     if not isinstance(value, list) or len(value) > MAX_RANKS:
         raise DocumentError("a rank list is not a list of at most MAX_RANKS integers")
+    if not value or (
+        set(map(type, value)) == {int} and min(value) >= 0 and max(value) < MAX_WORLD_SIZE
+    ):
+        return tuple(value)  # the usual list, checked in C
     return tuple(_rank(r) for r in value)
 
 
@@ -171,6 +185,41 @@ def _seq(value: Any) -> int | None:
     return None if value is None else _int(value)
 
 
+_PROGRESS = builder(ProgressSample)
+
+
+def _sample(row: Any, sigs: Sequence[str], intern: Interner) -> ProgressSample:
+    """One ``[rank, t, enq, comp, sig, state]`` row, checked: the common row (every field
+    of its usual type and in range) in one test, any other through the checks that name
+    what is wrong. A host sends 5 a rank: 655,360 at 131,072 ranks."""
+    if not (isinstance(row, list) and len(row) == 6):
+        raise DocumentError("a progress sample is not [rank, t, enq, comp, sig, state]")
+    rank, t, enq, comp, sig, state = row
+    if not (isinstance(sig, int) and 0 <= sig < len(sigs)):
+        raise DocumentError("a progress sample points outside the signature table")
+    if not (
+        type(rank) is int
+        and 0 <= rank < MAX_WORLD_SIZE
+        and type(t) is float
+        and -1e12 <= t <= 1e12  # false for NaN and the infinities too
+        and (enq is None or type(enq) is int)
+        and (comp is None or type(comp) is int)
+        and type(state) is str
+        and len(state) <= MAX_TEXT
+    ):
+        rank, t, enq, comp, state = _rank(rank), _number(t), _seq(enq), _seq(comp), _str(state)
+    return _PROGRESS(
+        {
+            "rank": rank,
+            "time_s": t,
+            "last_enqueued_seq": enq,
+            "last_completed_seq": comp,
+            "stack_signature": sigs[sig],
+            "state": intern.text(state),
+        },
+    )
+
+
 def from_document(doc: Mapping[str, Any], interner: Interner | None = None) -> HostDocument:
     """Check and read a host document; ``DocumentError`` names what is wrong."""
     if not isinstance(doc, Mapping):
@@ -191,24 +240,8 @@ def from_document(doc: Mapping[str, Any], interner: Interner | None = None) -> H
             raise DocumentError("a stack class has no rank")
         threads = intern.stack_threads(c.get("threads"), frames)
         classes.append(StackClass(ranks, RankStack(ranks[0], threads, _str(c.get("source", "")))))
-    sigs = [_str(s) for s in _list(doc.get("signatures", []), _SAMPLES)]
-    progress = []
-    for row in _list(doc.get("progress", []), _SAMPLES):
-        if not (isinstance(row, list) and len(row) == 6):
-            raise DocumentError("a progress sample is not [rank, t, enq, comp, sig, state]")
-        rank, t, enq, comp, sig, state = row
-        if not (isinstance(sig, int) and 0 <= sig < len(sigs)):
-            raise DocumentError("a progress sample points outside the signature table")
-        progress.append(
-            ProgressSample(
-                _rank(rank),
-                _number(t),
-                _seq(enq),
-                _seq(comp),
-                stack_signature=sigs[sig],
-                state=_str(state),
-            )
-        )
+    sigs = [intern.text(_str(s)) for s in _list(doc.get("signatures", []), _SAMPLES)]
+    progress = [_sample(row, sigs, intern) for row in _list(doc.get("progress", []), _SAMPLES)]
     try:
         dumps = tuple(decode(RankDump, d) for d in _list(doc.get("dumps", []), MAX_RANKS))
     except DecodeError as exc:

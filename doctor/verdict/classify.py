@@ -43,6 +43,7 @@ from dataclasses import dataclass, replace
 
 from doctor.evidence import Evidence
 from doctor.flight.align import FlightAnalysis, align
+from doctor.gcpause import collector_paused
 from doctor.model import Confidence, HangClass, Verdict
 from doctor.ranks import rank_prose
 from doctor.verdict import flight_rules, hosts, live, log_rules
@@ -100,15 +101,15 @@ def gather(evidence: Evidence, flight: FlightAnalysis | None = None) -> list[Can
         and c.confidence is not Confidence.LOW
         for c in live_found
     )
-    stalled = job_progress(evidence) is False
+    logged = log_rules.candidates(evidence)
+    # a pass over every rank, so only when a log says healthy (live.candidates did it too)
+    stalled = any(c.hang_class is HangClass.HEALTHY for c in logged) and (
+        job_progress(evidence) is False
+    )
     found = (
         [c for c in flight_rules.candidates(flight) if not (moving and c.rule in SNAPSHOT_RULES)]
         + live_found
-        + [
-            c
-            for c in log_rules.candidates(evidence)
-            if not (stalled and c.hang_class is HangClass.HEALTHY)
-        ]
+        + [c for c in logged if not (stalled and c.hang_class is HangClass.HEALTHY)]
         + hosts.host_candidates(evidence)
     )
     return sorted(found, key=_order)
@@ -177,6 +178,7 @@ def combine(cands: list[Candidate]) -> Candidate | None:
     return best
 
 
+@collector_paused()
 def analyse(evidence: Evidence) -> Analysis:
     """Align once, judge once: the verdict and the alignment it came from; pure."""
     flight = align_evidence(evidence)

@@ -16,7 +16,7 @@ from doctor.model import Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_does, rank_prose
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.kernel import blocked_on, kernel_line
-from doctor.verdict.stacks import ELSEWHERE, RankState, gil_holder, is_native
+from doctor.verdict.stacks import ELSEWHERE, RankState, gil_holder, is_native, native_main
 from doctor.verdict.view import LiveView, pyspy_line
 
 _WHERE = {
@@ -113,7 +113,7 @@ def _where(view: LiveView, rank: int) -> str:
     """Where a culprit is, by structure first (stopped, GIL, kernel wait), then by name."""
     state = view.states[rank]
     text = f"{rank_prose([rank])} is {_WHERE[state]}"
-    stack = next((s for s in view.evidence.stacks if s.rank == rank), None)
+    stack = view.rank_stack(rank)
     if state is RankState.GIL_WAIT and (holder := _holder_text(stack)):
         text += f" ({holder}; its main thread is at {view.stack(rank)})"
     elif view.stack(rank):
@@ -148,8 +148,7 @@ def _native_lines(view: LiveView, waiting: Sequence[int]) -> list[EvidenceLine]:
     """Where native frames showed the waiters' wait (DDP's reducer, a ``Work::wait``)."""
     lines, waiters = [], set(waiting)
     for stack in view.evidence.stacks:
-        main = stack.main
-        if stack.rank not in waiters or main is None or not any(is_native(f) for f in main.frames):
+        if stack.rank not in waiters or not native_main(stack):
             continue
         source = (
             f" (native frames of rank {stack.native_from}, whose Python stack is the same)"
@@ -164,7 +163,15 @@ BLOCKED = (RankState.STOPPED, RankState.GIL_WAIT)
 
 
 def _blocked_ranks(view: LiveView) -> tuple[int, ...]:
-    """Live ranks that cannot move by themselves, by structure (see the module table)."""
+    """Live ranks that cannot move by themselves, by structure (see the module table);
+    ``blocked`` and ``stuck`` both ask, so worked out once a view."""
+    found = view.shared.get("blocked")
+    if found is None:
+        found = view.shared["blocked"] = _blocked(view)
+    return found
+
+
+def _blocked(view: LiveView) -> tuple[int, ...]:
     out = []
     for rank, state in sorted(view.states.items()):
         process = view.process(rank)
@@ -172,9 +179,12 @@ def _blocked_ranks(view: LiveView) -> tuple[int, ...]:
             seen = [RankState(s.state) for s in view.samples.get(rank, [])]
             if seen and 2 * seen.count(RankState.GIL_WAIT) <= len(seen):
                 continue  # a moment's wait for the GIL is how threads share it
-        in_kernel = process is not None and process.alive and bool(blocked_on(process))
-        still = len({s.stack_signature for s in view.samples.get(rank, [])}) <= 1
-        if state in BLOCKED or (in_kernel and still):  # a kernel wait the stack moved past
+        if state in BLOCKED or (  # a kernel wait the stack moved past
+            process is not None
+            and process.alive
+            and blocked_on(process)
+            and len({s.stack_signature for s in view.samples.get(rank, [])}) <= 1
+        ):
             out.append(rank)  # was a moment's I/O, not a block
     return tuple(out)
 

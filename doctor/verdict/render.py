@@ -22,6 +22,7 @@ from rich.text import Text
 
 from doctor.evidence import UNREACHED, Evidence, HostReach
 from doctor.flight.align import FlightAnalysis
+from doctor.gcpause import collector_paused
 from doctor.model import CollectiveRef, Confidence, Frame, HangClass, Verdict
 from doctor.ranks import rank_list, rank_ranges
 from doctor.trust.safe_text import safe_text
@@ -240,6 +241,7 @@ def _ranks(evidence: Evidence, fa: FlightAnalysis | None) -> list[dict[str, Any]
     return out
 
 
+@collector_paused()
 def to_json(evidence: Evidence, analysis: Analysis) -> dict[str, Any]:
     """The ``nccl-doctor/triage/v1`` document of DESIGN.md (plus ``skipped`` and ``groups``)."""
     fa = analysis.flight

@@ -369,6 +369,13 @@ def _rank_state(stack: RankStack) -> RankState:
     return _explain(stack.main)[0]
 
 
+@_remembered(_threads)
+def native_main(stack: RankStack) -> bool:
+    """Whether the main thread shows native frames (py-spy ``--native``)."""
+    main = stack.main
+    return main is not None and any(is_native(f) for f in main.frames)
+
+
 def _short(frame: Frame) -> str:
     return frame.filename.rsplit("/", 1)[-1]
 

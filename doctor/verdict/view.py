@@ -8,8 +8,9 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Sequence, Set
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 from doctor.evidence import Evidence, ProgressSample, RankProcess, RankStack
 from doctor.flight.align import FlightAnalysis
@@ -43,6 +44,9 @@ class LiveView:
     """The Flight Recorder alignment ``classify`` computed (it names sub-group members)."""
     moving: frozenset[int] = frozenset()
     """Live ranks with proof of their own progress (``moving_ranks``)."""
+    shared: dict[str, Any] = field(default_factory=dict, init=False, compare=False, repr=False)
+    """What two rules both work out from the view, kept by the first to ask (the live
+    ranks that cannot move by themselves: ``culprits``)."""
 
     @cached_property
     def _processes(self) -> dict[int, RankProcess]:
@@ -56,9 +60,14 @@ class LiveView:
     def process(self, rank: int) -> RankProcess | None:
         return self._processes.get(rank)
 
+    def rank_stack(self, rank: int) -> RankStack | None:
+        """The rank's (first) stack."""
+        return self._stacks.get(rank)
+
     @classmethod
     def of(cls, evidence: Evidence, flight: FlightAnalysis | None = None) -> LiveView:
-        states = {s.rank: rank_state(s) for s in evidence.stacks}
+        read = [(s.rank, rank_state(s)) for s in evidence.stacks]
+        states = dict(read)
         dead = tuple(sorted(p.rank for p in evidence.processes if not p.alive))
         for p in evidence.processes:
             if not p.alive:
@@ -67,16 +76,14 @@ class LiveView:
                 states[p.rank] = RankState.STOPPED
             else:
                 states.setdefault(p.rank, RankState.UNKNOWN)
-        samples: dict[int, list[ProgressSample]] = {}
-        for s in evidence.progress:
-            if s.state:
-                samples.setdefault(s.rank, []).append(s)
-        moving, frozen = frozenset(moving_ranks(evidence)), frozenset(frozen_ranks(evidence))
+        samples = _stated(evidence.progress)
+        moving = frozenset(moving_ranks(evidence))
+        frozen = frozenset(frozen_ranks(evidence, samples))
         return cls(
             evidence,
             states,
             dead,
-            job_progress(evidence, moving, frozen),
+            job_progress(evidence, moving, frozen, {r for r, s in read if s in WAITING}),
             samples,
             frozen,
             flight,
@@ -89,8 +96,16 @@ class LiveView:
         away = sum(s.state != RankState.IN_COLLECTIVE.value for s in seen)
         return not seen or 2 * away > len(seen)
 
+    @cached_property
+    def _by_state(self) -> dict[RankState, list[int]]:
+        """State -> its ranks, once: the rules ask ``ranks_in`` a dozen times a look."""
+        out: dict[RankState, list[int]] = {}
+        for rank, state in self.states.items():
+            out.setdefault(state, []).append(rank)
+        return out
+
     def ranks_in(self, *wanted: RankState) -> tuple[int, ...]:
-        return tuple(sorted(r for r, s in self.states.items() if s in wanted))
+        return tuple(sorted(r for w in set(wanted) for r in self._by_state.get(w, ())))
 
     def stack(self, rank: int) -> str:
         return top_frame(self._stacks.get(rank))
@@ -127,7 +142,9 @@ def moving_ranks(evidence: Evidence) -> set[int]:
     for s in evidence.progress:
         if s.stack_signature:
             signatures.setdefault(s.rank, set()).add(s.stack_signature)
-    stacks = {s.rank: s for s in evidence.stacks}
+    # a rank's stack matters only for calls counted per thread
+    split = any(p.io_calls_by_thread for p in evidence.processes)
+    stacks = {s.rank: s for s in evidence.stacks} if split else {}
     return {
         p.rank
         for p in evidence.processes
@@ -140,14 +157,23 @@ def moving_ranks(evidence: Evidence) -> set[int]:
     }
 
 
-def frozen_ranks(evidence: Evidence) -> set[int]:
-    """Ranks sampled at least twice, in a collective at one and the same call path every
-    time: how a waiter of a hung job looks. A waiter of a slow but healthy job is caught
-    elsewhere (its forward pass, its data) in some sample of the window."""
+def _stated(progress: Sequence[ProgressSample]) -> dict[int, list[ProgressSample]]:
+    """Rank -> its samples that name a state, in order."""
     seen: dict[int, list[ProgressSample]] = {}
-    for s in evidence.progress:
+    for s in progress:
         if s.state:
             seen.setdefault(s.rank, []).append(s)
+    return seen
+
+
+def frozen_ranks(
+    evidence: Evidence, stated: dict[int, list[ProgressSample]] | None = None
+) -> set[int]:
+    """Ranks sampled at least twice, in a collective at one and the same call path every
+    time: how a waiter of a hung job looks. A waiter of a slow but healthy job is caught
+    elsewhere (its forward pass, its data) in some sample of the window. ``stated``:
+    ``_stated(evidence.progress)`` when the caller has it."""
+    seen = _stated(evidence.progress) if stated is None else stated
     return {
         rank
         for rank, samples in seen.items()
@@ -161,6 +187,7 @@ def job_progress(
     evidence: Evidence,
     moving: Set[int] | None = None,
     frozen: Set[int] | None = None,
+    waiting: Set[int] | None = None,
 ) -> bool | None:
     """Whether the job moved during the window: True only with proof, None when nothing
     can say.
@@ -171,7 +198,8 @@ def job_progress(
     waiting rank frozen in its collective (``frozen_ranks``) without I/O (False);
     sequence ids read twice that did not move (False). The Flight Recorder reads are
     taken after the window, so their cost never looks like progress. ``moving`` and
-    ``frozen``: those sets when the caller has them (a pass over every rank each).
+    ``frozen``, ``waiting`` (ranks whose stack waits): those sets when the caller has
+    them (a pass over every rank each).
     """
     readings = [
         s
@@ -187,7 +215,8 @@ def job_progress(
     moving = moving_ranks(evidence) if moving is None else moving
     if alive and all(p.rank in moving for p in alive):
         return True
-    waiting = {s.rank for s in evidence.stacks if rank_state(s) in WAITING}
+    if waiting is None:
+        waiting = {s.rank for s in evidence.stacks if rank_state(s) in WAITING}
     stopped = {p.rank for p in alive if p.status in STOPPED_STATUSES}
     measured = {p.rank for p in alive if p.io_calls_delta is not None}
     frozen = frozen_ranks(evidence) if frozen is None else frozen

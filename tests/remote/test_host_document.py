@@ -115,3 +115,35 @@ def test_a_host_with_thousands_of_threads_and_huge_frames_stays_bounded() -> Non
 def test_a_bad_document_is_refused_with_a_reason(text: str, why: str) -> None:
     with pytest.raises(DocumentError, match=why):
         parse_document(text)
+
+
+@pytest.mark.parametrize(
+    ("change", "why"),
+    [
+        ({"frames": [["f", "a.py", True]]}, "expected an integer, got bool"),
+        ({"frames": [["f", ["a.py"], 1]]}, "expected a string, got list"),
+        ({"local_ranks": [0, True]}, "expected an integer, got bool"),
+        ({"local_ranks": [0, -1]}, "rank -1 is out of range"),
+        ({"local_ranks": [0, 1 << 40]}, "out of range"),
+        ({"progress": [[0, float("nan"), None, None, 0, "w"]]}, "out of range"),
+        ({"progress": [[0, 1.0, 2.5, None, 0, "w"]]}, "expected an integer, got float"),
+        ({"progress": [[0, 1.0, None, None, 0, 7]]}, "expected a string, got int"),
+        ({"progress": [[True, 1.0, None, None, 0, "w"]]}, "expected an integer, got bool"),
+    ],
+)
+def test_a_bad_value_after_good_ones_is_still_refused(change: dict, why: str) -> None:
+    # GIVEN a host's good document read first, so its frames are known to the interner
+    intern = Interner()
+    good = to_document(eight_rank_host(), "h1", 16, range(8))
+    from_document(good, intern)
+    base = {**good, "frames": [["f", "a.py", 1]], "classes": [], "signatures": ["s"]}
+    base["progress"] = []
+    from_document(base, intern)
+    # WHEN another host's document differs from it in one value of the wrong kind
+    # THEN the quick paths of the usual rows do not let it through
+    with pytest.raises(DocumentError, match=why):
+        from_document({**base, **change}, intern)
+    # AND the usual values still read as before (an int time and seq become a float, kept)
+    row = from_document({**base, "progress": [[3, 2, 4, None, 0, "w"]]}, intern).progress[0]
+    assert (row.rank, row.time_s, row.last_enqueued_seq, row.state) == (3, 2.0, 4, "w")
+    assert type(row.time_s) is float
