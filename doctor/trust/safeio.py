@@ -154,15 +154,26 @@ def read_text(path: Path, limit: int, owner: int | None = None) -> str:
     return read_bytes(path, limit, owner).decode("utf-8", errors="replace")
 
 
-def write_atomic(path: Path, data: bytes | str, mode: int = 0o600) -> None:
-    """Replace ``path`` with ``data``: written to a fresh ``O_EXCL`` file beside it, then
-    renamed, so a link or file planted at ``path`` is replaced, never written through."""
+def _temp_beside(path: Path, data: bytes | str, mode: int) -> Path:
+    """A fresh ``O_EXCL`` file beside ``path`` holding ``data``, for the caller to rename or
+    link into place (and to remove); removed here if writing it fails."""
     raw = data.encode() if isinstance(data, str) else data
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
     fd = os.open(tmp, _NOFOLLOW_CREATE, mode)
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(raw)
+    except BaseException:
+        tmp.unlink(missing_ok=True)
+        raise
+    return tmp
+
+
+def write_atomic(path: Path, data: bytes | str, mode: int = 0o600) -> None:
+    """Replace ``path`` with ``data``: written to a fresh ``O_EXCL`` file beside it, then
+    renamed, so a link or file planted at ``path`` is replaced, never written through."""
+    tmp = _temp_beside(path, data, mode)
+    try:
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)
@@ -172,12 +183,8 @@ def write_atomic(path: Path, data: bytes | str, mode: int = 0o600) -> None:
 def create_exclusive(path: Path, data: bytes | str, mode: int = 0o600) -> bool:
     """Create ``path`` holding ``data`` only if nothing is there (whole or not at all);
     False when it exists. Readers never see a partial file: it appears by ``link``."""
-    raw = data.encode() if isinstance(data, str) else data
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{os.urandom(4).hex()}.tmp")
-    fd = os.open(tmp, _NOFOLLOW_CREATE, mode)
+    tmp = _temp_beside(path, data, mode)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(raw)
         try:
             os.link(tmp, path, follow_symlinks=False)
         except FileExistsError:
