@@ -390,28 +390,22 @@ class CallWrapper:
         except SystemError:
             self._restart_landed()
             return  # the restart under way: the monitor thread raises it again
-        self.last_fault = {
-            "cause": "exception",
-            "rank": self.initial_rank,
-            "time": time.time(),
-            "exception": text,
-        }
-        print(
-            f"nccl-doctor wrapper[{self.initial_rank}]: iteration {ctx.iteration} raised {text}",
-            file=sys.stderr,
-            flush=True,
-        )
-        self.rs.record_fault(ctx.iteration, self.last_fault)
+        self._record_fault(ctx, "exception", text, f"iteration {ctx.iteration} raised {text}")
 
     def _refuse(self, ctx: IterationContext, exc: StoreTampered) -> None:
         """A key this rank waits on was deleted: said here, and recorded as the iteration's
         fault with cause ``refused``, so every rank stops with the sentence (``run``)."""
-        print(f"nccl-doctor wrapper[{self.initial_rank}]: {exc}", file=sys.stderr, flush=True)
+        self._record_fault(ctx, "refused", str(exc), str(exc))
+
+    def _record_fault(self, ctx: IterationContext, cause: str, text: str, said: str) -> None:
+        """This rank's own fault: said on stderr, kept as ``last_fault``, and recorded in
+        the store, which wakes every rank's monitor thread."""
+        print(f"nccl-doctor wrapper[{self.initial_rank}]: {said}", file=sys.stderr, flush=True)
         self.last_fault = {
-            "cause": "refused",
+            "cause": cause,
             "rank": self.initial_rank,
             "time": time.time(),
-            "exception": str(exc),
+            "exception": text,
         }
         self.rs.record_fault(ctx.iteration, self.last_fault)
 
