@@ -20,8 +20,7 @@ from doctor.errors import NoSuchJobError, UsageError
 from doctor.fleet.hostdoc import read_document
 from doctor.fleet.merge import HostResult
 from doctor.remote.document import DocumentError
-from doctor.remote.ending import PROBE_S
-from doctor.remote.reach import Via, probe_silent
+from doctor.remote.reach import Via, probe_silent, transport_wait
 from doctor.remote.slurm import SlurmJob, collect_via_srun, job_nodes
 from doctor.remote.ssh import collect_via_ssh
 from doctor.remote.transport import host_argv
@@ -87,7 +86,7 @@ def sweep(
     """Every host's preflight, read back, by ``timeout`` seconds from now."""
     start, sent = time.monotonic(), time.time()
     argv = host_argv(["fleet-host", "--preflight", "--lane", lane])
-    wait = max(0.5, timeout - PROBE_S)
+    wait = transport_wait(timeout)
     if target.via is Via.SLURM:
         assert target.job is not None
         answers = collect_via_srun(target.job, target.hosts, argv, wait, env, on_answer)

@@ -129,7 +129,11 @@ class Watch:
     def unreachable(self) -> set[str]:
         """The hosts proven unreachable so far."""
         with self._lock:
-            return {h for h, why in self.why.items() if why}
+            return self._unreachable()
+
+    def _unreachable(self) -> set[str]:
+        """``unreachable`` for a caller that holds the lock."""
+        return {h for h, why in self.why.items() if why}
 
     def done(self) -> bool:
         """Whether the round may end now; starts the silent hosts' probe when it is due.
@@ -141,8 +145,7 @@ class Watch:
             if self._probe is None and probe_due(self.clock(), self.last_answer, self.probe_from):
                 silent = [h for h in self.hosts if h not in self.answered]
                 self._start_probe(silent, min(PROBE_S, self.deadline - self.clock() - 0.1))
-            unreachable = {h for h, why in self.why.items() if why}
-            return self._reported and over(self._probed, self.answered, unreachable)
+            return self._reported and over(self._probed, self.answered, self._unreachable())
 
     @property
     def probe_from(self) -> float:

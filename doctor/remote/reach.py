@@ -105,8 +105,7 @@ def collect_round(
     """Every host's document within ``timeout`` seconds, merged into one ``Evidence``;
     and the documents as received (a bundle keeps them)."""
     start = time.monotonic()
-    wait = max(0.5, timeout - PROBE_S)
-    budget = max(0.4, wait - TRANSPORT_S)
+    budget = max(0.4, transport_wait(timeout) - TRANSPORT_S)
     command = collect_argv(reach.job, interval, budget, reach.remote_env)
     answers, ended = gather(reach.via, reach.job, reach.hosts, command, timeout, env)
     documents = tuple((h, a.text) for h, a in answers.items() if a.text is not None)
@@ -140,7 +139,7 @@ def gather(
     reason says whether it is cut off or only slow.
     """
     start = time.monotonic()
-    wait = max(0.5, timeout - PROBE_S)
+    wait = transport_wait(timeout)
     if via is Via.SLURM:
         watch = Watch(hosts, start + timeout, lambda: probe.slurmd_port(env, PORT_S))
         answers = collect_via_srun(job, hosts, command, wait, env, watch.answer, watch.done)
@@ -154,6 +153,11 @@ def gather(
     answered = [h for h, a in answers.items() if a.text is not None]
     unreachable = {h for h, w in why.items() if w}
     return with_probe(answers, why), ending(hosts, answered, unreachable, reached)
+
+
+def transport_wait(timeout: float) -> float:
+    """What the transport gets of a round's ``timeout``: the rest is the silent hosts' probe."""
+    return max(0.5, timeout - PROBE_S)
 
 
 def probe_silent(
