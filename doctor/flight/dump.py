@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from doctor.flight import safe_pickle
+from doctor.flight.recent import RecentEntries, Unexpected
 from doctor.model import Frame
 from doctor.ranks import MAX_WORLD_SIZE
 
@@ -42,7 +43,7 @@ class DumpError(ValueError):
     """The bytes are not a usable Flight Recorder dump; the message says why."""
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Op:
     """One recorded collective or point-to-point operation."""
 
@@ -59,7 +60,7 @@ class Op:
     p2p: bool = False
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class GroupTrack:
     """How far one rank got in one process group."""
 
@@ -83,7 +84,7 @@ class GroupTrack:
         return zip(self.times[::2], self.times[1::2], strict=True)
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class RankDump:
     """The reduced dump of one rank."""
 
@@ -117,6 +118,8 @@ class RankDump:
 MAX_TEXT = 4096
 """The longest text field kept from a dump (names, states, descriptions)."""
 _INT_BOUND = 1 << 64
+_SEQUENCE = (list, tuple)
+"""For ``isinstance`` in loops: ``list | tuple`` builds a union at every call."""
 _DECIMAL = re.compile(r"-?[0-9]{1,18}")
 
 
@@ -144,6 +147,20 @@ def _int(value: object) -> int:
     raise DumpError(f"a number field holds {type(value).__name__}, not an integer")
 
 
+_CORRUPT = (
+    EOFError,
+    ValueError,
+    TypeError,
+    IndexError,
+    KeyError,
+    MemoryError,
+    OverflowError,
+    RecursionError,
+    AttributeError,
+)
+"""What the unpickler (or a reducer reading what it built) raises on bytes that are no dump."""
+
+
 def decode(data: bytes) -> dict[str, Any]:
     """Bytes -> the dump's dict (JSON or restricted pickle); raises ``DumpError``."""
     if not data:
@@ -155,18 +172,7 @@ def decode(data: bytes) -> dict[str, Any]:
             doc = safe_pickle.loads(data)
     except safe_pickle.UnsafePickleError as exc:
         raise DumpError(f"refused a hostile pickle: {exc}") from None
-    except (
-        pickle.UnpicklingError,
-        EOFError,
-        ValueError,
-        TypeError,
-        IndexError,
-        KeyError,
-        MemoryError,
-        OverflowError,
-        RecursionError,
-        AttributeError,
-    ) as exc:
+    except (pickle.UnpicklingError, *_CORRUPT) as exc:
         raise DumpError(f"truncated or corrupt ({type(exc).__name__}: {exc})"[:200]) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("entries", []), list):
         raise DumpError("not a Flight Recorder dump (no 'entries' list)")
@@ -296,7 +302,7 @@ def _sizes(raw: Any) -> tuple[tuple[int, ...], ...]:
     # integers only: a size list holding lists (a nest of shared references) compares in
     # exponential time
     return tuple(
-        tuple(x for x in s if type(x) is int) if isinstance(s, list | tuple) else () for s in raw
+        tuple(x for x in s if type(x) is int) if isinstance(s, _SEQUENCE) else () for s in raw
     )
 
 
@@ -335,7 +341,7 @@ def _is_p2p(e: dict[str, Any]) -> bool:
 
 def _group_of(e: dict[str, Any]) -> tuple[str, str]:
     pg = e.get("process_group")
-    if isinstance(pg, list | tuple) and pg:
+    if isinstance(pg, _SEQUENCE) and pg:
         return _text(pg[0]), _text(pg[1]) if len(pg) > 1 else ""
     return _text(e.get("pg_id", "?")), ""
 
@@ -346,8 +352,32 @@ def reduce_dump(rank: int, source: str, data: bytes) -> RankDump:
     return replace(dump, config=parse_config(config))
 
 
+RECENT = 640
+"""Entries decoded first (``doctor.flight.recent``): enough for a group with one collective in
+ten entries of a dump (a Megatron job's world group has one in eight) to fill its
+``TIMES``; sparser groups take the older entries too."""
+
+
+class _Older(Exception):
+    """The newest entries did not tell everything: the reducer needs the older ones."""
+
+
 def reduce_dump_raw(rank: int, source: str, data: bytes) -> tuple[RankDump, RawConfig]:
-    """``reduce_dump`` less the config parsing (done where the dumps are gathered)."""
+    """``reduce_dump`` less the config parsing (done where the dumps are gathered).
+
+    A pickle is decoded newest entries first, the older ones only when the reducer needs
+    them; the whole dump at once, as before, when its layout is not torch's."""
+    try:
+        recent = RecentEntries(data, RECENT)
+        doc = recent.doc
+        version = _version(doc)
+        try:
+            return _reduce(rank, source, version, doc, partial=not recent.whole), raw_config(doc)
+        except _Older:
+            doc["entries"] = recent.older()
+            return _reduce(rank, source, version, doc), raw_config(doc)
+    except (Unexpected, pickle.UnpicklingError, *_CORRUPT):
+        pass
     doc = decode(data)
     version = _version(doc)
     try:
@@ -356,7 +386,11 @@ def reduce_dump_raw(rank: int, source: str, data: bytes) -> tuple[RankDump, RawC
         raise DumpError(f"malformed entries ({type(exc).__name__}: {exc})"[:200]) from None
 
 
-def _reduce(rank: int, source: str, version: str, doc: dict[str, Any]) -> RankDump:
+def _reduce(
+    rank: int, source: str, version: str, doc: dict[str, Any], partial: bool = False
+) -> RankDump:
+    """Raises ``_Older`` when ``partial`` (``doc`` holds the newest entries only) and older
+    entries could change the result."""
     entries = doc["entries"]
     backend = next(
         (
@@ -389,6 +423,9 @@ def _reduce(rank: int, source: str, version: str, doc: dict[str, Any]) -> RankDu
             scan = scans[name] = _Scan(name, desc, e, status_raw, backend)
         if not scan.full:
             scan.add(e)
+    else:
+        if partial:
+            raise _Older
     groups = {name: scan.track() for name, scan in scans.items()}
     mapped = {g.pg_id for g in groups.values()}
     status = {
@@ -413,6 +450,8 @@ class _Scan:
         st = status.get(self.pg_id) if self.pg_id is not None else None
         self.status = st if isinstance(st, dict) else None
         self.coll: list[dict[str, Any]] = []
+        self.seqs: list[int] = []
+        """``coll``'s collective sequence numbers, read once."""
         self.p2p: list[dict[str, Any]] = []
         self.trusted = True
         self.full = False
@@ -430,13 +469,14 @@ class _Scan:
         if e.get("op_id", -1) != seq:
             self.trusted = False
         self.coll.append(e)
+        self.seqs.append(seq)
         floor = self.floor if self.floor is not None else seq
         if len(self.coll) >= TIMES and seq <= floor - TAIL:
             self.full = True
 
     def track(self) -> GroupTrack:
         coll = self.coll[::-1]
-        seqs = [_int(e.get("collective_seq_id", e.get("seq_id", 0))) for e in coll]
+        seqs = self.seqs[::-1]
         trusted = bool(coll) and self.trusted
         enqueued = max(seqs) if seqs else None
         done = [s for s, e in zip(seqs, coll, strict=True) if e.get("state") == "completed"]

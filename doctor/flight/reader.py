@@ -12,9 +12,11 @@ and bounds; a refused member is a ``Skipped`` too). Dumps are streamed: each is 
 
 from __future__ import annotations
 
+import itertools
 import multiprocessing
 import os
 import re
+import stat
 import tarfile
 import threading
 import zipfile
@@ -37,12 +39,15 @@ from doctor.gcpause import collector_paused
 from doctor.model import Skipped
 from doctor.ranks import MAX_WORLD_SIZE
 from doctor.trust import archive
-from doctor.trust.safeio import UnsafePath, open_regular
+from doctor.trust.safeio import NOFOLLOW_READ, UnsafePath, open_regular
 
 MAX_DUMP_BYTES = archive.MAX_MEMBER_BYTES
 PARALLEL_FROM = 64
 """Folders with at least this many dumps are reduced in worker processes."""
 MAX_WORKERS = 8
+PREFETCH = 8
+"""Dump files a worker asks the kernel to read ahead of the one it decodes: one reader
+waiting on each 128 kB of readahead read 40 MB/s here, from a disk that reads 700 MB/s."""
 PROBE = "flight-recorder"
 _RANK = re.compile(r"rank[_\-.]?(\d+)", re.IGNORECASE)
 _TRAILING = re.compile(r"(\d+)(?:\.(?:pkl|pickle|json|bin))?$", re.IGNORECASE)
@@ -129,6 +134,34 @@ def _reduce_file(job: tuple[int, str, str]) -> tuple[RankDump, RawConfig] | str:
         return f"{name}: malformed ({type(exc).__name__})"
 
 
+def _reduce_files(jobs: list[tuple[int, str, str]]) -> list[tuple[RankDump, RawConfig] | str]:
+    """Worker: a run of dump files, each read ahead ``PREFETCH`` files before it is decoded."""
+    for _rank, _name, path in jobs[:PREFETCH]:
+        _prefetch(path)
+    out = []
+    for i, job in enumerate(jobs):
+        if i + PREFETCH < len(jobs):
+            _prefetch(jobs[i + PREFETCH][2])
+        out.append(_reduce_file(job))
+    return out
+
+
+def _prefetch(path: str) -> None:
+    """Ask the kernel to start reading ``path`` now. A hint only: the read that follows
+    makes its own checks and reports its own errors."""
+    try:
+        fd = os.open(path, NOFOLLOW_READ)
+    except OSError:
+        return
+    try:
+        if stat.S_ISREG(os.fstat(fd).st_mode):
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
 def _parallel(
     paths: list[Path], skipped: list[Skipped], progress: Progress | None
 ) -> Iterator[RankDump] | None:
@@ -158,9 +191,10 @@ def _gather(
     # about eight tasks per worker: few enough that sending them costs nothing, enough that
     # a worker slowed by other work leaves little for the others to wait on at the end
     chunk = max(1, min(64, len(files) // (workers * 8)))
+    runs = [files[i : i + chunk] for i in range(0, len(files), chunk)]
     table: dict[Any, Any] = {}  # values the reduced dumps share (``shared``)
     with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
-        results = pool.map(_reduce_file, files, chunksize=chunk)
+        results = itertools.chain.from_iterable(pool.map(_reduce_files, runs))
         if progress is not None:
             progress(0, len(files))
         for done, ((rank, _name, _path), got) in enumerate(zip(files, results, strict=True), 1):

@@ -35,3 +35,25 @@ def loads(data: bytes) -> Any:
     bare ``BytesIO`` the unpickler calls ``read`` once per opcode (2.4x slower; with
     ``peek`` it takes the bytes in large blocks)."""
     return _NoGlobals(io.BufferedReader(io.BytesIO(data), _BLOCK)).load()
+
+
+class MissingMemo(pickle.UnpicklingError):
+    """A memo reference to an object pickled in bytes that were not decoded."""
+
+
+def loads_with_memo(data: bytes, memo: Any) -> tuple[Any, Any]:
+    """``loads`` of a piece of a pickle, starting from the memo the piece before it left
+    (None for the first); returns the object and the memo it leaves, for the next piece.
+
+    The memo passes as the unpickler's own proxy: assigned a plain dict, the C unpickler
+    of Python 3.11 drops every index past the dict's length."""
+    unpickler = _NoGlobals(io.BufferedReader(io.BytesIO(data), _BLOCK))
+    if memo is not None:
+        unpickler.memo = memo
+    try:
+        got = unpickler.load()
+    except pickle.UnpicklingError as exc:
+        if str(exc).startswith("Memo value not found"):
+            raise MissingMemo(str(exc)) from None
+        raise
+    return got, unpickler.memo

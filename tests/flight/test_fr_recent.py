@@ -1,0 +1,180 @@
+"""A dump decoded newest entries first (``doctor.flight.recent``) reduces to exactly what the
+whole decode gives: for torch's own dumps (gloo, written by torch 2.13; NCCL, from NVRx),
+for the benchmark's, for groups sparse enough that older entries are needed, for strings
+first pickled in the entries that were skipped, and for any dump hypothesis makes. Hostile
+bytes are a ``DumpError`` or a reduced dump, as before."""
+
+from __future__ import annotations
+
+import importlib
+import pickle
+import random
+from pathlib import Path
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from doctor.flight import dump, safe_pickle
+from doctor.flight.dump import DumpError, RankDump, reduce_dump_raw
+from doctor.flight.recent import HEAD, RecentEntries, Unexpected
+
+REPO = Path(__file__).resolve().parents[2]
+FIXTURES = REPO / "tests" / "fixtures"
+SHARED = REPO.parent / "shared" / "data" / "fr-nvrx"
+TORCH_DUMPS = sorted(p for p in (FIXTURES / "fr").glob("gloo-*/rank_*"))
+
+
+def _whole(rank: int, data: bytes, monkeypatch: pytest.MonkeyPatch) -> object:
+    """What the reducer gives when it decodes the whole dump (the path before this one)."""
+
+    def refuse(data: bytes, keep: int) -> RecentEntries:
+        raise Unexpected("decode it whole")
+
+    with monkeypatch.context() as m:
+        m.setattr(dump, "RecentEntries", refuse)
+        return _outcome(rank, data)
+
+
+def _outcome(rank: int, data: bytes) -> object:
+    try:
+        return reduce_dump_raw(rank, f"rank_{rank}", data)
+    except DumpError as exc:
+        return f"DumpError: {exc}"
+
+
+def _newest_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fail the test if the reducer falls back to decoding the whole dump."""
+
+    def whole(data: bytes) -> dict[str, Any]:
+        raise AssertionError("the whole dump was decoded")
+
+    monkeypatch.setattr(dump, "decode", whole)
+
+
+def test_torch_dumps_have_the_layout_and_decode_the_same() -> None:
+    assert TORCH_DUMPS, "the recorded gloo dumps are missing"
+    for path in TORCH_DUMPS:
+        data = path.read_bytes()
+        full = safe_pickle.loads(data)
+        for keep in (1, 3, 10_000):
+            recent = RecentEntries(data, keep)
+            got = recent.doc["entries"]
+            assert got == full["entries"][-len(got) :], path
+            assert {k: v for k, v in recent.doc.items() if k != "entries"} == {
+                k: v for k, v in full.items() if k != "entries"
+            }
+            assert recent.older() == full["entries"]
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason="../shared/data/fr-nvrx is not here")
+def test_nccl_dumps_of_a_real_job_reduce_the_same(monkeypatch: pytest.MonkeyPatch) -> None:
+    for path in sorted(SHARED.glob("*/_dump_*"))[:16]:
+        data = path.read_bytes()
+        assert _outcome(0, data) == _whole(0, data, monkeypatch), path
+
+
+def _dump(entries: int, every: int, seed: int = 0) -> dict[str, Any]:
+    """A dump of two groups: "tp" most of the time, "world" once in ``every`` entries."""
+    rnd = random.Random(seed)
+    seq = {"tp": 0, "world": 0}
+    es = []
+    for i in range(entries):
+        pg = "world" if i % every == every - 1 else "tp"
+        seq[pg] += 1
+        es.append(
+            {
+                "record_id": i,
+                "pg_id": 0 if pg == "world" else 1,
+                "process_group": (pg, "default_pg" if pg == "world" else "TP"),
+                "collective_seq_id": seq[pg],
+                "op_id": seq[pg],
+                "profiling_name": "gloo:all_reduce",
+                "time_created_ns": 10**18 + i * 10**6 + rnd.randrange(1000),
+                "input_sizes": [[4]],
+                "output_sizes": [[4]],
+                "input_dtypes": ["Float"],
+                "state": "completed" if i < entries - 2 else "scheduled",
+                "frames": [{"name": "train", "filename": "train.py", "line": 7}],
+            }
+        )
+    status = {
+        str(pg_id): {"last_enqueued_collective": seq[pg], "last_completed_collective": seq[pg] - 1}
+        for pg, pg_id in (("world", 0), ("tp", 1))
+    }
+    config = {
+        "world": {"name": "world", "desc": "default_pg", "ranks": "[0, 1]"},
+        "tp": {"name": "tp", "desc": "TP", "ranks": "[0, 1]"},
+    }
+    return {"version": "2.10", "pg_config": config, "pg_status": status, "entries": es}
+
+
+def test_a_sparse_group_takes_the_older_entries_not_the_whole_decode(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    data = pickle.dumps(_dump(1500, every=20), 2)
+    want = _whole(0, data, monkeypatch)
+    assert isinstance(want, tuple)
+    _newest_only(monkeypatch)
+    monkeypatch.setattr(dump, "RECENT", 100)  # the world group's 64 times lie further back
+    assert _outcome(0, data) == want
+
+
+def test_a_string_first_pickled_in_the_skipped_entries_is_found(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    doc = _dump(600, every=4)
+    late = "checkpoint_barrier_call_site"  # one object: the pickler memoizes it once
+    for i in (HEAD + 100, 598):
+        doc["entries"][i]["frames"] = [{"name": late, "filename": "ckpt.py", "line": 3}]
+    data = pickle.dumps(doc, 2)
+    recent = RecentEntries(data, 8)
+    assert recent.doc["entries"] == doc["entries"][-8:]
+    want = _whole(0, data, monkeypatch)
+    _newest_only(monkeypatch)
+    assert _outcome(0, data) == want
+
+
+def test_the_benchmark_dumps_need_no_more_than_the_newest_entries(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The issue 26 layout (a world group one entry in eight) is reduced from ``RECENT``
+    entries, without ``older()``."""
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    bench = importlib.import_module("bench_analyze")
+    data = pickle.dumps(bench.dump_of(5, 64, 2000, 5), 2)
+    want = _whole(5, data, monkeypatch)
+    monkeypatch.setattr(RecentEntries, "older", lambda self: pytest.fail("older() was called"))
+    _newest_only(monkeypatch)
+    assert _outcome(5, data) == want
+
+
+@settings(max_examples=30, deadline=None)
+@given(
+    entries=st.integers(0, 400),
+    every=st.integers(1, 30),
+    recent=st.integers(1, 300),
+    seed=st.integers(0, 3),
+)
+def test_any_dump_reduces_the_same_newest_first(
+    entries: int, every: int, recent: int, seed: int
+) -> None:
+    data = pickle.dumps(_dump(entries, every, seed), 2)
+    with pytest.MonkeyPatch.context() as m:
+        want = _whole(0, data, m)
+        m.setattr(dump, "RECENT", recent)
+        assert _outcome(0, data) == want
+
+
+@settings(max_examples=60, deadline=None)
+@given(at=st.integers(0, 10**6), value=st.integers(0, 255), cut=st.booleans())
+def test_hostile_bytes_are_a_skip_or_a_reduced_dump(at: int, value: int, cut: bool) -> None:
+    data = bytearray(pickle.dumps(_dump(300, every=5), 2))
+    at %= len(data)
+    if cut:
+        del data[at:]
+    else:
+        data[at] = value
+    got = _outcome(0, bytes(data))
+    assert isinstance(got, str) or isinstance(got[0], RankDump)
