@@ -25,7 +25,8 @@ What each message proves:
   to find address for: IFACE`` (``GLOO_SOCKET_IFNAME`` names no interface, or the host
   name has no address), and a host name that does not resolve (``gai error``, ``Name or
   service not known``, ``Temporary failure in name resolution``): the store is never
-  reached.
+  reached. Gloo's ``connectFullMesh failed`` is a group whose ranks could not connect to
+  each other while it was being created (a peer's advertised address unreachable).
 """
 
 from __future__ import annotations
@@ -97,7 +98,7 @@ _BOOTSTRAP = re.compile(
     r"ncclCommInitRank failed|NCCL communicator init(?:ialization)? (?:failed|timed out)|"
     r"Unable to find address for|addresses of \(.{1,255}\) cannot be retrieved \(gai error|"
     r"host not found|Name or service not known|Temporary failure in name resolution|"
-    r"nodename nor servname provided"
+    r"nodename nor servname provided|Gloo connectFullMesh failed"
 )
 _STORE_GONE = re.compile(
     r"(?:recvValue|recvBytes|sendBytes)\w* failed .*?remote=\[([\w.:-]+)\]|"

@@ -44,6 +44,9 @@ log_left_loop           30        every rank but the silent ones timed out in on
                                   they issued, none at work: the silent ones left the loop
                                   (collective_mismatch, low; refines log_laggard's unknown)
 log_ras_frozen          70        RAS counts did not move across two reports, ranks behind
+log_first_sync          28        every timeout is on a one-element collective among its
+                                  group's first few (sequence 5 or less) and nothing else
+                                  failed: a rank still at its start-up work (cpu_stuck, low)
 log_stalled             25        every rank that logged timed out in the same collective,
                                   all issued it: GPU or network (unknown)
 log_healthy             30/15     RAS sees every communicator running; the job reports it
@@ -326,6 +329,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     log_waits.ras_frozen,
     log_waits.laggards,
     log_waits.left_loop,
+    log_waits.first_sync,
     log_waits.stalled,
     log_waits.healthy,
 )

@@ -14,6 +14,10 @@ Two RAS reports or more: counts that did not move while ranks stay behind are a 
 communicator whose laggards never issued what the others did (``collective_mismatch``);
 counts that moved are a job in flight.
 
+When every timeout in the logs is on a one-element collective (a barrier, a flag) among
+a group's first few, and nothing else failed, the ranks wait at the job's first
+synchronisation for a rank still at its own start-up work: ``cpu_stuck``, low, no culprit.
+
 When every rank that logged waits in the same collective and every one issued it, the
 collective itself did not finish: the GPU or the network (``unknown``, strength 25, for
 the GPU and network rules to refine). RAS counts one operation apart in a single report,
@@ -209,6 +213,48 @@ def left_loop(view: LogView) -> list[Candidate]:
             evidence=tuple(EvidenceLine(SOURCE, r, t) for r, t in sorted(silent.items())[:8]),
             missing_evidence=(STACKS_HINT,),
             rule="log_left_loop",
+        )
+    ]
+
+
+EARLY_SEQ = 5
+"""A process group's first few collectives: set-up's broadcasts and the first barrier."""
+_QUIET = frozenset({kinds.WATCHDOG_TIMEOUT, kinds.WORK_PROGRESS, kinds.RANK_INFO, kinds.PROGRESS})
+
+
+def first_sync(view: LogView) -> list[Candidate]:
+    """Every timeout is on a one-element collective (a barrier, a flag, a size exchange)
+    among its group's first few, and the logs say nothing else failed: the ranks wait at
+    the job's first synchronisation for a rank still at its own start-up work (preparing
+    or tokenizing data, loading weights, a first evaluation) for longer than the timeout.
+    A collective that cannot finish fails with a transport, GPU or crash line, which the
+    stronger rules read."""
+    timeouts = [e for e in view.of_kind(kinds.WATCHDOG_TIMEOUT) if e.seq is not None]
+    sized = [e for e in timeouts if e.numel is not None]
+    if (
+        not sized
+        or any(e.numel != 1 for e in sized)
+        or any(e.seq is not None and e.seq > EARLY_SEQ for e in timeouts)
+        or any(e.kind not in _QUIET for e in view.events)
+    ):
+        return []
+    seq = max(e.seq or 0 for e in sized)
+    return [
+        Candidate(
+            HangClass.CPU_STUCK,
+            (),
+            Confidence.LOW,
+            f"{rank_prose(ranks_of(timeouts))} timed out in collective {seq}, a one-element "
+            "synchronisation among the job's first: a rank was still at its own start-up work "
+            "(preparing data, loading, a first evaluation) past the timeout; do that work "
+            "before the process group starts, on every rank, or raise the timeout",
+            28,
+            collective=CollectiveRef(
+                sized[0].process_group or "0", seq, _op_at(view, seq) or "unknown"
+            ),
+            evidence=lines_of(sized[:4]),
+            missing_evidence=(STACKS_HINT,),
+            rule="log_first_sync",
         )
     ]
 

@@ -30,25 +30,26 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 45 / 66
-"""Measured on the test split: 45 of 66 right (68 %), the seventh look (stop s23d), after its
-rules (an RDMA completion error or ENOSPC or a no-backing bus error without NCCL's prefix, CUDA
-error 35, the rank silent while all others time out, a progress bar as long as the wait,
-Gloo's missing address and unresolvable host names) and 10 new cases (2 of them test).
-Earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60 (after the source message
-catalogue), 38/63 and 38/64. No rule was written from a test case. The issue's target is
-85 %, missed; this floor is the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 54 / 58
-"""Measured on the dev split: 54 of 58 (stop s23d: 40 of 50 before its rules; 46 of 50 after
-the rules for the old dev misses; the 8 new dev cases scored 4 of 8 with those rules, 42 of 58
-on the code before the stop, and 8 of 8 after two rules written from them)."""
+HELDOUT_TEST_FLOOR = 54 / 79
+"""Measured on the test split: 54 of 79 right (68 %), the eighth look (stop s23e), after its
+two rules (Gloo's connectFullMesh failure read as set-up; a timeout whose every collective
+is a one-element synchronisation among a group's first five, nothing else failing, read as a
+rank still at its start-up work) and 25 new cases (13 of them test): the 66 old test cases
+45 right as before, the 13 new ones 9 (the 4 added after the rules were frozen: 2). Earlier:
+19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60 (after the source message catalogue),
+38/63, 38/64 and 45/66. No rule was written from a test case. The issue's target is 85 %,
+missed; this floor is the measured value, not the target."""
+HELDOUT_DEV_FLOOR = 64 / 70
+"""Measured on the dev split: 64 of 70 (stop s23e: the 58 old dev cases 54 before its rules,
+55 after; the 7 new dev cases found before its rules 4 of 7 before them, 6 of 7 after; the 5
+added after the rules were frozen 3 of 5)."""
 
 
 def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 124
+    assert len(found) >= 149
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name

@@ -310,6 +310,12 @@ def test_a_specific_nccl_warning_beside_the_system_error_still_names_the_cause()
             HangClass.BOOTSTRAP,
         ),
         ("ValueError: host not found: Name or service not known", HangClass.BOOTSTRAP),
+        # sgl-project/sglang#3226: Gloo's ranks cannot connect to each other while the
+        # group is created (an unreachable advertised address)
+        (
+            "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
+            HangClass.BOOTSTRAP,
+        ),
     ],
 )
 def test_a_line_without_nccls_prefix_is_read_as_its_cause(line: str, cause: HangClass) -> None:
@@ -377,3 +383,39 @@ def test_ucxs_mlx5_retry_count_wording_is_the_network() -> None:
     # THEN network
     line = "[master:19546:0:19546] ib_mlx5_log.c:139  Transport retry count exceeded on mlx5_0:1/IB (synd 0x15 vend 0x81 hw_synd 0/0)"
     assert _verdict([line]).hang_class is HangClass.NETWORK
+
+
+_FIRST_SYNC = [  # EleutherAI/lm-evaluation-harness#1404: rank 0 waits at work 3, one element
+    "[E ProcessGroupNCCL.cpp:474] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800668 milliseconds before timing out.",
+    "[E ProcessGroupNCCL.cpp:488] Some NCCL operations have failed or timed out. Due to the asynchronous nature of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.",
+]
+
+
+def test_a_timeout_at_the_jobs_first_one_element_synchronisation_is_a_rank_still_starting() -> None:
+    # GIVEN the only timeout is a one-element collective among the job's first few and
+    # nothing else failed WHEN judged THEN a rank was still at its start-up work
+    verdict = _verdict(_FIRST_SYNC)
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.CPU_STUCK, ())
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        ("SeqNum=3,", "SeqNum=300,"),  # far into the job: not its start-up
+        ("NumelIn=1, NumelOut=1", "NumelIn=466119168, NumelOut=466119168"),  # gradients
+    ],
+)
+def test_a_late_or_large_timed_out_collective_is_not_read_as_start_up_work(
+    old: str, new: str
+) -> None:
+    # GIVEN the same timeout later in the job, or on a large collective WHEN judged THEN
+    # nothing says a rank was busy: not cpu_stuck
+    lines = [_FIRST_SYNC[0].replace(old, new), _FIRST_SYNC[1]]
+    assert _verdict(lines).hang_class is not HangClass.CPU_STUCK
+
+
+def test_a_transport_error_beside_an_early_timeout_is_the_network() -> None:
+    # GIVEN the early one-element timeout and NCCL's IB completion error WHEN judged THEN
+    # the collective could not finish: network, not a rank at work
+    error = "node1:91:123 [0] transport/net_ib.cc:881 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<49577> with error 12, opcode 1, len 0, vendor err 129"
+    assert _verdict([*_FIRST_SYNC, error]).hang_class is HangClass.NETWORK
