@@ -11,9 +11,9 @@ ends as soon as every host has answered or failed its latest probe, and otherwis
 at its deadline. A host proven unreachable that answers after all is an answer: its
 document is merged like any other.
 
-The probe used to start only once answers had stopped coming for 0.3 s; started with
-the transport, its second has passed by the time the reachable hosts answer (about
-2 s in), which takes 1.3 s off a lost host's verdict (docs/largest-jobs.md).
+The probe used to start only once answers had stopped coming for 0.3 s, and then took
+its second; started with the transport, that second has passed by the time the
+reachable hosts answer (about 2 s in): docs/largest-jobs.md, "The lost host within 5 s".
 
 The rules are pure functions (``probe_due``, ``to_probe``, ``over``, ``ending``);
 ``Watch`` applies them as answers and probe results arrive, on the transport's thread.
@@ -31,6 +31,10 @@ from doctor.remote import probe
 PROBE_S = 1.0
 """One connect probe's timeout; the least time between two probes of a host; and, of
 the deadline, what is kept for the last one."""
+
+PROBE_BATCH = 256
+"""The most hosts one probe connects to at once (a thread and a socket each): a
+16,384-host job must not exhaust the login node's threads or file descriptors."""
 
 Prober = Callable[[Sequence[str], float], Mapping[str, str]]
 """Hosts, timeout -> per host why it cannot be connected to ('' when it can)."""
@@ -55,9 +59,13 @@ def probe_due(now: float, last_probe: float | None) -> bool:
 
 
 def to_probe(hosts: Sequence[str], answered: Collection[str], why: Mapping[str, str]) -> list[str]:
-    """The hosts a probe is about: silent, and not yet probed or not connected to by the
-    last probe. A host that took a connection is waited for, not probed again."""
-    return [h for h in hosts if h not in answered and why.get(h) != ""]
+    """The hosts a probe is about, at most ``PROBE_BATCH``: silent and not yet probed,
+    then silent and not connected to by their last probe. A host that took a connection
+    is waited for, not probed again."""
+    silent = [h for h in hosts if h not in answered]
+    unknown = [h for h in silent if h not in why]
+    failed = [h for h in silent if why.get(h)]
+    return (unknown + failed)[:PROBE_BATCH]
 
 
 def over(hosts: Collection[str], answered: Collection[str], unreachable: Collection[str]) -> bool:

@@ -12,7 +12,16 @@ import time
 import pytest
 from fake_ssh import fake_ssh
 
-from doctor.remote.ending import PROBE_S, Ending, Watch, ending, over, probe_due, to_probe
+from doctor.remote.ending import (
+    PROBE_BATCH,
+    PROBE_S,
+    Ending,
+    Watch,
+    ending,
+    over,
+    probe_due,
+    to_probe,
+)
 from doctor.remote.reach import Via, gather
 
 HOSTS = ("h1", "h2", "h3")
@@ -33,6 +42,16 @@ def test_a_probe_is_about_the_silent_hosts_not_yet_seen_taking_a_connection() ->
     # h2 took a connection (wait for it), h3 did not (probe it again)
     assert to_probe(HOSTS, {"h1"}, {"h2": "", "h3": CUT}) == ["h3"]
     assert to_probe(HOSTS, set(HOSTS), {"h3": CUT}) == []
+
+
+def test_a_probe_is_bounded_and_takes_the_hosts_never_probed_first() -> None:
+    # GIVEN 16,384 hosts, the first 300 probed and failed
+    hosts = [f"n{i}" for i in range(16_384)]
+    why = {h: CUT for h in hosts[:300]}
+    # THEN one probe is about PROBE_BATCH hosts, those not yet probed before the failed
+    assert to_probe(hosts, set(), why) == hosts[300 : 300 + PROBE_BATCH]
+    # AND once every other host answered, the failed ones come again
+    assert to_probe(hosts, set(hosts[300:]), why) == hosts[:PROBE_BATCH]
 
 
 @pytest.mark.parametrize(
