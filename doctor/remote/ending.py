@@ -2,16 +2,21 @@
 
 A round asks every host for its document by a deadline. A host that is only slow
 answers before it, so the round waits for it; a host cut off from the network never
-will, and waiting for it only delays the verdict. So once answers have stopped
-arriving for ``QUIET_S`` (the reachable hosts have answered), the hosts still silent
-get one connect probe each (``doctor.remote.probe``, ``PROBE_S``); the round ends as
-soon as every host has answered or been proven unreachable, and otherwise at its
-deadline. A host proven unreachable that answers after all is an answer: its
-document is merged like any other. When no host answers at all, the probe starts
-``PROBE_S`` before the deadline, as it always did.
+will, and waiting for it only delays the verdict. So every host gets a connect probe
+(``doctor.remote.probe``, ``PROBE_S``) as the round starts, beside the transport: a
+host that takes the connection is waited for until the deadline, as always; one that
+does not is probed again every ``PROBE_S`` while it stays silent, so a blip that
+passes makes it a host to wait for again. Once some host has answered, the round
+ends as soon as every host has answered or failed its latest probe, and otherwise
+at its deadline. A host proven unreachable that answers after all is an answer: its
+document is merged like any other.
 
-The rules are pure functions (``probe_due``, ``over``, ``ending``); ``Watch`` applies
-them as answers and probe results arrive, on the transport's thread.
+The probe used to start only once answers had stopped coming for 0.3 s, and then took
+its second; started with the transport, that second has passed by the time the
+reachable hosts answer (about 2 s in): docs/largest-jobs.md, "The lost host within 5 s".
+
+The rules are pure functions (``probe_due``, ``to_probe``, ``over``, ``ending``);
+``Watch`` applies them as answers and probe results arrive, on the transport's thread.
 """
 
 from __future__ import annotations
@@ -24,9 +29,12 @@ from enum import StrEnum
 from doctor.remote import probe
 
 PROBE_S = 1.0
-"""One connect probe's timeout; and, of the deadline, what is kept for it."""
-QUIET_S = 0.3
-"""No new answer for this long: the hosts that can answer have (they share one ``--until``)."""
+"""One connect probe's timeout; the least time between two probes of a host; and, of
+the deadline, what is kept for the last one."""
+
+PROBE_BATCH = 256
+"""The most hosts one probe connects to at once (a thread and a socket each): a
+16,384-host job must not exhaust the login node's threads or file descriptors."""
 
 Prober = Callable[[Sequence[str], float], Mapping[str, str]]
 """Hosts, timeout -> per host why it cannot be connected to ('' when it can)."""
@@ -45,10 +53,19 @@ class Ending(StrEnum):
     """The deadline passed with a host silent."""
 
 
-def probe_due(now: float, last_answer: float | None, probe_from: float) -> bool:
-    """Whether the silent hosts' probe should start: answers stopped arriving ``QUIET_S``
-    ago, or it is ``probe_from`` (the deadline less ``PROBE_S``) and none came at all."""
-    return (last_answer is not None and now - last_answer >= QUIET_S) or now >= probe_from
+def probe_due(now: float, last_probe: float | None) -> bool:
+    """Whether to probe now: never yet, or ``PROBE_S`` after the last probe started."""
+    return last_probe is None or now - last_probe >= PROBE_S
+
+
+def to_probe(hosts: Sequence[str], answered: Collection[str], why: Mapping[str, str]) -> list[str]:
+    """The hosts a probe is about, at most ``PROBE_BATCH``: silent and not yet probed,
+    then silent and not connected to by their last probe. A host that took a connection
+    is waited for, not probed again."""
+    silent = [h for h in hosts if h not in answered]
+    unknown = [h for h in silent if h not in why]
+    failed = [h for h in silent if why.get(h)]
+    return (unknown + failed)[:PROBE_BATCH]
 
 
 def over(hosts: Collection[str], answered: Collection[str], unreachable: Collection[str]) -> bool:
@@ -75,7 +92,7 @@ def ending(
 
 class Watch:
     """One round's answers and probe results as they arrive; ``answer`` is the
-    transport's ``on_answer``, ``done`` its stop test (which starts the probe when due).
+    transport's ``on_answer``, ``done`` its stop test (which starts each probe when due).
 
     ``port``: the port to probe, looked up on a thread from the start (``scontrol show
     config`` takes a while on a loaded login node); ``prober``: the connect probe.
@@ -96,13 +113,12 @@ class Watch:
         self.prober: Prober = prober or (lambda hs, t: probe.unreachable(hs, self._port(), t))
         self.answered: set[str] = set()
         self.why: dict[str, str] = {}
-        """Probe results: host -> why it cannot be connected to, '' when it can."""
-        self.last_answer: float | None = None
+        """The latest probe result of each host probed: why it cannot be connected to,
+        '' when it can."""
         self._lock = threading.Lock()
         self._probe: threading.Thread | None = None
-        self._probed: tuple[str, ...] = ()
-        """The hosts silent when the probe started: the only ones it can still be about."""
-        self._reported = False
+        """The probe under way, if any: one at a time."""
+        self._last_probe: float | None = None
         self._ports: list[int] = []
         self._port_known = threading.Event()
         threading.Thread(
@@ -124,10 +140,9 @@ class Watch:
         with self._lock:
             if host in self._expected:
                 self.answered.add(host)
-                self.last_answer = self.clock()
 
     def unreachable(self) -> set[str]:
-        """The hosts proven unreachable so far."""
+        """The hosts whose latest probe failed."""
         with self._lock:
             return self._unreachable()
 
@@ -136,43 +151,46 @@ class Watch:
         return {h for h, why in self.why.items() if why}
 
     def done(self) -> bool:
-        """Whether the round may end now; starts the silent hosts' probe when it is due.
-        Called every few tens of milliseconds: it looks at every host only once, when the
-        probe starts, and then at the hosts that were silent then."""
+        """Whether the round may end now: every host answered, or some did and each of
+        the others failed its latest probe. Starts a probe when one is due; called every
+        few tens of milliseconds."""
         with self._lock:
             if len(self.answered) == len(self._expected):
                 return True
-            if self._probe is None and probe_due(self.clock(), self.last_answer, self.probe_from):
-                silent = [h for h in self.hosts if h not in self.answered]
-                self._start_probe(silent, min(PROBE_S, self.deadline - self.clock() - 0.1))
-            return self._reported and over(self._probed, self.answered, self._unreachable())
+            if self._probe is None and probe_due(self.clock(), self._last_probe):
+                self._start_probe()
+            return bool(self.answered) and over(self.hosts, self.answered, self._unreachable())
 
-    @property
-    def probe_from(self) -> float:
-        return self.deadline - PROBE_S
+    def _start_probe(self) -> threading.Thread | None:
+        """Probe ``to_probe``'s hosts on a thread, in the time left (lock held); the thread,
+        or None when there is nothing to probe or no time for it."""
+        now = self.clock()
+        hosts = to_probe(self.hosts, self.answered, self.why)
+        timeout = min(PROBE_S, self.deadline - now - 0.1)
+        if not hosts or timeout < 0.1:
+            return None
 
-    def _start_probe(self, silent: list[str], timeout: float) -> None:
         def run() -> None:
-            found = self.prober(silent, max(0.1, timeout))
+            found = self.prober(hosts, timeout)
             with self._lock:
                 self.why.update(found)
-                self._reported = True
+                self._probe = None
 
-        self._probed = tuple(silent)
+        self._last_probe = now
         self._probe = threading.Thread(target=run, daemon=True, name="nccl-doctor-probe-round")
         self._probe.start()
+        return self._probe
 
     def finish(self) -> dict[str, str]:
-        """After the transport returned: the probe results for the hosts still silent,
-        waiting for a probe under way (or starting one, in the time left) until the
-        deadline at the latest."""
+        """After the transport returned: the latest probe result of each host still
+        silent. A silent host without one yet is waited for (a probe under way, or one
+        started now), until the deadline at the latest."""
         with self._lock:
             silent = [h for h in self.hosts if h not in self.answered]
-            left = self.deadline - self.clock()
-            if silent and self._probe is None and left >= 0.2:
-                self._start_probe(silent, min(PROBE_S, left - 0.1))
-            running = self._probe
-        if running is not None:
-            running.join(max(0.0, self.deadline - self.clock()))
+            waiting = None
+            if any(h not in self.why for h in silent):
+                waiting = self._probe or self._start_probe()
+        if waiting is not None:
+            waiting.join(max(0.0, self.deadline - self.clock()))
         with self._lock:
-            return {h: self.why[h] for h in self.hosts if h not in self.answered and h in self.why}
+            return {h: self.why[h] for h in silent if h in self.why}

@@ -132,11 +132,11 @@ def gather(
 ) -> tuple[dict[str, HostAnswer], Ending]:
     """Every host's answer by ``timeout`` seconds from now, and why the round ended.
 
-    The transport gets the deadline less ``PROBE_S``. Once the answers stop coming, the
-    hosts still silent get a connect probe, and the round ends as soon as each of them
-    is proven unreachable (``doctor.remote.ending``); a silent host that takes
-    connections is waited for until the transport's deadline. Each silent host's
-    reason says whether it is cut off or only slow.
+    The transport gets the deadline less ``PROBE_S``. Beside it, every host gets a
+    connect probe from the start, and once some host has answered, the round ends as
+    soon as each silent one is proven unreachable (``doctor.remote.ending``); a silent
+    host that takes connections is waited for until the transport's deadline. Each
+    silent host's reason says whether it is cut off or only slow.
     """
     start = time.monotonic()
     wait = transport_wait(timeout)

@@ -12,20 +12,46 @@ import time
 import pytest
 from fake_ssh import fake_ssh
 
-from doctor.remote.ending import PROBE_S, QUIET_S, Ending, Watch, ending, over, probe_due
+from doctor.remote.ending import (
+    PROBE_BATCH,
+    PROBE_S,
+    Ending,
+    Watch,
+    ending,
+    over,
+    probe_due,
+    to_probe,
+)
 from doctor.remote.reach import Via, gather
 
 HOSTS = ("h1", "h2", "h3")
+CUT = "cannot connect to h3:22 (timed out)"
 
 
-def test_the_probe_waits_for_the_answers_to_stop_coming() -> None:
-    # GIVEN a round whose last answer came at t=2 and whose probe would start at t=5
-    # THEN not while answers may still be arriving, but QUIET_S after the last one
-    assert not probe_due(2.0 + QUIET_S / 2, 2.0, 5.0)
-    assert probe_due(2.0 + QUIET_S + 1e-6, 2.0, 5.0)
-    # AND with no answer at all, only in the deadline's last PROBE_S (as before)
-    assert not probe_due(4.9, None, 5.0)
-    assert probe_due(5.0, None, 5.0)
+def test_every_host_is_probed_from_the_start_and_a_failed_one_every_probe_s() -> None:
+    # GIVEN a round that has not probed yet THEN a probe is due at once
+    assert probe_due(0.0, None)
+    # AND the next one only PROBE_S after the last one started
+    assert not probe_due(2.0 + PROBE_S - 0.01, 2.0)
+    assert probe_due(2.0 + PROBE_S, 2.0)
+
+
+def test_a_probe_is_about_the_silent_hosts_not_yet_seen_taking_a_connection() -> None:
+    # nothing known yet: every silent host
+    assert to_probe(HOSTS, {"h1"}, {}) == ["h2", "h3"]
+    # h2 took a connection (wait for it), h3 did not (probe it again)
+    assert to_probe(HOSTS, {"h1"}, {"h2": "", "h3": CUT}) == ["h3"]
+    assert to_probe(HOSTS, set(HOSTS), {"h3": CUT}) == []
+
+
+def test_a_probe_is_bounded_and_takes_the_hosts_never_probed_first() -> None:
+    # GIVEN 16,384 hosts, the first 300 probed and failed
+    hosts = [f"n{i}" for i in range(16_384)]
+    why = {h: CUT for h in hosts[:300]}
+    # THEN one probe is about PROBE_BATCH hosts, those not yet probed before the failed
+    assert to_probe(hosts, set(), why) == hosts[300 : 300 + PROBE_BATCH]
+    # AND once every other host answered, the failed ones come again
+    assert to_probe(hosts, set(hosts[300:]), why) == hosts[:PROBE_BATCH]
 
 
 @pytest.mark.parametrize(
@@ -60,8 +86,8 @@ class Clock:
 
 
 def watch_with(reasons: dict[str, str], clock: Clock) -> tuple[Watch, list[list[str]]]:
-    """A watch of HOSTS, deadline t=6, whose probe answers ``reasons`` (and records whom
-    it probed)."""
+    """A watch of HOSTS, deadline t=6, whose probe answers ``reasons`` as they are when
+    it runs (and records whom it probed)."""
     probed: list[list[str]] = []
 
     def prober(hosts, _timeout):
@@ -71,57 +97,80 @@ def watch_with(reasons: dict[str, str], clock: Clock) -> tuple[Watch, list[list[
     return Watch(HOSTS, 6.0, lambda: 22, prober, clock), probed
 
 
-def settled(watch: Watch) -> bool:
-    """``watch.done()`` once its probe (a thread) has reported."""
+def eventually(ok) -> bool:
+    """``ok()`` within 5 s (a probe runs on a thread)."""
     end = time.monotonic() + 5
     while time.monotonic() < end:
-        if watch.done():
+        if ok():
             return True
         time.sleep(0.01)
     return False
 
 
-def test_a_cut_off_host_ends_the_round_once_the_others_answered() -> None:
-    # GIVEN h1 and h2 answering at t=2, h3 cut off
+def test_a_cut_off_host_ends_the_round_as_soon_as_the_others_answered() -> None:
+    # GIVEN a round starting at t=0, h3 cut off
     clock = Clock()
-    watch, probed = watch_with({"h3": "cannot connect to h3:22 (timed out)"}, clock)
+    watch, probed = watch_with({"h3": CUT}, clock)
+    # WHEN it starts THEN every host is probed at once, beside the transport
+    assert not watch.done()
+    assert eventually(lambda: watch.why.get("h3") == CUT) and probed == [list(HOSTS)]
+    # AND with no answer yet, a failed probe alone does not end the round
+    assert not watch.done()
+    # WHEN h1 and h2 answer at t=2 THEN the round is over at once (no quiet to wait out)
     clock.now = 2.0
     watch.answer("h1")
+    assert not watch.done()
     watch.answer("h2")
-    # WHEN the answers have stopped for QUIET_S
-    assert not watch.done() and probed == []
-    clock.now = 2.0 + QUIET_S + 1e-6
-    # THEN h3 alone is probed, proven unreachable, and the round is over long before t=6
-    assert settled(watch)
-    assert probed == [["h3"]]
-    assert watch.finish() == {"h3": "cannot connect to h3:22 (timed out)"}
+    assert watch.done()
+    assert watch.finish() == {"h3": CUT}
 
 
 def test_a_slow_host_that_takes_connections_is_waited_for() -> None:
-    # GIVEN h3 silent at t=2.3 but taking connections (busy, not cut off)
+    # GIVEN h3 silent but taking connections (busy, not cut off)
     clock = Clock()
     watch, probed = watch_with({}, clock)
+    watch.done()
+    assert eventually(lambda: len(watch.why) == 3)
     for host in ("h1", "h2"):
         watch.answer(host)
-    clock.now = 2.0 + QUIET_S + 1e-6
-    watch.done()
     assert watch.finish() == {"h3": ""}
     # THEN the round goes on (the transport waits for it until its deadline)
     clock.now = 4.9
     assert not watch.done()
     # AND when it answers at last, the round is over, and it was probed once only
     watch.answer("h3")
-    assert watch.done() and probed == [["h3"]]
+    assert watch.done() and probed == [list(HOSTS)]
+
+
+def test_a_cut_off_host_that_comes_back_is_waited_for_again() -> None:
+    # GIVEN h3 cut off when the round starts
+    clock = Clock()
+    reasons = {"h3": CUT}
+    watch, probed = watch_with(reasons, clock)
+    watch.done()
+    assert eventually(lambda: watch.why.get("h3") == CUT)
+    # WHEN its link comes back: not probed again before PROBE_S
+    del reasons["h3"]
+    clock.now = PROBE_S - 0.01
+    watch.done()
+    assert probed == [list(HOSTS)]
+    # THEN h3 alone is probed again after PROBE_S, takes the connection, and is waited
+    # for though h1 and h2 have answered
+    clock.now = PROBE_S
+    watch.done()
+    assert eventually(lambda: watch.why.get("h3") == "") and probed[1:] == [["h3"]]
+    watch.answer("h1")
+    watch.answer("h2")
+    assert not watch.done()
 
 
 def test_a_host_proven_unreachable_that_answers_after_all_is_not_lost() -> None:
-    # GIVEN h2 and h3 silent at the probe, h2 proven unreachable (a blip), h3 slow
+    # GIVEN h2 proven unreachable (a blip) and h3 slow
     clock = Clock()
     watch, _probed = watch_with({"h2": "cannot connect to h2:22 (timed out)"}, clock)
-    watch.answer("h1")
-    clock.now = QUIET_S + 1e-6
     watch.done()
-    watch.finish()
+    assert eventually(lambda: len(watch.why) == 3)
+    watch.answer("h1")
     assert not watch.done()  # h3 takes connections: wait for it
     # WHEN h2 answers after all
     watch.answer("h2")
@@ -130,13 +179,33 @@ def test_a_host_proven_unreachable_that_answers_after_all_is_not_lost() -> None:
     assert ending(HOSTS, watch.answered, watch.unreachable(), False) is Ending.TRANSPORT
 
 
-def test_no_answer_at_all_probes_in_the_deadlines_last_second() -> None:
+def test_no_answer_at_all_waits_for_the_deadline() -> None:
+    # GIVEN every host unreachable (the login node's own link down?)
     clock = Clock()
     watch, probed = watch_with({h: "cannot resolve" for h in HOSTS}, clock)
-    clock.now = 6.0 - PROBE_S - 0.01
-    assert not watch.done() and probed == []
+    watch.done()
+    assert eventually(lambda: len(watch.why) == 3)
+    # THEN the round does not end on that alone: the transport's deadline ends it
     clock.now = 6.0 - PROBE_S
-    assert settled(watch) and probed == [list(HOSTS)]
+    assert not watch.done()
+    assert eventually(lambda: len(probed) == 2) and probed[1] == list(HOSTS)
+    assert not watch.done()
+
+
+def test_no_probe_starts_without_the_time_to_finish_before_the_deadline() -> None:
+    clock = Clock()
+    clock.now = 6.0 - 0.15
+    watch, probed = watch_with({}, clock)
+    assert not watch.done() and watch.finish() == {} and probed == []
+
+
+def test_the_transport_ending_first_waits_for_the_first_probe_only() -> None:
+    # GIVEN a transport that returned before any probe (srun could not start)
+    clock = Clock()
+    watch, probed = watch_with({"h3": CUT}, clock)
+    # THEN finish probes the silent hosts itself and says why
+    assert watch.finish() == {"h1": "", "h2": "", "h3": CUT}
+    assert probed == [list(HOSTS)]
 
 
 def test_a_round_through_ssh_ends_when_the_silent_host_is_proven_unreachable(tmp_path) -> None:
