@@ -35,6 +35,9 @@ _ENTRIES_KEY = b"X\x07\x00\x00\x00entries"
 _PROTO = b"\x80\x02"
 _TAIL_CLOSE = b"eu."
 """APPENDS, SETITEMS, STOP: close the entries list, then the dump's dict."""
+MAX_BYTES = 64 << 20
+"""Each piece is a copy of its bytes: past this size (a 2,000-entry dump is about 1 MB) the
+dump is decoded whole, as before, without copies."""
 HEAD = 64
 """Entries decoded with the head: the strings (and, from Python's pickler, the frames) a
 training loop's call sites repeat are pickled at their first use, so the newest entries
@@ -56,8 +59,14 @@ def _put_index(data: bytes, i: int) -> int:
     if op == b"q":
         return data[i + 1]
     if op == b"r":
-        return int(struct.unpack_from("<I", data, i + 1)[0])
+        return _u32(data, i + 1)
     raise Unexpected("a key without a memo put")
+
+
+def _u32(data: bytes, at: int) -> int:
+    if at + 4 > len(data):
+        raise Unexpected("cut short")
+    return int.from_bytes(data[at : at + 4], "little")
 
 
 def _get(index: int) -> bytes:
@@ -71,6 +80,8 @@ class RecentEntries:
     def __init__(self, data: bytes, keep: int) -> None:
         if data[:2] != _PROTO:
             raise Unexpected("not a protocol 2 pickle")
+        if len(data) > MAX_BYTES:
+            raise Unexpected("larger than a dump of torch's ring buffer")
         at = data.find(_ENTRIES_KEY)
         if at < 0:
             raise Unexpected("no entries key")
@@ -84,7 +95,7 @@ class RecentEntries:
         key = _put(data, i + 2)
         if data[key : key + 1] != b"(" or data[key + 1 : key + 2] != b"X":
             raise Unexpected("the first entry does not open with a key")
-        (length,) = struct.unpack_from("<I", data, key + 2)
+        length = _u32(data, key + 2)
         first_key = _put_index(data, key + 6 + length)
         self._needle = re.compile(re.escape(b"(" + _get(first_key)))
         early = list(itertools.islice(self._starts(key, len(data), forward=True), HEAD))

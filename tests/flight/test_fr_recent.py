@@ -167,6 +167,14 @@ def test_any_dump_reduces_the_same_newest_first(
         assert _outcome(0, data) == want
 
 
+def test_a_dump_cut_anywhere_near_its_first_entry_is_a_skip() -> None:
+    data = pickle.dumps(_dump(80, every=5), 2)
+    at = data.find(b"entries")
+    for cut in range(at - 8, at + 400):
+        got = _outcome(0, data[:cut])
+        assert isinstance(got, str) and got.startswith("DumpError: truncated"), (cut, got)
+
+
 @settings(max_examples=60, deadline=None)
 @given(at=st.integers(0, 10**6), value=st.integers(0, 255), cut=st.booleans())
 def test_hostile_bytes_are_a_skip_or_a_reduced_dump(at: int, value: int, cut: bool) -> None:
