@@ -17,6 +17,9 @@ from doctor.errors import InputError, UsageError
 from doctor.trust.safeio import UnsafePath, open_regular
 
 MAX_HOSTS = 65536
+UNREADABLE = (NodeSetParseError, ValueError)
+"""What ``NodeSet`` raises on text it cannot read: its own error, or for some bracket
+texts (``[----]``) a bare ``ValueError`` from inside its range parser."""
 MAX_HOSTFILE_BYTES = 4 * 1024 * 1024
 _HOST_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]{0,252}")
 """A host name as ssh and srun get it: letters, digits, ``_ . : -``, never a leading ``-``
@@ -31,7 +34,7 @@ def parse_hosts(text: str) -> list[str]:
     """``"h[1-3],gpu7"`` -> ``["h1", "h2", "h3", "gpu7"]`` in the order given, no repeats."""
     try:
         nodes = NodeSet(text.strip())
-    except NodeSetParseError as exc:
+    except UNREADABLE as exc:
         raise UsageError(f"--hosts: cannot read {text!r} as a host list ({exc})") from None
     if len(nodes) > MAX_HOSTS:
         raise UsageError(f"--hosts names {len(nodes)} hosts; at most {MAX_HOSTS} are supported")
@@ -96,7 +99,7 @@ def fold(hosts: Iterable[str]) -> str:
     names = sorted(set(hosts))
     try:
         return str(NodeSet.fromlist(names))
-    except NodeSetParseError:
+    except UNREADABLE:
         odd = [n for n in names if not _foldable(n)]
         folded = str(NodeSet.fromlist([n for n in names if _foldable(n)]))
         return ",".join(filter(None, [folded, *odd]))
@@ -105,5 +108,5 @@ def fold(hosts: Iterable[str]) -> str:
 def _foldable(name: str) -> bool:
     try:
         return len(NodeSet(name)) == 1
-    except NodeSetParseError:
+    except UNREADABLE:
         return False

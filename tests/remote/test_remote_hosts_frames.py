@@ -23,6 +23,15 @@ def test_a_bad_host_list_is_a_usage_error() -> None:
         parse_hosts("h[3-1]")
 
 
+def test_a_range_clustershell_fails_on_with_a_bare_value_error_is_a_usage_error() -> None:
+    # GIVEN "[----]", on which ClusterShell's range parser raises ValueError, not its own
+    # error (hypothesis found it in test_host_lists_yield_host_names_or_one_usage_error)
+    with pytest.raises(UsageError, match="host list"):
+        parse_hosts("[----]")
+    # AND a host document naming it folds beside the others, as a name it cannot read
+    assert fold(["h1", "[----]", "h2"]) == "h[1-2],[----]"
+
+
 def test_hostfile_reads_mpi_and_plain_lines(tmp_path) -> None:
     # GIVEN a host file with comments, MPI slots and a range
     f = tmp_path / "hosts"
