@@ -16,7 +16,6 @@ import itertools
 import multiprocessing
 import os
 import re
-import stat
 import tarfile
 import threading
 import zipfile
@@ -39,7 +38,7 @@ from doctor.gcpause import collector_paused
 from doctor.model import Skipped
 from doctor.ranks import MAX_WORLD_SIZE
 from doctor.trust import archive
-from doctor.trust.safeio import NOFOLLOW_READ, UnsafePath, open_regular
+from doctor.trust.safeio import UnsafePath, open_regular
 
 MAX_DUMP_BYTES = archive.MAX_MEMBER_BYTES
 PARALLEL_FROM = 64
@@ -150,12 +149,11 @@ def _prefetch(path: str) -> None:
     """Ask the kernel to start reading ``path`` now. A hint only: the read that follows
     makes its own checks and reports its own errors."""
     try:
-        fd = os.open(path, NOFOLLOW_READ)
-    except OSError:
+        fd = open_regular(Path(path), None, MAX_DUMP_BYTES)
+    except (UnsafePath, OSError):
         return
     try:
-        if stat.S_ISREG(os.fstat(fd).st_mode):
-            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
     except OSError:
         pass
     finally:

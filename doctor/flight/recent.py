@@ -10,8 +10,9 @@ reference. A pickle has no index, though: a memo reference in the newest entries
 point at any string (or, from Python's pickler, any container) pickled before it. So
 the pieces are decoded in the order the references need:
 
-1. the head, up to the end of the first entry, closed as a dict: every top-level value
-   and, in the memo, the strings the first entry defined (the keys of every entry);
+1. the head, up to the end of the first ``HEAD`` entries, closed as a dict: every
+   top-level value and, in the memo, the strings those entries defined (the keys of
+   every entry, the names a training loop repeats);
 2. the newest entries, from an entry start near the end, with that memo;
 3. only when asked (the reducer needs older entries, or a reference in the newest
    entries points into the middle), the entries in between, with the same memo.
@@ -25,7 +26,6 @@ from __future__ import annotations
 
 import itertools
 import re
-import struct
 from collections.abc import Iterator
 from typing import Any
 
@@ -70,7 +70,7 @@ def _u32(data: bytes, at: int) -> int:
 
 
 def _get(index: int) -> bytes:
-    return b"h" + bytes([index]) if index < 256 else b"j" + struct.pack("<I", index)
+    return b"h" + bytes([index]) if index < 256 else b"j" + index.to_bytes(4, "little")
 
 
 class RecentEntries:
@@ -104,7 +104,10 @@ class RecentEntries:
         self._after_head = early[-1]
         self._entry_bytes = (self._after_head - i) // len(early) + 1
         self._start = self._newest(keep)
-        self.doc, self._memo = self._head()
+        self.whole = self._start == self._after_head
+        """Whether ``doc`` holds every entry (there is no middle)."""
+        self._memo = None
+        self.doc = self._decoded(self._data[: self._after_head] + _TAIL_CLOSE, True)
         self._head_entries: list[Any] = self.doc["entries"]
         self._middle: list[Any] | None = None
         try:
@@ -113,8 +116,6 @@ class RecentEntries:
             self._middle = self._middle_piece()
             newest = self._newest_piece()
         self.doc.update(newest)
-        self.whole = self._start == self._after_head
-        """Whether ``doc`` holds every entry."""
         if self.whole:
             self.doc["entries"] = self._head_entries + newest["entries"]
 
@@ -147,33 +148,32 @@ class RecentEntries:
                 return self._after_head
             size *= 4
 
-    def _head(self) -> tuple[dict[str, Any], Any]:
-        head = self._data[: self._after_head] + _TAIL_CLOSE
-        doc, memo = safe_pickle.loads_with_memo(head, None)
-        if not isinstance(doc, dict) or not isinstance(doc.get("entries"), list):
-            raise Unexpected("the head is not the dump's dict")
-        return doc, memo
-
-    def _piece(self, lo: int, hi: int, close: bytes, keep_memo: bool) -> dict[str, Any]:
-        """Entries ``lo:hi`` (and what follows them in the dump's dict, up to ``hi``) as the
-        items of an ``entries`` list in a dict, decoded with the memo of what came before."""
-        stream = _PROTO + b"}(" + _ENTRIES_KEY + b"](" + self._data[lo:hi] + close
+    def _decoded(self, stream: bytes, keep_memo: bool) -> dict[str, Any]:
+        """``stream``, a dict with an ``entries`` list, decoded with the memo the pieces
+        before it left (kept for the next piece when ``keep_memo``)."""
         got, memo = safe_pickle.loads_with_memo(stream, self._memo)
         if not isinstance(got, dict) or not isinstance(got.get("entries"), list):
-            raise Unexpected("entries that do not close as a list")
+            raise Unexpected("a piece that does not close as the dump's dict")
         if keep_memo:
             self._memo = memo
         return got
 
+    def _piece(self, lo: int, hi: int, close: bytes, keep_memo: bool) -> dict[str, Any]:
+        """Entries ``lo:hi`` (and what follows them in the dump's dict, up to ``hi``) as the
+        items of an ``entries`` list in a dict."""
+        stream = _PROTO + b"}(" + _ENTRIES_KEY + b"](" + self._data[lo:hi] + close
+        return self._decoded(stream, keep_memo)
+
     def _newest_piece(self) -> dict[str, Any]:
         newest = self._piece(self._start, len(self._data), b"", False)
         ids = [e.get("record_id") if isinstance(e, dict) else None for e in newest["entries"]]
-        if not all(type(i) is int for i in ids) or ids != sorted({int(i or 0) for i in ids}):
+        numbers = [i for i in ids if type(i) is int]
+        if len(numbers) < len(ids) or any(b <= a for a, b in itertools.pairwise(numbers)):
             raise Unexpected("the newest entries are not in record order")
         return newest
 
     def _middle_piece(self) -> list[Any]:
-        if self._start == self._after_head:
+        if self.whole:
             return []
         middle: list[Any] = self._piece(self._after_head, self._start, _TAIL_CLOSE, True)["entries"]
         return middle
@@ -181,7 +181,7 @@ class RecentEntries:
     def older(self) -> list[Any]:
         """Every entry, oldest first (the middle is decoded on the first call)."""
         newest = self.doc["entries"]
-        if self._start == self._after_head:
+        if self.whole:
             return list(newest)
         if self._middle is None:
             self._middle = self._middle_piece()

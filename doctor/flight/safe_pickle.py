@@ -34,7 +34,7 @@ def loads(data: bytes) -> Any:
     Read through a buffered reader: torch writes protocol 2, which has no frames, and from a
     bare ``BytesIO`` the unpickler calls ``read`` once per opcode (2.4x slower; with
     ``peek`` it takes the bytes in large blocks)."""
-    return _NoGlobals(io.BufferedReader(io.BytesIO(data), _BLOCK)).load()
+    return loads_with_memo(data, None)[0]
 
 
 class MissingMemo(pickle.UnpicklingError):
