@@ -66,7 +66,10 @@ class LiveView:
 
     @classmethod
     def of(cls, evidence: Evidence, flight: FlightAnalysis | None = None) -> LiveView:
-        read = [(s.rank, rank_state(s)) for s in evidence.stacks]
+        samples = _stated(evidence.progress)
+        read = [
+            (s.rank, _loop_state(rank_state(s), samples.get(s.rank, ()))) for s in evidence.stacks
+        ]
         states = dict(read)
         dead = tuple(sorted(p.rank for p in evidence.processes if not p.alive))
         for p in evidence.processes:
@@ -76,7 +79,6 @@ class LiveView:
                 states[p.rank] = RankState.STOPPED
             else:
                 states.setdefault(p.rank, RankState.UNKNOWN)
-        samples = _stated(evidence.progress)
         moving = frozenset(moving_ranks(evidence))
         frozen = frozenset(frozen_ranks(evidence, samples))
         return cls(
@@ -155,6 +157,20 @@ def moving_ranks(evidence: Evidence) -> set[int]:
             or loop_calls(p, stacks.get(p.rank)) >= PROGRESS_CALLS
         )
     }
+
+
+_LOOPING = (RankState.USER_CODE.value, RankState.GIL_LOOP.value)
+
+
+def _loop_state(state: RankState, samples: Sequence[ProgressSample]) -> RankState:
+    """Whether a rank in its own code holds the GIL, by most of its samples: one dump can
+    catch a Python loop at the moment it lets go (a file read, another thread's turn), as
+    a multi-host triage of a GIL-holding rank did in 1 of 2 reads in one CI run."""
+    if state.value not in _LOOPING:
+        return state
+    seen = [s.state for s in samples if s.state in _LOOPING]
+    held = 2 * seen.count(RankState.GIL_LOOP.value) - len(seen)
+    return RankState.GIL_LOOP if held > 0 else RankState.USER_CODE if held < 0 else state
 
 
 def _stated(progress: Sequence[ProgressSample]) -> dict[int, list[ProgressSample]]:

@@ -38,6 +38,13 @@ CASES = [
 ]
 
 
+STRAGGLE_S = 0.4
+"""The straggler's delay per step: long enough that its peers wait in most samples on a
+loaded host. At 0.15 s, with two busy loops beside the job, 2 of 20 looks found the
+others waiting in under half the samples and said healthy (one CI run failed so); at
+0.4 s, 20 of 20 named rank 2."""
+
+
 def triage(job: LocalJob, *args: str) -> subprocess.CompletedProcess[str]:
     return job.triage(*args, timeout=60)
 
@@ -63,7 +70,7 @@ def job_for(jobs: dict[str, LocalJob], tmp: Path, fault: str, launch: str) -> Lo
             fault,
             tmp,
             launch=launch,
-            args=["--straggle", "0.15"],
+            args=["--straggle", str(STRAGGLE_S)],
         ).start()
     return jobs[fault]
 

@@ -262,3 +262,34 @@ def test_another_thread_holding_the_gil_is_shown() -> None:
     c = best(hung_evidence(stacks))
     assert (c.hang_class, c.culprit_ranks) == (HangClass.CPU_STUCK, (2,))
     assert any("thread metrics-logger holds the GIL at _flush" in e.text for e in c.evidence)
+
+
+def _gil_rank_caught(first_holds: bool, sampled: tuple[str, ...]) -> Evidence:
+    """The recorded GIL job, rank 2's dump taken when its main thread did (not) hold the GIL,
+    and its samples in the window in the states given."""
+    evidence = fault_evidence("gil")
+    stacks = tuple(
+        replace(s, threads=(replace(s.threads[0], holds_gil=first_holds), *s.threads[1:]))
+        if s.rank == 2
+        else s
+        for s in evidence.stacks
+    )
+    progress = tuple(p for p in evidence.progress if p.rank != 2) + tuple(
+        ProgressSample(2, i * 0.25, stack_signature="loop", state=state)
+        for i, state in enumerate(sampled)
+    )
+    return replace(evidence, stacks=stacks, progress=progress)
+
+
+def test_whether_a_looping_rank_holds_the_gil_is_what_most_of_its_samples_show() -> None:
+    # GIVEN a rank spinning in Python whose one dump caught it between GIL turns (a file
+    # read, another thread's turn: 3 of 60 dumps of such a loop on a loaded host)
+    caught = _gil_rank_caught(False, ("user_code", "gil_loop", "gil_loop", "gil_loop"))
+    # AND a rank in its own code that held the GIL in only one sample
+    loose = _gil_rank_caught(True, ("gil_loop", "user_code", "user_code", "user_code"))
+    # THEN the first holds the GIL, the second is only in its own code
+    assert LiveView.of(caught).states[2].value == "gil_loop"
+    assert "holding the GIL" in classify(caught).summary
+    assert LiveView.of(loose).states[2].value == "user_code"
+    assert "GIL" not in classify(loose).summary
+    assert classify(loose).culprit_ranks == classify(caught).culprit_ranks == (2,)
