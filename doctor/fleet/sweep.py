@@ -4,8 +4,9 @@ The hosts come from a SLURM allocation (``--job``: ``scontrol show job``, one
 ``srun --overlap`` step, the caller's own job only) or a host list (``--hosts``,
 ``--hostfile``: ssh, or srun with ``--via slurm``), the way ``triage --job`` reaches
 them (``doctor.remote``). Each host runs ``nccl-doctor fleet-host --preflight``;
-a host silent at the deadline gets the connect probe, so its reason says whether
-it is cut off or only slow.
+the round is ``triage``'s (``doctor.remote.reach.gather``): a silent host gets the
+connect probe, its reason says whether it is cut off or only slow, and the sweep ends
+early once every silent host is proven unreachable.
 """
 
 from __future__ import annotations
@@ -20,9 +21,8 @@ from doctor.errors import NoSuchJobError, UsageError
 from doctor.fleet.hostdoc import read_document
 from doctor.fleet.merge import HostResult
 from doctor.remote.document import DocumentError
-from doctor.remote.reach import Via, probe_silent, transport_wait
-from doctor.remote.slurm import SlurmJob, collect_via_srun, job_nodes
-from doctor.remote.ssh import collect_via_ssh
+from doctor.remote.reach import Via, gather
+from doctor.remote.slurm import SlurmJob, job_nodes
 from doctor.remote.transport import host_argv
 
 DEFAULT_TIMEOUT = 30.0
@@ -84,15 +84,11 @@ def sweep(
     on_answer: Callable[[str], None] | None = None,
 ) -> dict[str, HostResult]:
     """Every host's preflight, read back, by ``timeout`` seconds from now."""
-    start, sent = time.monotonic(), time.time()
+    sent = time.time()
     argv = host_argv(["fleet-host", "--preflight", "--lane", lane])
-    wait = transport_wait(timeout)
-    if target.via is Via.SLURM:
-        assert target.job is not None
-        answers = collect_via_srun(target.job, target.hosts, argv, wait, env, on_answer)
-    else:
-        answers = collect_via_ssh(target.hosts, argv, wait, env, on_answer=on_answer)
-    answers = probe_silent(target.via, answers, start + timeout - time.monotonic(), env)
+    answers, _ended = gather(
+        target.via, target.job or "", target.hosts, argv, timeout, env, on_answer
+    )
     results, shared = {}, {}  # type: ignore[var-annotated]
     for host in target.hosts:
         a = answers[host]

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import socket
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from enum import StrEnum
 from pathlib import Path
@@ -129,8 +129,10 @@ def gather(
     command: Sequence[str],
     timeout: float,
     env: Mapping[str, str],
+    on_answer: Callable[[str], None] | None = None,
 ) -> tuple[dict[str, HostAnswer], Ending]:
-    """Every host's answer by ``timeout`` seconds from now, and why the round ended.
+    """Every host's answer by ``timeout`` seconds from now, and why the round ended;
+    ``on_answer(host)`` as each host's answer completes (a progress bar).
 
     The transport gets the deadline less ``PROBE_S``. Beside it, every host gets a
     connect probe from the start, and once some host has answered, the round ends as
@@ -140,14 +142,18 @@ def gather(
     """
     start = time.monotonic()
     wait = transport_wait(timeout)
+    port = (lambda: probe.slurmd_port(env, PORT_S)) if via is Via.SLURM else lambda: probe.SSH_PORT
+    watch = Watch(hosts, start + timeout, port)
+
+    def arrived(host: str) -> None:
+        watch.answer(host)
+        if on_answer is not None:
+            on_answer(host)
+
     if via is Via.SLURM:
-        watch = Watch(hosts, start + timeout, lambda: probe.slurmd_port(env, PORT_S))
-        answers = collect_via_srun(job, hosts, command, wait, env, watch.answer, watch.done)
+        answers = collect_via_srun(job, hosts, command, wait, env, arrived, watch.done)
     else:
-        watch = Watch(hosts, start + timeout, lambda: probe.SSH_PORT)
-        answers = collect_via_ssh(
-            hosts, command, wait, env, on_answer=watch.answer, stop=watch.done
-        )
+        answers = collect_via_ssh(hosts, command, wait, env, on_answer=arrived, stop=watch.done)
     reached = time.monotonic() >= start + wait
     why = watch.finish()
     answered = [h for h, a in answers.items() if a.text is not None]
@@ -158,19 +164,6 @@ def gather(
 def transport_wait(timeout: float) -> float:
     """What the transport gets of a round's ``timeout``: the rest is the silent hosts' probe."""
     return max(0.5, timeout - PROBE_S)
-
-
-def probe_silent(
-    via: Via, answers: Mapping[str, HostAnswer], left: float, env: Mapping[str, str]
-) -> dict[str, HostAnswer]:
-    """The silent hosts' reasons, each saying whether the host is cut off or only slow."""
-    silent = [h for h, a in answers.items() if a.text is None]
-    if not silent or left < 0.2:
-        return dict(answers)
-    asked = time.monotonic()
-    port = probe.slurmd_port(env, left / 3) if via is Via.SLURM else probe.SSH_PORT
-    left -= time.monotonic() - asked
-    return with_probe(answers, probe.unreachable(silent, port, max(0.1, left - 0.1)))
 
 
 def with_probe(answers: Mapping[str, HostAnswer], why: Mapping[str, str]) -> dict[str, HostAnswer]:

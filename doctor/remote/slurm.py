@@ -19,6 +19,7 @@ them under its own name all the same.
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import selectors
@@ -272,26 +273,42 @@ def _note_error(
     errors.setdefault(node, f"srun: {text}"[:300])
 
 
+_UNREAPED: set[subprocess.Popen[bytes]] = set()
+"""Cancelled sruns their reaper has not yet seen end."""
+
+
 def _cancel(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM srun now (it cancels the step on the nodes); reap it, or kill it after a
     second, on a thread: the verdict does not wait for srun's goodbyes."""
     if proc.poll() is None:
-        try:
-            os.killpg(proc.pid, signal.SIGTERM)
-        except OSError:
-            pass
+        _signal(proc, signal.SIGTERM)
+    _UNREAPED.add(proc)
 
     def reap() -> None:
         try:
             proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except OSError:
-                pass
+            _signal(proc, signal.SIGKILL)
             proc.wait(timeout=2.0)
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
                 stream.close()
+        _UNREAPED.discard(proc)
 
     threading.Thread(target=reap, daemon=True, name="nccl-doctor-srun-reaper").start()
+
+
+def _signal(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
+    try:
+        os.killpg(proc.pid, sig)
+    except OSError:
+        pass
+
+
+@atexit.register
+def _kill_unreaped() -> None:
+    """A reaper is a daemon thread and dies with the command: an srun still starting its
+    step on a cut-off node outlived a sweep that ended early, so it is killed at exit."""
+    for proc in list(_UNREAPED):
+        if proc.poll() is None:
+            _signal(proc, signal.SIGKILL)

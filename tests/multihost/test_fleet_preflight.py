@@ -157,3 +157,22 @@ def test_bad_allocations_and_hosts_get_one_sentence(allocation) -> None:
     assert "nosuchhost" in doc["hosts"]["unreachable"], out
     assert "resolve" in doc["hosts"]["unreachable"]["nosuchhost"], doc["hosts"]
     assert wall < 8 + 25, (wall, out)  # the deadline, and the CLI's own start on a busy machine
+
+
+def test_a_host_cut_off_ends_the_sweep_once_it_is_proven_unreachable(allocation) -> None:
+    # GIVEN h5 of the allocation cut off from the network
+    allocation.cluster.cut(5)
+    try:
+        # WHEN the allocation is preflighted with a deadline far longer than the sweep needs
+        doc, rc, wall, out = allocation.preflight(
+            "--job", allocation.job, "--json", "--timeout", "40"
+        )
+    finally:
+        allocation.cluster.cut(5, connected=True)
+    # THEN the others answered and h5 is named cut off, and the exit code fails the job
+    assert doc["hosts"]["answered"] == 5, out
+    assert "cut off" in doc["hosts"]["unreachable"]["h5"], doc["hosts"]
+    assert rc == 1, out
+    # AND the sweep ended once h5 was proven unreachable, not at the deadline (triage's
+    # round: doctor.remote.reach.gather; the old sweep waited for srun until the deadline)
+    assert wall < 40 - 10, (wall, out)
