@@ -22,7 +22,7 @@ from doctor.logs import kinds
 from doctor.logs.lines import Line
 
 _CUDA = re.compile(
-    r"CUDA error: ([^.\n]{3,120})|Cuda failure '([^']{3,120})'|Cuda failure (\d{1,18})|"
+    r"CUDA error: ?([^.\n]{3,120})|Cuda failure '([^']{3,120})'|Cuda failure (\d{1,18})|"
     r"CUDA driver error: ([^.\n]{3,120})|(cudaError\w+)|CUDA_ERROR_(\w+)"
 )
 _HARDWARE = re.compile(

@@ -146,3 +146,20 @@ def test_pyspy_text_dump_becomes_a_stack() -> None:
     assert (stack.rank, stack.pid, len(stack.threads)) == (3, 48211, 2)
     main, pin = stack.threads
     assert main.is_main and main.frames[1].name == "all_reduce" and pin.holds_gil
+
+
+def test_a_cuda_error_pasted_without_its_space_or_inside_a_broken_json_message() -> None:
+    # GIVEN the same CUDA errors as a user pasted them: the space after the colon lost, and
+    # an error message quoted in a JSON fragment that never closes
+    events = parse_lines(
+        [
+            '{"detail": {"reason": "worker 3 stopped: CUDA error:uncorrectable ECC error',
+            "see the worker log",
+            "RuntimeError: CUDA error:an illegal memory access was encountered",
+        ]
+    )
+    # THEN each is read by whose fault it is, the JSON-looking line as the line it is
+    assert [e.kind for e in events if e.kind != kinds.EXCEPTION] == [
+        kinds.GPU_FAULT,
+        kinds.CUDA_ERROR,
+    ]
