@@ -163,3 +163,20 @@ def test_a_cuda_error_pasted_without_its_space_or_inside_a_broken_json_message()
         kinds.GPU_FAULT,
         kinds.CUDA_ERROR,
     ]
+
+
+def test_a_driver_older_than_the_runtime_and_a_failed_fabric_manager_are_set_up_faults() -> None:
+    # GIVEN torch's warning that the driver is older than its CUDA, and a host whose fabric
+    # manager service exited with a failure after refusing the loaded driver's version
+    events = parse_lines(
+        [
+            "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old "
+            "(found version 10020).",
+            "    Process: 812 ExecStart=/usr/bin/nv-fabricmanager -c /etc/fm.cfg "
+            "(code=exited, status=1/FAILURE)",
+            "NVIDIA GPU driver interface version 535.104.05 don't match with driver version "
+            "535.86.10",
+        ]
+    )
+    # THEN each is the job's set-up (bootstrap), not a GPU fault
+    assert [e.kind for e in events] == [kinds.BOOTSTRAP] * 3
