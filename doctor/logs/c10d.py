@@ -81,7 +81,10 @@ _FR_CULPRIT = re.compile(r"Culprit rank (\d{1,18}); Error type: (\w+)")
 _MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 _SHAPE = re.compile(r"TensorShape=\[([^\]]*)\]")
 _SEQ_FP = re.compile(r"SequenceNumber=(\d{1,18})")
-_UNSUPPORTED = re.compile(r"does not support (\w+)|\b(\w{1,64}) is not supported (?:by|in|for) ")
+_UNSUPPORTED = re.compile(
+    r"does not support (\w+)|\b(\w{1,64}) is not supported (?:by|in|for) |"
+    r"no support for (\w{1,64}) in \w{1,32} process group"
+)
 _STORE_CONNECT = re.compile(
     r"client socket has (?:timed out after \d+ ?m?s while trying to connect|failed to connect) "
     r"to \(?\[?([\w.:-]+?)\]?[,:] ?(\d{1,18})\)?"
@@ -182,7 +185,7 @@ class C10dParser:
             for rank in _ranks(m.group(1)):
                 self._event(kinds.DESYNC, rank=rank)
         if m := _UNSUPPORTED.search(text):
-            self._event(kinds.UNSUPPORTED_OP, op=m.group(1) or m.group(2))
+            self._event(kinds.UNSUPPORTED_OP, op=m.group(1) or m.group(2) or m.group(3))
         self._store(text)
         return self._out
 

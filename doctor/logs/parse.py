@@ -131,7 +131,8 @@ _LOWER = (
     "oom-kill|exited on signal|exitcode|missing ranks|ignal|core dumped|subset of ranks|"
     "ncclShm|compiling|ninja|torchdynamo|"
     "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed.|"
-    "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address"
+    "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address|"
+    "fabricmanager"
 ).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
 
 
@@ -148,11 +149,14 @@ class _JsonDoc:
 
     def __init__(self, first: Line) -> None:
         self.first = first
+        self.lines: list[Line] = []
         self.parts: list[str] = []
         self.size = 0
         self.depth = 0
 
-    def add(self, text: str) -> None:
+    def add(self, line: Line) -> None:
+        text = line.text
+        self.lines.append(line)
         self.parts.append(text)
         self.size += len(text)
         self.depth += text.count("{") + text.count("[") - text.count("}") - text.count("]")
@@ -198,10 +202,14 @@ class Parser:
             del self._blocks[line.stream]
         if self._feed_json(line):
             return
+        self._read(line)
+
+    def _read(self, line: Line) -> None:
+        """A line no open block or document takes: a block's first line, or a line."""
         for kind in BLOCKS:
             if kind.start(line):  # type: ignore[attr-defined]
                 if len(self._blocks) >= self.bounds.streams:
-                    result.cut["streams"] += 1
+                    self.result.cut["streams"] += 1
                     break
                 self._blocks[line.stream] = kind(line)
                 return
@@ -221,9 +229,10 @@ class Parser:
                 return False
             open_doc = _JsonDoc(line)
         elif text[:1] not in (" ", "\t", "}", "]", '"', "{", "["):
-            del self._json[line.stream]  # not JSON after all: read the line as a line
+            del self._json[line.stream]  # not JSON after all: read its lines as lines
+            self._reread(open_doc)
             return False
-        open_doc.add(text)
+        open_doc.add(line)
         if open_doc.size > self.bounds.json_chars:
             self.result.cut["json_chars"] += 1
             self._json.pop(line.stream, None)
@@ -234,9 +243,18 @@ class Parser:
         self._json.pop(line.stream, None)
         doc = open_doc.load()
         if doc is None:
-            return len(open_doc.parts) > 1
+            if len(open_doc.parts) == 1:
+                return False
+            self._reread(open_doc)
+            return True
         self._add(ras.from_json(doc, open_doc.first))
         return True
+
+    def _reread(self, doc: _JsonDoc) -> None:
+        """Text that began like JSON but is not (a pasted error message, a log line that
+        starts with a brace): its lines are read as the lines they are."""
+        for line in doc.lines:
+            self._read(line)
 
     def _add(self, facts: Iterable[Fact]) -> None:
         result, bounds = self.result, self.bounds

@@ -31,6 +31,18 @@ _COLLATERAL_TEXT = re.compile(
     r"DistNetworkError|DistStoreError|ProcessGroup|SIGTERM|SignalException|KeyboardInterrupt|"
     r"ChildFailedError|ProcessExitedException"
 )
+_CLOSED = re.compile(r"[Cc]onnection closed by (?:remote )?peer")
+"""An orderly close: the peer's end of the socket read end of file."""
+_ABRUPT = re.compile(r"reset by peer|Broken pipe|Connection timed out|No route to host")
+"""A reset, a write into a dead socket, a timeout: a link can cause these too."""
+
+
+def _only_orderly_closes(gone: Sequence[LogEvent]) -> bool:
+    """Some peer closed its end in order and nothing says the connection broke otherwise
+    (NCCL's own ``remote process exited or there was a network error`` says neither)."""
+    return any(_CLOSED.search(e.text) for e in gone) and not any(
+        _ABRUPT.search(e.text) for e in gone
+    )
 
 
 def gpu_fault(view: LogView) -> list[Candidate]:
@@ -221,19 +233,43 @@ def network(view: LogView) -> list[Candidate]:
     )
     explained = own or view.of_kind(kinds.RAS_DEAD) or view.dead
     laggard = view.of_kind(kinds.DESYNC)
+    if not errors and not explained and not laggard and _only_orderly_closes(gone):
+        named_ranks = tuple(sorted(named)) if named else ()
+        return [_peer_exited(gone, named_ranks, peers), _link(gone, culprits, summary, 30)]
     strength = 30 if explained or (laggard and not errors) else (70 if errors else 50)
     sure = Confidence.MEDIUM if errors and strength == 70 else Confidence.LOW
-    return [
-        Candidate(
-            HangClass.NETWORK,
-            culprits,
-            sure,
-            summary,
-            strength,
-            evidence=lines_of(found),
-            rule="log_network",
-        )
-    ]
+    return [_link(found, culprits, summary, strength, sure)]
+
+
+def _link(
+    found: Sequence[LogEvent],
+    culprits: tuple[int, ...],
+    summary: str,
+    strength: int,
+    sure: Confidence = Confidence.LOW,
+) -> Candidate:
+    return Candidate(
+        HangClass.NETWORK,
+        culprits,
+        sure,
+        summary,
+        strength,
+        evidence=lines_of(found),
+        rule="log_network",
+    )
+
+
+def _peer_exited(gone: Sequence[LogEvent], ranks: tuple[int, ...], peers: list[str]) -> Candidate:
+    """Only orderly closes (the socket read its end of file) and no transport error: the
+    kernel closes a process's sockets when it exits, while a failing link shows as an NCCL
+    transport error, a reset or a timeout. So the peer's process most likely ended."""
+    summary = (
+        f"the peer {', '.join(peers[:3]) if peers else 'process'} closed its connections"
+        f"{where(gone)} ({quote(gone[0])}) and NCCL reports no transport error: that process "
+        "most likely exited (killed, crashed, out of memory); its own log says why, and a "
+        "link fault would show as a transport error or a reset instead"
+    )
+    return _loss(ranks, Confidence.LOW, summary, 50, gone, "log_peer_exited")
 
 
 def cuda_error(view: LogView) -> list[Candidate]:

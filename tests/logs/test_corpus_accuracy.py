@@ -30,26 +30,26 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 54 / 79
-"""Measured on the test split: 54 of 79 right (68 %), the eighth look (stop s23e), after its
-two rules (Gloo's connectFullMesh failure read as set-up; a timeout whose every collective
-is a one-element synchronisation among a group's first five, nothing else failing, read as a
-rank still at its start-up work) and 25 new cases (13 of them test): the 66 old test cases
-45 right as before, the 13 new ones 9 (the 4 added after the rules were frozen: 2). Earlier:
-19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60 (after the source message catalogue),
-38/63, 38/64 and 45/66. No rule was written from a test case. The issue's target is 85 %,
-missed; this floor is the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 64 / 70
-"""Measured on the dev split: 64 of 70 (stop s23e: the 58 old dev cases 54 before its rules,
-55 after; the 7 new dev cases found before its rules 4 of 7 before them, 6 of 7 after; the 5
-added after the rules were frozen 3 of 5)."""
+HELDOUT_TEST_FLOOR = 60 / 86
+"""Measured on the test split: 60 of 86 right (70 %), the ninth look (stop s23f), after its
+rules (a peer that only closed its sockets in order is a peer that exited; torch's 'no
+support for OP in NAME process group'; CUDA errors pasted without their space or inside a
+broken JSON fragment; a driver too old for the runtime and a failed fabric manager are
+set-up faults) and 13 new cases (7 of them test): the 79 old test cases 55 right (54 at the
+eighth look), the 7 new ones 5 (5 on the rules before this stop too). Earlier: 19 and 22 of
+37, then 27/50, 27/52, 32/60, 32/60 (after the source message catalogue), 38/63, 38/64,
+45/66 and 54/79. No rule was written from a test case. The issue's target is 85 %, missed;
+this floor is the measured value, not the target."""
+HELDOUT_DEV_FLOOR = 71 / 76
+"""Measured on the dev split: 71 of 76 (stop s23f: the 70 old dev cases 64 before its rules,
+66 after; the 6 new dev cases 1 of 6 before them, 5 of 6 after)."""
 
 
 def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 149
+    assert len(found) >= 162
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name

@@ -96,3 +96,18 @@ def test_store_failures_are_bootstrap_and_a_closed_store_is_a_peer_gone() -> Non
         (kinds.BOOTSTRAP, "", 2),
         (kinds.PEER_GONE, "b.cluster.local", None),
     ]
+
+
+def test_a_backend_without_the_op_is_unsupported_in_either_wording() -> None:
+    # GIVEN the two ways torch words an op a process group lacks
+    events = parse_lines(
+        [
+            "RuntimeError: ProcessGroupMPI does not support alltoall",
+            "RuntimeError: no support for reduce_scatter_tensor_coalesced in UCC process group",
+        ]
+    )
+    # THEN both are the backend refusing the op, and the op is named
+    assert [e.op for e in of(kinds.UNSUPPORTED_OP, events)] == [
+        "alltoall",
+        "reduce_scatter_tensor_coalesced",
+    ]

@@ -65,12 +65,19 @@ def test_cuda_errors_by_whose_fault() -> None:
             "RuntimeError: CUDA error: uncorrectable ECC error encountered",
             "RuntimeError: CUDA error: an illegal memory access was encountered",
             "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB",
+            # as users paste them: the space after the colon lost, and an error quoted in a
+            # JSON fragment that never closes (read as the line it is, not dropped)
+            '{"detail": {"reason": "worker 3 stopped: CUDA error:uncorrectable ECC error',
+            "see the worker log",
+            "RuntimeError: CUDA error:an illegal memory access was encountered",
         ]
     )
     assert [e.kind for e in events if e.kind != kinds.EXCEPTION] == [
         kinds.GPU_FAULT,
         kinds.CUDA_ERROR,
         kinds.OOM,
+        kinds.GPU_FAULT,
+        kinds.CUDA_ERROR,
     ]
 
 
@@ -146,3 +153,20 @@ def test_pyspy_text_dump_becomes_a_stack() -> None:
     assert (stack.rank, stack.pid, len(stack.threads)) == (3, 48211, 2)
     main, pin = stack.threads
     assert main.is_main and main.frames[1].name == "all_reduce" and pin.holds_gil
+
+
+def test_a_driver_older_than_the_runtime_and_a_failed_fabric_manager_are_set_up_faults() -> None:
+    # GIVEN torch's warning that the driver is older than its CUDA, and a host whose fabric
+    # manager service exited with a failure after refusing the loaded driver's version
+    events = parse_lines(
+        [
+            "UserWarning: CUDA initialization: The NVIDIA driver on your system is too old "
+            "(found version 10020).",
+            "    Process: 812 ExecStart=/usr/bin/nv-fabricmanager -c /etc/fm.cfg "
+            "(code=exited, status=1/FAILURE)",
+            "NVIDIA GPU driver interface version 535.104.05 don't match with driver version "
+            "535.86.10",
+        ]
+    )
+    # THEN each is the job's set-up (bootstrap), not a GPU fault
+    assert [e.kind for e in events] == [kinds.BOOTSTRAP] * 3

@@ -114,6 +114,33 @@ def test_transport_errors_after_a_peer_died_blame_the_death() -> None:
     assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.RANK_LOSS, (5,))
 
 
+def test_a_peer_that_only_closed_its_sockets_most_likely_exited() -> None:
+    # GIVEN a rank's collective failing because its peer closed the connection in order
+    # (end of file), NCCL's generic "remote process exited or network error", nothing else
+    closed = [
+        "[rank2]:[E0301 10:00:00 ProcessGroupNCCL.cpp:552] [Rank 2] Collective WorkNCCL("
+        "SeqNum=90, OpType=ALLGATHER, NumelIn=8, NumelOut=32, Timeout(ms)=600000) raised the "
+        "following async exception: NCCL error: remote process exited or there was a network "
+        "error, NCCL version 2.21.5",
+        "socketProgress: Connection closed by remote peer node-7<40112>",
+    ]
+    verdict = judge(closed)
+    # THEN the peer's process is the likely cause (low confidence), not the link
+    assert verdict.hang_class is HangClass.RANK_LOSS
+    assert verdict.confidence is Confidence.LOW
+    # AND a reset or an NCCL transport error keeps the link in question
+    reset = judge(closed + ["Call to recv from node-7<40112> failed : Connection reset by peer"])
+    assert reset.hang_class is HangClass.NETWORK
+    ib = judge(
+        closed
+        + [
+            "node-3:11:12 [0] NCCL WARN NET/IB : Got completion from peer 10.0.0.7<40112> with "
+            "status=12 opcode=0 len=0 vendor err 129 (Recv)"
+        ]
+    )
+    assert ib.hang_class is HangClass.NETWORK
+
+
 def test_a_bootstrap_warning_after_collectives_ran_is_weak() -> None:
     early = judge(["node:1:1 [0] NCCL WARN Bootstrap : no socket interface found"])
     assert early.hang_class is HangClass.BOOTSTRAP
