@@ -469,8 +469,10 @@ def _scan(
     for e in entries:  # a group that has what it needs skips fast
         pg = e.get("process_group") if e.__class__ is dict else None
         scan = scans.get(pg[0]) if pg.__class__ is tuple and pg else None
-        if scan is not None and scan.full:
-            if scan.pg_id in waiting:
+        if scan is not None:
+            if not scan.full:
+                scan.add(e)
+            elif scan.pg_id in waiting:
                 waiting.discard(scan.pg_id)
                 if not waiting:
                     return True
