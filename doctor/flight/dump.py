@@ -558,10 +558,9 @@ class _Scan:
         kept = sorted(done_tail + pending, key=lambda e: _int(e.get("record_id", 0)))
         # only the newest op keeps its call stack: it is where the rank is now
         ops = tuple(sorted((_op(e, False, e is kept[-1]) for e in kept), key=lambda o: o.seq))
-        times = array("q")
-        for s, e in list(zip(seqs, coll, strict=True))[-TIMES:]:
-            if e.get("time_created_ns"):
-                times.extend((s, _int(e["time_created_ns"])))
+        recent = zip(seqs[-TIMES:], coll[-TIMES:], strict=True)
+        stamped = [(s, t) for s, e in recent if (t := e.get("time_created_ns"))]
+        times = array("q", [x for s, t in stamped for x in (s, _int(t))])
         return GroupTrack(
             self.name,
             self.desc,
