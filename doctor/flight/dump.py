@@ -289,6 +289,11 @@ def shared(dump: RankDump, table: dict[Any, Any]) -> RankDump:
     def one(value: Any) -> Any:
         return table.setdefault(value, value)
 
+    def stack(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
+        # a stack seen before holds shared frames already: hash its frames once, not twice
+        seen: tuple[Frame, ...] | None = table.get(frames)
+        return seen if seen is not None else one(tuple(one(f) for f in frames))
+
     def op(o: Op) -> Op:
         # built anew, not ``replace``d: that costs five times more, 27 ops a rank
         return Op(
@@ -300,7 +305,7 @@ def shared(dump: RankDump, table: dict[Any, Any]) -> RankDump:
             state=one(o.state),
             record_id=o.record_id,
             time_ns=o.time_ns,
-            frames=one(tuple(one(f) for f in o.frames)) if o.frames else (),
+            frames=stack(o.frames) if o.frames else (),
             p2p=o.p2p,
         )
 
