@@ -13,11 +13,12 @@ Formats: the pickle of ``_dump_fr_trace`` and the JSON of
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import pickle
 import re
 from array import array
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -35,8 +36,22 @@ OLDEST_VERSION = (2, 2)
 TAIL = 8
 """Completed entries kept per group for context (pending ones are all kept)."""
 TIMES = 64
-"""Recent (seq, time) pairs kept per group for the straggler test."""
+"""Most (seq, time) pairs kept per group for the straggler test."""
+WINDOW = 128
+"""A group's (seq, time) pairs are those of its collectives among the dump's newest
+``WINDOW`` entries (up to ``TIMES``): a sparse group (a Megatron job's world group has one
+collective in eight entries) would need 512 entries decoded to fill ``TIMES``."""
+MIN_TIMES = 12
+"""Fewest pairs a group keeps when it has them: one sparser than this in the window takes
+its older collectives' pairs too (the straggler test needs ``STRAGGLER_MIN_SAMPLES``)."""
 FRAMES = 12
+
+
+def _by_fields(obj: Any) -> tuple[type, tuple[Any, ...]]:
+    """How a slots dataclass pickles as its class called with its fields: a third of the
+    time of the default (``__getstate__``, then ``__setstate__``, in Python), paid for each
+    op a worker sends and the parent takes back."""
+    return obj.__class__, tuple(map(obj.__getattribute__, obj.__slots__))
 
 
 class DumpError(ValueError):
@@ -59,6 +74,8 @@ class Op:
     frames: tuple[Frame, ...] = ()
     p2p: bool = False
 
+    __reduce__ = _by_fields
+
 
 @dataclass(frozen=True, slots=True)
 class GroupTrack:
@@ -78,6 +95,8 @@ class GroupTrack:
     """Recent (seq, time_created_ns) pairs, flattened: 16 bytes a pair, not 120."""
     status_trusted: bool = False
     """Whether ``pg_status`` of this pg_id counts collectives (no p2p mixed in)."""
+
+    __reduce__ = _by_fields
 
     def time_pairs(self) -> Iterator[tuple[int, int]]:
         """The recent (seq, time_created_ns) pairs, oldest first."""
@@ -270,26 +289,37 @@ def shared(dump: RankDump, table: dict[Any, Any]) -> RankDump:
     def one(value: Any) -> Any:
         return table.setdefault(value, value)
 
+    def stack(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
+        # a stack seen before holds shared frames already: hash its frames once, not twice
+        seen: tuple[Frame, ...] | None = table.get(frames)
+        return seen if seen is not None else one(tuple(one(f) for f in frames))
+
     def op(o: Op) -> Op:
-        frames = one(tuple(one(f) for f in o.frames)) if o.frames else ()
-        return replace(
-            o,
+        # built anew, not ``replace``d: that costs five times more, 27 ops a rank
+        return Op(
+            seq=o.seq,
             name=one(o.name),
             in_sizes=one(o.in_sizes),
             out_sizes=one(o.out_sizes),
             dtypes=one(o.dtypes),
             state=one(o.state),
-            frames=frames,
+            record_id=o.record_id,
+            time_ns=o.time_ns,
+            frames=stack(o.frames) if o.frames else (),
+            p2p=o.p2p,
         )
 
     groups = {
-        one(name): replace(
-            t,
+        one(name): GroupTrack(
             name=one(t.name),
             desc=one(t.desc),
             pg_id=one(t.pg_id),
+            enqueued=t.enqueued,
+            completed=t.completed,
             ops=tuple(op(o) for o in t.ops),
             p2p=tuple(op(o) for o in t.p2p),
+            times=t.times,
+            status_trusted=t.status_trusted,
         )
         for name, t in dump.groups.items()
     }
@@ -352,10 +382,10 @@ def reduce_dump(rank: int, source: str, data: bytes) -> RankDump:
     return replace(dump, config=parse_config(config))
 
 
-RECENT = 640
-"""Entries decoded first (``doctor.flight.recent``): enough for a group with one collective in
-ten entries of a dump (a Megatron job's world group has one in eight) to fill its
-``TIMES``; sparser groups take the older entries too."""
+RECENT = WINDOW
+"""Entries decoded first (``doctor.flight.recent``): the window of the time pairs, so a
+group with at least ``MIN_TIMES`` collectives in it needs nothing older; sparser groups
+take the older entries too."""
 
 
 class _Older(Exception):
@@ -405,27 +435,19 @@ def _reduce(
     scans: dict[str, _Scan] = {}
     # Every group with entries has a pg_status entry (2.7+): once each of those has what
     # it needs, older entries cannot change the result and the scan stops.
-    waiting = {_text(k) for k in status_raw}
-    for e in reversed(entries):  # newest first; a group that has what it needs skips fast
-        pg = e.get("process_group") if e.__class__ is dict else None
-        scan = scans.get(pg[0]) if pg.__class__ is tuple and pg else None
-        if scan is not None and scan.full:
-            if scan.pg_id in waiting:
-                waiting.discard(scan.pg_id)
-                if not waiting:
-                    break
-            continue
-        if not isinstance(e, dict):
-            continue
-        name, desc = _group_of(e)
-        scan = scans.get(name)
-        if scan is None:
-            scan = scans[name] = _Scan(name, desc, e, status_raw, backend)
-        if not scan.full:
-            scan.add(e)
-    else:
-        if partial:
-            raise _Older
+    waiting: set[str | None] = {_text(k) for k in status_raw}
+    newest_first = reversed(entries)
+    stopped = _scan(itertools.islice(newest_first, WINDOW), scans, waiting, status_raw, backend)
+    # past the window (a partial doc may end before it does) only groups short of
+    # MIN_TIMES pairs take more
+    if not stopped and (len(entries) >= WINDOW or not partial):
+        settled = {scan.pg_id for scan in scans.values() if scan.settle()}
+        stopped = bool(waiting) and waiting <= settled
+        waiting -= settled
+        if not stopped:
+            stopped = _scan(newest_first, scans, waiting, status_raw, backend, window=False)
+    if not stopped and partial:
+        raise _Older
     groups = {name: scan.track() for name, scan in scans.items()}
     mapped = {g.pg_id for g in groups.values()}
     status = {
@@ -439,11 +461,49 @@ def _reduce(
     return RankDump(rank, source, version, backend, {}, groups, status)
 
 
+def _scan(
+    entries: Iterable[Any],
+    scans: dict[str, _Scan],
+    waiting: set[str | None],
+    status: dict[str, Any],
+    backend: str,
+    window: bool = True,
+) -> bool:
+    """Add ``entries`` (newest first) to their groups' scans; True once every group of
+    ``waiting`` (those ``pg_status`` names) is full: older entries cannot change the result."""
+    for e in entries:  # a group that has what it needs skips fast
+        pg = e.get("process_group") if e.__class__ is dict else None
+        scan = scans.get(pg[0]) if pg.__class__ is tuple and pg else None
+        if scan is not None:
+            if not scan.full:
+                scan.add(e)
+            elif scan.pg_id in waiting:
+                waiting.discard(scan.pg_id)
+                if not waiting:
+                    return True
+            continue
+        if not isinstance(e, dict):
+            continue
+        name, desc = _group_of(e)
+        scan = scans.get(name)
+        if scan is None:
+            scan = scans[name] = _Scan(name, desc, e, status, backend, window)
+        if not scan.full:
+            scan.add(e)
+    return False
+
+
 class _Scan:
     """Collects one group's entries newest first until it has enough."""
 
     def __init__(
-        self, name: str, desc: str, newest: dict[str, Any], status: dict[str, Any], backend: str
+        self,
+        name: str,
+        desc: str,
+        newest: dict[str, Any],
+        status: dict[str, Any],
+        backend: str,
+        window: bool,
     ) -> None:
         self.name, self.desc, self.backend = name, desc, backend
         self.pg_id = _text(newest["pg_id"]) if "pg_id" in newest else None
@@ -454,7 +514,11 @@ class _Scan:
         """``coll``'s collective sequence numbers, read once."""
         self.p2p: list[dict[str, Any]] = []
         self.trusted = True
+        self.window = window
+        """Whether the scan is still in the dump's newest ``WINDOW`` entries."""
         self.full = False
+        self.seen = False
+        """Whether the pending and the ``TAIL`` completed collectives are in ``coll``."""
         self.floor: int | None = None
         if self.status is not None and backend != "gloo":
             self.floor = _int(self.status.get("last_completed_collective", -1))
@@ -471,8 +535,15 @@ class _Scan:
         self.coll.append(e)
         self.seqs.append(seq)
         floor = self.floor if self.floor is not None else seq
-        if len(self.coll) >= TIMES and seq <= floor - TAIL:
+        self.seen = self.seen or seq <= floor - TAIL
+        if self.seen and len(self.coll) >= (TIMES if self.window else MIN_TIMES):
             self.full = True
+
+    def settle(self) -> bool:
+        """Past the window: full once it has ``MIN_TIMES`` pairs (and its pending and tail)."""
+        self.window = False
+        self.full = self.full or (self.seen and len(self.coll) >= MIN_TIMES)
+        return self.full
 
     def track(self) -> GroupTrack:
         coll = self.coll[::-1]
@@ -492,10 +563,9 @@ class _Scan:
         kept = sorted(done_tail + pending, key=lambda e: _int(e.get("record_id", 0)))
         # only the newest op keeps its call stack: it is where the rank is now
         ops = tuple(sorted((_op(e, False, e is kept[-1]) for e in kept), key=lambda o: o.seq))
-        times = array("q")
-        for s, e in list(zip(seqs, coll, strict=True))[-TIMES:]:
-            if e.get("time_created_ns"):
-                times.extend((s, _int(e["time_created_ns"])))
+        recent = zip(seqs[-TIMES:], coll[-TIMES:], strict=True)
+        stamped = [(s, t) for s, e in recent if (t := e.get("time_created_ns"))]
+        times = array("q", [x for s, t in stamped for x in (s, _int(t))])
         return GroupTrack(
             self.name,
             self.desc,

@@ -17,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doctor.flight import dump, safe_pickle
+from doctor.flight.align import align
 from doctor.flight.dump import DumpError, RankDump, reduce_dump_raw
 from doctor.flight.recent import HEAD, RecentEntries, Unexpected
 
@@ -117,7 +118,7 @@ def test_a_sparse_group_takes_the_older_entries_not_the_whole_decode(
     want = _whole(0, data, monkeypatch)
     assert isinstance(want, tuple)
     _newest_only(monkeypatch)
-    monkeypatch.setattr(dump, "RECENT", 100)  # the world group's 64 times lie further back
+    monkeypatch.setattr(dump, "RECENT", 100)  # the world group's MIN_TIMES pairs lie further back
     assert _outcome(0, data) == want
 
 
@@ -186,3 +187,33 @@ def test_hostile_bytes_are_a_skip_or_a_reduced_dump(at: int, value: int, cut: bo
         data[at] = value
     got = _outcome(0, bytes(data))
     assert isinstance(got, str) or isinstance(got[0], RankDump)
+
+
+def _late_world(rank: int, late_ms: int, entries: int, every: int) -> bytes:
+    """Rank ``rank``'s dump of a 4-rank job whose world group it enqueues ``late_ms`` late,
+    every other collective (a rank late by the same time in every one is a clock offset)."""
+    doc = _dump(entries, every, seed=rank)
+    for cfg in doc["pg_config"].values():
+        cfg["ranks"] = "[0, 1, 2, 3]"
+    for e in doc["entries"]:
+        e["profiling_name"] = "nccl:all_reduce"  # gloo's dumps do not say what completed
+        if e["process_group"][0] == "world" and e["collective_seq_id"] % 2:
+            e["time_created_ns"] += late_ms * 10**6
+    return pickle.dumps(doc, 2)
+
+
+def test_a_sparse_group_keeps_the_pairs_of_the_window_and_its_straggler_is_named() -> None:
+    """The world group (one entry in eight) keeps the pairs of the newest ``WINDOW`` entries,
+    fewer than ``TIMES`` (so 512 entries need no decoding), and a rank that enqueues half of
+    its collectives 20 ms late is still named from them; a group sparser than ``MIN_TIMES`` in
+    the window takes older pairs up to ``MIN_TIMES``."""
+    dumps = [
+        dump.reduce_dump(r, f"rank_{r}", _late_world(r, 20 if r == 2 else 0, 1500, every=8))
+        for r in range(4)
+    ]
+    world = dumps[0].groups["world"]
+    assert dump.MIN_TIMES <= len(world.times) // 2 == dump.WINDOW // 8 < dump.TIMES
+    assert len(dumps[0].groups["tp"].times) // 2 == dump.TIMES
+    assert [(s.rank, s.group) for s in align(dumps).stragglers] == [(2, "world")]
+    sparse = reduce_dump_raw(0, "rank_0", _late_world(0, 0, 1500, every=40))[0]
+    assert len(sparse.groups["world"].times) // 2 == dump.MIN_TIMES
