@@ -150,20 +150,18 @@ class _JsonDoc:
     def __init__(self, first: Line) -> None:
         self.first = first
         self.lines: list[Line] = []
-        self.parts: list[str] = []
         self.size = 0
         self.depth = 0
 
     def add(self, line: Line) -> None:
         text = line.text
         self.lines.append(line)
-        self.parts.append(text)
         self.size += len(text)
         self.depth += text.count("{") + text.count("[") - text.count("}") - text.count("]")
 
     def load(self) -> object:
         try:
-            return json.loads("\n".join(self.parts))
+            return json.loads("\n".join(line.text for line in self.lines))
         except (ValueError, RecursionError):
             return None
 
@@ -243,7 +241,7 @@ class Parser:
         self._json.pop(line.stream, None)
         doc = open_doc.load()
         if doc is None:
-            if len(open_doc.parts) == 1:
+            if len(open_doc.lines) == 1:
                 return False
             self._reread(open_doc)
             return True

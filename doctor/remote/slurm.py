@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from doctor.remote.frames import Reassembler
 from doctor.remote.hosts import fold, parse_hosts
 from doctor.remote.transport import MAX_HOST_BYTES, MISSING, HostAnswer, silent_reason
-from doctor.trust.subproc import run
+from doctor.trust.subproc import run, signal_child
 
 SCONTROL_TIMEOUT = 5.0
 POLL_S = 0.1
@@ -281,14 +281,14 @@ def _cancel(proc: subprocess.Popen[bytes]) -> None:
     """SIGTERM srun now (it cancels the step on the nodes); reap it, or kill it after a
     second, on a thread: the verdict does not wait for srun's goodbyes."""
     if proc.poll() is None:
-        _signal(proc, signal.SIGTERM)
+        signal_child(proc, signal.SIGTERM, group=True)
     _UNREAPED.add(proc)
 
     def reap() -> None:
         try:
             proc.wait(timeout=1.0)
         except subprocess.TimeoutExpired:
-            _signal(proc, signal.SIGKILL)
+            signal_child(proc, signal.SIGKILL, group=True)
             proc.wait(timeout=2.0)
         for stream in (proc.stdout, proc.stderr):
             if stream is not None:
@@ -298,17 +298,10 @@ def _cancel(proc: subprocess.Popen[bytes]) -> None:
     threading.Thread(target=reap, daemon=True, name="nccl-doctor-srun-reaper").start()
 
 
-def _signal(proc: subprocess.Popen[bytes], sig: signal.Signals) -> None:
-    try:
-        os.killpg(proc.pid, sig)
-    except OSError:
-        pass
-
-
 @atexit.register
 def _kill_unreaped() -> None:
     """A reaper is a daemon thread and dies with the command: an srun still starting its
     step on a cut-off node outlived a sweep that ended early, so it is killed at exit."""
     for proc in list(_UNREAPED):
         if proc.poll() is None:
-            _signal(proc, signal.SIGKILL)
+            signal_child(proc, signal.SIGKILL, group=True)

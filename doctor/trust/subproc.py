@@ -72,7 +72,7 @@ def stop_all(procs: Sequence[subprocess.Popen[Any]], grace: float = 5.0) -> None
     leaders = {proc.pid for proc in procs if proc.poll() is None and _leads_group(proc.pid)}
     for proc in procs:
         if proc.poll() is None:
-            _signal(proc, signal.SIGTERM, proc.pid in leaders)
+            signal_child(proc, signal.SIGTERM, proc.pid in leaders)
     for proc in procs:
         try:
             proc.wait(timeout=grace)
@@ -93,7 +93,8 @@ def _leads_group(pid: int) -> bool:
         return False
 
 
-def _signal(proc: subprocess.Popen[Any], sig: int, group: bool) -> None:
+def signal_child(proc: subprocess.Popen[Any], sig: int, group: bool) -> None:
+    """Signal a child (``group``: the process group it leads); one already gone is no error."""
     try:
         if group:
             os.killpg(proc.pid, sig)

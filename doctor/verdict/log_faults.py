@@ -234,8 +234,7 @@ def network(view: LogView) -> list[Candidate]:
     explained = own or view.of_kind(kinds.RAS_DEAD) or view.dead
     laggard = view.of_kind(kinds.DESYNC)
     if not errors and not explained and not laggard and _only_orderly_closes(gone):
-        named_ranks = tuple(sorted(named)) if named else ()
-        return [_peer_exited(gone, named_ranks, peers), _link(gone, culprits, summary, 30)]
+        return [_peer_exited(gone, tuple(sorted(named)), peers), _link(gone, culprits, summary, 30)]
     strength = 30 if explained or (laggard and not errors) else (70 if errors else 50)
     sure = Confidence.MEDIUM if errors and strength == 70 else Confidence.LOW
     return [_link(found, culprits, summary, strength, sure)]

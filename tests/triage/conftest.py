@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from triage_helpers import SLEEPER, start_sleeper
 
+from doctor.demo.local import LocalJob
 from doctor.trust.subproc import stop_all
 
 
@@ -26,3 +27,15 @@ def sleepers(tmp_path: Path) -> Iterator[Callable[..., subprocess.Popen[bytes]]]
         yield start
     finally:
         stop_all(started)
+
+
+@pytest.fixture(scope="module")
+def kept_jobs() -> Iterator[dict[str, LocalJob]]:
+    """Real jobs a module's cases share, keyed as the module likes; every one that is still
+    kept is stopped by the module's end."""
+    jobs: dict[str, LocalJob] = {}
+    try:
+        yield jobs
+    finally:
+        for job in jobs.values():
+            job.stop()

@@ -15,12 +15,12 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from triage_helpers import healthy_or_honest_lag
 
+from doctor.demo.local import LocalJob
 from doctor.demo.training import TrainingJob
 
 pytestmark = pytest.mark.slow
@@ -52,21 +52,11 @@ def triage(job: TrainingJob, *args: str) -> tuple[int, dict]:
     return done.returncode, json.loads(done.stdout)
 
 
-@pytest.fixture(scope="module")
-def kept() -> Iterator[dict[str, TrainingJob]]:
-    """Framework -> its job that a ``FOLLOWS`` case will use next; all stopped by the end."""
-    jobs: dict[str, TrainingJob] = {}
-    try:
-        yield jobs
-    finally:
-        for job in jobs.values():
-            job.stop()
-
-
-def job_for(kept: dict[str, TrainingJob], framework: str, fault: str, tmp: Path) -> TrainingJob:
-    """The kept job with the fault done to it when the case follows it; else a new job."""
+def job_for(kept: dict[str, LocalJob], framework: str, fault: str, tmp: Path) -> TrainingJob:
+    """The kept job (framework -> its job that a ``FOLLOWS`` case will use next) with the
+    fault done to it when the case follows it; else a new job."""
     job = kept.pop(framework, None)
-    if job is not None and job.fault == FOLLOWS.get(fault):
+    if isinstance(job, TrainingJob) and job.fault == FOLLOWS.get(fault):
         job.inflict(fault)
         return job
     if job is not None:
@@ -78,7 +68,7 @@ def job_for(kept: dict[str, TrainingJob], framework: str, fault: str, tmp: Path)
 
 @pytest.mark.parametrize(("framework", "fault"), CASES, ids=[f"{f}-{x}" for f, x in CASES])
 def test_a_fault_from_outside_is_found_on_a_real_stack(
-    kept: dict[str, TrainingJob], framework: str, fault: str, tmp_path: Path
+    kept_jobs: dict[str, LocalJob], framework: str, fault: str, tmp_path: Path
 ) -> None:
     if framework in ("lightning", "accelerate"):
         pytest.importorskip(
@@ -87,7 +77,7 @@ def test_a_fault_from_outside_is_found_on_a_real_stack(
     hang_class, culprits, says, _launch = EXPECTED[fault]
     # GIVEN a real training job whose rank 2 got the fault after 3 steps (or after the case
     # it follows was judged)
-    job = job_for(kept, framework, fault, tmp_path)
+    job = job_for(kept_jobs, framework, fault, tmp_path)
     try:
         # WHEN triage looks at it (a slow rank: up to three looks, see below)
         looks = [triage(job)]
@@ -100,7 +90,7 @@ def test_a_fault_from_outside_is_found_on_a_real_stack(
             looks.append(triage(job, "--interval", "3"))
     finally:
         if fault in FOLLOWS.values():
-            kept[framework] = job
+            kept_jobs[framework] = job
         else:
             job.stop()
     code, doc = looks[-1]

@@ -14,7 +14,6 @@ import os
 import subprocess
 import sys
 import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import psutil
@@ -49,18 +48,8 @@ def triage(job: LocalJob, *args: str) -> subprocess.CompletedProcess[str]:
     return job.triage(*args, timeout=60)
 
 
-@pytest.fixture(scope="module")
-def jobs(tmp_path_factory: pytest.TempPathFactory) -> Iterator[dict[str, LocalJob]]:
-    """At most one demo job runs at a time; every job is stopped by the end."""
-    running: dict[str, LocalJob] = {}
-    try:
-        yield running
-    finally:
-        for job in running.values():
-            job.stop()
-
-
 def job_for(jobs: dict[str, LocalJob], tmp: Path, fault: str, launch: str) -> LocalJob:
+    """The running job of ``fault``: at most one demo job runs at a time."""
     if fault not in jobs:
         for other in jobs.values():
             other.stop()
@@ -78,9 +67,11 @@ def job_for(jobs: dict[str, LocalJob], tmp: Path, fault: str, launch: str) -> Lo
 @pytest.mark.parametrize(
     ("fault", "launch", "hang_class", "culprits", "says"), CASES, ids=[c[0] for c in CASES]
 )
-def test_fault_is_found(jobs, tmp_path_factory, fault, launch, hang_class, culprits, says) -> None:
+def test_fault_is_found(
+    kept_jobs, tmp_path_factory, fault, launch, hang_class, culprits, says
+) -> None:
     # GIVEN a real 4-rank job that reached the injected fault
-    job = job_for(jobs, tmp_path_factory.mktemp(fault), fault, launch)
+    job = job_for(kept_jobs, tmp_path_factory.mktemp(fault), fault, launch)
     pids = [p.pid for p in job.procs]
     # WHEN triage looks at it once
     done = triage(job, "--once", "--json")
@@ -104,9 +95,9 @@ def test_fault_is_found(jobs, tmp_path_factory, fault, launch, hang_class, culpr
             assert psutil.Process(pid).status() != psutil.STATUS_STOPPED
 
 
-def test_bundle_reproduces_the_verdict_with_analyze(jobs, tmp_path_factory) -> None:
+def test_bundle_reproduces_the_verdict_with_analyze(kept_jobs, tmp_path_factory) -> None:
     # GIVEN the agent-launched sub-group mismatch (live Flight Recorder through the agent)
-    job = job_for(jobs, tmp_path_factory.mktemp("bundle"), "subgroup-mismatch", "agent")
+    job = job_for(kept_jobs, tmp_path_factory.mktemp("bundle"), "subgroup-mismatch", "agent")
     out = tmp_path_factory.mktemp("out") / "triage.tar.gz"
     triage(job, "--once", "--json")  # a rank's first Flight Recorder dump is slow: warm it
     # WHEN triage writes a bundle and prints the verdict for a person
