@@ -217,3 +217,31 @@ def test_a_sparse_group_keeps_the_pairs_of_the_window_and_its_straggler_is_named
     assert [(s.rank, s.group) for s in align(dumps).stragglers] == [(2, "world")]
     sparse = reduce_dump_raw(0, "rank_0", _late_world(0, 0, 1500, every=40))[0]
     assert len(sparse.groups["world"].times) // 2 == dump.MIN_TIMES
+
+
+def test_sharing_and_sending_a_reduced_dump_keep_every_field(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # GIVEN reduced dumps of torch's own gloo dumps and of the benchmark's layout
+    monkeypatch.syspath_prepend(str(REPO / "benchmarks"))
+    bench = importlib.import_module("bench_analyze")
+    sources = [p.read_bytes() for p in TORCH_DUMPS] + [
+        pickle.dumps(bench.dump_of(r, 64, 2000, 5), 2) for r in (5, 6)
+    ]
+    reduced = [reduce_dump_raw(r, f"rank_{r}", data)[0] for r, data in enumerate(sources)]
+    table: dict[Any, Any] = {}
+    for one in reduced:
+        # WHEN its values are shared (records built field by field, not ``replace``d) and it
+        # is sent as a worker sends it (records pickled as their class and fields)
+        kept, sent = dump.shared(one, table), pickle.loads(pickle.dumps(one))
+        # THEN every field of every record is what it was
+        assert kept == one and sent == one
+    # AND equal frames of different dumps are one object
+    frames = [
+        o.frames
+        for d in reduced[-2:]
+        for g in dump.shared(d, table).groups.values()
+        for o in g.ops
+        if o.frames
+    ]
+    assert frames and all(f is frames[0] for f in frames if f == frames[0])
