@@ -23,7 +23,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
 from doctor.flight import safe_pickle
-from doctor.flight.recent import RecentEntries, Unexpected
+from doctor.flight.recent import Bytes, Load, RecentEntries, Unexpected
 from doctor.model import Frame
 from doctor.ranks import MAX_WORLD_SIZE
 
@@ -47,13 +47,6 @@ its older collectives' pairs too (the straggler test needs ``STRAGGLER_MIN_SAMPL
 FRAMES = 12
 
 
-def _by_fields(obj: Any) -> tuple[type, tuple[Any, ...]]:
-    """How a slots dataclass pickles as its class called with its fields: a third of the
-    time of the default (``__getstate__``, then ``__setstate__``, in Python), paid for each
-    op a worker sends and the parent takes back."""
-    return obj.__class__, tuple(map(obj.__getattribute__, obj.__slots__))
-
-
 class DumpError(ValueError):
     """The bytes are not a usable Flight Recorder dump; the message says why."""
 
@@ -74,8 +67,6 @@ class Op:
     frames: tuple[Frame, ...] = ()
     p2p: bool = False
 
-    __reduce__ = _by_fields
-
 
 @dataclass(frozen=True, slots=True)
 class GroupTrack:
@@ -95,8 +86,6 @@ class GroupTrack:
     """Recent (seq, time_created_ns) pairs, flattened: 16 bytes a pair, not 120."""
     status_trusted: bool = False
     """Whether ``pg_status`` of this pg_id counts collectives (no p2p mixed in)."""
-
-    __reduce__ = _by_fields
 
     def time_pairs(self) -> Iterator[tuple[int, int]]:
         """The recent (seq, time_created_ns) pairs, oldest first."""
@@ -180,7 +169,7 @@ _CORRUPT = (
 """What the unpickler (or a reducer reading what it built) raises on bytes that are no dump."""
 
 
-def decode(data: bytes) -> dict[str, Any]:
+def decode(data: Bytes) -> dict[str, Any]:
     """Bytes -> the dump's dict (JSON or restricted pickle); raises ``DumpError``."""
     if not data:
         raise DumpError("the file is empty")
@@ -243,9 +232,32 @@ def _progression(ranks: tuple[int, ...] | None) -> Compact:
     return whole if tuple(whole) == ranks else ranks
 
 
-@functools.lru_cache(maxsize=SHARED)
 def _compact_text(raw: str) -> Compact:
-    """The same strings repeat on every rank (the world's is 190 kB at 32,768 ranks)."""
+    """The same strings repeat on every rank (the world's is 190 kB at 32,768 ranks, and
+    hashing it for a cache costs a quarter of a millisecond): a progression's text is
+    compared with the text it would have (a copy of memory), the rest go through a cache."""
+    if len(raw) >= _LONG and (edges := _EDGES.fullmatch(raw, 0, 48)):
+        first, second, last = int(edges[1]), int(edges[2]), _DIGITS.fullmatch(raw[-11:])
+        if last and first < second <= int(last[1]) < MAX_WORLD_SIZE:
+            whole = range(first, int(last[1]) + 1, second - first)
+            if whole[-1] == int(last[1]) and raw == _progression_text(whole):
+                return whole
+    return _compact_cached(raw)
+
+
+_LONG = 256
+_EDGES = re.compile(r"\[([0-9]{1,9}), ([0-9]{1,9}),.*", re.DOTALL)
+_DIGITS = re.compile(r".* ([0-9]{1,9})\]", re.DOTALL)
+
+
+@functools.lru_cache(maxsize=64)
+def _progression_text(ranks: range) -> str:
+    """A rank list as torch writes it in ``pg_config``."""
+    return str(list(ranks))
+
+
+@functools.lru_cache(maxsize=SHARED)
+def _compact_cached(raw: str) -> Compact:
     return _progression(_ranks_text(raw))
 
 
@@ -254,7 +266,7 @@ def _compact(raw: Any) -> Compact:
 
 
 @functools.lru_cache(maxsize=SHARED)
-def _shared(ranks: Compact) -> tuple[int, ...] | None:
+def shared_ranks(ranks: Compact) -> tuple[int, ...] | None:
     """Equal rank lists of all dumps as one tuple."""
     return None if ranks is None else tuple(ranks)
 
@@ -277,53 +289,7 @@ def raw_config(doc: dict[str, Any]) -> RawConfig:
 
 def parse_config(raw: RawConfig) -> dict[str, tuple[str, tuple[int, ...] | None]]:
     """Parsed pg_config; equal rank lists of all dumps share one tuple."""
-    return {name: (desc, _shared(ranks)) for name, (desc, ranks) in raw.items()}
-
-
-def shared(dump: RankDump, table: dict[Any, Any]) -> RankDump:
-    """``dump`` with its texts, sizes and frames swapped for equal objects already in
-    ``table`` (new ones are added): a reduced dump arrives from a worker process as its own
-    copy of every value, and 32,768 ranks repeat the same few hundred (a stack of 12
-    frames, 3 kB, in each group of each rank). Pure; ``table`` is the caller's."""
-
-    def one(value: Any) -> Any:
-        return table.setdefault(value, value)
-
-    def stack(frames: tuple[Frame, ...]) -> tuple[Frame, ...]:
-        # a stack seen before holds shared frames already: hash its frames once, not twice
-        seen: tuple[Frame, ...] | None = table.get(frames)
-        return seen if seen is not None else one(tuple(one(f) for f in frames))
-
-    def op(o: Op) -> Op:
-        # built anew, not ``replace``d: that costs five times more, 27 ops a rank
-        return Op(
-            seq=o.seq,
-            name=one(o.name),
-            in_sizes=one(o.in_sizes),
-            out_sizes=one(o.out_sizes),
-            dtypes=one(o.dtypes),
-            state=one(o.state),
-            record_id=o.record_id,
-            time_ns=o.time_ns,
-            frames=stack(o.frames) if o.frames else (),
-            p2p=o.p2p,
-        )
-
-    groups = {
-        one(name): GroupTrack(
-            name=one(t.name),
-            desc=one(t.desc),
-            pg_id=one(t.pg_id),
-            enqueued=t.enqueued,
-            completed=t.completed,
-            ops=tuple(op(o) for o in t.ops),
-            p2p=tuple(op(o) for o in t.p2p),
-            times=t.times,
-            status_trusted=t.status_trusted,
-        )
-        for name, t in dump.groups.items()
-    }
-    return replace(dump, version=one(dump.version), backend=one(dump.backend), groups=groups)
+    return {name: (desc, shared_ranks(ranks)) for name, (desc, ranks) in raw.items()}
 
 
 def _sizes(raw: Any) -> tuple[tuple[int, ...], ...]:
@@ -336,11 +302,17 @@ def _sizes(raw: Any) -> tuple[tuple[int, ...], ...]:
     )
 
 
+@functools.lru_cache(maxsize=1 << 14)
+def _frame(name: str, filename: str, line: int) -> Frame:
+    """One object for each place: a training loop's stacks repeat the same few hundred."""
+    return Frame(name, filename, line)
+
+
 def _frames(raw: Any) -> tuple[Frame, ...]:
     if not isinstance(raw, list):
         return ()
     return tuple(
-        Frame(_text(f.get("name", "")), _text(f.get("filename", "")), _int(f.get("line", 0)))
+        _frame(_text(f.get("name", "")), _text(f.get("filename", "")), _int(f.get("line", 0)))
         for f in raw[:FRAMES]
         if isinstance(f, dict)
     )
@@ -392,13 +364,16 @@ class _Older(Exception):
     """The newest entries did not tell everything: the reducer needs the older ones."""
 
 
-def reduce_dump_raw(rank: int, source: str, data: bytes) -> tuple[RankDump, RawConfig]:
+def reduce_dump_raw(
+    rank: int, source: str, data: Bytes, load: Load | None = None
+) -> tuple[RankDump, RawConfig]:
     """``reduce_dump`` less the config parsing (done where the dumps are gathered).
 
     A pickle is decoded newest entries first, the older ones only when the reducer needs
-    them; the whole dump at once, as before, when its layout is not torch's."""
+    them; the whole dump at once, as before, when its layout is not torch's. With ``load``,
+    ``data`` holds only what ``load`` was asked to read (``doctor.flight.recent``)."""
     try:
-        recent = RecentEntries(data, RECENT)
+        recent = RecentEntries(data, RECENT, load)
         doc = recent.doc
         version = _version(doc)
         try:
@@ -408,6 +383,8 @@ def reduce_dump_raw(rank: int, source: str, data: bytes) -> tuple[RankDump, RawC
             return _reduce(rank, source, version, doc), raw_config(doc)
     except (Unexpected, pickle.UnpicklingError, *_CORRUPT):
         pass
+    if load is not None:
+        load(0, len(data))
     doc = decode(data)
     version = _version(doc)
     try:

@@ -21,19 +21,11 @@ import threading
 import zipfile
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import ProcessPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
-from typing import Any
 
-from doctor.flight.dump import (
-    DumpError,
-    RankDump,
-    RawConfig,
-    parse_config,
-    reduce_dump,
-    reduce_dump_raw,
-    shared,
-)
+from doctor.flight.dump import DumpError, RankDump, RawConfig, reduce_dump, reduce_dump_raw
+from doctor.flight.transfer import Packed, Packer, Unpacker
 from doctor.gcpause import collector_paused
 from doctor.model import Skipped
 from doctor.ranks import MAX_WORLD_SIZE
@@ -121,39 +113,125 @@ def candidates(path: Path) -> Iterator[tuple[str, Opener] | archive.Refused]:
         yield path.name, _file_opener(path)
 
 
-def _reduce_file(job: tuple[int, str, str]) -> tuple[RankDump, RawConfig] | str:
+_PACKER: Packer | None = None
+"""This worker's numbering of the values it sent (``doctor.flight.transfer``)."""
+
+
+def _packer() -> Packer:
+    global _PACKER
+    if _PACKER is None or _PACKER.pid != os.getpid():  # not a forking parent's
+        _PACKER = Packer()
+    return _PACKER
+
+
+def _reduce_file(job: tuple[int, str, str], hint: _Hint) -> Packed | str:
     """Worker: one dump file -> its reduced form, or the reason it is unreadable."""
     rank, name, path = job
     try:
         with collector_paused():  # a dump: a million acyclic objects
-            return reduce_dump_raw(rank, name, _file_opener(Path(path))())
+            return _packer().pack(*_reduce_pieces(rank, name, Path(path), hint))
     except (DumpError, OSError) as exc:
         return f"{name}: {exc}"
     except Exception as exc:  # noqa: BLE001 - one bad dump never ends the analysis
         return f"{name}: malformed ({type(exc).__name__})"
 
 
-def _reduce_files(jobs: list[tuple[int, str, str]]) -> list[tuple[RankDump, RawConfig] | str]:
+def _reduce_pieces(rank: int, name: str, path: Path, hint: _Hint) -> tuple[RankDump, RawConfig]:
+    """Read as much of the file as the decoder asks for (``doctor.flight.recent``), and
+    tell ``hint`` how much that was at each end."""
+    try:
+        fd = open_regular(path, None, MAX_DUMP_BYTES)
+    except UnsafePath as exc:
+        raise DumpError(str(exc).removeprefix(f"refusing {path}: ")) from None
+    try:
+        pieces = _Pieces(fd, os.fstat(fd).st_size)
+        try:
+            return reduce_dump_raw(rank, name, pieces.data, pieces)
+        finally:
+            hint.head, hint.tail = pieces.ends()
+    finally:
+        os.close(fd)
+
+
+_BLOCK = 16 << 10
+"""Bytes a dump file is read by: the decoder asks for ranges, the kernel reads pages."""
+
+
+class _Pieces:
+    """A dump file read into a buffer of its size, the blocks the decoder asks for, once."""
+
+    def __init__(self, fd: int, size: int) -> None:
+        self.data = bytearray(size)
+        self._fd = fd
+        self._read: set[int] = set()
+
+    def __call__(self, lo: int, hi: int) -> None:
+        size = len(self.data)
+        block, last = lo // _BLOCK, (min(hi, size) - 1) // _BLOCK
+        while block <= last:
+            if block in self._read:
+                block += 1
+                continue
+            end = block
+            while end < last and end + 1 not in self._read:
+                end += 1
+            self._fill(block * _BLOCK, min((end + 1) * _BLOCK, size))
+            self._read.update(range(block, end + 1))
+            block = end + 1
+
+    def _fill(self, start: int, end: int) -> None:
+        view = memoryview(self.data)[start:end]
+        while view:
+            got = os.preadv(self._fd, [view], start)
+            if got == 0:
+                raise OSError("the file was cut short while it was read")
+            view, start = view[got:], start + got
+
+    def ends(self) -> tuple[int, int]:
+        """Bytes read without a gap from the start and up to the end."""
+        size = len(self.data)
+        blocks = -(-size // _BLOCK)
+        head = next((b for b in range(blocks) if b not in self._read), blocks)
+        tail = next((b for b in range(blocks) if blocks - 1 - b not in self._read), blocks)
+        return min(head * _BLOCK, size), min(tail * _BLOCK, size)
+
+
+@dataclass
+class _Hint:
+    """How much of the last dump file the decoder read at each end: the next files, of the
+    same job, are asked of the kernel that much ahead (the whole file until one is read)."""
+
+    head: int | None = None
+    tail: int = 0
+
+
+def _reduce_files(jobs: list[tuple[int, str, str]]) -> list[Packed | str]:
     """Worker: a run of dump files, each read ahead ``PREFETCH`` files before it is decoded."""
+    hint = _Hint()
     for _rank, _name, path in jobs[:PREFETCH]:
-        _prefetch(path)
+        _prefetch(path, hint)
     out = []
     for i, job in enumerate(jobs):
         if i + PREFETCH < len(jobs):
-            _prefetch(jobs[i + PREFETCH][2])
-        out.append(_reduce_file(job))
+            _prefetch(jobs[i + PREFETCH][2], hint)
+        out.append(_reduce_file(job, hint))
     return out
 
 
-def _prefetch(path: str) -> None:
-    """Ask the kernel to start reading ``path`` now. A hint only: the read that follows
-    makes its own checks and reports its own errors."""
+def _prefetch(path: str, hint: _Hint) -> None:
+    """Ask the kernel to start reading ``path`` now (the ends ``hint`` names). A hint only:
+    the read that follows makes its own checks and reports its own errors."""
     try:
         fd = open_regular(Path(path), None, MAX_DUMP_BYTES)
     except (UnsafePath, OSError):
         return
     try:
-        os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        if hint.head is None:
+            os.posix_fadvise(fd, 0, 0, os.POSIX_FADV_WILLNEED)
+        else:
+            size = os.fstat(fd).st_size
+            os.posix_fadvise(fd, 0, hint.head, os.POSIX_FADV_WILLNEED)
+            os.posix_fadvise(fd, max(0, size - hint.tail), hint.tail, os.POSIX_FADV_WILLNEED)
     except OSError:
         pass
     finally:
@@ -190,7 +268,7 @@ def _gather(
     # a worker slowed by other work leaves little for the others to wait on at the end
     chunk = max(1, min(64, len(files) // (workers * 8)))
     runs = [files[i : i + chunk] for i in range(0, len(files), chunk)]
-    table: dict[Any, Any] = {}  # values the reduced dumps share (``shared``)
+    unpacker = Unpacker()
     with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
         results = itertools.chain.from_iterable(pool.map(_reduce_files, runs))
         if progress is not None:
@@ -201,8 +279,7 @@ def _gather(
             if isinstance(got, str):
                 skipped.append(Skipped(rank, PROBE, got))
             else:
-                dump, raw = got
-                yield shared(replace(dump, config=parse_config(raw)), table)
+                yield unpacker.unpack(got)
 
 
 def iter_dumps(
@@ -266,5 +343,6 @@ def read_dump(rank: int, name: str, opener: Opener) -> RankDump | Skipped:
 def read_flight(paths: Iterable[Path], progress: Progress | None = None) -> FlightRead:
     """Read every dump under ``paths`` (see the module docstring); never raises on bad dumps."""
     skipped: list[Skipped] = []
-    dumps = tuple(iter_dumps(paths, skipped, progress))
+    with collector_paused():  # 32,768 ranks' records: millions of acyclic objects
+        dumps = tuple(iter_dumps(paths, skipped, progress))
     return FlightRead(dumps, tuple(skipped))

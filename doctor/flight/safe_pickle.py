@@ -28,7 +28,7 @@ class _NoGlobals(pickle.Unpickler):
         raise UnsafePickleError("it uses persistent ids")
 
 
-def loads(data: bytes) -> Any:
+def loads(data: bytes | bytearray) -> Any:
     """``pickle.loads`` restricted to plain containers; raises ``UnsafePickleError``.
 
     Read through a buffered reader: torch writes protocol 2, which has no frames, and from a
@@ -41,7 +41,7 @@ class MissingMemo(pickle.UnpicklingError):
     """A memo reference to an object pickled in bytes that were not decoded."""
 
 
-def loads_with_memo(data: bytes, memo: Any) -> tuple[Any, Any]:
+def loads_with_memo(data: bytes | bytearray, memo: Any) -> tuple[Any, Any]:
     """``loads`` of a piece of a pickle, starting from the memo the piece before it left
     (None for the first); returns the object and the memo it leaves, for the next piece.
 

@@ -15,7 +15,9 @@ from pathlib import Path
 import pytest
 from clitools import clean_env, run_cli
 
+from doctor.flight import reader
 from doctor.flight.align import align
+from doctor.flight.dump import reduce_dump_raw
 from doctor.flight.reader import rank_of, read_flight
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "fr"
@@ -211,3 +213,37 @@ def test_large_folder_is_read_from_a_thread(tmp_path: Path) -> None:
     )
     # THEN the workers are spawned, not forked, and the result is the same
     assert done.stdout.strip() == "[70]", done.stderr[-2000:]
+
+
+def test_a_large_dump_file_is_read_in_a_third_of_its_bytes(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # GIVEN the benchmark's dump of one rank of a 4,096-rank job (2,000 entries, 550 kB)
+    monkeypatch.syspath_prepend(str(FIXTURES.parents[2] / "benchmarks"))
+    bench = __import__("bench_analyze")
+    path = tmp_path / "rank_5"
+    path.write_bytes(pickle.dumps(bench.dump_of(5, 4096, 2000, 5), 2))
+    # WHEN a worker reads it
+    hint = reader._Hint()
+    got = reader._reduce_pieces(5, "rank_5", path, hint)
+    # THEN it reads the head and the newest entries only, and reduces it as the whole would
+    assert hint.head is not None and hint.head + hint.tail < path.stat().st_size * 0.4
+    assert got == reduce_dump_raw(5, "rank_5", path.read_bytes())
+
+
+def test_a_dump_file_cut_short_while_it_is_read_is_a_skip(tmp_path: Path) -> None:
+    # GIVEN a dump whose file is cut short after its size was taken (a job still writing)
+    path = tmp_path / "rank_3"
+    path.write_bytes(pickle.dumps({"version": "2.10", "entries": [{"a": "b" * 100_000}]}, 2))
+    real = reader._Pieces
+
+    def cut(fd: int, size: int) -> reader._Pieces:
+        os.truncate(path, size // 2)
+        return real(fd, size)
+
+    # WHEN a worker reads it
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(reader, "_Pieces", cut)
+        got = reader._reduce_file((3, "rank_3", str(path)), reader._Hint())
+    # THEN it is skipped with the reason, and nothing waits or raises
+    assert got == "rank_3: the file was cut short while it was read"
