@@ -19,6 +19,9 @@ What each message proves:
   not every rank joined, ``Culprit rank R; Error type: COLLECTIVE_TYPE_MISMATCH``.
 * Compilation in progress: torch.compile's dynamo and inductor, JIT extension builds
   (``Building extension module``, Megatron's ``compiling and loading fused kernels``).
+* A wait on the store that ran past its timeout (TCPStore's ``waitForInput: socket ...
+  timed out after Nms``): the rank waited for another that never set the key or reached
+  the barrier, a wait like the watchdog's, read against the job's progress bars.
 * Store and rendezvous failures (client socket timeouts, ``waiting for clients``,
   ``Address already in use``) are bootstrap failures; a store connection the other side
   closed mid-job is a peer gone. So is an address the job cannot find: Gloo's ``Unable
@@ -103,6 +106,7 @@ _BOOTSTRAP = re.compile(
     r"host not found|Name or service not known|Temporary failure in name resolution|"
     r"nodename nor servname provided|Gloo connectFullMesh failed"
 )
+_STORE_WAIT = re.compile(r"waitForInput: socket .{0,300}? timed out after (\d{1,18}) ?ms")
 _STORE_GONE = re.compile(
     r"(?:recvValue|recvBytes|sendBytes)\w* failed .*?remote=\[([\w.:-]+)\]|"
     r"Connection was likely closed\. Did the remote server shutdown or crash"
@@ -190,7 +194,9 @@ class C10dParser:
         return self._out
 
     def _store(self, text: str) -> None:
-        if m := _STORE_CONNECT.search(text):
+        if _STORE_WAIT.search(text):
+            self._event(kinds.STORE_TIMEOUT)
+        elif m := _STORE_CONNECT.search(text):
             self._event(kinds.BOOTSTRAP, peer=f"{m.group(1)}:{m.group(2)}")
         elif m := _BARRIER.search(text):
             self._event(kinds.BOOTSTRAP, rank=int(m.group(1)), nranks=int(m.group(2)))

@@ -5,6 +5,7 @@ printed by any of them is a rank lost, judged with the rest of the logs (a peer'
 connection next to it is the crash's echo, not the network's fault).
 
     [gpu-node09:332629:0:332629] Caught signal 11 (Segmentation fault: address not mapped ...)
+    Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))
     [host:01615] Signal: Segmentation fault (11)
     Fatal Python error: Segmentation fault
     ./run.sh: line 8:  3031 Segmentation fault      (core dumped) ./train ...
@@ -31,7 +32,11 @@ from doctor.logs import kinds, shm
 from doctor.logs.launcher import SIGNAL_WORDS, signal_code
 from doctor.logs.lines import Line
 
-_UCX = re.compile(r"\[([\w.-]+):(\d{1,18})\s*:\d{1,18}:\d{1,18}\] Caught signal (\d{1,3}) \(")
+_UCX = re.compile(
+    r"(?:\[([\w.-]+):(\d{1,18})\s*:\d{1,18}:\d{1,18}\] |^\s*)Caught signal (\d{1,3}) \((?=\w)"
+)
+"""UCX's banner; the ``[host:pid:tid:thread]`` prefix is left out by some builds (and by
+users pasting), the signal's name in parentheses after the number is always there."""
 _OPEN_MPI = re.compile(r"\[([\w.-]+):(\d{1,18})\] Signal: [\w ]+ \((\d{1,3})\)")
 _FAULTHANDLER = re.compile(
     r"Fatal Python error: (Segmentation fault|Aborted|Bus error|Floating point exception)"
@@ -54,7 +59,8 @@ def events(line: Line) -> list[LogEvent]:
     if shm.no_backing(text):  # read by doctor.logs.shm: the shared memory, not the rank
         return []
     if m := _UCX.search(text):
-        return [line.event(kinds.EXIT, host=m.group(1), pid=int(m.group(2)), code=-int(m.group(3)))]
+        where = {"host": m.group(1), "pid": int(m.group(2))} if m.group(1) else {}
+        return [line.event(kinds.EXIT, code=-int(m.group(3)), **where)]
     if m := _OPEN_MPI.search(text):
         return [line.event(kinds.EXIT, host=m.group(1), pid=int(m.group(2)), code=-int(m.group(3)))]
     if m := _RECEIVED_BY.search(text):

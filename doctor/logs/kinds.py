@@ -9,6 +9,10 @@ from __future__ import annotations
 WATCHDOG_TIMEOUT = "watchdog_timeout"
 """ProcessGroupNCCL's watchdog timed out a collective: ``seq``, ``op``, ``numel``,
 ``process_group`` of the collective the rank waited in."""
+STORE_TIMEOUT = "store_timeout"
+"""A rank's wait on the c10d store (a store-based barrier, a key another rank sets) ran past
+its timeout (TCPStore's ``waitForInput: socket ... timed out after Nms``): the rank waited
+for another that never got there. ``rank`` is the waiter."""
 WORK_PROGRESS = "work_progress"
 """``last enqueued NCCL work: N, last completed NCCL work: M``: ``seq`` = N, ``completed`` = M."""
 DESYNC = "desync"
@@ -76,6 +80,7 @@ RAS_ERROR = "ras_error"
 
 ALL = (
     WATCHDOG_TIMEOUT,
+    STORE_TIMEOUT,
     WORK_PROGRESS,
     DESYNC,
     COLLECTIVE_AT,

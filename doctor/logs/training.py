@@ -6,8 +6,9 @@ finished. Read against the watchdog: a bar that counts on after a rank timed out
 by a process still at work in its own code (an evaluation, a save), not waiting in the
 collective. Only that advance is kept, once per bar, so a log of a million bar updates
 costs nothing. So is a bar whose elapsed time, when the watchdog fired, was already as long
-as the collective had waited (``[30:01<57:14`` beside ``ran for 1802246 milliseconds``):
-its process was busy in that loop the whole time the others waited.
+as the collective had waited (``[30:01<57:14`` beside ``ran for 1802246 milliseconds``),
+or as a rank had waited on the store (``timed out after 1800000ms``): its process was busy
+in that loop the whole time the others waited.
 
 FlagScale's straggler detector prints ``=== Straggler Report at Step N ===`` from rank 0
 every few steps, then ``No stragglers detected.`` or ``Detected stragglers: [3, 5]``: it
@@ -25,7 +26,8 @@ from doctor.logs.lines import Line
 
 _BAR = re.compile(r"(\d{1,18})/(\d{1,18}) \[(?:(\d{1,9}):)?(\d{1,2}):(\d{2})<")
 """tqdm's ``n/total [elapsed<remaining`` (the rest of the bar is the user's to change)."""
-_RAN_FOR = re.compile(r"ran for (\d{1,18}) milliseconds")
+_RAN_FOR = re.compile(r"ran for (\d{1,18}) milliseconds|timed out after (\d{1,18}) ?ms")
+_WAITS = frozenset({kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT})
 BUSY_SHARE = 0.9
 """A bar that had run this share of the watchdog's wait was busy through it."""
 _NO_STRAGGLERS = re.compile(r"No stragglers detected")
@@ -48,7 +50,7 @@ def events(line: Line) -> list[LogEvent]:
 
 
 class BarWatch:
-    """The progress bars of one text, read against its watchdog timeouts."""
+    """The progress bars of one text, read against its watchdog and store timeouts."""
 
     def __init__(self) -> None:
         self._counts: dict[int, int] = {}
@@ -80,9 +82,9 @@ class BarWatch:
                         "after the watchdog timeout",
                     )
                 )
-        timeout = any(e.kind == kinds.WATCHDOG_TIMEOUT for e in found)
+        timeout = any(e.kind in _WAITS for e in found)
         if timeout and not self._timed_out and (waited := _RAN_FOR.search(line.text)):
-            out += self._busy_all_along(line, int(waited.group(1)) / 1000)
+            out += self._busy_all_along(line, int(waited.group(1) or waited.group(2)) / 1000)
         self._timed_out |= timeout
         return out
 
@@ -94,7 +96,7 @@ class BarWatch:
                 rank=None,  # the bar's process, not the rank whose watchdog fired
                 seq=count,
                 text=f"a progress bar had run {seconds // 60}:{seconds % 60:02d} when the "
-                f"collective timed out after {waited:.0f} s",
+                f"wait timed out after {waited:.0f} s",
             )
             for total, (seconds, count) in self._elapsed.items()
             if seconds >= BUSY_SHARE * waited

@@ -313,6 +313,27 @@ def _silent_logs(files: int) -> Candidate:
     )
 
 
+def _unplaced_waits(view: LogView) -> Candidate | None:
+    """Timeouts no rule could place (torch's older watchdog line has no sequence number; a
+    wait on the store with nothing beside it): said as what they are, not as silence."""
+    waits = view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT)
+    if not waits:
+        return None
+    ranks = ranks_of(waits)
+    return Candidate(
+        HangClass.UNKNOWN,
+        (),
+        Confidence.LOW,
+        f"{rank_prose(ranks) if ranks else 'a rank'} timed out waiting ({quote(waits[0])}), "
+        "and nothing else in the logs says for whom: a rank busy in its own code, one gone, "
+        "or a collective that never finished",
+        1,
+        evidence=lines_of(waits[:2]),
+        missing_evidence=(log_waits.STACKS_HINT, "the other ranks' logs"),
+        rule="log_unplaced_wait",
+    )
+
+
 RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     unsupported_op,
     mismatch,
@@ -342,4 +363,6 @@ def candidates(evidence: Evidence) -> list[Candidate]:
     view = LogView.of(evidence)
     found = [c for rule in RULES for c in rule(view)]
     only_logs = not evidence.has_flight and not (evidence.stacks or evidence.processes)
-    return found or ([_silent_logs(len(evidence.log_files))] if only_logs else [])
+    if found or not only_logs:
+        return found
+    return [_unplaced_waits(view) or _silent_logs(len(evidence.log_files))]

@@ -75,7 +75,7 @@ def laggards(view: LogView) -> list[Candidate]:
     if not named:
         named = _silent(view)
     working = [e for e in view.of_kind(kinds.WORKING) if e.rank is None or e.rank in named]
-    if not named and working and view.of_kind(kinds.WATCHDOG_TIMEOUT):
+    if not named and working and view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT):
         named = {e.rank: e.text for e in working if e.rank is not None}
         if not named:
             return [_busy(view, working)]
@@ -123,17 +123,20 @@ def laggards(view: LogView) -> list[Candidate]:
 
 
 def _busy(view: LogView, working: list[LogEvent]) -> Candidate:
-    """A collective timed out while the job's own progress bar says a process was busy in
-    its own loop, no rank named: cpu_stuck on the process that drew the bar."""
+    """A collective (or a wait on the store) timed out while the job's own progress bar
+    says a process was busy in its own loop, no rank named: cpu_stuck on the process that
+    drew the bar."""
+    waits = view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT)
     return Candidate(
         HangClass.CPU_STUCK,
         (),
         Confidence.LOW,
-        f"a collective timed out and {working[0].text}: a process was at work in its own "
+        f"a {'collective' if waits[0].kind == kinds.WATCHDOG_TIMEOUT else 'wait on the store'} "
+        f"timed out and {working[0].text}: a process was at work in its own "
         "code (data preparation, a scan of the data) while the others waited; do that work "
         "before the process group starts, on every rank, or raise the timeout",
         50,
-        evidence=lines_of(working[:2]) + lines_of(view.of_kind(kinds.WATCHDOG_TIMEOUT)[:2]),
+        evidence=lines_of(working[:2]) + lines_of(waits[:2]),
         missing_evidence=(STACKS_HINT,),
         rule="log_laggard",
     )

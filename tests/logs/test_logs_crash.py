@@ -25,6 +25,8 @@ def _verdict(lines: list[str]):
     "line",
     [
         "[gpu-node09:332629:0:332629] Caught signal 11 (Segmentation fault: address not mapped to object at address 0x10)",
+        # openucx/ucx#8100: the same banner printed without its [host:pid:tid:thread] prefix
+        "Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))",
         "[node3:01615] Signal: Segmentation fault (11)",
         "Fatal Python error: Segmentation fault",
         "./run.sh: line 8:  3031 Segmentation fault      (core dumped) ./train",
@@ -419,3 +421,45 @@ def test_a_transport_error_beside_an_early_timeout_is_the_network() -> None:
     # the collective could not finish: network, not a rank at work
     error = "node1:91:123 [0] transport/net_ib.cc:881 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<49577> with error 12, opcode 1, len 0, vendor err 129"
     assert _verdict([*_FIRST_SYNC, error]).hang_class is HangClass.NETWORK
+
+
+def test_the_words_caught_signal_in_prose_are_not_a_crash() -> None:
+    # GIVEN a sentence that mentions a caught signal mid-line, not UCX's banner
+    # WHEN read THEN no process exit is read from it
+    line = "the handler Caught signal 15 (SIGTERM) and saved a checkpoint"
+    assert [e.kind for e in parse_text([line], "job.log").events if e.kind == kinds.EXIT] == []
+
+
+_STORE_WAIT = [  # axolotl-ai-cloud/axolotl#2684: rank 1 waits on the store while a bar runs
+    "Tokenizing Prompts (num_proc=64):  92%|█████████▏| 328986/359152 [29:58<12:05, 41.59 examples/s][rank1]:[W516 14:34:56.853490829 socket.cpp:464] [c10d] waitForInput: poll for socket SocketImpl(fd=79, addr=[localhost]:41170, remote=[localhost]:29500) returned 0, likely a timeout",
+    "[rank1]:[W516 14:34:56.854597329 socket.cpp:489] [c10d] waitForInput: socket SocketImpl(fd=79, addr=[localhost]:41170, remote=[localhost]:29500) timed out after 1800000ms",
+]
+
+
+def test_a_store_wait_as_long_as_a_running_progress_bar_is_a_busy_process() -> None:
+    # GIVEN a rank's wait on the c10d store timed out after 30 minutes while a progress bar
+    # had been running 29:58 WHEN judged THEN a process was at work in its own code
+    verdict = _verdict(_STORE_WAIT)
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.CPU_STUCK, ())
+    assert "wait on the store" in verdict.summary
+
+
+def test_a_store_wait_beside_a_short_bar_is_said_but_not_called_busy() -> None:
+    # GIVEN the same store timeout but a bar that had run 2 minutes WHEN judged THEN not
+    # cpu_stuck, and the verdict says a rank timed out waiting rather than that the logs
+    # hold nothing
+    lines = [_STORE_WAIT[0].replace("[29:58<", "[02:01<"), _STORE_WAIT[1]]
+    verdict = _verdict(lines)
+    assert verdict.hang_class is HangClass.UNKNOWN
+    assert "rank 1 timed out waiting" in verdict.summary
+
+
+def test_a_timeout_no_rule_places_is_reported_not_called_silence() -> None:
+    # GIVEN huggingface/accelerate#223: torch's older watchdog line (no sequence number),
+    # one rank's, and nothing else WHEN judged THEN unknown, and the verdict quotes the
+    # timeout instead of saying the logs hold no watchdog timeout
+    line = "[E ProcessGroupNCCL.cpp:587] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) ran for 1802157 milliseconds before timing out. "
+    verdict = _verdict([line])
+    assert verdict.hang_class is HangClass.UNKNOWN
+    assert "rank 2 timed out waiting" in verdict.summary
+    assert "no watchdog" not in verdict.summary
