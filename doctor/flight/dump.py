@@ -18,7 +18,7 @@ import json
 import pickle
 import re
 from array import array
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any
 
@@ -86,10 +86,6 @@ class GroupTrack:
     """Recent (seq, time_created_ns) pairs, flattened: 16 bytes a pair, not 120."""
     status_trusted: bool = False
     """Whether ``pg_status`` of this pg_id counts collectives (no p2p mixed in)."""
-
-    def time_pairs(self) -> Iterator[tuple[int, int]]:
-        """The recent (seq, time_created_ns) pairs, oldest first."""
-        return zip(self.times[::2], self.times[1::2], strict=True)
 
 
 @dataclass(frozen=True, slots=True)

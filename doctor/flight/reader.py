@@ -12,6 +12,7 @@ and bounds; a refused member is a ``Skipped`` too). Dumps are streamed: each is 
 
 from __future__ import annotations
 
+import ctypes
 import itertools
 import multiprocessing
 import os
@@ -111,6 +112,24 @@ def candidates(path: Path) -> Iterator[tuple[str, Opener] | archive.Refused]:
         yield from _archive(path)
     else:
         yield path.name, _file_opener(path)
+
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
+"""glibc's ``mallopt`` parameters (malloc.h)."""
+
+
+def _keep_freed_memory() -> None:
+    """Worker start: keep freed memory for the next dump rather than give it back to the
+    kernel. A dump allocates about 1.4 MB in blocks glibc maps and unmaps one by one (a
+    file's buffer, a decoded head, the unpickler's buffers): each page was a fault to be
+    zeroed again, 344 a dump, 0.6 ms of its 3.7 ms. A hint: where there is no glibc (musl),
+    nothing changes."""
+    try:
+        libc = ctypes.CDLL(None)
+        libc.mallopt(_M_MMAP_THRESHOLD, 64 << 20)
+        libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20)
+    except (OSError, AttributeError):
+        pass
 
 
 _PACKER: Packer | None = None
@@ -269,7 +288,7 @@ def _gather(
     chunk = max(1, min(64, len(files) // (workers * 8)))
     runs = [files[i : i + chunk] for i in range(0, len(files), chunk)]
     unpacker = Unpacker()
-    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
+    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_keep_freed_memory) as pool:
         results = itertools.chain.from_iterable(pool.map(_reduce_files, runs))
         if progress is not None:
             progress(0, len(files))
