@@ -14,6 +14,12 @@
 
     OSError: [Errno 28] No space left on device
     Bus error: nonexistent physical address with signal 7
+
+* A runtime saying ``/dev/shm`` has not enough memory for what it maps (UCX's posix
+  transport), the same full tmpfs in its own words.
+
+    UCX  ERROR Not enough memory to write total of 4208440835 bytes. Please check that
+        /dev/shm or the directory you specified has more available memory.
 """
 
 from __future__ import annotations
@@ -26,11 +32,19 @@ from doctor.logs.lines import Line
 
 _NO_SPACE = re.compile(r"No space left on device|\[Errno 28\]|\bENOSPC\b")
 _NO_BACKING = re.compile(r"Bus error: nonexistent physical address|\bBUS_ADRERR\b")
+_BUS_CODE = re.compile(r"Bus error: \w|\bBUS_[A-Z]{3,6}\b")
+_SHM_SHORT = re.compile(r"[Nn]ot enough memory|[Oo]ut of memory")
 
 
 def no_backing(text: str) -> bool:
     """Whether ``text`` is a bus error on a mapped page with no backing (a full tmpfs)."""
     return "us" in text and _NO_BACKING.search(text) is not None
+
+
+def bus_code_named(text: str) -> bool:
+    """Whether a bus error's line names its kind (``Bus error: invalid address alignment``,
+    ``BUS_ADRALN``): then it is that, not a mapped page of unknown cause."""
+    return _BUS_CODE.search(text) is not None
 
 
 def events(line: Line) -> list[LogEvent]:
@@ -43,6 +57,14 @@ def events(line: Line) -> list[LogEvent]:
                 kinds.BOOTSTRAP,
                 text="a bus error on a mapped page with no backing: shared memory "
                 "(/dev/shm) is full or too small",
+            )
+        ]
+    if "/dev/shm" in text and _SHM_SHORT.search(text):
+        return [
+            line.event(
+                kinds.BOOTSTRAP,
+                text="not enough memory in /dev/shm for a shared-memory segment: a "
+                "container's default is 64 MB",
             )
         ]
     if _NO_SPACE.search(text):

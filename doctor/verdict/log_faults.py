@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from doctor.evidence import LogEvent
-from doctor.logs import kinds, nccl
+from doctor.logs import kinds, nccl, shm
 from doctor.logs.kernel import XID_MEANING
 from doctor.logs.launcher import ROOT_CAUSE
 from doctor.logs.nccl import IB_STATUS
@@ -117,7 +117,11 @@ def rank_loss(view: LogView) -> list[Candidate]:
             f"({_exit_text(first)}) and the others cannot finish without it: find why it died "
             "(the OOM killer, a crash, its traceback), then restart"
         )
-        out.append(_loss(ranks, Confidence.HIGH, summary, 82, own, "log_rank_loss"))
+        if all(e.code == SIGBUS and not shm.bus_code_named(e.text) for e in own):
+            out.append(_bus_error(ranks, own))
+            out.append(_loss(ranks, Confidence.LOW, summary, 45, own, "log_rank_loss"))
+        else:
+            out.append(_loss(ranks, Confidence.HIGH, summary, 82, own, "log_rank_loss"))
     if dead or missing:
         ranks = _ras_lost_ranks(dead, missing)
         state = "considered dead" if dead else "unreachable (a stopped or hung process)"
@@ -137,6 +141,29 @@ def rank_loss(view: LogView) -> list[Candidate]:
         )
         out.append(_loss(ranks, Confidence.LOW, summary, 45, unexplained, "log_exit"))
     return out
+
+
+def _bus_error(ranks: tuple[int, ...], found: Sequence[LogEvent]) -> Candidate:
+    """Ranks killed by a bus error whose kind nobody names (a launcher's ``exitcode: -7``,
+    ``Signal 7 (SIGBUS)``, the shell's ``Bus error (core dumped)``): a page of a mapped file
+    had no backing, which in a training job is most often a shared-memory segment (NCCL's,
+    the data loader's) in a full or too small ``/dev/shm``, a host's set-up. The lost rank
+    stays the alternative; a banner that names another kind of bus error is a crash."""
+    summary = (
+        f"{rank_prose(ranks) if ranks else 'a rank'}{where(found[:1])} was killed by a bus error "
+        f"({_exit_text(found[0])}) and nothing else says why: most often a shared-memory "
+        "segment in a full or too small /dev/shm (a container's default is 64 MB); give the "
+        "job more (docker --shm-size or --ipc=host, a larger /dev/shm mount) and rerun"
+    )
+    return Candidate(
+        HangClass.BOOTSTRAP,
+        ranks,
+        Confidence.LOW,
+        summary,
+        60,
+        evidence=lines_of(found),
+        rule="log_bus_error",
+    )
 
 
 def _loss(

@@ -19,6 +19,10 @@ log_rank_loss           82/55/45  a rank's process died of its own cause (killed
                                   crash, its own exception; 82), RAS says a process is dead
                                   or unreachable (82/55), or a rank exited with no reason
                                   given (45)
+log_bus_error           60        ranks were killed by a bus error whose kind nothing names
+                                  (``exitcode: -7``, ``Signal 7 (SIGBUS)``) and by nothing
+                                  else: /dev/shm full or too small (bootstrap, low; the lost
+                                  rank, 45, the alternative)
 log_bootstrap           76/50/40  communicator or store creation failed (50, low confidence,
                                   when only NCCL's bare system error says so; 40 once a
                                   collective had run)

@@ -30,25 +30,25 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 67 / 94
-"""Measured on the test split: 67 of 94 right (71 %), the tenth look (stop s29a), once, after
-its rules were frozen (commit 63484bb: a wait on the c10d store read against progress bars;
-UCX's crash banner without its prefix; timeouts no rule places said as such) and 14 new
-cases (8 of them test): the 86 old test cases 60 right (60 at the ninth look, 60 on the rules
-before this stop too), the 8 new ones 7 (7 on the old rules too). Earlier: 19 and 22 of 37,
-then 27/50, 27/52, 32/60, 32/60 (after the source message catalogue), 38/63, 38/64, 45/66,
-54/79 and 60/86. No rule was written from a test case. The issue's target is 85 %, missed;
-this floor is the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 76 / 82
-"""Measured on the dev split: 76 of 82 (stop s29a: the 76 old dev cases 71 before and after
-its rules; the 6 new dev cases 3 of 6 before them, 5 of 6 after)."""
+HELDOUT_TEST_FLOOR = 75 / 105
+"""Measured on the test split: 75 of 105 right (71 %), the eleventh look (stop s29c), once,
+after its rules were frozen (commit 42abd10: a bus error of unnamed kind is /dev/shm; a
+runtime short of memory in /dev/shm) and 15 new cases (11 of them test): the 94 old test
+cases 68 right (67 at the tenth look, 67 on the rules before this stop), the 11 new ones 7 (5
+on the rules before this stop). Earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60
+(after the source message catalogue), 38/63, 38/64, 45/66, 54/79, 60/86 and 67/94. No rule
+was written from a test case. The issue's target is 85 %, missed; this floor is the measured
+value, not the target."""
+HELDOUT_DEV_FLOOR = 80 / 86
+"""Measured on the dev split: 80 of 86 (stop s29c: the 82 old dev cases 76 before and after
+its rules; the 4 new dev cases 2 of 4 before them, 4 of 4 after)."""
 
 
 def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 176
+    assert len(found) >= 191
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name

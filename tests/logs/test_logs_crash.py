@@ -12,6 +12,7 @@ from doctor.logs import kinds
 from doctor.logs.parse import parse_text
 from doctor.model import HangClass
 from doctor.verdict.classify import classify
+from doctor.verdict.log_rules import candidates
 
 
 def _verdict(lines: list[str]):
@@ -463,3 +464,57 @@ def test_a_timeout_no_rule_places_is_reported_not_called_silence() -> None:
     assert verdict.hang_class is HangClass.UNKNOWN
     assert "rank 2 timed out waiting" in verdict.summary
     assert "no watchdog" not in verdict.summary
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        # tloen/alpaca-lora#338 (dev): torchrun's failure table, every rank killed by SIGBUS
+        [
+            "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: ",
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  time      : 2023-04-14_06:35:35",
+            "  host      : 32a68c302449",
+            "  rank      : 0 (local_rank: 0)",
+            "  exitcode  : -7 (pid: 3111)",
+            "  error_file: <N/A>",
+            "  traceback : Signal 7 (SIGBUS) received by PID 3111",
+        ],
+        [
+            "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -7) "
+            "local_rank: 0 (pid: 5275) of binary: /usr/bin/python"
+        ],
+    ],
+)
+def test_a_bus_error_of_unnamed_kind_is_dev_shm_with_the_lost_rank_as_alternative(
+    lines: list[str],
+) -> None:
+    # GIVEN ranks killed by SIGBUS and nothing naming the bus error's kind or another cause
+    # WHEN the logs are judged THEN /dev/shm (bootstrap, low) first, the lost rank second
+    verdict = _verdict(lines)
+    assert verdict.hang_class is HangClass.BOOTSTRAP
+    assert "/dev/shm" in verdict.summary
+    events = tuple(parse_text(lines, "job.log").events)
+    found = candidates(Evidence(job="t", ranks_expected=None, logs=events, log_files=("job.log",)))
+    assert HangClass.RANK_LOSS in {c.hang_class for c in found}
+
+
+def test_a_sigbus_beside_another_signal_is_still_a_lost_rank() -> None:
+    # GIVEN one rank killed by SIGBUS and another by SIGSEGV WHEN judged THEN a crash, not /dev/shm
+    lines = [
+        "  traceback : Signal 7 (SIGBUS) received by PID 3111",
+        "  traceback : Signal 11 (SIGSEGV) received by PID 3112",
+    ]
+    assert _verdict(lines).hang_class is HangClass.RANK_LOSS
+
+
+def test_a_runtime_short_of_memory_in_dev_shm_is_a_set_up_failure() -> None:
+    # GIVEN UCX's posix transport saying /dev/shm has not enough memory (openucx/ucx#1037, dev)
+    # WHEN the logs are judged THEN the host's set-up (/dev/shm), not silence
+    line = (
+        "[1475682365.444036] [pod9:11912:0]       mm_posix.c:88   UCX  ERROR Not enough memory "
+        "to write total of 4208440835 bytes. Please check that /dev/shm or the directory you "
+        "specified has more available memory."
+    )
+    assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
