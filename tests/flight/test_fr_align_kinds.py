@@ -2,7 +2,13 @@
 
 from __future__ import annotations
 
-from doctor.flight.align import align
+import random
+from array import array
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from doctor.flight.align import _columns, align
 from doctor.flight.dump import GroupTrack, Op, RankDump
 
 
@@ -83,3 +89,33 @@ def test_not_started_where_peers_started() -> None:
     ]
     (g,) = align(dumps).divergent
     assert (g.divergence.kind, g.divergence.culprits) == ("not_started", (2,))
+
+
+@settings(max_examples=80, deadline=None)
+@given(
+    seqs=st.lists(st.integers(0, 40), min_size=0, max_size=12),
+    ranks=st.integers(1, 5),
+    drop=st.none() | st.tuples(st.integers(0, 4), st.integers(0, 11)),
+    shuffle=st.booleans(),
+    seed=st.integers(0, 9),
+)
+def test_time_columns_are_the_same_by_the_fast_path_and_by_dicts(
+    seqs: list[int], ranks: int, drop: tuple[int, int] | None, shuffle: bool, seed: int
+) -> None:
+    """The straggler test's columns: when every rank kept the same sequence numbers in order
+    they are sliced from the (seq, time) arrays; otherwise they come from the pairs every rank
+    has. Both give what the pairs give (a later pair of a repeated number wins)."""
+    rnd = random.Random(seed)
+    per_rank = []
+    for r in range(ranks):
+        mine = list(seqs)
+        if drop is not None and drop[0] == r and mine:
+            del mine[drop[1] % len(mine)]
+        if shuffle and r == ranks - 1:
+            rnd.shuffle(mine)
+        per_rank.append([(s, rnd.randrange(10**9)) for s in mine])
+    times = [array("q", [x for pair in pairs for x in pair]) for pairs in per_rank]
+    got = _columns(times)
+    pairs = [dict(p) for p in per_rank]
+    common = sorted(set(pairs[0]).intersection(*pairs[1:]))
+    assert got == (common, [[p[s] for s in common] for p in pairs])
