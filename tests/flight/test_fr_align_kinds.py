@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 
 from doctor.flight import align as align_module
 from doctor.flight.align import STRAGGLER_MIN_SAMPLES, _columns, _late_rank, align
+from doctor.flight.divergence import mismatch
 from doctor.flight.dump import GroupTrack, Op, RankDump
 
 
@@ -148,3 +149,21 @@ def test_no_rank_is_later_than_the_others_by_more_than_four_spreads(cells: list[
         m.setattr(align_module, "STRAGGLER_MIN_MS", -1e18)
         found = _late_rank("g", list(range(len(cols))), samples, cols, rows)
     assert found is not None and found.median_delay_ms * 1e6 <= 4 * spread
+
+
+def test_a_mismatch_is_found_whether_equal_values_are_one_object_or_copies() -> None:
+    """The aligner skips building signatures when every rank's op holds the same objects
+    (the parallel reader shares them); copies of equal values, as a single-process read
+    leaves them, are compared by value, and a different size is a mismatch either way."""
+
+    def tracks(sizes_of: list[tuple[tuple[int, ...], ...]]) -> dict[int, GroupTrack]:
+        ops = [_op(7, "all_reduce", 1, sizes) for sizes in sizes_of]
+        return {r: GroupTrack("0", "default_pg", "0", 7, 6, (o,), ()) for r, o in enumerate(ops)}
+
+    shared = ((1024,),)
+    copies = [tuple(tuple(list(s)) for s in shared) for _ in range(4)]
+    assert copies[0] == shared and copies[0] is not shared
+    assert mismatch(tracks([shared] * 4), "0") is None
+    assert mismatch(tracks(copies), "0") is None
+    odd = mismatch(tracks([shared, shared, ((2048,),), shared]), "0")
+    assert odd is not None and odd.culprits == (2,)
