@@ -39,14 +39,19 @@ def lean(tmp_path_factory: pytest.TempPathFactory) -> Path:
     for name in SOURCES:
         copy = shutil.copytree if (REPO / name).is_dir() else shutil.copy
         copy(REPO / name, src / name)
-    # no pip inside: the test's own pip installs into it (--python), which saves ~10 s
+    # no pip inside: the test's own installer installs into it (--python), which saves ~10 s
     _run(
         sys.executable, "-m", "venv", "--without-pip", tmp / "venv", timeout=120
     ).check_returncode()
-    done = _run(
-        sys.executable, "-m", "pip", "--python", tmp / "venv" / "bin" / "python",
-        "install", "-q", "--disable-pip-version-check", src, timeout=600,
-    )  # fmt: skip
+    python = tmp / "venv" / "bin" / "python"
+    uv = Path(sys.executable).parent / "uv"  # make install's: 3 s where pip's resolver took 18
+    install = (
+        [uv, "pip", "install", "-q", "--python", python, "--compile-bytecode"]
+        if uv.exists()
+        else [sys.executable, "-m", "pip", "--python", python, "install", "-q"]
+    )
+    (tmp / "tmp").mkdir()  # uv leaves a lock file of its build environment in TMPDIR
+    done = _run(*install, src, timeout=600, env={**os.environ, "TMPDIR": str(tmp / "tmp")})
     assert done.returncode == 0, done.stderr[-2000:]
     return tmp / "venv" / "bin"
 

@@ -7,13 +7,15 @@ hand-written calls. ``doctor.demo.training.TrainingJob`` waits until every
 rank made 3 optimizer steps, then does the fault to rank 2 from outside:
 SIGSTOP, SIGKILL (one process per rank, as srun starts them), its data shard
 turned into a FIFO, or (from ``sitecustomize``) a thread holding the GIL in a
-C call, or a sleep in each optimizer step. One job at a time; SIGSTOP and SIGKILL
-are done to the job the case before judged (``FOLLOWS``).
+C call, or a sleep in each optimizer step. One job at a time; SIGSTOP, the FIFO and
+SIGKILL are done to the job the case before judged (``FOLLOWS``).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import signal
 import uuid
 from pathlib import Path
 
@@ -34,10 +36,13 @@ EXPECTED = {
     "slow": ("straggler", [2], "straggler", "per-rank"),
     "kill": ("rank_loss", [2], "rank 2", "per-rank"),  # its exit code: where a zombie is kept
 }
-FOLLOWS = {"sigstop": "none", "kill": "slow"}
+FOLLOWS = {"sigstop": "none", "fifo": "sigstop", "kill": "slow"}
 """Faults done from outside to the running job of the case named, right after it was judged
 (same framework and launcher): a job's start is 10 of its 13 s on this 2-core host, and the
-fault's evidence is the same on a job that has been triaged once."""
+fault's evidence is the same on a job that has been triaged once. The FIFO follows the
+stop: its shard becomes the FIFO, then the stopped rank is let go on (SIGCONT) and blocks
+at its next batch, as on a job that only ever got the FIFO (none of the ranks' collectives
+times out in between: 1800 s)."""
 FRAMEWORKS = ("ddp", "lightning", "accelerate")
 FSDP_FAULTS = ("sigstop", "gil")
 """FSDP2 (``fully_shard``) on CPU: its all-gathers wait in Python frames and in ``Work::wait``."""
@@ -53,14 +58,16 @@ def triage(job: TrainingJob, *args: str) -> tuple[int, dict]:
 
 
 def job_for(kept: dict[str, LocalJob], framework: str, fault: str, tmp: Path) -> TrainingJob:
-    """The kept job (framework -> its job that a ``FOLLOWS`` case will use next) with the
-    fault done to it when the case follows it; else a new job."""
-    job = kept.pop(framework, None)
-    if isinstance(job, TrainingJob) and job.fault == FOLLOWS.get(fault):
+    """The kept job (``framework-fault``: the job judged last, which a ``FOLLOWS`` case uses
+    next) with the fault done to it when the case follows it; else a new job."""
+    job = kept.pop(f"{framework}-{FOLLOWS.get(fault)}", None)
+    for other in list(kept):  # one job at a time
+        kept.pop(other).stop()
+    if isinstance(job, TrainingJob):
         job.inflict(fault)
+        if fault == "fifo":  # the rank stopped by the case before goes on, up to the FIFO
+            os.kill(job.rank_pids()[job.fault_rank], signal.SIGCONT)
         return job
-    if job is not None:
-        job.stop()
     launch = EXPECTED[fault][3]
     name = f"rs-{framework}-{fault}-{uuid.uuid4().hex[:6]}"
     return TrainingJob(name, framework, fault, tmp, launch=launch).start()
@@ -90,7 +97,7 @@ def test_a_fault_from_outside_is_found_on_a_real_stack(
             looks.append(triage(job, "--interval", "3"))
     finally:
         if fault in FOLLOWS.values():
-            kept_jobs[framework] = job
+            kept_jobs[f"{framework}-{fault}"] = job
         else:
             job.stop()
     code, doc = looks[-1]
