@@ -15,12 +15,15 @@ MULTIHOST_PACKAGES := slurmctld slurmd slurm-client munge openssh-server
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || python3 -m venv $(VENV)
-	# uv installs: pip's resolver alone took ~60 s of this 2-core machine's CPU, uv ~20 s.
-	# Torch comes from where pip's configuration says (its find-links: a local CPU wheel here).
-	test -x $(UV) || $(PY) -m pip install -q --disable-pip-version-check uv
+	# uv installs where it can (pip's resolver alone took ~60 s of this 2-core machine's CPU,
+	# uv ~20 s); pip as before where uv cannot be had or cannot install (offline: uv does not
+	# read pip's local indexes). Torch comes from pip's find-links (a local CPU wheel here).
+	test -x $(UV) || $(PY) -m pip install -q --disable-pip-version-check uv || true
 	$(PY) -c "import torch" 2>/dev/null || { links=$$($(PY) -m pip config get global.find-links \
-	  2>/dev/null); $(UV_PIP) $${links:+$$(printf -- "--find-links %s " $$links)} torch==2.13.0; }
-	$(UV_PIP) -e ".[test,torch,docs]"
+	  2>/dev/null); test -x $(UV) && $(UV_PIP) $${links:+$$(printf -- "--find-links %s " $$links)} \
+	  torch==2.13.0; } || $(PY) -m pip install -q --disable-pip-version-check torch==2.13.0
+	{ test -x $(UV) && $(UV_PIP) -e ".[test,torch,docs]"; } || \
+	  $(PY) -m pip install -q --disable-pip-version-check -e ".[test,torch,docs]"
 	command -v tmux >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq >/dev/null && apt-get install -y -qq tmux >/dev/null; } || \
 	  echo "note: tmux is not installed; the real-terminal TUI test will skip"
