@@ -233,10 +233,11 @@ def _compact_text(raw: str) -> Compact:
     hashing it for a cache costs a quarter of a millisecond): a progression's text is
     compared with the text it would have (a copy of memory), the rest go through a cache."""
     if len(raw) >= _LONG and (edges := _EDGES.fullmatch(raw, 0, 48)):
-        first, second, last = int(edges[1]), int(edges[2]), _DIGITS.fullmatch(raw[-11:])
-        if last and first < second <= int(last[1]) < MAX_WORLD_SIZE:
-            whole = range(first, int(last[1]) + 1, second - first)
-            if whole[-1] == int(last[1]) and raw == _progression_text(whole):
+        first, second, tail = int(edges[1]), int(edges[2]), _DIGITS.fullmatch(raw[-11:])
+        last = int(tail[1]) if tail else -1
+        if first < second <= last < MAX_WORLD_SIZE:
+            whole = range(first, last + 1, second - first)
+            if whole[-1] == last and raw == _progression_text(whole):
                 return whole
     return _compact_cached(raw)
 

@@ -84,14 +84,18 @@ def _folder(root: Path) -> Iterator[tuple[str, Opener]]:
             yield str(p.relative_to(root)), _file_opener(p)
 
 
+def _open_dump(p: Path) -> int:
+    """A read descriptor on a regular file within ``MAX_DUMP_BYTES`` (a FIFO or /dev/zero is
+    refused, not read forever), never through a link; ``DumpError`` saying why not."""
+    try:
+        return open_regular(p, None, MAX_DUMP_BYTES)
+    except UnsafePath as exc:
+        raise DumpError(str(exc).removeprefix(f"refusing {p}: ")) from None
+
+
 def _file_opener(p: Path) -> Opener:
     def read() -> bytes:
-        """A regular file within ``MAX_DUMP_BYTES`` (a FIFO or /dev/zero is refused, not
-        read forever), never through a link."""
-        try:
-            fd = open_regular(p, None, MAX_DUMP_BYTES)
-        except UnsafePath as exc:
-            raise DumpError(str(exc).removeprefix(f"refusing {p}: ")) from None
+        fd = _open_dump(p)
         with os.fdopen(fd, "rb") as f:  # read(n) would allocate n bytes up front
             return f.read(os.fstat(fd).st_size + 1)[: MAX_DUMP_BYTES + 1]
 
@@ -158,10 +162,7 @@ def _reduce_file(job: tuple[int, str, str], hint: _Hint) -> Packed | str:
 def _reduce_pieces(rank: int, name: str, path: Path, hint: _Hint) -> tuple[RankDump, RawConfig]:
     """Read as much of the file as the decoder asks for (``doctor.flight.recent``), and
     tell ``hint`` how much that was at each end."""
-    try:
-        fd = open_regular(path, None, MAX_DUMP_BYTES)
-    except UnsafePath as exc:
-        raise DumpError(str(exc).removeprefix(f"refusing {path}: ")) from None
+    fd = _open_dump(path)
     try:
         pieces = _Pieces(fd, os.fstat(fd).st_size)
         try:
