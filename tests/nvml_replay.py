@@ -19,8 +19,11 @@ import pynvml
 
 from doctor.gpu import nvml
 
-H200 = Path(__file__).parent / "fixtures" / "gpu" / "h200"
+GPU_FIXTURES = Path(__file__).parent / "fixtures" / "gpu"
+H200 = GPU_FIXTURES / "h200"
 """What one NVIDIA H200 host recorded (README.txt there says how)."""
+CARDS = ("h200", "h100")
+"""Each card recorded by the same scripts (tests/gpu_capture), in its folder of GPU_FIXTURES."""
 
 
 def _shaped(value: Any) -> Any:
@@ -63,8 +66,8 @@ class ReplayNvml:
         return call
 
 
-def replayed(label: str) -> tuple[nvml.Fleet, dict[str, Any], ReplayNvml]:
-    """The reader run over ``nvml-LABEL.json``: its fleet, the recording, and the replay."""
-    recording = json.loads((H200 / f"nvml-{label}.json").read_text())
+def replayed(label: str, card: str = "h200") -> tuple[nvml.Fleet, dict[str, Any], ReplayNvml]:
+    """The reader run over ``CARD/nvml-LABEL.json``: its fleet, the recording, the replay."""
+    recording = json.loads((GPU_FIXTURES / card / f"nvml-{label}.json").read_text())
     lib = ReplayNvml(recording)
     return nvml._read(lib, "nvml", lambda: lib.kernel_log, 0), recording, lib

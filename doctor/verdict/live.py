@@ -61,7 +61,7 @@ import signal
 from collections import Counter
 from collections.abc import Callable, Sequence
 
-from doctor.evidence import Evidence, RankStack
+from doctor.evidence import Evidence, GpuSample, RankStack
 from doctor.flight.align import FlightAnalysis
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_does, rank_prose
@@ -69,7 +69,7 @@ from doctor.verdict import stacktree
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.culprits import blocked, stuck
 from doctor.verdict.progress import progressing
-from doctor.verdict.signals import signal_candidates
+from doctor.verdict.signals import gpu_line, gpus_of, is_busy, signal_candidates
 from doctor.verdict.stacks import (
     BOOTSTRAP_OPS,
     ELSEWHERE,
@@ -476,6 +476,10 @@ def all_waiting(view: LiveView) -> list[Candidate]:
             )
         ]
     on_gpu = view.states[waiting[0]] is RankState.GPU_WAIT
+    gpus = gpus_of(view.evidence, waiting)
+    if on_gpu and view.evidence.world_size == 1 and all(map(is_busy, gpus.values())) and gpus:
+        return [_lone_busy_gpu(view, waiting, gpus[waiting[0]])]
+    missing = (FR_HINT,) + (() if len(gpus) == len(waiting) else ("NVML GPU state",))
     summary = (
         f"every rank waits for its GPU at {view.stack(waiting[0])} and none is elsewhere: "
         "the GPU work queued before it (a kernel, or an NCCL collective) did not finish "
@@ -492,10 +496,31 @@ def all_waiting(view: LiveView) -> list[Candidate]:
             summary,
             20,
             collective=view.waiting_ref(waiting),
-            missing_evidence=(FR_HINT, "NVML GPU state", "NCCL_DEBUG=INFO logs"),
+            evidence=tuple(map(gpu_line, gpus.values())),
+            missing_evidence=(*missing, "NCCL_DEBUG=INFO logs"),
             rule="all_waiting",
         )
     ]
+
+
+def _lone_busy_gpu(view: LiveView, waiting: Sequence[int], gpu: GpuSample) -> Candidate:
+    """The job's only rank waits for its GPU, and NVML sees that GPU busy: with no peer for a
+    collective to wait on, the kernel queued before the wait does not end (a real H100 and
+    H200 hang, tests/fixtures/gpu)."""
+    [rank] = waiting
+    return Candidate(
+        HangClass.GPU_HANG,
+        (rank,),
+        Confidence.MEDIUM,
+        f"rank {rank}, the job's only rank, waits for its GPU at {view.stack(rank)} while "
+        f"NVML sees that GPU {gpu.utilization_pct:g}% busy: with no peer to wait for, a kernel "
+        "queued before the wait does not end (a kernel that never finishes, or a hung GPU)",
+        60,
+        collective=view.waiting_ref(waiting),
+        evidence=(pyspy_line(rank, f"waits in {view.stack(rank)}"), gpu_line(gpu)),
+        missing_evidence=(FR_HINT,),
+        rule="lone_busy_gpu",
+    )
 
 
 RULES: tuple[Callable[[LiveView], list[Candidate]], ...] = (

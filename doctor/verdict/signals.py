@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from doctor.evidence import Evidence
+from doctor.evidence import Evidence, GpuSample
 from doctor.model import Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
@@ -46,6 +46,31 @@ def gpu_candidates(evidence: Evidence) -> list[Candidate]:
             rule="nvml_gpu_fault",
         )
     ]
+
+
+GPU_BUSY_PCT = 90.0
+"""NVML utilisation at or above which a GPU ran a kernel through the whole sample period:
+a kernel that spins (NCCL's wait for a peer spins too), not an idle queue."""
+
+
+def gpus_of(evidence: Evidence, ranks: Sequence[int]) -> dict[int, GpuSample]:
+    """The NVML sample of each of ``ranks`` that has one."""
+    wanted = set(ranks)
+    return {g.rank: g for g in evidence.gpus if g.rank in wanted}
+
+
+def gpu_line(gpu: GpuSample) -> EvidenceLine:
+    """What NVML read of a rank's GPU, in a line."""
+    read = [
+        f"{gpu.utilization_pct:g}% busy" if gpu.utilization_pct is not None else "",
+        f"{gpu.power_w:.0f} W" if gpu.power_w is not None else "",
+        f"SM clock {gpu.sm_clock_mhz} MHz" if gpu.sm_clock_mhz is not None else "",
+    ]
+    return EvidenceLine("nvml", gpu.rank, f"GPU {gpu.index}: " + ", ".join(filter(None, read)))
+
+
+def is_busy(gpu: GpuSample) -> bool:
+    return gpu.utilization_pct is not None and gpu.utilization_pct >= GPU_BUSY_PCT
 
 
 def signal_candidates(evidence: Evidence, dead: Sequence[int]) -> list[Candidate]:

@@ -1,4 +1,5 @@
-"""The Flight Recorder reader on dumps of a real ProcessGroupNCCL (tests/fixtures/gpu/h200).
+"""The Flight Recorder reader on dumps of a real ProcessGroupNCCL (tests/fixtures/gpu/h200; the
+same job on an H100 in tests/fixtures/gpu/h100 reads the same).
 
 One rank on an H200 (torch 2.11.0+cu130, NCCL 2.28.9) ran six collectives, then queued
 an all_reduce behind a kernel that spun for ~100 s; the watchdog timed it out after 60 s
@@ -20,6 +21,7 @@ H200 = Path(__file__).parent.parent / "fixtures" / "gpu" / "h200"
 WARM_UP = ["all_reduce"] * 3 + ["broadcast", "_all_gather_base", "all_reduce_barrier"]
 
 
+@pytest.mark.parametrize("card", ["h200", "h100"])
 @pytest.mark.parametrize(
     "dump",
     [
@@ -30,8 +32,8 @@ WARM_UP = ["all_reduce"] * 3 + ["broadcast", "_all_gather_base", "all_reduce_bar
         "self/self_dump_nccl_trace_json_rank_0.json",
     ],
 )
-def test_a_real_nccl_dump_reads_whole(dump: str) -> None:
-    read = read_flight([H200 / dump])
+def test_a_real_nccl_dump_reads_whole(dump: str, card: str) -> None:
+    read = read_flight([H200.parent / card / dump])
     assert read.skipped == ()
     (d,) = read.dumps
     assert (d.rank, d.version, d.backend) == (0, "2.10", "nccl")

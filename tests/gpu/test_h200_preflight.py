@@ -7,15 +7,16 @@ from importlib import metadata
 from types import SimpleNamespace
 
 import pytest
-from nvml_replay import H200, replayed
+from nvml_replay import CARDS, H200, replayed
 from preflight_helpers import facts, triples
 
 from doctor.checks import env, gpu, host
 from doctor.model import Severity
 
 
-def test_the_idle_h200_passes_every_gpu_rule_and_has_no_nvlink() -> None:
-    fleet, _, _ = replayed("idle")
+@pytest.mark.parametrize("card", CARDS)
+def test_an_idle_hopper_passes_every_gpu_rule_and_has_no_nvlink(card: str) -> None:
+    fleet, _, _ = replayed("idle", card)
     findings = gpu.evaluate(fleet)
     assert {f.check for f in findings if f.severity is not Severity.PASS} == {
         "nvlink.down",

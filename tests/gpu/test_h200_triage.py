@@ -53,5 +53,6 @@ def test_a_rank_waiting_on_its_hung_gpu_is_not_healthy() -> None:
     )
     assert len(samples) == len(evidence.progress) > 1
     verdict = classify(replace(evidence, progress=samples))
-    assert verdict.hang_class is HangClass.UNKNOWN, verdict
+    # with NVML's reading of the GPU (100 % busy), the job's only rank is named
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.GPU_HANG, (0,)), verdict
     assert "waits for its GPU at synchronize" in verdict.summary

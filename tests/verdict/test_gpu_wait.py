@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from triage_helpers import hung_evidence, recorded_stack
 
-from doctor.evidence import Frame, LogEvent, RankStack, ThreadStack
+from doctor.evidence import Evidence, Frame, GpuSample, LogEvent, RankStack, ThreadStack
 from doctor.model import HangClass
 from doctor.verdict.classify import classify
 from doctor.verdict.stacks import RankState, rank_state
@@ -52,3 +52,35 @@ def test_a_rank_waiting_on_its_gpu_while_the_others_wait_in_a_collective_is_the_
     assert verdict.hang_class is HangClass.GPU_HANG
     assert verdict.culprit_ranks == (behind,)
     assert "waiting for its GPU" in verdict.summary
+
+
+def busy_gpu(rank: int, pct: float) -> GpuSample:
+    return GpuSample(rank, rank, utilization_pct=pct, power_w=122.4, sm_clock_mhz=1980)
+
+
+def alone(pct: float, world_size: int | None = 1) -> Evidence:
+    """One rank waiting in synchronize, its GPU ``pct`` busy, in a job of ``world_size``."""
+    evidence = hung_evidence([rank_at(0, SYNC, STEP)], world=1)
+    return replace(evidence, gpus=(busy_gpu(0, pct),), world_size=world_size)
+
+
+def test_the_only_rank_waiting_for_a_busy_gpu_is_that_gpus_hang() -> None:
+    """The H100 and H200 recordings' shape: one rank, NVML sees its GPU 100 % busy."""
+    verdict = classify(alone(100))
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.GPU_HANG, (0,))
+    assert "GPU 0: 100% busy, 122 W, SM clock 1980 MHz" in {e.text for e in verdict.evidence}
+    assert "NVML GPU state" not in verdict.missing_evidence
+
+
+def test_an_idle_gpu_or_peers_leave_the_wait_unexplained_with_nvml_as_evidence() -> None:
+    """An idle GPU is not running the kernel; with peers, a busy GPU may be NCCL spinning for
+    one of them: unknown, as before, but NVML is evidence read, not evidence missing."""
+    four = hung_evidence([rank_at(r, SYNC, STEP) for r in range(4)])
+    four_busy = replace(four, gpus=tuple(busy_gpu(r, 100) for r in range(4)))
+    # the one rank of this host, in a job whose size nobody reported: peers may exist
+    for evidence in (alone(0), four_busy, alone(100, world_size=None)):
+        verdict = classify(evidence)
+        assert verdict.hang_class is HangClass.UNKNOWN, verdict
+        assert "NVML GPU state" not in verdict.missing_evidence
+        assert any(e.source == "nvml" for e in verdict.evidence)
+    assert "NVML GPU state" in classify(four).missing_evidence, "not read: still missing"

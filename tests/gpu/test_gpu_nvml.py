@@ -1,4 +1,4 @@
-"""The NVML reader on answers recorded from a real NVIDIA H200 (tests/fixtures/gpu/h200).
+"""The NVML reader on answers recorded from a real NVIDIA H200 and H100 (tests/fixtures/gpu).
 
 The recording holds every raw pynvml answer the reader got, idle and while a rank
 spun a kernel; nvidia-smi's CSV of the same moment is the independent reading the
@@ -10,7 +10,7 @@ from __future__ import annotations
 import csv
 
 import pytest
-from nvml_replay import H200, replayed
+from nvml_replay import CARDS, GPU_FIXTURES, replayed
 
 from doctor import codec
 from doctor.gpu import nvml
@@ -29,16 +29,18 @@ def number(value: str) -> float:
     return float(value.split()[0])
 
 
+@pytest.mark.parametrize("card", CARDS)
 @pytest.mark.parametrize("label", ["idle", "busy"])
-def test_the_replay_rebuilds_what_the_reader_built_on_the_gpu(label: str) -> None:
-    fleet, recording, lib = replayed(label)
+def test_the_replay_rebuilds_what_the_reader_built_on_the_gpu(label: str, card: str) -> None:
+    fleet, recording, lib = replayed(label, card)
     assert codec.encode(fleet) == recording["fleet"]
-    assert lib.unrecorded == [], "the reader asks NVML something the H200 was never asked"
+    assert lib.unrecorded == [], f"the reader asks NVML something the {card} was never asked"
 
 
-def test_idle_h200_maps_like_nvidia_smi() -> None:
-    fleet, _, _ = replayed("idle")
-    smi = smi_row((H200 / "smi-idle.csv").read_text())
+@pytest.mark.parametrize("card", CARDS)
+def test_an_idle_hopper_maps_like_nvidia_smi(card: str) -> None:
+    fleet, _, _ = replayed("idle", card)
+    smi = smi_row((GPU_FIXTURES / card / "smi-idle.csv").read_text())
     (g,) = fleet.gpus
     assert (fleet.driver, fleet.unavailable, fleet.notes) == (smi["driver_version"], "", ())
     assert (g.name, g.uuid, g.bus_id) == (smi["name"], smi["uuid"], smi["pci.bus_id"])
@@ -63,15 +65,16 @@ def test_idle_h200_maps_like_nvidia_smi() -> None:
     assert (g.remap_pending, g.remap_failure) == (False, False)
     assert (g.persistence_mode, g.mig_enabled, g.recovery_action) == (True, False, "none")
     assert (g.pcie_gen, g.pcie_gen_max, g.pcie_width, g.pcie_width_max) == (5, 5, 16, 16)
-    # this H200 shows no NVLink to NVML (all 36 link queries NotSupported; `nvidia-smi nvlink
+    # these hosts show no NVLink to NVML (all 36 link queries NotSupported; `nvidia-smi nvlink
     # -s` prints nothing) and no NUMA node of its own
     assert g.nvlinks == () and g.numa_node is None
     assert g.xid_events == () and fleet.unmatched_xids == ()
 
 
-def test_busy_h200_names_the_rank_that_holds_it() -> None:
-    fleet, _, _ = replayed("busy")
-    smi_text = (H200 / "smi-busy.txt").read_text()
+@pytest.mark.parametrize("card", CARDS)
+def test_a_busy_hopper_names_the_rank_that_holds_it(card: str) -> None:
+    fleet, _, _ = replayed("busy", card)
+    smi_text = (GPU_FIXTURES / card / "smi-busy.txt").read_text()
     smi = smi_row(smi_text)
     (g,) = fleet.gpus
     assert g.utilization_pct == number(smi["utilization.gpu"]) == 100.0
@@ -85,12 +88,16 @@ def test_busy_h200_names_the_rank_that_holds_it() -> None:
     assert (sample.utilization_pct, sample.ecc_uncorrected, sample.xid_events) == (100.0, 0, ())
 
 
-def test_memory_used_counts_the_driver_reserve_that_nvidia_smi_leaves_out() -> None:
+@pytest.mark.parametrize(("card", "reserve"), [("h200", 644_939_776), ("h100", 503_316_480)])
+def test_memory_used_counts_the_driver_reserve_that_nvidia_smi_leaves_out(
+    card: str, reserve: int
+) -> None:
     """nvmlDeviceGetMemoryInfo (v1) counts the driver's reserve as used; nvidia-smi does not.
 
-    Recorded as it is: an idle H200 reads 615 MiB used here where nvidia-smi says 0 MiB.
+    Recorded as it is: an idle H200 reads about 615 MiB used, an idle H100 480 MiB, where
+    nvidia-smi says 0 MiB.
     """
-    fleet, _, _ = replayed("idle")
-    smi = smi_row((H200 / "smi-idle.csv").read_text())
+    fleet, _, _ = replayed("idle", card)
+    smi = smi_row((GPU_FIXTURES / card / "smi-idle.csv").read_text())
     assert number(smi["memory.used"]) == 0
-    assert fleet.gpus[0].memory_used_bytes == 644_939_776  # 615 MiB
+    assert fleet.gpus[0].memory_used_bytes == reserve
