@@ -46,3 +46,14 @@ def test_a_lone_rank_waiting_for_its_busy_gpu_is_a_gpu_hang_of_that_rank(
     assert verdict["summary"].startswith(lone)
     assert "NVML GPU state" not in verdict["missing_evidence"]
     assert any(e["source"] == "nvml" and "100% busy" in e["text"] for e in again["evidence"])
+
+
+@pytest.mark.parametrize("mode", ["hang", "hang-item"])
+def test_live_triage_on_the_h100_names_the_rank_and_its_bundle_agrees(mode: str) -> None:
+    """Triage run live on the H100 by the code with ``lone_busy_gpu`` (tests/fixtures/gpu/h100/
+    live): what it said is what its bundle judges to."""
+    recorded = GPU_FIXTURES / "h100" / "live" / mode
+    live = json.loads((recorded / "triage.json").read_text())
+    evidence = load_evidence([recorded / "bundle.tar.gz"])
+    assert (live["verdict"]["hang_class"], live["verdict"]["culprit_ranks"]) == ("gpu_hang", [0])
+    assert to_json(evidence, analyse(evidence))["verdict"] == live["verdict"]
