@@ -289,6 +289,20 @@ def parse_config(raw: RawConfig) -> dict[str, tuple[str, tuple[int, ...] | None]
     return {name: (desc, shared_ranks(ranks)) for name, (desc, ranks) in raw.items()}
 
 
+_ABSENT = object()
+
+
+def _as_int(value: object) -> int:
+    """``_int``, its common case first."""
+    if value.__class__ is int and -_INT_BOUND < value < _INT_BOUND:
+        return value
+    return _int(value)
+
+
+def _record_id(e: dict[str, Any]) -> int:
+    return _as_int(e.get("record_id", 0))
+
+
 def _sizes(raw: Any) -> tuple[tuple[int, ...], ...]:
     if not isinstance(raw, list):
         return ()
@@ -322,9 +336,9 @@ def _op(e: dict[str, Any], p2p: bool, stack: bool = True) -> Op:
         name=prof.split(":", 1)[-1],
         in_sizes=_sizes(e.get("input_sizes")),
         out_sizes=_sizes(e.get("output_sizes")),
-        dtypes=tuple(_text(d) for d in e.get("input_dtypes") or ()),
+        dtypes=tuple(map(_text, e.get("input_dtypes") or ())),
         state=_text(e.get("state", "")),
-        record_id=_int(e.get("record_id", 0)),
+        record_id=_record_id(e),
         time_ns=e.get("time_created_ns") or None,
         frames=_frames(e.get("frames")) if stack else (),
         p2p=p2p,
@@ -498,12 +512,18 @@ class _Scan:
             self.floor = _int(self.status.get("last_completed_collective", -1))
 
     def add(self, e: dict[str, Any]) -> None:
-        if _is_p2p(e):
+        # 96 calls a dump: _is_p2p and _int's common cases written out
+        flag = e.get("is_p2p", _ABSENT)
+        if _is_p2p(e) if flag is _ABSENT else bool(flag):
             self.trusted = False
             if len(self.p2p) < TAIL:
                 self.p2p.append(e)
             return
-        seq = _int(e.get("collective_seq_id", e.get("seq_id", 0)))
+        seq = e.get("collective_seq_id", _ABSENT)
+        if seq is _ABSENT:
+            seq = e.get("seq_id", 0)
+        if seq.__class__ is not int or not -_INT_BOUND < seq < _INT_BOUND:
+            seq = _int(seq)
         if e.get("op_id", -1) != seq:
             self.trusted = False
         self.coll.append(e)
@@ -534,12 +554,12 @@ class _Scan:
         floor = completed if completed is not None else (enqueued or 0)
         pending = [e for s, e in zip(seqs, coll, strict=True) if s > floor]
         done_tail = [e for s, e in zip(seqs, coll, strict=True) if s <= floor][-TAIL:]
-        kept = sorted(done_tail + pending, key=lambda e: _int(e.get("record_id", 0)))
+        kept = sorted(done_tail + pending, key=_record_id)
         # only the newest op keeps its call stack: it is where the rank is now
         ops = tuple(sorted((_op(e, False, e is kept[-1]) for e in kept), key=lambda o: o.seq))
         recent = zip(seqs[-TIMES:], coll[-TIMES:], strict=True)
         stamped = [(s, t) for s, e in recent if (t := e.get("time_created_ns"))]
-        times = array("q", [x for s, t in stamped for x in (s, _int(t))])
+        times = array("q", [x for s, t in stamped for x in (s, _as_int(t))])
         return GroupTrack(
             self.name,
             self.desc,

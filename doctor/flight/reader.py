@@ -12,7 +12,6 @@ and bounds; a refused member is a ``Skipped`` too). Dumps are streamed: each is 
 
 from __future__ import annotations
 
-import ctypes
 import itertools
 import multiprocessing
 import os
@@ -116,24 +115,6 @@ def candidates(path: Path) -> Iterator[tuple[str, Opener] | archive.Refused]:
         yield from _archive(path)
     else:
         yield path.name, _file_opener(path)
-
-
-_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3
-"""glibc's ``mallopt`` parameters (malloc.h)."""
-
-
-def _keep_freed_memory() -> None:
-    """Worker start: keep freed memory for the next dump rather than give it back to the
-    kernel. A dump allocates about 1.4 MB in blocks glibc maps and unmaps one by one (a
-    file's buffer, a decoded head, the unpickler's buffers): each page was a fault to be
-    zeroed again, 344 a dump, 0.6 ms of its 3.7 ms. A hint: where there is no glibc (musl),
-    nothing changes."""
-    try:
-        libc = ctypes.CDLL(None)
-        libc.mallopt(_M_MMAP_THRESHOLD, 64 << 20)
-        libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20)
-    except (OSError, AttributeError):
-        pass
 
 
 _PACKER: Packer | None = None
@@ -270,10 +251,18 @@ def _parallel(
             rank = rank_of(name)
             if rank is not None:
                 files.append((rank, name, str(path / name)))
-    workers = min(os.cpu_count() or 1, MAX_WORKERS)
+    workers = min(_usable_cpus(), MAX_WORKERS)
     if len(files) < PARALLEL_FROM or workers < 2 or len({r for r, _n, _p in files}) != len(files):
         return None
     return _gather(files, workers, skipped, progress)
+
+
+def _usable_cpus() -> int:
+    """The CPUs this process may run on (a login node's cgroup or taskset), not the host's."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
 
 
 def _gather(
@@ -289,7 +278,7 @@ def _gather(
     chunk = max(1, min(64, len(files) // (workers * 8)))
     runs = [files[i : i + chunk] for i in range(0, len(files), chunk)]
     unpacker = Unpacker()
-    with ProcessPoolExecutor(workers, mp_context=ctx, initializer=_keep_freed_memory) as pool:
+    with ProcessPoolExecutor(workers, mp_context=ctx) as pool:
         results = itertools.chain.from_iterable(pool.map(_reduce_files, runs))
         if progress is not None:
             progress(0, len(files))

@@ -37,6 +37,8 @@ from doctor.flight import safe_pickle
 _ENTRIES_KEY = b"X\x07\x00\x00\x00entries"
 _KEY_LENGTH = _ENTRIES_KEY[1:2]
 _PROTO = b"\x80\x02"
+_OPEN_PIECE = _PROTO + b"}(" + _ENTRIES_KEY + b"]("
+"""A dict, its ``entries`` key, a list and its mark: entries decoded as a piece follow."""
 _TAIL_CLOSE = b"eu."
 """APPENDS, SETITEMS, STOP: close the entries list, then the dump's dict."""
 MAX_BYTES = 64 << 20
@@ -126,7 +128,8 @@ class RecentEntries:
         self.whole = self._start == self._after_head
         """Whether ``doc`` holds every entry (there is no middle)."""
         self._memo = None
-        self.doc = self._decoded(self._data[: self._after_head] + _TAIL_CLOSE, True)
+        self._view = memoryview(data)
+        self.doc = self._decoded((self._view[: self._after_head], _TAIL_CLOSE), True)
         self._head_entries: list[Any] = self.doc["entries"]
         self._middle: list[Any] | None = None
         try:
@@ -202,9 +205,9 @@ class RecentEntries:
                 return self._after_head
             size *= 4
 
-    def _decoded(self, stream: Bytes, keep_memo: bool) -> dict[str, Any]:
-        """``stream``, a dict with an ``entries`` list, decoded with the memo the pieces
-        before it left (kept for the next piece when ``keep_memo``)."""
+    def _decoded(self, stream: tuple[safe_pickle.Buffer, ...], keep_memo: bool) -> dict[str, Any]:
+        """``stream``, parts of a dict with an ``entries`` list, decoded in place with the
+        memo the pieces before it left (kept for the next piece when ``keep_memo``)."""
         got, memo = safe_pickle.loads_with_memo(stream, self._memo)
         if not isinstance(got, dict) or not isinstance(got.get("entries"), list):
             raise Unexpected("a piece that does not close as the dump's dict")
@@ -215,8 +218,7 @@ class RecentEntries:
     def _piece(self, lo: int, hi: int, close: bytes, keep_memo: bool) -> dict[str, Any]:
         """Entries ``lo:hi`` (and what follows them in the dump's dict, up to ``hi``) as the
         items of an ``entries`` list in a dict."""
-        stream = _PROTO + b"}(" + _ENTRIES_KEY + b"](" + self._data[lo:hi] + close
-        return self._decoded(stream, keep_memo)
+        return self._decoded((_OPEN_PIECE, self._view[lo:hi], close), keep_memo)
 
     def _newest_piece(self) -> dict[str, Any]:
         newest = self._piece(self._start, len(self._data), b"", False)

@@ -9,11 +9,9 @@ copied from a shared filesystem cannot run anything here.
 
 from __future__ import annotations
 
-import io
 import pickle
+from collections.abc import Sequence
 from typing import Any
-
-_BLOCK = 1 << 20
 
 
 class UnsafePickleError(pickle.UnpicklingError):
@@ -28,26 +26,27 @@ class _NoGlobals(pickle.Unpickler):
         raise UnsafePickleError("it uses persistent ids")
 
 
-def loads(data: bytes | bytearray) -> Any:
-    """``pickle.loads`` restricted to plain containers; raises ``UnsafePickleError``.
+Buffer = bytes | bytearray | memoryview
 
-    Read through a buffered reader: torch writes protocol 2, which has no frames, and from a
-    bare ``BytesIO`` the unpickler calls ``read`` once per opcode (2.4x slower; with
-    ``peek`` it takes the bytes in large blocks)."""
-    return loads_with_memo(data, None)[0]
+
+def loads(data: Buffer) -> Any:
+    """``pickle.loads`` restricted to plain containers; raises ``UnsafePickleError``."""
+    return loads_with_memo((data,), None)[0]
 
 
 class MissingMemo(pickle.UnpicklingError):
     """A memo reference to an object pickled in bytes that were not decoded."""
 
 
-def loads_with_memo(data: bytes | bytearray, memo: Any) -> tuple[Any, Any]:
-    """``loads`` of a piece of a pickle, starting from the memo the piece before it left
-    (None for the first); returns the object and the memo it leaves, for the next piece.
+def loads_with_memo(parts: Sequence[Buffer], memo: Any) -> tuple[Any, Any]:
+    """``loads`` of a piece of a pickle laid out in ``parts`` (read in place, end to end),
+    starting from the memo the piece before it left (None for the first); returns the
+    object and the memo it leaves, for the next piece.
 
     The memo passes as the unpickler's own proxy: assigned a plain dict, the C unpickler
     of Python 3.11 drops every index past the dict's length."""
-    unpickler = _NoGlobals(io.BufferedReader(io.BytesIO(data), _BLOCK))
+    # _Parts reads views, not bytes: the C unpickler takes any buffer
+    unpickler = _NoGlobals(_Parts(parts))  # type: ignore[arg-type]
     if memo is not None:
         unpickler.memo = memo
     try:
@@ -57,3 +56,51 @@ def loads_with_memo(data: bytes | bytearray, memo: Any) -> tuple[Any, Any]:
             raise MissingMemo(str(exc)) from None
         raise
     return got, unpickler.memo
+
+
+class _Parts:
+    """Buffers read as one file, without copies: the C unpickler decodes from whatever
+    buffer ``peek`` or ``read`` returns, so each gives a view of the part it is in. Torch
+    writes protocol 2, which has no frames: from a ``BytesIO`` the unpickler would call
+    ``read`` once per opcode, and a ``BufferedReader`` over it copies every block twice."""
+
+    def __init__(self, parts: Sequence[Buffer]) -> None:
+        self._parts = [memoryview(p).cast("B") for p in parts if len(p)]
+        self._part = 0
+        self._at = 0
+
+    def _current(self) -> memoryview:
+        while self._part < len(self._parts) and self._at == len(self._parts[self._part]):
+            self._part, self._at = self._part + 1, 0
+        return self._parts[self._part][self._at :] if self._part < len(self._parts) else _EMPTY
+
+    def peek(self, _n: int = 0) -> memoryview:
+        return self._current()
+
+    def read(self, n: int) -> Buffer:
+        left = self._current()
+        if n <= len(left):  # within one part (the unpickler's every read here): a view
+            self._at += n
+            return left[:n]
+        got = bytearray()
+        while len(got) < n and len(left):
+            take = min(len(left), n - len(got))
+            got += left[:take]
+            self._at += take
+            left = self._current()
+        return bytes(got)
+
+    def readline(self) -> bytes:
+        """Protocol 0's lines: the unpickler asks only for a line its buffer does not end."""
+        line = bytearray()
+        while len(left := self._current()):
+            window = bytes(left[: max(_LINE, len(line))])  # doubling: linear in the line
+            end = window.find(b"\n")
+            line += self.read(len(window) if end < 0 else end + 1)
+            if end >= 0:
+                break
+        return bytes(line)
+
+
+_EMPTY = memoryview(b"")
+_LINE = 4096

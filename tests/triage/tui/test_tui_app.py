@@ -274,7 +274,7 @@ async def test_the_grid_scrolls_to_the_selected_ranks_row():
     ops = tuple(
         RankOp(r, str(r), seq, "all_reduce", "completed", ()) for r in range(12) for seq in (1, 2)
     )
-    flight = replace(snap.flight, groups=(), ops=ops)
+    flight = replace(snap.flight, groups=(), kept_ops=ops)
     app = _app(FakeProvider([replace(snap, analysis=replace(snap.analysis, flight=flight))]))
     async with app.run_test(size=WIDE) as pilot:
         await _settle(app, pilot)

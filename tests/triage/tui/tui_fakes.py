@@ -110,7 +110,7 @@ def flight(
         stragglers=(),
         skipped=(),
         completion_known=True,
-        ops=records,
+        kept_ops=records,
     )
 
 
