@@ -77,7 +77,7 @@ from collections.abc import Callable
 
 from doctor.evidence import Evidence, LogEvent
 from doctor.logs import kinds
-from doctor.model import CollectiveRef, Confidence, HangClass
+from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict import log_faults, log_waits
 from doctor.verdict.candidate import Candidate
@@ -147,18 +147,21 @@ def mismatch(view: LogView) -> list[Candidate]:
         else "torch's collective check found the ranks "
         "disagreeing on a collective (op, shape or dtype)"
     ) + ": make every rank issue the same collectives in the same order"
-    return [
-        Candidate(
-            HangClass.COLLECTIVE_MISMATCH,
-            culprits,
-            Confidence.LOW if tie else Confidence.HIGH,
-            summary,
-            84,
-            collective=ref,
-            evidence=lines_of(found),
-            rule="log_mismatch",
-        )
-    ]
+    return [_disagree(culprits, tie, summary, ref, lines_of(found), "log_mismatch")]
+
+
+def _disagree(
+    culprits: tuple[int, ...],
+    tie: bool,
+    summary: str,
+    ref: CollectiveRef | None,
+    evidence: tuple[EvidenceLine, ...],
+    rule: str,
+) -> Candidate:
+    """A collective mismatch read from the ranks' own words (strength 84): low on a tie."""
+    sure = Confidence.LOW if tie else Confidence.HIGH
+    where = {"collective": ref, "evidence": evidence, "rule": rule}
+    return Candidate(HangClass.COLLECTIVE_MISMATCH, culprits, sure, summary, 84, **where)  # type: ignore[arg-type]
 
 
 def _different_calls(view: LogView) -> list[Candidate]:
@@ -231,18 +234,9 @@ def nccl_calls(view: LogView) -> list[Candidate]:
             f"of a {size}-rank communicator (the others: {major[0]} of {major[1]}): make every "
             "rank issue the same collectives, with the same sizes, in the same order"
         )
-        return [
-            Candidate(
-                HangClass.COLLECTIVE_MISMATCH,
-                culprits,
-                Confidence.LOW if tie else Confidence.HIGH,
-                summary,
-                84,
-                collective=CollectiveRef(f"{size} ranks", seq, major[0] or "unknown"),
-                evidence=lines_of(list(procs.values())[:8]),
-                rule="log_nccl_calls",
-            )
-        ]
+        ref = CollectiveRef(f"{size} ranks", seq, major[0] or "unknown")
+        evidence = lines_of(list(procs.values())[:8])
+        return [_disagree(culprits, tie, summary, ref, evidence, "log_nccl_calls")]
     return []
 
 
