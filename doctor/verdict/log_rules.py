@@ -159,9 +159,16 @@ def _disagree(
     rule: str,
 ) -> Candidate:
     """A collective mismatch read from the ranks' own words (strength 84): low on a tie."""
-    sure = Confidence.LOW if tie else Confidence.HIGH
-    where = {"collective": ref, "evidence": evidence, "rule": rule}
-    return Candidate(HangClass.COLLECTIVE_MISMATCH, culprits, sure, summary, 84, **where)  # type: ignore[arg-type]
+    return Candidate(
+        HangClass.COLLECTIVE_MISMATCH,
+        culprits,
+        Confidence.LOW if tie else Confidence.HIGH,
+        summary,
+        84,
+        collective=ref,
+        evidence=evidence,
+        rule=rule,
+    )
 
 
 def _different_calls(view: LogView) -> list[Candidate]:

@@ -281,7 +281,7 @@ def broadcast_source(view: LogView) -> list[Candidate]:
     named = [e for e in timeouts if e.op]
     if (
         not named
-        or any(e.op.upper() != "BROADCAST" for e in named)  # type: ignore[union-attr]
+        or any((e.op or "").upper() != "BROADCAST" for e in named)
         or any(e.kind not in _QUIET for e in view.events)
     ):
         return []
