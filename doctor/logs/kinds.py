@@ -21,6 +21,12 @@ DESYNC = "desync"
 COLLECTIVE_AT = "collective_at"
 """``rank`` ran ``op`` (of ``numel`` elements) as collective ``seq``: TORCH_DISTRIBUTED_DEBUG=
 DETAIL's fingerprint check and the desync report's snapshot say so; the rules compare ranks."""
+NCCL_CALL = "nccl_call"
+"""NCCL's own trace of one collective call (``NCCL_DEBUG_SUBSYS=COLL``): the process
+(``host``, ``pid``) called ``op`` with ``numel`` elements as operation ``seq`` (NCCL's
+``opCount``, counted per communicator) of communicator ``process_group``, which has
+``nranks`` ranks. Kept apart from ``COLLECTIVE_AT``: ``opCount`` is per communicator, and
+the line says which communicator only by this process's pointer to it."""
 MISMATCH_DETECTED = "mismatch_detected"
 """torch's own check (TORCH_DISTRIBUTED_DEBUG=DETAIL) found the ranks disagreeing on a
 collective: op type, shape or dtype; ``rank`` is the culprit where the check names one
@@ -84,6 +90,7 @@ ALL = (
     WORK_PROGRESS,
     DESYNC,
     COLLECTIVE_AT,
+    NCCL_CALL,
     MISMATCH_DETECTED,
     WAITS_FOR_MAIN,
     RANK_INFO,

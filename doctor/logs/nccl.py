@@ -17,6 +17,9 @@ error strings it hands to PyTorch (``ncclSystemError ... Last error: ...``).
   bootstrap port, a rank count mismatch, duplicate GPUs (also as users quote the message,
   without NCCL's prefix), a net plugin that cannot start, ``/dev/shm`` segments that cannot
   be created, grown or unlinked (something else, such as systemd, removed them).
+* Its per-call trace (``NCCL_DEBUG_SUBSYS=COLL``): ``AllReduce: opCount 28c ... count N ...
+  comm 0x.. [nranks=4]``, one line per collective a process calls, read as ``NCCL_CALL``
+  for the rules to compare what the processes called at one operation count.
 * CUDA failures NCCL reports (``Cuda failure 'an illegal memory access was encountered'``)
   are read by ``doctor.logs.cuda`` from any line.
 """
@@ -82,6 +85,11 @@ _SYSTEM_ERROR = re.compile(r"unhandled system error|ncclSystemError")
 """NCCL's ``ncclSystemError`` as PyTorch and NCCL's tests print it: a system call failed."""
 _INIT_ERROR = re.compile(r"\binit\.cc:\d+ -> [1-9]")
 """NCCL's error return path (``init.cc:1462 -> 1``): the error happened creating a communicator."""
+_CALL = re.compile(
+    r"NCCL INFO (AllReduce|AllGather|ReduceScatter|Broadcast|Reduce): opCount ([0-9a-fA-F]{1,16})"
+    r" .*?\bcount (\d{1,18}) .*?\bcomm (0x[0-9a-fA-F]{1,16}) \[nranks=(\d{1,18})\]"
+)
+"""NCCL's trace of a collective call; point-to-point calls (Send, Recv) differ by design."""
 _DIAG_OUTLIER = re.compile(r"net bw: (\S+) rank (\d{1,18}) \(([\w.-]+)\): .*?off median")
 
 
@@ -143,6 +151,17 @@ def events(line: Line) -> list[LogEvent]:
             return [event(kinds.RANK_INFO)]
         if _INIT_ERROR.search(text):
             return [event(kinds.BOOTSTRAP)]
+        if "opCount" in text and (m := _CALL.search(text)):
+            return [
+                event(
+                    kinds.NCCL_CALL,
+                    op=m.group(1).upper(),
+                    seq=int(m.group(2), 16),
+                    numel=int(m.group(3)),
+                    process_group=f"comm {m.group(4)}",
+                    nranks=int(m.group(5)),
+                )
+            ]
         if "Connection refused" not in text and "failed" not in text:
             return []  # INFO lines are configuration and progress, not failures
     if _SETUP_WARN.search(text):

@@ -12,7 +12,12 @@ rule                    strength  fires when the logs show
 log_unsupported_op      85        the backend rejected an op (``does not support``)
 log_mismatch            84        torch's collective check found ranks disagreeing, or two
                                   ranks ran different ops (or sizes) at one sequence number
-log_stack_calls         66        tracebacks printed at a timeout are in different collectives
+log_nccl_calls          84        NCCL's per-call trace (COLL) shows processes calling different
+                                  collectives (or sizes) at one operation count of their
+                                  communicator
+log_stack_calls         66/35     tracebacks printed at a timeout are in different collectives
+                                  (35: tracebacks in different collectives and no timeout
+                                  line in the excerpt)
 log_gpu_fault           84        a hardware Xid, uncorrectable ECC, a GPU off the bus or
                                   ``ERR!`` in nvidia-smi, on a rank's GPU (or a host's)
 log_rank_loss           82/55/45  a rank's process died of its own cause (killed, OOM, a
@@ -51,6 +56,9 @@ log_ras_frozen          70        RAS counts did not move across two reports, ra
 log_first_sync          28        every timeout is on a one-element collective among its
                                   group's first few (sequence 5 or less) and nothing else
                                   failed: a rank still at its start-up work (cpu_stuck, low)
+log_broadcast_source    27        every timeout is in a broadcast and nothing else failed: the
+                                  source had not posted it, busy with its own work (cpu_stuck,
+                                  low)
 log_stalled             25        every rank that logged timed out in the same collective,
                                   all issued it: GPU or network (unknown)
 log_healthy             30/15     RAS sees every communicator running; the job reports it
@@ -69,7 +77,7 @@ from collections.abc import Callable
 
 from doctor.evidence import Evidence, LogEvent
 from doctor.logs import kinds
-from doctor.model import CollectiveRef, Confidence, HangClass
+from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict import log_faults, log_waits
 from doctor.verdict.candidate import Candidate
@@ -139,23 +147,35 @@ def mismatch(view: LogView) -> list[Candidate]:
         else "torch's collective check found the ranks "
         "disagreeing on a collective (op, shape or dtype)"
     ) + ": make every rank issue the same collectives in the same order"
-    return [
-        Candidate(
-            HangClass.COLLECTIVE_MISMATCH,
-            culprits,
-            Confidence.LOW if tie else Confidence.HIGH,
-            summary,
-            84,
-            collective=ref,
-            evidence=lines_of(found),
-            rule="log_mismatch",
-        )
-    ]
+    return [_disagree(culprits, tie, summary, ref, lines_of(found), "log_mismatch")]
+
+
+def _disagree(
+    culprits: tuple[int, ...],
+    tie: bool,
+    summary: str,
+    ref: CollectiveRef | None,
+    evidence: tuple[EvidenceLine, ...],
+    rule: str,
+) -> Candidate:
+    """A collective mismatch read from the ranks' own words (strength 84): low on a tie."""
+    return Candidate(
+        HangClass.COLLECTIVE_MISMATCH,
+        culprits,
+        Confidence.LOW if tie else Confidence.HIGH,
+        summary,
+        84,
+        collective=ref,
+        evidence=evidence,
+        rule=rule,
+    )
 
 
 def _different_calls(view: LogView) -> list[Candidate]:
     """Tracebacks printed at a timeout show the ranks in different collectives (barrier on
-    some, broadcast on others): they called different collectives at the same point."""
+    some, broadcast on others): they called different collectives at the same point. A
+    primitive never calls another, so two of them in the stacks are two ranks in different
+    collectives even where the excerpt kept no timeout line (weaker: 35)."""
     calls = [e for e in view.of_kind(kinds.COLLECTIVE_AT) if e.seq is None and e.op]
     ops = sorted({e.op for e in calls if e.op})
     positions = {e.seq for e in view.of_kind(kinds.COLLECTIVE_AT) if e.seq is not None}
@@ -164,11 +184,12 @@ def _different_calls(view: LogView) -> list[Candidate]:
         or len(positions) > 1
         or [e for e in view.of_kind(kinds.EXCEPTION) if "imed out" in e.text or "imeout" in e.text]
     )
-    if len(ops) < 2 or not stuck:
+    if len(ops) < 2:
         return []
     by_op = {op: ranks_of(e for e in calls if e.op == op) for op in ops}
     summary = (
-        f"the stacks printed at the timeout are in different collectives ({', '.join(ops)}): "
+        f"the stacks printed{' at the timeout' if stuck else ''} are in different collectives "
+        f"({', '.join(ops)}): "
         "the ranks called different collectives at the same point (a rank-conditional path); "
         "make every rank issue the same collectives in the same order"
     )
@@ -179,12 +200,51 @@ def _different_calls(view: LogView) -> list[Candidate]:
             culprits,
             Confidence.LOW,
             summary,
-            66,
+            66 if stuck else 35,
             evidence=lines_of(calls),
             missing_evidence=(FR_HINT,),
             rule="log_stack_calls",
         )
     ]
+
+
+_NCCL_SPLIT = 2
+"""A communicator's operation counts are comparable across processes that each hold only one
+communicator of its size: the pointer NCCL prints is each process's own, so a process with
+two communicators of one size could be in either."""
+
+
+def nccl_calls(view: LogView) -> list[Candidate]:
+    """NCCL's per-call trace: processes of one communicator called different collectives
+    (or one with different counts) as the same operation of that communicator."""
+    calls = view.of_kind(kinds.NCCL_CALL)
+    comms: dict[tuple[int, tuple[str, int | None]], set[str | None]] = {}
+    for e in calls:
+        comms.setdefault((e.nranks or 0, (e.host, e.pid)), set()).add(e.process_group)
+    at: dict[tuple[int, int], dict[tuple[str, int | None], LogEvent]] = {}
+    for e in calls:
+        size, proc = e.nranks or 0, (e.host, e.pid)
+        if e.seq is not None and len(comms[(size, proc)]) == 1:
+            at.setdefault((size, e.seq), {}).setdefault(proc, e)
+    for (size, seq), procs in sorted(at.items(), key=lambda kv: kv[0][1]):
+        shapes = Counter((e.op, e.numel) for e in procs.values())
+        if len(procs) < _NCCL_SPLIT or len(shapes) < _NCCL_SPLIT:
+            continue
+        (major, n), *_ = shapes.most_common()
+        tie = 2 * n <= len(procs)
+        odd = [e for e in procs.values() if tie or (e.op, e.numel) != major]
+        culprits = tuple(sorted({e.rank for e in odd if e.rank is not None}))
+        who = ", ".join(f"{e.host}:{e.pid} ({e.op} of {e.numel})" for e in odd[:4])
+        summary = (
+            f"NCCL's trace of each call shows {who} calling a different collective than "
+            f"{'the others' if not tie else 'an equal number of others'} as operation {seq} "
+            f"of a {size}-rank communicator (the others: {major[0]} of {major[1]}): make every "
+            "rank issue the same collectives, with the same sizes, in the same order"
+        )
+        ref = CollectiveRef(f"{size} ranks", seq, major[0] or "unknown")
+        evidence = lines_of(list(procs.values())[:8])
+        return [_disagree(culprits, tie, summary, ref, evidence, "log_nccl_calls")]
+    return []
 
 
 def main_first(view: LogView) -> list[Candidate]:
@@ -341,6 +401,7 @@ def _unplaced_waits(view: LogView) -> Candidate | None:
 RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     unsupported_op,
     mismatch,
+    nccl_calls,
     log_faults.gpu_fault,
     log_faults.rank_loss,
     log_faults.bootstrap,
@@ -355,6 +416,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     log_waits.laggards,
     log_waits.left_loop,
     log_waits.first_sync,
+    log_waits.broadcast_source,
     log_waits.stalled,
     log_waits.healthy,
 )

@@ -39,7 +39,13 @@ STACKS_HINT = (
     "stacks of the lagging ranks (py-spy dump, or a Flight Recorder dump): in their own code "
     "is cpu_stuck, in another collective is collective_mismatch, gone is rank_loss"
 )
-FAULTS = frozenset(kinds.ALL) - {kinds.RANK_INFO, kinds.PROGRESS, kinds.WORKING, kinds.RAS_COUNT}
+FAULTS = frozenset(kinds.ALL) - {
+    kinds.RANK_INFO,
+    kinds.PROGRESS,
+    kinds.WORKING,
+    kinds.RAS_COUNT,
+    kinds.NCCL_CALL,
+}
 
 
 def _positions(view: LogView) -> dict[str, dict[int, int]]:
@@ -222,7 +228,9 @@ def left_loop(view: LogView) -> list[Candidate]:
 
 EARLY_SEQ = 5
 """A process group's first few collectives: set-up's broadcasts and the first barrier."""
-_QUIET = frozenset({kinds.WATCHDOG_TIMEOUT, kinds.WORK_PROGRESS, kinds.RANK_INFO, kinds.PROGRESS})
+_QUIET = frozenset(
+    {kinds.WATCHDOG_TIMEOUT, kinds.WORK_PROGRESS, kinds.RANK_INFO, kinds.PROGRESS, kinds.NCCL_CALL}
+)
 
 
 def first_sync(view: LogView) -> list[Candidate]:
@@ -258,6 +266,42 @@ def first_sync(view: LogView) -> list[Candidate]:
             evidence=lines_of(sized[:4]),
             missing_evidence=(STACKS_HINT,),
             rule="log_first_sync",
+        )
+    ]
+
+
+def broadcast_source(view: LogView) -> list[Candidate]:
+    """Every timeout that names its collective is a broadcast, and nothing else failed: the
+    waiting ranks wait for the broadcast's source, which had not posted it. A broadcast
+    finishes on a rank as soon as the source's data reaches it, so ranks stuck in one were
+    not waiting on each other but on the source, which was elsewhere: most often at work
+    only it does (an evaluation, a save, data preparation) for longer than the timeout.
+    Were it in another collective instead, its own timeout or a mismatch report would say."""
+    timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
+    named = [e for e in timeouts if e.op]
+    if (
+        not named
+        or any((e.op or "").upper() != "BROADCAST" for e in named)
+        or any(e.kind not in _QUIET for e in view.events)
+    ):
+        return []
+    first, waiting = named[0], ranks_of(timeouts)
+    return [
+        Candidate(
+            HangClass.CPU_STUCK,
+            (),
+            Confidence.LOW,
+            f"{rank_prose(waiting) if waiting else 'a rank'} timed out waiting in a broadcast and "
+            "nothing else failed: the broadcast's source had not sent it, busy with work only "
+            "it does (an evaluation, a save, data preparation) past the timeout; give that "
+            "work to every rank, or make the others wait for it with a longer timeout",
+            27,
+            collective=CollectiveRef(
+                first.process_group or "0", first.seq or 0, first.op or "BROADCAST"
+            ),
+            evidence=lines_of(named[:4]),
+            missing_evidence=(STACKS_HINT,),
+            rule="log_broadcast_source",
         )
     ]
 

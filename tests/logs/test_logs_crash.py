@@ -456,10 +456,11 @@ def test_a_store_wait_beside_a_short_bar_is_said_but_not_called_busy() -> None:
 
 
 def test_a_timeout_no_rule_places_is_reported_not_called_silence() -> None:
-    # GIVEN huggingface/accelerate#223: torch's older watchdog line (no sequence number),
-    # one rank's, and nothing else WHEN judged THEN unknown, and the verdict quotes the
-    # timeout instead of saying the logs hold no watchdog timeout
-    line = "[E ProcessGroupNCCL.cpp:587] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) ran for 1802157 milliseconds before timing out. "
+    # GIVEN huggingface/accelerate#223's line (torch's older watchdog line, no sequence
+    # number), one rank's, with its broadcast made an all-reduce (a broadcast's is read by
+    # log_broadcast_source), and nothing else WHEN judged THEN unknown, and the verdict
+    # quotes the timeout instead of saying the logs hold no watchdog timeout
+    line = ACCELERATE_223.replace("BROADCAST", "ALLREDUCE")
     verdict = _verdict([line])
     assert verdict.hang_class is HangClass.UNKNOWN
     assert "rank 2 timed out waiting" in verdict.summary
@@ -518,3 +519,91 @@ def test_a_runtime_short_of_memory_in_dev_shm_is_a_set_up_failure() -> None:
         "specified has more available memory."
     )
     assert _verdict([line]).hang_class is HangClass.BOOTSTRAP
+
+
+# NCCL's per-call trace (NCCL_DEBUG_SUBSYS=COLL), recorded in ROCm/rccl#429 (a dev case):
+# three processes called AllReduce where the fourth called AllGather, at the same op counts.
+RCCL_429 = [
+    "h03r3n06:45006:45006 [0] NCCL INFO AllReduce: opCount 28c sendbuff 0x7f5dd32b2100 recvbuff 0x7f5dd32b2100 count 9984512 datatype 7 op 0 root 0 comm 0x55bef0201370 [nranks=4] stream 0x55bef0208bd0",
+    "h03r3n06:45006:45006 [0] NCCL INFO AllReduce: opCount 28d sendbuff 0x7f5dd139b900 recvbuff 0x7f5dd139b900 count 8149504 datatype 7 op 0 root 0 comm 0x55bef0201370 [nranks=4] stream 0x55bef0208bd0",
+    "h03r3n06:45012:45012 [2] NCCL INFO AllGather: opCount 28c sendbuff 0x7f1fd894af00 recvbuff 0x7f1ed1c00100 count 59205120 datatype 0 op 0 root 0 comm 0x559c24b55610 [nranks=4] stream 0x559c248a3630",
+    "h03r3n06:45012:45012 [2] NCCL INFO AllGather: opCount 28d sendbuff 0x7f1fce20e500 recvbuff 0x7f2032532100 count 15360 datatype 0 op 0 root 0 comm 0x559c24b55610 [nranks=4] stream 0x559c248a3630",
+]
+
+
+def test_nccls_call_trace_with_different_ops_at_one_op_count_is_a_mismatch() -> None:
+    # GIVEN two processes' COLL lines of one 4-rank communicator WHEN judged
+    events = parse_text(RCCL_429, "job.log").events
+    assert {(e.kind, e.op, e.seq) for e in events} == {
+        (kinds.NCCL_CALL, "ALLREDUCE", 0x28C),
+        (kinds.NCCL_CALL, "ALLREDUCE", 0x28D),
+        (kinds.NCCL_CALL, "ALLGATHER", 0x28C),
+        (kinds.NCCL_CALL, "ALLGATHER", 0x28D),
+    }
+    # THEN they called different collectives as the same operation: a collective mismatch
+    verdict = _verdict(RCCL_429)
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert "45012" in verdict.summary
+
+
+def test_op_counts_of_a_process_with_two_communicators_of_one_size_are_not_compared() -> None:
+    # GIVEN each process holds two 2-rank communicators (its pointers cannot say which of
+    # the other process's is the same one), and they call different ops at op count 0
+    lines = [
+        f"n{p}:{p}:{p} [0] NCCL INFO {op}: opCount 0 sendbuff 0x1 recvbuff 0x2 count {n} datatype 7 op 0 root 0 comm 0x{p}{c} [nranks=2] stream 0x3"
+        for p, c, op, n in [
+            (1, 1, "AllReduce", 3),
+            (1, 2, "AllGather", 8),
+            (2, 1, "AllGather", 8),
+            (2, 2, "AllReduce", 3),
+        ]
+    ]
+    # THEN no call is compared with another communicator's
+    assert "log_nccl_calls" not in [c.rule for c in candidates(_evidence(lines))]
+
+
+def _evidence(lines: list[str]) -> Evidence:
+    events = parse_text(lines, "job.log").events
+    return Evidence(job="t", ranks_expected=None, logs=tuple(events), log_files=("job.log",))
+
+
+# huggingface/accelerate#223 (a dev case): one rank's watchdog line, in a broadcast, alone.
+ACCELERATE_223 = "[E ProcessGroupNCCL.cpp:587] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) ran for 1802157 milliseconds before timing out. "
+
+
+def test_ranks_waiting_in_a_broadcast_with_nothing_else_failing_wait_for_a_busy_source() -> None:
+    # GIVEN only broadcast timeouts WHEN judged THEN the source was at its own work
+    assert _verdict([ACCELERATE_223]).hang_class is HangClass.CPU_STUCK
+
+
+def test_a_broadcast_timeout_beside_a_transport_error_is_not_a_busy_source() -> None:
+    # GIVEN the same timeout and a link NCCL reports failing WHEN judged
+    lines = [
+        ACCELERATE_223,
+        "node1:1:2 [0] transport/net_ib.cc:1238 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<3> with error 12, opcode 2, len 1, vendor err 129",
+    ]
+    # THEN the broadcast rule stays silent: the failing link is the better reading
+    assert "log_broadcast_source" not in [c.rule for c in candidates(_evidence(lines))]
+
+
+# Lightning-AI/pytorch-lightning#19045 (a dev case): two ranks' traceback fragments, one in a
+# broadcast, one in a barrier, and no timeout line in the excerpt.
+LIGHTNING_19045 = [
+    '  File "/opt/conda/lib/python3.8/site-packages/torch/distributed/distributed_c10d.py", line 1906, in broadcast',
+    "    work = default_pg.broadcast([tensor], opts)",
+    '  File "/opt/conda/lib/python3.8/site-packages/lightning/pytorch/strategies/ddp.py", line 290, in barrier',
+    "    torch.distributed.barrier(device_ids=self.determine_ddp_device_ids())",
+]
+
+
+@pytest.mark.parametrize(
+    ("frames", "mismatch"), [(LIGHTNING_19045, True), (LIGHTNING_19045[:2], False)]
+)
+def test_stacks_in_two_different_collectives_are_a_mismatch_even_without_a_timeout_line(
+    frames: list[str], mismatch: bool
+) -> None:
+    # GIVEN frames of two torch.distributed primitives (or of one) and no watchdog line
+    found = {c.rule: c.hang_class for c in candidates(_evidence(frames))}
+    # THEN two primitives are ranks in different collectives; one alone says nothing of it
+    assert (found.get("log_stack_calls") is HangClass.COLLECTIVE_MISMATCH) is mismatch
+    assert (_verdict(frames).hang_class is HangClass.COLLECTIVE_MISMATCH) is mismatch
