@@ -135,9 +135,12 @@ class Job:
         half = max(world // 2, 1)
         # new_group is collective: every rank creates both halves, uses its own.
         halves = [list(range(0, half)), list(range(half, world))]
-        timeout = datetime.timedelta(seconds=opts.timeout)  # new_group does not inherit it
-        groups = [dist.new_group(ranks, timeout=timeout) for ranks in halves if ranks]
+        # made with the start-up timeout (new_group waits for every rank), then given the
+        # collective timeout, which new_group would not inherit
+        start = datetime.timedelta(seconds=max(opts.timeout, START_TIMEOUT_S))
+        groups = [dist.new_group(ranks, timeout=start) for ranks in halves if ranks]
         self.subgroup = groups[0] if rank < half else groups[-1]
+        _set_collective_timeout(opts.timeout, self.subgroup)
         self.weights = torch.ones(GRAD_SIZE)
 
     def faulty(self, step: int, fault: str) -> bool:
@@ -249,6 +252,20 @@ def log_metrics(job: Job, loss: Any, step: int) -> None:
     job.dist.all_reduce(loss.reshape(1))
 
 
+START_TIMEOUT_S = 120.0
+"""How long the ranks wait for each other to start (rendezvous, gloo's connections,
+``new_group``); the collectives then wait ``--timeout``."""
+
+
+def _set_collective_timeout(seconds: float, group: Any = None) -> None:
+    """The timeout of ``group``'s collectives (the default group's when None)."""
+    # private c10d API, absent from torch's stubs; init_process_group's timeout is also
+    # the start-up's
+    from torch.distributed import distributed_c10d
+
+    distributed_c10d._set_pg_timeout(datetime.timedelta(seconds=seconds), group)
+
+
 def dump_flight_recorder(opts: Options, rank: int) -> None:
     """Write this rank's own trace, atomically, as ``DIR/rank_<rank>``."""
     if opts.fr_dump_dir is None:
@@ -284,9 +301,11 @@ def main(argv: list[str] | None = None) -> int:
         os._exit(143)
 
     signal.signal(signal.SIGTERM, dump_and_exit)
-    dist.init_process_group(
-        "gloo", rank=rank, world_size=world, timeout=datetime.timedelta(seconds=opts.timeout)
-    )
+    # start-up (the store's rendezvous, gloo's connections) waits for the slowest rank's
+    # import of torch, which on a loaded machine takes longer than a test's collective timeout
+    start = datetime.timedelta(seconds=max(opts.timeout, START_TIMEOUT_S))
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=start)
+    _set_collective_timeout(opts.timeout)
     code = 0
     try:
         job = Job(opts, rank, world)
