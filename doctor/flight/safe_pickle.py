@@ -90,6 +90,12 @@ class _Parts:
             left = self._current()
         return bytes(got)
 
+    def readinto(self, into: memoryview) -> int:
+        """Bytes objects (protocol 3's ``BINBYTES``): copied, as ``read`` copies across parts."""
+        got = self.read(len(into))
+        into[: len(got)] = got
+        return len(got)
+
     def readline(self) -> bytes:
         """Protocol 0's lines: the unpickler asks only for a line its buffer does not end."""
         line = bytearray()

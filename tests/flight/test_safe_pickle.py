@@ -42,6 +42,20 @@ def test_any_pickle_cut_anywhere_decodes_as_pickle_loads_it(
     assert got == pickle.loads(data)
 
 
+@settings(max_examples=100, deadline=None)
+@given(
+    value=st.lists(st.binary(max_size=300_000), max_size=3),
+    protocol=st.integers(3, 5),
+    cuts=st.lists(st.integers(0, 10**6), max_size=6),
+)
+def test_bytes_cut_anywhere_decode_whole(
+    value: list[bytes], protocol: int, cuts: list[int]
+) -> None:
+    """Protocol 3's bytes are read into their object (``readinto``), across parts too."""
+    data = pickle.dumps(value, protocol)
+    assert safe_pickle.loads_with_memo(parts_of(data, cuts), None)[0] == value
+
+
 @pytest.mark.parametrize("protocol", [0, 2, 4])
 @pytest.mark.parametrize("cut", [1, 3, 7, 20])
 def test_a_global_is_refused_wherever_the_parts_are_cut(protocol: int, cut: int) -> None:
