@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+import time
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -16,35 +18,30 @@ WORLD = 4
 pytestmark = pytest.mark.slow
 
 
-def run_job(out: Path, *args: str, timeout: float = 120) -> Path:
-    """Start one process per rank (demo job, FR on) and wait; every rank dumps its FR."""
+def start_job(out: Path, args: Sequence[str]) -> list[subprocess.Popen[bytes]]:
+    """Start one process per rank (demo job, FR on, its own port); every rank dumps its FR
+    into ``out/fr`` on its collective error or at the end of its run."""
     port = str(free_port())
-    dumps = out / "fr"
     procs = []
-    try:
-        for rank in range(WORLD):
-            env = clean_env(
-                {
-                    "RANK": str(rank),
-                    "WORLD_SIZE": str(WORLD),
-                    "MASTER_ADDR": "127.0.0.1",
-                    "MASTER_PORT": port,
-                }
+    for rank in range(WORLD):
+        env = clean_env(
+            {
+                "RANK": str(rank),
+                "WORLD_SIZE": str(WORLD),
+                "MASTER_ADDR": "127.0.0.1",
+                "MASTER_PORT": port,
+            }
+        )
+        procs.append(
+            subprocess.Popen(
+                [sys.executable, "-m", "doctor.demo.job", "--fr-dump-dir", str(out / "fr"), *args],
+                env=env,
+                cwd=REPO,
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
             )
-            procs.append(
-                subprocess.Popen(
-                    [sys.executable, "-m", "doctor.demo.job", "--fr-dump-dir", str(dumps), *args],
-                    env=env,
-                    cwd=REPO,
-                    stdout=subprocess.DEVNULL,
-                    stderr=subprocess.DEVNULL,
-                )
-            )
-        for p in procs:
-            p.wait(timeout=timeout)
-    finally:
-        stop_all(procs)
-    return dumps
+        )
+    return procs
 
 
 def analyze(dumps: Path) -> tuple[int, dict]:
@@ -59,28 +56,47 @@ HANGS = [
     ("skip-metric", 3, "all_reduce"),
     ("subgroup-mismatch", 2, "all_gather"),
 ]
+FAST = ("--step-time", "0.01")
+JOBS: dict[str, tuple[str, ...]] = {
+    # a rank misbehaves at step 2; its peers' collectives time out after 3 s
+    **{
+        f: ("--fault", f, "--rank", str(r), "--step", "2", "--steps", "5", "--timeout", "3", *FAST)
+        for f, r, _ in HANGS
+    },
+    "straggler": (
+        *("--fault", "straggler", "--rank", "1", "--step", "1", "--steps", "12"),
+        *("--straggle", "0.1", *FAST),
+    ),
+    "none": ("--steps", "8", *FAST),
+}
+JOB_LIMIT_S = 180
+"""For all the jobs together: they run at once (each rank's torch import is CPU-bound, so
+six jobs on 2 cores take about as long as their import CPU time, ~45 s, not 6 x 12 s)."""
+
+
+@pytest.fixture(scope="module")
+def dumps(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """Every job's FR dump folder, keyed by fault: the jobs are independent, so they all
+    start at once and each case judges its own job's dumps."""
+    folders = {name: tmp_path_factory.mktemp(name) for name in JOBS}
+    procs = {name: start_job(folders[name], args) for name, args in JOBS.items()}
+    deadline = time.monotonic() + JOB_LIMIT_S
+    try:
+        for group in procs.values():
+            for p in group:
+                p.wait(timeout=max(deadline - time.monotonic(), 0.1))
+    finally:
+        stop_all([p for group in procs.values() for p in group])
+    return {name: folder / "fr" for name, folder in folders.items()}
 
 
 @pytest.mark.parametrize(("fault", "rank", "op"), HANGS, ids=[h[0] for h in HANGS])
-def test_mismatch_faults_name_the_culprit(tmp_path: Path, fault: str, rank: int, op: str) -> None:
+def test_mismatch_faults_name_the_culprit(
+    dumps: dict[str, Path], fault: str, rank: int, op: str
+) -> None:
     # GIVEN a 4-rank gloo job where one rank misbehaves at step 2
-    dumps = run_job(
-        tmp_path,
-        "--fault",
-        fault,
-        "--rank",
-        str(rank),
-        "--step",
-        "2",
-        "--steps",
-        "5",
-        "--timeout",
-        "3",
-        "--step-time",
-        "0.01",
-    )
     # WHEN analyze reads the dumps the ranks wrote on their collective error
-    code, doc = analyze(dumps)
+    code, doc = analyze(dumps[fault])
     # THEN it names that rank, as a collective mismatch, and exits 1
     verdict = doc["verdict"]
     assert code == 1, doc
@@ -91,30 +107,16 @@ def test_mismatch_faults_name_the_culprit(tmp_path: Path, fault: str, rank: int,
     assert culprit["state"] == "in_collective" and op in culprit["last_op"]
 
 
-def test_straggler_is_found_and_is_not_a_hang(tmp_path: Path) -> None:
-    dumps = run_job(
-        tmp_path,
-        "--fault",
-        "straggler",
-        "--rank",
-        "1",
-        "--step",
-        "1",
-        "--steps",
-        "12",
-        "--straggle",
-        "0.1",
-        "--step-time",
-        "0.01",
-    )
-    code, doc = analyze(dumps)
+def test_straggler_is_found_and_is_not_a_hang(dumps: dict[str, Path]) -> None:
+    # GIVEN a job whose rank 1 sleeps 0.1 s in each step from step 1 WHEN analyzed
+    code, doc = analyze(dumps["straggler"])
+    # THEN rank 1 is the straggler, and a straggler is not a hang
     assert doc["verdict"]["hang_class"] == "straggler", doc["verdict"]
     assert doc["verdict"]["culprit_ranks"] == [1]
     assert code == 0
 
 
-def test_healthy_job_is_healthy(tmp_path: Path) -> None:
-    dumps = run_job(tmp_path, "--steps", "8", "--step-time", "0.01")
-    code, doc = analyze(dumps)
+def test_healthy_job_is_healthy(dumps: dict[str, Path]) -> None:
+    code, doc = analyze(dumps["none"])
     assert (code, doc["verdict"]["hang_class"]) == (0, "healthy")
     assert doc["verdict"]["confidence"] == "low"  # gloo does not record completion
