@@ -33,6 +33,13 @@ from doctor.trust.subproc import free_port
 LAUNCHES = ("torchrun", "per-rank", "agent")
 
 
+TERM_GRACE_S = 1.0
+"""How long ``stop`` waits after SIGTERM before SIGKILL. A launcher, or a rank between
+steps, is gone well within it; a rank blocked in a gloo wait never runs its Python SIGTERM
+handler (its main thread is in C), so a longer grace only waits for the SIGKILL (it was
+5 s: 5 s per hung job a test stopped)."""
+
+
 class LocalJob:
     """A demo job of ``world`` ranks; use as a context manager or call ``stop()``."""
 
@@ -104,7 +111,9 @@ class LocalJob:
                 )
             )
 
-    def start(self, timeout: float = 90.0) -> LocalJob:
+    def spawn_ranks(self) -> LocalJob:
+        """Spawn the ranks without waiting for them: a test starts its next job while it
+        judges this one (a start is mostly CPU-bound imports), then calls ``start``."""
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.ready_file.unlink(missing_ok=True)
         py = sys.executable
@@ -144,6 +153,12 @@ class LocalJob:
                 self._spawn(
                     [py, *module, *self.job_args], env, self.workdir / f"{self.job}.rank{rank}.log"
                 )
+        return self
+
+    def start(self, timeout: float = 90.0) -> LocalJob:
+        """Spawn the ranks (unless ``spawn_ranks`` did), then wait until each reached its fault."""
+        if not self.procs:
+            self.spawn_ranks()
         self.wait_ready(timeout)
         return self
 
@@ -183,7 +198,9 @@ class LocalJob:
                     member.send_signal(sig)
                 except psutil.Error:
                     pass
-            _gone, tree = psutil.wait_procs(tree, timeout=5)
+            _gone, tree = psutil.wait_procs(
+                tree, timeout=TERM_GRACE_S if sig == signal.SIGTERM else 5
+            )
             if not tree:
                 break
         for proc in self.procs:

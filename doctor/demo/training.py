@@ -94,10 +94,14 @@ class TrainingJob(LocalJob):
         self.max_restarts = max_restarts
         self.torchrun_args += ["--max-restarts", str(max_restarts)]
 
-    def start(self, timeout: float = 120.0) -> TrainingJob:
+    def spawn_ranks(self) -> TrainingJob:
         self.site.mkdir(parents=True, exist_ok=True)
         (self.site / "sitecustomize.py").write_text(inject.sitecustomize_text())
         write_shards(self.data, self.world)
+        super().spawn_ranks()
+        return self
+
+    def start(self, timeout: float = 120.0) -> TrainingJob:
         super().start(timeout)
         self.inflict()
         if self.launch == "torchrun" and self.max_restarts and self.fault == "kill":

@@ -4,7 +4,7 @@ Each case starts ``doctor.demo.job`` under torchrun, one process per rank
 (as srun starts them), or per rank with the registry and in-rank agent (as
 ``nccl-doctor launch`` leaves them); waits for the ready file; runs
 ``nccl-doctor triage --job ID --once --json``; checks the class and the culprit
-ranks; and stops the job in ``finally``. One job per fault, one at a time.
+ranks. One job per fault; the next case's job starts while this one is judged.
 """
 
 from __future__ import annotations
@@ -44,24 +44,39 @@ others waiting in under half the samples and said healthy (one CI run failed so)
 0.4 s, 20 of 20 named rank 2."""
 
 
+ALONE = ("straggler", "none")
+"""Cases whose verdict rests on timing (which rank is late): no job is launched beside them."""
+
+
 def triage(job: LocalJob, *args: str) -> subprocess.CompletedProcess[str]:
     return job.triage(*args, timeout=60)
 
 
-def job_for(jobs: dict[str, LocalJob], tmp: Path, fault: str, launch: str) -> LocalJob:
-    """The running job of ``fault``: at most one demo job runs at a time."""
+def new_job(tmp: Path, fault: str, launch: str) -> LocalJob:
+    return LocalJob(
+        f"e2e-{fault}-{uuid.uuid4().hex[:6]}",
+        fault,
+        tmp,
+        launch=launch,
+        args=["--straggle", str(STRAGGLE_S)],
+    ).spawn_ranks()
+
+
+def job_for(
+    jobs: dict[str, LocalJob], tmp: pytest.TempPathFactory, fault: str, launch: str
+) -> LocalJob:
+    """The running job of ``fault``, and the next case's job launched beside it: a job's
+    start is mostly CPU-bound imports, which overlap this case's triage (at most two jobs
+    at a time). A healthy job or a straggler is judged with no job starting beside it."""
+    for other in [name for name in jobs if name != fault]:
+        jobs.pop(other).stop()
     if fault not in jobs:
-        for other in jobs.values():
-            other.stop()
-        jobs.clear()
-        jobs[fault] = LocalJob(
-            f"e2e-{fault}-{uuid.uuid4().hex[:6]}",
-            fault,
-            tmp,
-            launch=launch,
-            args=["--straggle", str(STRAGGLE_S)],
-        ).start()
-    return jobs[fault]
+        jobs[fault] = new_job(tmp.mktemp(fault), fault, launch)
+    after = [c[0] for c in CASES].index(fault) + 1
+    if after < len(CASES) and CASES[after][0] not in jobs and fault not in ALONE:
+        nxt, nxt_launch = CASES[after][:2]
+        jobs[nxt] = new_job(tmp.mktemp(nxt), nxt, nxt_launch)
+    return jobs[fault].start()
 
 
 @pytest.mark.parametrize(
@@ -71,7 +86,7 @@ def test_fault_is_found(
     kept_jobs, tmp_path_factory, fault, launch, hang_class, culprits, says
 ) -> None:
     # GIVEN a real 4-rank job that reached the injected fault
-    job = job_for(kept_jobs, tmp_path_factory.mktemp(fault), fault, launch)
+    job = job_for(kept_jobs, tmp_path_factory, fault, launch)
     pids = [p.pid for p in job.procs]
     # WHEN triage looks at it once
     done = triage(job, "--once", "--json")
@@ -97,7 +112,7 @@ def test_fault_is_found(
 
 def test_bundle_reproduces_the_verdict_with_analyze(kept_jobs, tmp_path_factory) -> None:
     # GIVEN the agent-launched sub-group mismatch (live Flight Recorder through the agent)
-    job = job_for(kept_jobs, tmp_path_factory.mktemp("bundle"), "subgroup-mismatch", "agent")
+    job = job_for(kept_jobs, tmp_path_factory, "subgroup-mismatch", "agent")
     out = tmp_path_factory.mktemp("out") / "triage.tar.gz"
     triage(job, "--once", "--json")  # a rank's first Flight Recorder dump is slow: warm it
     # WHEN triage writes a bundle and prints the verdict for a person
