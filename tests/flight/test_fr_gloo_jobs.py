@@ -70,8 +70,8 @@ JOBS: dict[str, tuple[str, ...]] = {
     "none": ("--steps", "8", *FAST),
 }
 JOB_LIMIT_S = 180
-"""For all the jobs together: they run at once (each rank's torch import is CPU-bound, so
-six jobs on 2 cores take about as long as their import CPU time, ~45 s, not 6 x 12 s)."""
+"""For all the jobs together: they run at once. Their ~115 s of CPU (24 torch imports, 2.7 s
+each) is the bound: 55-100 s on 2 shared cores, where one job after another took 92-125 s."""
 
 
 @pytest.fixture(scope="module")
