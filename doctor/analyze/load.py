@@ -50,7 +50,7 @@ def load_evidence(paths: Sequence[Path], progress: Progress | None = None) -> Ev
     fr = read_flight((p for p in paths if p != skip), progress)
     # a bundle's log events are in its evidence.json too: its logs/ tails (and, unpacked, its
     # JSON documents) are not read again as logs
-    logs = read_logs([p for p in paths if found is None or p != found[0]])
+    logs = read_logs([p for p in paths if found is None or p != found[0]], not_logs=fr.files)
     texts = {Path(f).name for f in logs.files}
     unreadable = tuple(s for s in fr.skipped if s.reason.split(":", 1)[0] not in texts)
     if not fr.dumps and found is None and not logs.files:

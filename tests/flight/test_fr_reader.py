@@ -283,6 +283,33 @@ def test_a_process_allowed_one_cpu_reads_a_large_folder_itself(
         (tmp_path / f"rank_{r}").write_bytes(b"x")
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {3})
-    assert reader._parallel([tmp_path], [], None) is None
+    assert reader._parallel([tmp_path], [], None, set()) is None
     monkeypatch.setattr(os, "sched_getaffinity", lambda _pid: {3, 5})
-    assert reader._parallel([tmp_path], [], None) is not None
+    assert reader._parallel([tmp_path], [], None, set()) is not None
+
+
+def test_a_folder_is_listed_as_a_path_sort_would_without_links_or_special_files(
+    tmp_path: Path,
+) -> None:
+    """``_folder`` walks by the directory's file types (no ``stat`` a file), iteratively:
+    the same names in the same order as ``sorted(rglob)`` of the regular files, no link
+    followed or taken, no FIFO, and a folder nested 600 deep is no recursion error."""
+    (tmp_path / "a-b").mkdir()
+    (tmp_path / "a" / "x").mkdir(parents=True)
+    for name in ("rank_1", "a-b/rank_2", "a/rank_3", "a/x/rank_4", "a.txt"):
+        (tmp_path / name).write_bytes(b"x")
+    (tmp_path / "link_5").symlink_to(tmp_path / "rank_1")
+    (tmp_path / "dirlink").symlink_to(tmp_path / "a")
+    os.mkfifo(tmp_path / "rank_6")
+    deep = tmp_path.joinpath(*["d"] * 600)
+    deep.mkdir(parents=True)
+    (deep / "rank_7").write_bytes(b"x")
+    listed = [name for name, _opener in reader._folder(tmp_path)]
+    expected = [
+        str(p.relative_to(tmp_path))
+        for p in sorted(tmp_path.rglob("*"))
+        if p.is_file() and not p.is_symlink()
+    ]
+    assert listed == expected
+    assert listed[:4] == ["a/rank_3", "a/x/rank_4", "a-b/rank_2", "a.txt"]  # by parts
+    assert listed[-1] == "rank_1" and any(n.endswith("d/rank_7") for n in listed)

@@ -6,9 +6,11 @@ import json
 import shutil
 from pathlib import Path
 
+import pytest
 from clitools import run_cli
 
 from doctor.analyze.load import load_evidence
+from doctor.logs import reader as logs_reader
 from doctor.model import HangClass
 from doctor.verdict.classify import classify
 
@@ -59,3 +61,25 @@ def test_xid_lines_tell_flight_recorder_which_stop_was_the_gpu(tmp_path: Path) -
     assert (alone.hang_class, alone.culprit_ranks) == (HangClass.UNKNOWN, (12, 14))
     # AND the text files were not mistaken for broken dumps
     assert not any("nccl-node-3.log" in s.reason for s in evidence.skipped)
+
+
+def test_dumps_already_decoded_are_not_opened_again_as_logs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """32,768 dumps each opened again to see whether it was text took 2 s of a 60 s analyze;
+    a text file that only looks like a dump by its name is still read as a log."""
+    for r in range(4):
+        shutil.copy(FIXTURES / "fr" / "gloo-wrong-collective" / f"rank_{r}", tmp_path)
+    (tmp_path / "rank_5.log").write_text("epoch 1 step 10 loss 0.31\n")
+    looked_at: list[str] = []
+    real = logs_reader.is_text
+
+    def recorded(path: Path) -> bool:
+        looked_at.append(path.name)
+        return real(path)
+
+    monkeypatch.setattr(logs_reader, "is_text", recorded)
+    evidence = load_evidence([tmp_path])
+    assert len(evidence.dumps) == 4
+    assert looked_at == ["rank_5.log"]
+    assert [Path(f).name for f in evidence.log_files] == ["rank_5.log"]
