@@ -37,7 +37,12 @@ def test_a_real_communicators_info_lines_name_the_rank_host_pid_and_gpu() -> Non
     bootstrap = [e for e in found if e.peer]
     assert [e.peer for e in bootstrap] == ["192.0.2.2"], "NCCL 2.28 writes 'Bootstrap: Using'"
     coll = events("nccl-coll.log")
-    assert {e.kind for e in coll} == {kinds.RANK_INFO}, "NCCL_DEBUG_SUBSYS=INIT,COLL,ENV"
+    assert {e.kind for e in coll} == {kinds.RANK_INFO, kinds.NCCL_CALL}, "SUBSYS=INIT,COLL,ENV"
+    # NCCL's trace of each call; 2.28 counts no operation on a one-rank communicator (every
+    # call says opCount 0), so one process's calls are never compared with each other
+    calls = [e for e in coll if e.kind == kinds.NCCL_CALL]
+    assert {(e.nranks, e.seq, e.pid) for e in calls} == {(1, 0, 874)}
+    assert {e.op for e in calls} == {"ALLREDUCE", "BROADCAST", "ALLGATHER"}
 
 
 def test_two_ranks_on_one_gpu_are_a_communicator_creation_failure() -> None:
