@@ -142,6 +142,8 @@ def _int(value: object) -> int:
     """A dump field as an integer within 64 bits; ``DumpError`` for anything else (inf,
     5,000 digits, a list), naming the value's type. Decimal text counts: torch 2.11's JSON
     dump (``_dump_nccl_trace_json``) writes ``pg_status``'s counters as strings ("6")."""
+    if value.__class__ is int and -_INT_BOUND < value < _INT_BOUND:
+        return value  # the common case, without building another int
     if isinstance(value, int) and -_INT_BOUND < value < _INT_BOUND:
         return int(value)
     if isinstance(value, str) and _DECIMAL.fullmatch(value):
@@ -292,15 +294,8 @@ def parse_config(raw: RawConfig) -> dict[str, tuple[str, tuple[int, ...] | None]
 _ABSENT = object()
 
 
-def _as_int(value: object) -> int:
-    """``_int``, its common case first."""
-    if value.__class__ is int and -_INT_BOUND < value < _INT_BOUND:
-        return value
-    return _int(value)
-
-
 def _record_id(e: dict[str, Any]) -> int:
-    return _as_int(e.get("record_id", 0))
+    return _int(e.get("record_id", 0))
 
 
 def _sizes(raw: Any) -> tuple[tuple[int, ...], ...]:
@@ -559,7 +554,7 @@ class _Scan:
         ops = tuple(sorted((_op(e, False, e is kept[-1]) for e in kept), key=lambda o: o.seq))
         recent = zip(seqs[-TIMES:], coll[-TIMES:], strict=True)
         stamped = [(s, t) for s, e in recent if (t := e.get("time_created_ns"))]
-        times = array("q", [x for s, t in stamped for x in (s, _as_int(t))])
+        times = array("q", [x for s, t in stamped for x in (s, _int(t))])
         return GroupTrack(
             self.name,
             self.desc,

@@ -315,15 +315,15 @@ def _gather(
 def iter_dumps(
     paths: Iterable[Path],
     skipped: list[Skipped],
-    progress: Progress | None = None,
-    decoded: set[Path] | None = None,
+    progress: Progress | None,
+    decoded: set[Path],
 ) -> Iterator[RankDump]:
     """Yield reduced dumps one by one; append a ``Skipped`` for each unreadable one.
 
     Folders of many dumps are reduced on every core (each worker holds one dump at a
     time), telling ``progress`` how far they are; archives and a few files are read here,
     one at a time. ``decoded`` collects the files on disk decoded as dumps."""
-    paths, decoded = list(paths), decoded if decoded is not None else set()
+    paths = list(paths)
     fast = _parallel(paths, skipped, progress, decoded)
     if fast is not None:
         yield from fast

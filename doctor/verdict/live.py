@@ -477,7 +477,8 @@ def all_waiting(view: LiveView) -> list[Candidate]:
         ]
     on_gpu = view.states[waiting[0]] is RankState.GPU_WAIT
     gpus = gpus_of(view.evidence, waiting)
-    if on_gpu and view.evidence.world_size == 1 and all(map(is_busy, gpus.values())) and gpus:
+    alone = view.evidence.world_size == 1 and len(waiting) == 1
+    if on_gpu and alone and gpus and all(map(is_busy, gpus.values())):
         return [_lone_busy_gpu(view, waiting, gpus[waiting[0]])]
     missing = (FR_HINT,) + (() if len(gpus) == len(waiting) else ("NVML GPU state",))
     summary = (
