@@ -90,15 +90,22 @@ def main() -> int:
         help="for the held-out test split, print its totals and per-class table, not its misses "
         "(a look at the test split that names no case)",
     )
+    parser.add_argument(
+        "--dev-only",
+        action="store_true",
+        help="leave the held-out test split out entirely: not judged, nothing of it printed "
+        "(for writing rules from dev cases)",
+    )
     args = parser.parse_args()
     result = score()
     crashed: list[str] = []
-    test = score(HELDOUT, "test")
-    for title, part in (
+    test = None if args.dev_only else score(HELDOUT, "test")
+    parts = [
         ("in-sample corpus (tests/fixtures/real)", result),
         ("held-out test split (never read for rules)", test),
         ("held-out dev split (rules written from it)", score(HELDOUT, "dev")),
-    ):
+    ]
+    for title, part in ((t, p) for t, p in parts if p is not None):
         right = sum(o.class_right for o in part.outcomes)
         print(
             f"# {title}: {len(part.outcomes)} cases, {right} right, "
