@@ -34,6 +34,7 @@ from typing import Any
 
 from doctor.restart.auth import KEY_ENV, Sealer, key_id
 from doctor.restart.exceptions import KeyMismatch, RestartError, StoreTampered
+from doctor.restart.peek import peek
 from doctor.trust.escape import escape_control
 
 KEY_GRACE = 3.0
@@ -76,8 +77,7 @@ class Handshake:
         self.host = socket.gethostname()
 
     def _get(self, name: str) -> bytes | None:
-        key = self.attempt + name
-        return self.raw.get(key) if self.raw.check([key]) else None
+        return peek(self.raw, self.attempt + name)
 
     def hello(self, key: bytes | None) -> None:
         text = json.dumps({"host": self.host, "key": key_id(key) if key else None})

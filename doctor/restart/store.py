@@ -42,6 +42,7 @@ from doctor.restart.abort import wake_deferred
 from doctor.restart.auth import Sealer
 from doctor.restart.exceptions import StoreTampered
 from doctor.restart.options import RestartOptions
+from doctor.restart.peek import peek
 
 FAULT_CAUSES = frozenset(
     {
@@ -165,18 +166,16 @@ class RestartStore:
         self.base.set(key, self.sealer.seal(key, value))
 
     def _get(self, key: str) -> str | None:
-        if not self.base.check([key]):
-            return None
-        raw = self.base.get(key)
-        return self.sealer.open(key, raw) if len(raw) <= MAX_VALUE else None
+        raw = peek(self.base, key)
+        return self.sealer.open(key, raw) if raw is not None and len(raw) <= MAX_VALUE else None
 
     def _append(self, key: str, value: str) -> None:
         self.base.append(key, self.sealer.seal(key, value) + "\n")
 
     def _lines(self, key: str) -> list[str]:
-        """The valid lines of an append log, in the order the store took them."""
-        self.base.append(key, "")
-        raw = self.base.get(key)[: MAX_VALUE * 8]
+        """The valid lines of an append log, in the order the store took them (none when
+        the log is absent, or was deleted)."""
+        raw = (peek(self.base, key) or b"")[: MAX_VALUE * 8]
         opened = (self.sealer.open(key, line) for line in raw.split(b"\n") if line)
         return [line for line in opened if line is not None]
 
@@ -323,10 +322,7 @@ class RestartStore:
 
     def entry_result(self, iteration: int) -> list[int] | None:
         """The iteration's frozen membership: the first valid list of ranks proposed."""
-        key = self.key("entry/result", iteration)
-        if not self.base.check([key]):
-            return None
-        for members in self._json_lines(key):
+        for members in self._json_lines(self.key("entry/result", iteration)):
             if (
                 isinstance(members, list)
                 and len(members) <= self.initial_world_size

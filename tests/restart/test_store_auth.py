@@ -7,15 +7,19 @@ import json
 import os
 import stat
 import threading
+from collections.abc import Callable
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 import psutil
 import pytest
 import torch.distributed as dist
 
 from doctor.restart.auth import KEY_ENV, Sealer, job_key, new_key
+from doctor.restart.exceptions import StoreTampered
 from doctor.restart.options import RestartOptions
+from doctor.restart.peek import peek
 from doctor.restart.session import Session, connect_store
 from doctor.restart.store import RestartStore
 from doctor.trust.subproc import free_port
@@ -167,7 +171,7 @@ def test_recover_on_stale_state_honours_its_timeout_and_prints_one_sentence(
 def test_a_run_record_planted_before_rank_0_is_replaced_and_a_rewrite_is_an_alarm(
     hosted: RestartStore, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    from doctor.restart.exceptions import KeyMismatch, StoreTampered
+    from doctor.restart.exceptions import KeyMismatch
     from doctor.restart.handshake import Handshake, Run
 
     # GIVEN a run record of an earlier run (sealed with the same key) replayed into the store
@@ -193,3 +197,64 @@ def test_a_run_record_planted_before_rank_0_is_replaced_and_a_rewrite_is_an_alar
     with pytest.raises(KeyMismatch) as said:
         joined.check_peers(key, {1})
     assert "\x1b" not in str(said.value) and "rank 1 on h\\x1b[2J\\x07x holds" in str(said.value)
+
+
+class _DeletedRightAfter:
+    """A rank's store client whose every call on a key is followed at once by another
+    client's delete of it: the interleaving a loop of deletes hits sooner or later."""
+
+    def __init__(self, client: dist.Store, intruder: dist.Store) -> None:
+        self._client, self._intruder = client, intruder
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._client, name)
+
+        def call(key: str | list[str], *args: Any) -> Any:
+            result = method(key, *args)
+            for each in [key] if isinstance(key, str) else key:
+                self._intruder.delete_key(each)
+            return result
+
+        return call
+
+
+def test_a_key_deleted_between_two_calls_never_blocks_a_read(hosted: RestartStore) -> None:
+    # GIVEN a rank whose every store call is followed by an intruder's delete of the key
+    # (a client with a 3 s timeout: a read of a missing key would wait it out, then raise)
+    host, port = "127.0.0.1", hosted.base.port
+    client = dist.TCPStore(host, port, None, False, timedelta(seconds=3), wait_for_workers=False)
+    rank = RestartStore(
+        _DeletedRightAfter(client, _attacker(hosted)), hosted.prefix, 4, hosted.sealer
+    )
+    hosted.arrive(0, 1)
+    hosted.heartbeat(1)
+    # WHEN it reads the entry barrier's arrivals twice, and a heartbeat
+    # THEN each read returns at once: what was there, then nothing (the old reads made a
+    # missing key first, or checked it, and then waited on it: DistStoreError after 3 s)
+    assert [rank.arrived(0), rank.arrived(0)] == [{1}, set()]
+    assert rank.stale({1}, timeout=60) == set()
+    # AND a completion log read once, then deleted, is the alarm, not a wait
+    hosted.mark_done(0, 1)
+    assert rank.complete(0, {1}, 1)
+    with pytest.raises(StoreTampered, match="lost rank 1's arrival"):
+        rank.complete(0, {1}, 1)
+
+
+@pytest.mark.parametrize("kind", ["tcp-libuv", "tcp", "file", "hash", "prefix"])
+def test_peek_reads_without_waiting_or_writing_on_every_store(kind: str, tmp_path: Path) -> None:
+    # GIVEN each kind of c10d store, the key absent
+    stores: dict[str, Callable[[], dist.Store]] = {
+        "tcp-libuv": lambda: dist.TCPStore("127.0.0.1", 0, 1, True, timedelta(seconds=3)),
+        "tcp": lambda: dist.TCPStore(
+            "127.0.0.1", 0, 1, True, timedelta(seconds=3), use_libuv=False
+        ),
+        "file": lambda: dist.FileStore(str(tmp_path / "store"), 1),
+        "hash": dist.HashStore,
+        "prefix": lambda: dist.PrefixStore("job/", dist.HashStore()),
+    }
+    store = stores[kind]()
+    # WHEN it is peeked at, then set and peeked at again
+    # THEN absent is None and writes nothing; present is its value, unchanged
+    assert peek(store, "k") is None and not store.check(["k"])
+    store.set("k", b"sealed value")
+    assert peek(store, "k") == b"sealed value" == store.get("k")
