@@ -9,14 +9,17 @@ step hook. At step ``DOCTOR_DEMO_STEP`` every rank appends a line to
 ``DOCTOR_DEMO_RANK`` starts its fault:
 
 ====  ========================================================================
-gil   a thread calls C ``sleep()`` through ``ctypes.PyDLL``, which keeps the
-      GIL: the main thread waits for the GIL while the others wait for it
 slow  from that step on, each optimizer step of the rank sleeps
       ``DOCTOR_DEMO_DELAY`` seconds (a straggler)
 ====  ========================================================================
 
-Faults that need no code (SIGSTOP, SIGKILL, a shard that turns into a FIFO)
-are done to the ranks from outside by ``doctor.demo.local``.
+From that step on, the rank also watches for the file ``DOCTOR_DEMO_GIL_FILE``: once
+someone creates it (at any time: a fault done from outside, so it can follow another
+one on a running job), the rank's next optimizer step starts a thread that calls C
+``sleep()`` through ``ctypes.PyDLL``, which keeps the GIL: the main thread waits for the
+GIL while the other ranks wait for it. The rank appends ``held`` to the file when the
+thread starts, and its steps stop sleeping. Faults that need no code (SIGSTOP, SIGKILL, a
+shard that turns into a FIFO) are done to the ranks from outside by ``doctor.demo.training``.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ RANK_ENV = "DOCTOR_DEMO_RANK"
 STEP_ENV = "DOCTOR_DEMO_STEP"
 READY_ENV = "DOCTOR_DEMO_READY"
 DELAY_ENV = "DOCTOR_DEMO_DELAY"
+GIL_FILE_ENV = "DOCTOR_DEMO_GIL_FILE"
 DUMP_ENV = "DOCTOR_DEMO_DUMP_ATTEMPT"
 """The torchrun attempt whose ranks write their Flight Recorder trace at the ready step
 (to ``TORCH_FR_DUMP_TEMP_FILE<rank>``): what a timed-out attempt leaves behind."""
@@ -75,6 +79,8 @@ class _Counter:
         self.at = int(env.get(STEP_ENV, "3"))
         self.delay = float(env.get(DELAY_ENV, "0.3"))
         self.ready = env[READY_ENV]
+        self.gil_file = env.get(GIL_FILE_ENV, "")
+        self.holding = False
         self.steps = 0
 
     def __call__(self, optimizer: Any, args: Any, kwargs: Any) -> None:
@@ -84,10 +90,14 @@ class _Counter:
             self._say_ready()
         if self.rank != self.culprit or self.steps < self.at:
             return
-        if self.fault == "slow":
-            time.sleep(self.delay)
-        elif self.fault == "gil" and self.steps == self.at:
+        if self.holding:
+            return
+        if self.gil_file and os.path.exists(self.gil_file):
+            self.holding = True
+            _append(self.gil_file, "held\n")
             threading.Thread(target=hold_gil_in_c, name="metrics-uploader", daemon=True).start()
+        elif self.fault == "slow":
+            time.sleep(self.delay)
 
     def _dump_if_asked(self) -> None:
         env = os.environ
@@ -98,12 +108,15 @@ class _Counter:
             dump_flight_recorder(Path(f"{prefix}{self.rank}"))
 
     def _say_ready(self) -> None:
-        line = f"ready rank={self.rank} step={self.steps} fault={self.fault}\n"
-        fd = os.open(self.ready, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+        _append(self.ready, f"ready rank={self.rank} step={self.steps} fault={self.fault}\n")
+
+
+def _append(path: str, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.write(fd, line.encode())
+    finally:
+        os.close(fd)
 
 
 def hold_gil_in_c(seconds: int = HOLD_S) -> None:

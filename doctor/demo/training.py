@@ -13,9 +13,13 @@ none     nothing (a healthy job)
 sigstop  ``kill -STOP`` the rank
 kill     ``kill -9`` the rank
 fifo     its data shard becomes a FIFO no one writes: ``get_batch`` blocks
-gil      (injected) a thread holds the GIL in a C call
+gil      a file the rank's injected hook watches for appears: a thread of the
+         rank starts holding the GIL in a C call
 slow     (injected) every optimizer step of the rank sleeps ``delay`` s
 =======  ==============================================================
+
+Every fault but ``slow`` can also be done later to a running job (``inflict``), so one job
+can carry several faults in turn: a slow rank that then holds the GIL, then is killed.
 """
 
 from __future__ import annotations
@@ -37,8 +41,8 @@ FRAMEWORKS = {
     "accelerate": "doctor.demo.train_accelerate",
     "fsdp": "doctor.demo.train_fsdp",
 }
-EXTERNAL = ("none", "sigstop", "kill", "fifo")
-INJECTED = ("gil", "slow")
+EXTERNAL = ("none", "sigstop", "kill", "fifo", "gil")
+INJECTED = ("slow",)
 FAULTS = EXTERNAL + INJECTED
 _OWN_STORE_PER_ATTEMPT = {"TORCH_DISABLE_SHARE_RDZV_TCP_STORE": "1"}
 """torchrun's restarts need it (pytorch/pytorch#135712, still so on torch 2.13): by default
@@ -85,10 +89,12 @@ class TrainingJob(LocalJob):
                 inject.STEP_ENV: str(step),
                 inject.READY_ENV: str(workdir / f"{job}.ready"),
                 inject.DELAY_ENV: str(delay),
+                inject.GIL_FILE_ENV: str(workdir / f"{job}.gil"),
                 **(_OWN_STORE_PER_ATTEMPT if max_restarts else {}),
             },
         )
         self.framework, self.site, self.data = framework, site, workdir / f"{job}.data"
+        self.gil_file = workdir / f"{job}.gil"
         self.program = ["-m", FRAMEWORKS[framework]]
         self.job_args = ["--data", str(self.data)]
         self.max_restarts = max_restarts
@@ -128,9 +134,12 @@ class TrainingJob(LocalJob):
 
     def inflict(self, fault: str | None = None, rank: int | None = None) -> None:
         """Do the fault (default: the job's) to the rank (default: the job's fault rank) from
-        outside; the injected ones are already on. A restarted job's attempt can get another."""
+        outside; ``slow`` is already on. A restarted job's attempt can get another."""
         fault = self.fault if fault is None else fault
         rank = self.fault_rank if rank is None else rank
+        if fault == "gil":
+            self._hold_gil(rank)
+            return
         pid = self.rank_pids().get(rank)
         if fault in ("sigstop", "kill") and pid is not None:
             os.kill(pid, signal.SIGSTOP if fault == "sigstop" else signal.SIGKILL)
@@ -147,3 +156,14 @@ class TrainingJob(LocalJob):
             except psutil.NoSuchProcess:
                 return
             time.sleep(0.02)
+
+    def _hold_gil(self, rank: int, timeout: float = 30.0) -> None:
+        """Create the file the rank's hook watches for; return once its GIL holder runs."""
+        if rank != self.fault_rank:
+            raise ValueError(f"the GIL fault is armed on rank {self.fault_rank} only")
+        self.gil_file.touch()
+        end = time.monotonic() + timeout
+        while "held" not in self.gil_file.read_text():
+            if time.monotonic() > end:
+                raise RuntimeError(f"rank {rank} of {self.job} did not start holding the GIL")
+            time.sleep(0.05)

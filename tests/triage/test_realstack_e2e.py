@@ -6,9 +6,9 @@ accelerate or FSDP2 (4 ranks, gloo, CPU), whose collectives run inside the frame
 hand-written calls. ``doctor.demo.training.TrainingJob`` waits until every
 rank made 3 optimizer steps, then does the fault to rank 2 from outside:
 SIGSTOP, SIGKILL (one process per rank, as srun starts them), its data shard
-turned into a FIFO, or (from ``sitecustomize``) a thread holding the GIL in a
-C call, or a sleep in each optimizer step. One job at a time; SIGSTOP, the FIFO and
-SIGKILL are done to the job the case before judged (``FOLLOWS``).
+turned into a FIFO, a file that makes a thread (from ``sitecustomize``) hold the GIL in
+a C call, or (from the start) a sleep in each optimizer step. One job at a time; every
+fault but the sleep is done to the job the case before judged (``FOLLOWS``).
 """
 
 from __future__ import annotations
@@ -32,20 +32,30 @@ EXPECTED = {
     "none": ("healthy", [], "", "torchrun"),
     "sigstop": ("cpu_stuck", [2], "rank 2 is stopped", "torchrun"),
     "fifo": ("cpu_stuck", [2], "opening a FIFO", "torchrun"),
-    "gil": ("cpu_stuck", [2], "holds the GIL", "per-rank"),
     "slow": ("straggler", [2], "straggler", "per-rank"),
+    "gil": ("cpu_stuck", [2], "holds the GIL", "per-rank"),
     "kill": ("rank_loss", [2], "rank 2", "per-rank"),  # its exit code: where a zombie is kept
 }
-FOLLOWS = {"sigstop": "none", "fifo": "sigstop", "kill": "slow"}
+FOLLOWS = {"sigstop": "none", "fifo": "sigstop", "gil": "slow", "kill": "gil"}
 """Faults done from outside to the running job of the case named, right after it was judged
 (same framework and launcher): a job's start is 10 of its 13 s on this 2-core host, and the
 fault's evidence is the same on a job that has been triaged once. The FIFO follows the
 stop: its shard becomes the FIFO, then the stopped rank is let go on (SIGCONT) and blocks
 at its next batch, as on a job that only ever got the FIFO (none of the ranks' collectives
-times out in between: 1800 s)."""
+times out in between: 1800 s). The slow rank then starts holding the GIL (its steps stop
+sleeping), and the rank holding it is then killed. A case whose job is missing (run alone,
+or after a failure) starts its own."""
 FRAMEWORKS = ("ddp", "lightning", "accelerate")
 FSDP_FAULTS = ("sigstop", "gil")
 """FSDP2 (``fully_shard``) on CPU: its all-gathers wait in Python frames and in ``Work::wait``."""
+FSDP_FOLLOWS = {"gil": "sigstop"}
+"""FSDP's stopped rank is let go on, then holds the GIL at its next step."""
+
+
+def follows(framework: str) -> dict[str, str]:
+    return FSDP_FOLLOWS if framework == "fsdp" else FOLLOWS
+
+
 CASES = [(f, fault) for f in FRAMEWORKS for fault in EXPECTED] + [
     ("fsdp", fault) for fault in FSDP_FAULTS
 ]
@@ -60,12 +70,15 @@ def triage(job: TrainingJob, *args: str) -> tuple[int, dict]:
 def job_for(kept: dict[str, LocalJob], framework: str, fault: str, tmp: Path) -> TrainingJob:
     """The kept job (``framework-fault``: the job judged last, which a ``FOLLOWS`` case uses
     next) with the fault done to it when the case follows it; else a new job."""
-    job = kept.pop(f"{framework}-{FOLLOWS.get(fault)}", None)
+    before = follows(framework).get(fault)
+    job = kept.pop(f"{framework}-{before}", None)
     for other in list(kept):  # one job at a time
         kept.pop(other).stop()
     if isinstance(job, TrainingJob):
+        if before == "sigstop" and fault == "gil":  # goes on, then holds the GIL
+            os.kill(job.rank_pids()[job.fault_rank], signal.SIGCONT)
         job.inflict(fault)
-        if fault == "fifo":  # the rank stopped by the case before goes on, up to the FIFO
+        if before == "sigstop" and fault == "fifo":  # goes on, up to the FIFO
             os.kill(job.rank_pids()[job.fault_rank], signal.SIGCONT)
         return job
     launch = EXPECTED[fault][3]
@@ -96,7 +109,7 @@ def test_a_fault_from_outside_is_found_on_a_real_stack(
             # as the "unknown" verdict advises: look again over a longer window
             looks.append(triage(job, "--interval", "3"))
     finally:
-        if fault in FOLLOWS.values():
+        if fault in follows(framework).values():
             kept_jobs[f"{framework}-{fault}"] = job
         else:
             job.stop()
