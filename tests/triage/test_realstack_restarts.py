@@ -7,7 +7,8 @@ the agent's failure line for rank 1 in the launcher's log, ``attempt_0`` in
 torchrun's log folder, and each rank's Flight Recorder dump (written from
 ``sitecustomize`` at the 3rd step, as a timed-out attempt leaves them). Then
 attempt 1 either gets a fault of its own from outside (``kill -STOP`` of rank 0,
-or its data shard turned into a FIFO no one writes) or none. (2 ranks: with 3 on
+then its data shard turned into a FIFO no one writes) or none: one job for the
+three cases, judged in turn. (2 ranks: with 3 on
 this 2-core host, a healthy attempt was a high-confidence straggler in 1 of 4 runs,
 whichever rank the scheduler left out.)
 
@@ -23,7 +24,11 @@ see ``doctor.demo.training``.
 from __future__ import annotations
 
 import json
+import os
+import signal
 import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import psutil
@@ -38,52 +43,70 @@ pytestmark = pytest.mark.slow
 WORLD, KILLED, FAULTY = 2, 1, 0
 EXPECTED = {
     # attempt 1's fault: hang class, culprits, what the summary says
+    "none": ("healthy", [], ""),
     "sigstop": ("cpu_stuck", [FAULTY], f"rank {FAULTY} is stopped"),
     "fifo": ("cpu_stuck", [FAULTY], "opening a FIFO"),
-    "none": ("healthy", [], ""),
 }
+"""In this order, on one job: its healthy attempt 1 is judged, then its rank 0 is stopped,
+then that rank's shard becomes a FIFO and the rank goes on (SIGCONT), up to the FIFO."""
+
+
+@dataclass
+class Restarted:
+    """The module's job, after torchrun restarted it, and where attempt 0 left its dumps."""
+
+    job: TrainingJob
+    fr_prefix: Path
+    workdir: Path
+
+
+@pytest.fixture(scope="module")
+def restarted(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Restarted]:
+    # GIVEN a DDP job under torchrun --max-restarts 1 whose rank 1 was killed in attempt 0,
+    # and whose restarted ranks (attempt 1) made 3 steps each
+    workdir = tmp_path_factory.mktemp("restarted")
+    # attempt 0's ranks leave their Flight Recorder traces where triage reads written dumps
+    fr_prefix = workdir / "fr" / "trace_rank_"
+    with pytest.MonkeyPatch.context() as env:
+        env.setenv("TORCH_FR_BUFFER_SIZE", "2000")
+        env.setenv("TORCH_FR_DUMP_TEMP_FILE", str(fr_prefix))
+        env.setenv(inject.DUMP_ENV, "0")
+        job = TrainingJob(
+            f"rr-{uuid.uuid4().hex[:6]}",
+            "ddp",
+            "kill",
+            workdir,
+            launch="torchrun",
+            world=WORLD,
+            fault_rank=KILLED,
+            max_restarts=1,
+        )
+        with job:
+            yield Restarted(job, fr_prefix, workdir)
 
 
 @pytest.mark.parametrize("fault", list(EXPECTED))
-def test_triage_judges_the_restarted_attempt_only(
-    fault: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_triage_judges_the_restarted_attempt_only(fault: str, restarted: Restarted) -> None:
     hang_class, culprits, says = EXPECTED[fault]
-    # attempt 0's ranks leave their Flight Recorder traces where triage reads written dumps
-    fr_prefix = tmp_path / "fr" / "trace_rank_"
-    monkeypatch.setenv("TORCH_FR_BUFFER_SIZE", "2000")
-    monkeypatch.setenv("TORCH_FR_DUMP_TEMP_FILE", str(fr_prefix))
-    monkeypatch.setenv(inject.DUMP_ENV, "0")
-    # GIVEN a DDP job under torchrun --max-restarts 1 whose rank 2 was killed in attempt 0,
-    # and whose restarted ranks (attempt 1) made 3 steps each
-    with TrainingJob(
-        f"rr-{fault}-{uuid.uuid4().hex[:6]}",
-        "ddp",
-        "kill",
-        tmp_path,
-        launch="torchrun",
-        world=WORLD,
-        fault_rank=KILLED,
-        max_restarts=1,
-    ) as job:
-        pids = job.rank_pids()
-        assert sorted(pids) == list(range(WORLD))
-        attempts = {
-            psutil.Process(p).environ()["TORCHELASTIC_RESTART_COUNT"] for p in pids.values()
-        }
-        assert attempts == {"1"}
-        # AND attempt 0's end is in the launcher's log (evidence triage must scope away); the
-        # agent names its first failure, rank 1's -9 or, when both exits fall in the same
-        # second (its timestamps are whole seconds), rank 0's -15 (its SIGTERM)
-        log = (tmp_path / f"{job.job}.log").read_text(errors="replace")
-        assert "failed (exitcode: " in log
-        # AND so are attempt 0's Flight Recorder dumps, of every rank
-        assert all(Path(f"{fr_prefix}{rank}").stat().st_size for rank in range(WORLD))
-        # AND attempt 1 gets its own fault from outside the training code, or none
-        if fault != "none":
-            job.inflict(fault, FAULTY)
-        # WHEN triage looks at the job once
-        done = job.triage("--once", "--json", timeout=90)
+    job = restarted.job
+    pids = job.rank_pids()
+    assert sorted(pids) == list(range(WORLD))
+    attempts = {psutil.Process(p).environ()["TORCHELASTIC_RESTART_COUNT"] for p in pids.values()}
+    assert attempts == {"1"}
+    # AND attempt 0's end is in the launcher's log (evidence triage must scope away); the
+    # agent names its first failure, rank 1's -9 or, when both exits fall in the same
+    # second (its timestamps are whole seconds), rank 0's -15 (its SIGTERM)
+    log = (restarted.workdir / f"{job.job}.log").read_text(errors="replace")
+    assert "failed (exitcode: " in log
+    # AND so are attempt 0's Flight Recorder dumps, of every rank
+    assert all(Path(f"{restarted.fr_prefix}{rank}").stat().st_size for rank in range(WORLD))
+    # AND attempt 1 gets its own fault from outside the training code, or none
+    if fault != "none":
+        job.inflict(fault, FAULTY)
+    if fault == "fifo":  # a rank stopped by the case before goes on, up to the FIFO
+        os.kill(pids[FAULTY], signal.SIGCONT)
+    # WHEN triage looks at the job once
+    done = job.triage("--once", "--json", timeout=90)
     assert done.stdout.strip(), done.stderr
     code, doc = done.returncode, json.loads(done.stdout)
     verdict = doc["verdict"]
