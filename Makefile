@@ -43,11 +43,18 @@ $(STAMP): pyproject.toml
 install: $(STAMP) ## create .venv: the project (editable), torch 2.13 CPU, the test and docs extras
 
 demo: install ## preflight, then a small CPU job with an injected hang, triaged
+	$(BYTECODE) >/dev/null
 	$(PY) -m doctor.demo
 
 SOURCES := doctor checks playbooks tests benchmarks tools docs/examples
 
+# Where PYTHONDONTWRITEBYTECODE is set (this machine, CI), no process writes our modules'
+# bytecode, so every CLI run and rank compiles what it imports (0.17 s of a triage's 0.47 s
+# CPU); compiled once here, they are read. A file edited since is compiled as before.
+BYTECODE := $(PY) -m compileall -q -j 0 doctor checks playbooks tests
+
 test: lint ## the full suite (the lint gates, then pytest)
+	$(BYTECODE) >/dev/null
 	$(VENV)/bin/pytest -q
 
 zoo: install ## every case of the bug zoo (tests/zoo), three looks each; make test looks once at each
