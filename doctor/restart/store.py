@@ -174,7 +174,10 @@ class RestartStore:
 
     def _lines(self, key: str) -> list[str]:
         """The valid lines of an append log, in the order the store took them (none when
-        the log is absent, or was deleted)."""
+        the log was deleted between the two calls). The empty append (the log made if
+        absent) stays: without it, a restart under test_store_runs' intruder failed to
+        reach one rank in 5 of 22 runs (not yet explained; 0 of 21 with it)."""
+        self.base.append(key, "")
         raw = (peek(self.base, key) or b"")[: MAX_VALUE * 8]
         opened = (self.sealer.open(key, line) for line in raw.split(b"\n") if line)
         return [line for line in opened if line is not None]
@@ -322,7 +325,10 @@ class RestartStore:
 
     def entry_result(self, iteration: int) -> list[int] | None:
         """The iteration's frozen membership: the first valid list of ranks proposed."""
-        for members in self._json_lines(self.key("entry/result", iteration)):
+        key = self.key("entry/result", iteration)
+        if not self.base.check([key]):
+            return None
+        for members in self._json_lines(key):
             if (
                 isinstance(members, list)
                 and len(members) <= self.initial_world_size
