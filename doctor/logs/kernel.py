@@ -2,7 +2,8 @@
 lines and the OOM killer.
 
 ``NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.``
-names the GPU by bus id, the error by number, the process by pid. Some Xids are the
+names the GPU by bus id, the error by number, the process by pid; the driver's
+``NV_ERR_RESET_REQUIRED`` says the same of a GPU without an Xid. Some Xids are the
 hardware's fault (ECC double-bit errors, a GPU off the bus, NVLink errors): the GPU
 cannot finish any collective. Others are raised by what a program did (an illegal
 address: 13, 31, 43), or are the driver cleaning up after a process that died (45):
@@ -62,6 +63,9 @@ _OFF_BUS = re.compile(
     r"NVRM: GPU (?:at PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^:]*:? "
     r".*?(?:fallen off the bus|GPU is lost)"
 )
+_RESET_REQUIRED = re.compile(r"NVRM: .*?(?:NV_ERR_RESET_REQUIRED|Reset required)")
+"""The resource manager's status 0x62 (``nvstatuscodes.h``): the GPU must be reset before it
+runs anything again; every later CUDA call on it fails (``cudaErrorDevicesUnavailable``)."""
 _GPU_NAMED = re.compile(r"NVRM: The NVIDIA GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})")
 _GPU_FAILED = re.compile(r"fallen off the bus|not responding to commands|probe routine failed")
 _JOURNAL_HOST = re.compile(
@@ -91,6 +95,14 @@ def events(line: Line) -> list[LogEvent]:
         ]
     if m := _OFF_BUS.search(text):
         return [line.event(kinds.GPU_FAULT, code=79, device=m.group(1).lower(), host=host)]
+    if _RESET_REQUIRED.search(text):
+        return [
+            line.event(
+                kinds.GPU_FAULT,
+                host=host,
+                text="NVRM: the GPU needs a reset (NV_ERR_RESET_REQUIRED)",
+            )
+        ]
     if "probe routine failed" in text:
         return [line.event(kinds.GPU_FAULT, host=host)]
     if m := _OOM_KILL.search(text):

@@ -39,6 +39,9 @@ RANK_INFO = "rank_info"
 ``device`` = bus id) or a launcher's report (torchelastic's failure block)."""
 EXIT = "exit"
 """A rank's process ended: ``code`` is its exit status (negative: the signal that killed it)."""
+CANCELLED = "cancelled"
+"""The scheduler ended the job from outside (SLURM's ``CANCELLED AT ... DUE TO TIME LIMIT``,
+``PREEMPTION`` or ``JOB REQUEUE``): ``host`` where, ``text`` why. Not a fault of the job."""
 EXCEPTION = "exception"
 """The last line of a Python traceback a rank printed (``ExcType: message``)."""
 OOM = "oom"
@@ -95,6 +98,7 @@ ALL = (
     WAITS_FOR_MAIN,
     RANK_INFO,
     EXIT,
+    CANCELLED,
     EXCEPTION,
     OOM,
     BOOTSTRAP,

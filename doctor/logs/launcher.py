@@ -1,4 +1,5 @@
-"""What launchers say about ranks that ended: torchelastic (torchrun), SLURM, mpirun (Open
+"""What launchers say about ranks that ended: torchelastic (torchrun), SLURM (a task that
+died, a node that failed, a step it cancelled at its time limit or for a preemption), mpirun (Open
 MPI's one line, MPICH/Intel MPI's ``BAD TERMINATION`` banner) and
 ``torch.multiprocessing.spawn``; and Horovod's stall inspector, which names the ranks that
 never submitted a collective the others wait in.
@@ -30,6 +31,12 @@ _SRUN = re.compile(
 _NODE_FAILURE = re.compile(
     r"srun: error: Node failure on ([\w.-]+)|ON ([\w.-]+) CANCELLED AT \S+ DUE TO NODE FAILURE"
 )
+_CANCELLED = re.compile(
+    r"\*\*\* (?:JOB|STEP) \S+ (?:ON ([\w.-]+) )?CANCELLED AT \S+ DUE TO "
+    r"(TIME LIMIT|PREEMPTION|JOB REQUEUE)"
+)
+"""slurmstepd's (and srun's) line when the scheduler ends a job step: its time limit ran
+out, a higher-priority job preempted it, or it was requeued; SIGTERM, then SIGKILL."""
 _STEP_OOM = re.compile(r"Detected \d+ oom[-_]kill event")
 _MPIRUN = re.compile(
     r"process rank (\d{1,18}) with PID (\d{1,18}) on node ([\w.-]+) exited on signal (\d{1,18})"
@@ -89,6 +96,16 @@ def events(line: Line) -> list[LogEvent]:
         ]
     if m := _NODE_FAILURE.search(text):
         return [line.event(kinds.EXIT, host=m.group(1) or m.group(2), rank=None)]
+    if m := _CANCELLED.search(text):
+        why = m.group(2).lower()
+        return [
+            line.event(
+                kinds.CANCELLED,
+                rank=None,
+                host=m.group(1) or line.host,
+                text=f"SLURM cancelled the job step due to {why}",
+            )
+        ]
     if _STEP_OOM.search(text):
         return [line.event(kinds.OOM)]
     if m := _MPIRUN.search(text):

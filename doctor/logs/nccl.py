@@ -7,7 +7,9 @@ error strings it hands to PyTorch (``ncclSystemError ... Last error: ...``).
 * Transport errors after start-up: ``NET/IB : Got completion from peer X with error 12``
   (the retry counter ran out on that link), IB async events (port error, catastrophic
   error), ``NET/OFI`` request errors. A connection *closed or reset by the peer* is kept
-  apart (``peer_gone``): it follows a peer process dying as often as a link failing.
+  apart (``peer_gone``): it follows a peer process dying as often as a link failing; UCX
+  says the same reset in its words (``UCS_ERR_CONNECTION_RESET``: ``Connection reset by
+  remote peer``).
 * NCCL's system-error class (``unhandled system error``, ``ncclSystemError: System call
   ... failed``) with nothing more specific on the line: a system call or library NCCL
   depends on failed (a ``/dev/shm`` segment, a socket, locked memory), which at start-up is
@@ -60,7 +62,7 @@ _NETWORK = re.compile(
     r"NCCL WARN Timeout waiting for|IB ?: ?.*?timeout|Call to ibv_\w+ failed"
 )
 _PEER_GONE = re.compile(
-    r"[Cc]onnection closed by (?:remote )?peer|[Cc]onnection reset by peer|"
+    r"[Cc]onnection closed by (?:remote )?peer|[Cc]onnection reset by (?:remote )?peer|"
     r"ncclRemoteError|remote process exit(?:ed|ing)|Broken pipe|"
     r"socketProgress(?:Opt)?: .*?(?:failed|closed|reset)|"
     r"Net(?:/Socket)? ?: ?(?:Connection|socket) (?:closed|reset)|"

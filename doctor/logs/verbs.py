@@ -10,7 +10,10 @@ the error quoted bare in a thread's title.
   UCX's mlx5 ``Transport retry count exceeded``, a
   remote access or operation error, a local protection error), is the link between two
   ranks after they connected: ``network``, as NCCL's ``NET/IB : Got completion ... with
-  error`` (read by ``doctor.logs.nccl``).
+  error`` (read by ``doctor.logs.nccl``). libfabric's EFA provider says the same in its
+  words (``Unresponsive receiver``, ``Unreachable remote``): most often a security group
+  that does not let the instances' EFA traffic reach the group itself, else the peer's
+  hardware or a peer process that ended.
 
     ERROR mlx5_0: ibv_create_cq() failed: Cannot allocate memory.
     ibv_create_cq(cqe=4096) failed: Cannot allocate memory
@@ -33,10 +36,12 @@ _LOCKED_MEMORY = re.compile(
 _COMPLETION = re.compile(
     r"(?i)(?:transport|RNR) retry count(?:er)? exceeded|"
     r"remote (?:access|operation|invalid request) error|local protection error|"
-    r"completion (?:with )?error"
+    r"completion (?:with )?error|"
+    r"Unresponsive receiver|Unreachable remote"
 )
-"""libibverbs' ``ibv_wc_status_str`` for the statuses that end a connection, and the
-completion error its callers print around them."""
+"""libibverbs' ``ibv_wc_status_str`` for the statuses that end a connection, the
+completion error its callers print around them, and libfabric's EFA provider's
+(``efa_strerror``) for a peer its device cannot reach or that never answers the handshake."""
 
 
 def locked_memory(text: str) -> bool:
@@ -46,11 +51,16 @@ def locked_memory(text: str) -> bool:
 
 def events(line: Line) -> list[LogEvent]:
     text = line.text
-    if "NCCL" not in text and "NET/" not in text and _COMPLETION.search(text):
+    if "NCCL" not in text and "NET/" not in text and (m := _COMPLETION.search(text)):
+        efa = m.group(0).lower().startswith("unre")
         return [
             line.event(
                 kinds.NETWORK,
-                text="an RDMA work completion failed between two ranks: the link, a switch, "
+                text="an EFA completion failed: the peer's device did not answer (a security "
+                "group that does not allow all traffic to and from itself, the peer's "
+                "hardware, or a peer process that ended)"
+                if efa
+                else "an RDMA work completion failed between two ranks: the link, a switch, "
                 "or routing (RoCE GID, LMC path) between their NICs",
             )
         ]

@@ -33,7 +33,7 @@ _COLLATERAL_TEXT = re.compile(
 )
 _CLOSED = re.compile(r"[Cc]onnection closed by (?:remote )?peer")
 """An orderly close: the peer's end of the socket read end of file."""
-_ABRUPT = re.compile(r"reset by peer|Broken pipe|Connection timed out|No route to host")
+_ABRUPT = re.compile(r"reset by (?:remote )?peer|Broken pipe|Connection timed out|No route to host")
 """A reset, a write into a dead socket, a timeout: a link can cause these too."""
 
 
@@ -141,6 +141,23 @@ def rank_loss(view: LogView) -> list[Candidate]:
         )
         out.append(_loss(ranks, Confidence.LOW, summary, 45, unexplained, "log_exit"))
     return out
+
+
+def cancelled(view: LogView) -> list[Candidate]:
+    """The scheduler ended the job (SLURM's time limit, a preemption, a requeue): its ranks
+    were stopped from outside, SIGTERM then SIGKILL, not by a fault of their own. A job that
+    hung until its time limit shows the hang first (a watchdog or store timeout): then the
+    cancellation is its consequence and weighs almost nothing."""
+    found = view.of_kind(kinds.CANCELLED)
+    if not found:
+        return []
+    hung = view.of_kind(kinds.WATCHDOG_TIMEOUT) or view.of_kind(kinds.STORE_TIMEOUT)
+    summary = (
+        f"{found[0].text}{where(found)}: the scheduler stopped the ranks from outside (SIGTERM, "
+        "then SIGKILL), and the logs say nothing failed before it; for a time limit, ask for "
+        "more time or checkpoint and requeue; for a preemption, requeue"
+    )
+    return [_loss((), Confidence.LOW, summary, 10 if hung else 40, found, "log_cancelled")]
 
 
 def _bus_error(ranks: tuple[int, ...], found: Sequence[LogEvent]) -> Candidate:

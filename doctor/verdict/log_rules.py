@@ -24,6 +24,9 @@ log_rank_loss           82/55/45  a rank's process died of its own cause (killed
                                   crash, its own exception; 82), RAS says a process is dead
                                   or unreachable (82/55), or a rank exited with no reason
                                   given (45)
+log_cancelled           40/10     the scheduler cancelled the job (SLURM's time limit,
+                                  preemption, requeue): rank_loss, low, no culprit; 10 when
+                                  a watchdog or store timeout came first (the job had hung)
 log_bus_error           60        ranks were killed by a bus error whose kind nothing names
                                   (``exitcode: -7``, ``Signal 7 (SIGBUS)``) and by nothing
                                   else: /dev/shm full or too small (bootstrap, low; the lost
@@ -404,6 +407,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     nccl_calls,
     log_faults.gpu_fault,
     log_faults.rank_loss,
+    log_faults.cancelled,
     log_faults.bootstrap,
     log_faults.network,
     log_faults.cuda_error,

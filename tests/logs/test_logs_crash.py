@@ -289,6 +289,25 @@ def test_a_specific_nccl_warning_beside_the_system_error_still_names_the_cause()
         ),
         ("ibv_poll_cq: wc status 'RNR retry counter exceeded'", HangClass.NETWORK),
         ("mlx5: got completion with error: remote access error", HangClass.NETWORK),
+        # gardener/gardener-extension-provider-aws#1832: libfabric's EFA provider names a peer
+        # its device cannot reach or that never completes the handshake (a security group
+        # that blocks EFA traffic, the peer's hardware): the link, as a failed completion is
+        (
+            "Error 4126: Unresponsive receiver (reachable by EFA device but handshake failed)",
+            HangClass.NETWORK,
+        ),
+        # openucx/ucx#10432: UCX's words for a reset connection (UCS_ERR_CONNECTION_RESET),
+        # here after the local NIC failed: a reset, not an orderly close, so the link
+        (
+            "[2025-01-21 02:08:03.953] [warning] [channel.cc:123] desc:Failed to send RPC message request_id:19189 error:Connection reset by remote peer",
+            HangClass.NETWORK,
+        ),
+        # scitix/sichek#51: the driver says a GPU needs a reset before it runs anything
+        # again (NV_ERR_RESET_REQUIRED, no Xid): the GPU, not the program
+        (
+            "[Sun Jan 11 09:52:01 2026] NVRM: nvAssertOkFailedNoLog: Assertion failed: Reset required [NV_ERR_RESET_REQUIRED] (0x00000062) returned from status @ kernel_channel.c:2874 ",
+            HangClass.GPU_HANG,
+        ),
         # ENOSPC with nothing else: a full /dev/shm or disk, the host's set-up
         ("[QUESTION] OSError: [Errno 28] No space left on device", HangClass.BOOTSTRAP),
         (
@@ -607,3 +626,33 @@ def test_stacks_in_two_different_collectives_are_a_mismatch_even_without_a_timeo
     # THEN two primitives are ranks in different collectives; one alone says nothing of it
     assert (found.get("log_stack_calls") is HangClass.COLLECTIVE_MISMATCH) is mismatch
     assert (_verdict(frames).hang_class is HangClass.COLLECTIVE_MISMATCH) is mismatch
+
+
+_TIME_LIMIT = "slurmstepd: error: *** STEP 55595933.0 ON maestro-3017 CANCELLED AT 2025-01-10T15:27:25 DUE TO TIME LIMIT ***"
+
+
+def test_a_job_the_scheduler_cancelled_lost_its_ranks_from_outside() -> None:
+    # GIVEN Lightning-AI/pytorch-lightning#20542: training advanced until SLURM cancelled the
+    # step at its time limit, and a preemption said the same way
+    lines = [
+        _TIME_LIMIT,
+        "srun: Job step aborted: Waiting up to 32 seconds for job step to finish.",
+        "[rank: 0] Received SIGTERM: 15",
+    ]
+    preempted = "slurmstepd: error: *** JOB 37361369 ON learnfair5146 CANCELLED AT 2021-03-15T18:00:46 DUE TO PREEMPTION ***"
+    for logs in (lines, [preempted]):
+        verdict = _verdict(logs)
+        # THEN the ranks were lost to the scheduler, on the host it names, no rank blamed
+        assert verdict.hang_class is HangClass.RANK_LOSS
+        assert verdict.culprit_ranks == ()
+        assert "scheduler" in verdict.summary
+    assert "time limit" in _verdict(lines).summary and "maestro-3017" in _verdict(lines).summary
+
+
+def test_a_hang_that_ran_into_the_time_limit_is_judged_by_its_hang() -> None:
+    # GIVEN a watchdog timeout before the cancellation: the job had hung, the time limit
+    # only ended it
+    watchdog = "[rank2]:[E ProcessGroupNCCL.cpp:563] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=19, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800093 milliseconds before timing out."
+    verdict = _verdict([watchdog, _TIME_LIMIT])
+    # THEN the cancellation is not the verdict
+    assert "cancelled" not in verdict.summary
