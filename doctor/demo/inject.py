@@ -94,7 +94,7 @@ class _Counter:
             return
         if self.gil_file and os.path.exists(self.gil_file):
             self.holding = True
-            _append(self.gil_file, "held\n")
+            append_line(self.gil_file, "held\n")
             threading.Thread(target=hold_gil_in_c, name="metrics-uploader", daemon=True).start()
         elif self.fault == "slow":
             time.sleep(self.delay)
@@ -108,10 +108,11 @@ class _Counter:
             dump_flight_recorder(Path(f"{prefix}{self.rank}"))
 
     def _say_ready(self) -> None:
-        _append(self.ready, f"ready rank={self.rank} step={self.steps} fault={self.fault}\n")
+        append_line(self.ready, f"ready rank={self.rank} step={self.steps} fault={self.fault}\n")
 
 
-def _append(path: str, line: str) -> None:
+def append_line(path: str | os.PathLike[str], line: str) -> None:
+    """One write with ``O_APPEND``: the lines of ranks writing one file at once never mix."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
     try:
         os.write(fd, line.encode())

@@ -51,6 +51,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from doctor.demo.inject import append_line
+
 FAULTS = (
     "none",
     "wrong-collective",
@@ -167,12 +169,9 @@ class Job:
     def ready(self, step: int) -> None:
         if self.opts.ready_file is None:
             return
-        line = f"ready rank={self.rank} step={step} fault={self.opts.fault}\n"
-        fd = os.open(self.opts.ready_file, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
-        try:
-            os.write(fd, line.encode())
-        finally:
-            os.close(fd)
+        append_line(
+            self.opts.ready_file, f"ready rank={self.rank} step={step} fault={self.opts.fault}\n"
+        )
 
 
 def load_batch(job: Job, step: int) -> Any:

@@ -71,7 +71,7 @@ class TrainingJob(LocalJob):
     ) -> None:
         if framework not in FRAMEWORKS or fault not in FAULTS:
             raise ValueError(f"framework in {sorted(FRAMEWORKS)}, fault in {FAULTS}")
-        site = workdir / f"{job}.site"
+        site, gil_file = workdir / f"{job}.site", workdir / f"{job}.gil"
         super().__init__(
             job,
             fault,
@@ -89,12 +89,12 @@ class TrainingJob(LocalJob):
                 inject.STEP_ENV: str(step),
                 inject.READY_ENV: str(workdir / f"{job}.ready"),
                 inject.DELAY_ENV: str(delay),
-                inject.GIL_FILE_ENV: str(workdir / f"{job}.gil"),
+                inject.GIL_FILE_ENV: str(gil_file),
                 **(_OWN_STORE_PER_ATTEMPT if max_restarts else {}),
             },
         )
         self.framework, self.site, self.data = framework, site, workdir / f"{job}.data"
-        self.gil_file = workdir / f"{job}.gil"
+        self.gil_file = gil_file
         self.program = ["-m", FRAMEWORKS[framework]]
         self.job_args = ["--data", str(self.data)]
         self.max_restarts = max_restarts

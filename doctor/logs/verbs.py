@@ -37,7 +37,7 @@ _COMPLETION = re.compile(
     r"(?i)(?:transport|RNR) retry count(?:er)? exceeded|"
     r"remote (?:access|operation|invalid request) error|local protection error|"
     r"completion (?:with )?error|"
-    r"Unresponsive receiver|Unreachable remote"
+    r"(?P<efa>Unresponsive receiver|Unreachable remote)"
 )
 """libibverbs' ``ibv_wc_status_str`` for the statuses that end a connection, the
 completion error its callers print around them, and libfabric's EFA provider's
@@ -52,7 +52,7 @@ def locked_memory(text: str) -> bool:
 def events(line: Line) -> list[LogEvent]:
     text = line.text
     if "NCCL" not in text and "NET/" not in text and (m := _COMPLETION.search(text)):
-        efa = m.group(0).lower().startswith("unre")
+        efa = m.group("efa") is not None
         return [
             line.event(
                 kinds.NETWORK,

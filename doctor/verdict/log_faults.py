@@ -151,7 +151,7 @@ def cancelled(view: LogView) -> list[Candidate]:
     found = view.of_kind(kinds.CANCELLED)
     if not found:
         return []
-    hung = view.of_kind(kinds.WATCHDOG_TIMEOUT) or view.of_kind(kinds.STORE_TIMEOUT)
+    hung = view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT)
     summary = (
         f"{found[0].text}{where(found)}: the scheduler stopped the ranks from outside (SIGTERM, "
         "then SIGKILL), and the logs say nothing failed before it; for a time limit, ask for "
