@@ -31,6 +31,8 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 
 from corpus import HELDOUT, Score, score  # noqa: E402
 
+from doctor.model import Verdict  # noqa: E402
+
 TARGET = 0.85
 
 
@@ -81,6 +83,11 @@ def big_log(megabytes: int) -> tuple[float, float, int]:
     return seconds, size / seconds, int(grown)
 
 
+def _guessed(verdict: Verdict) -> bool:
+    """Whether the verdict's class is the word model's guess (``doctor.verdict.log_words``)."""
+    return any(e.source == "word-model" for e in verdict.evidence)
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--big-mb", type=int, default=200)
@@ -112,6 +119,11 @@ def main() -> int:
             f"class accuracy {part.accuracy:.0%}\n"
         )
         print(table(part))
+        guessed = [o for o in part.outcomes if o.verdict and _guessed(o.verdict)]
+        print(
+            f"\nword-model guesses (logs no rule read): {len(guessed)}, "
+            f"{sum(o.class_right for o in guessed)} right"
+        )
         crashed += [o.case.name for o in part.outcomes if o.error]
         hidden = args.test_totals_only and part is test
         misses = [] if hidden else [o for o in part.outcomes if not o.class_right]

@@ -213,6 +213,9 @@ class Evidence:
     """Flight Recorder dumps triage read (a bundle copies them for people and other tools)."""
     log_files: tuple[str, ...] = ()
     """NCCL and launcher logs triage read (a bundle copies their tails)."""
+    log_words: tuple[str, ...] = ()
+    """The distinct words of the logs' telling lines (``doctor.logs.words``): what the word
+    model reads when no rule understood a line of logs that are all there is."""
     hosts: tuple[HostReach, ...] = ()
     """Multi-host triage: every host of the job, reached or not (empty for one host)."""
     ended: str = ""

@@ -98,6 +98,7 @@ def judge(case: Case) -> Outcome:
             logs=reading.events,
             skipped=reading.skipped,
             log_files=reading.files,
+            log_words=reading.words,
         )
         return Outcome(case, classify(evidence))
     except Exception as exc:  # a crash is a finding of the benchmark, not its end

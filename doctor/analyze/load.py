@@ -21,6 +21,7 @@ from doctor.errors import InputError
 from doctor.evidence import SCHEMA, Evidence
 from doctor.flight.reader import Progress, read_flight
 from doctor.logs import read_logs
+from doctor.logs.words import union
 
 
 def _bundle(paths: Sequence[Path]) -> tuple[Path, Evidence, bool] | None:
@@ -71,4 +72,5 @@ def load_evidence(paths: Sequence[Path], progress: Progress | None = None) -> Ev
         stacks=base.stacks + logs.stacks,
         skipped=tuple(dict.fromkeys(base.skipped + logs.skipped)),
         log_files=tuple(dict.fromkeys(base.log_files + logs.files)),
+        log_words=union((base.log_words, logs.words)),
     )

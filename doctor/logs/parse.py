@@ -44,6 +44,7 @@ from doctor.logs.pyspy_text import PyspyDump
 from doctor.logs.ras import RasText
 from doctor.logs.smi import SmiTable
 from doctor.logs.traceback import Traceback  # noqa: F401 - the module is used too
+from doctor.logs.words import add_words
 
 
 @dataclass(frozen=True)
@@ -92,6 +93,8 @@ class Parsed:
     cut: Counter[str] = field(default_factory=Counter)
     """Bound name -> how many things it cut."""
     lines: int = 0
+    words: set[str] = field(default_factory=set)
+    """The distinct words of the lines past the gate (``doctor.logs.words``)."""
 
 
 BLOCKS: tuple[type, ...] = (
@@ -189,6 +192,8 @@ class Parser:
             result.cut["line_chars"] += 1
         if not self._blocks and not self._json and not worth_a_look(raw):
             return
+        if not add_words(result.words, raw):
+            result.cut["words"] += 1
         line = split(raw.rstrip("\r\n"), f"{self.origin}:{result.lines}", self.file_rank)
         if block := self._blocks.get(line.stream):
             if block.feed(line):

@@ -16,6 +16,7 @@ from typing import BinaryIO
 from doctor.evidence import LogEvent, RankStack
 from doctor.logs.parse import Bounds, Parsed, Parser
 from doctor.logs.who import Directory
+from doctor.logs.words import union
 from doctor.model import Skipped
 
 MAX_FILES = 2_000
@@ -35,6 +36,8 @@ class LogReading:
     skipped: tuple[Skipped, ...]
     files: tuple[str, ...]
     """Every text file read (whether or not it said anything)."""
+    words: tuple[str, ...] = ()
+    """The distinct words of their telling lines (``doctor.logs.words``)."""
 
 
 def is_text(path: Path) -> bool:
@@ -171,4 +174,10 @@ def resolve(parsed: Sequence[tuple[Path, Parsed]], skipped: list[Skipped]) -> Lo
                 )
                 continue
             stacks.append(RankStack(rank, dump.threads, "file"))
-    return LogReading(events, tuple(stacks), tuple(skipped), tuple(str(p) for p, _ in parsed))
+    return LogReading(
+        events,
+        tuple(stacks),
+        tuple(skipped),
+        tuple(str(p) for p, _ in parsed),
+        union(p.words for _, p in parsed),
+    )

@@ -82,7 +82,7 @@ from doctor.evidence import Evidence, LogEvent
 from doctor.logs import kinds
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
-from doctor.verdict import log_faults, log_waits
+from doctor.verdict import log_faults, log_waits, log_words
 from doctor.verdict.candidate import Candidate
 from doctor.verdict.log_view import LogView, lines_of, quote, ranks_of, where
 from doctor.verdict.view import FR_HINT
@@ -433,6 +433,7 @@ def candidates(evidence: Evidence) -> list[Candidate]:
     view = LogView.of(evidence)
     found = [c for rule in RULES for c in rule(view)]
     only_logs = not evidence.has_flight and not (evidence.stacks or evidence.processes)
-    if found or not only_logs:
+    if not only_logs or any(c.hang_class is not HangClass.UNKNOWN for c in found):
         return found
-    return [_unplaced_waits(view) or _silent_logs(len(evidence.log_files))]
+    said = found or [_unplaced_waits(view) or _silent_logs(len(evidence.log_files))]
+    return [log_words.refine(c, evidence.log_words) for c in said]

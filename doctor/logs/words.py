@@ -1,0 +1,37 @@
+"""The words of a log's telling lines, kept for the word model (``doctor.verdict.log_words``).
+
+A log no parser understands can still say what kind of failure it holds in the words it
+shares with known cases (``interface``, ``libnccl``, ``oom``, ``ibv``...). The reader keeps
+the distinct words of every line that passes its gate: a set, so a 2 GB log costs what its
+vocabulary costs, and bounded by ``MAX_WORDS`` against a hostile one.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_TOKEN = re.compile(r"[A-Za-z][A-Za-z_]{2,}")
+LONGEST = 40
+"""Longer runs of letters are identifiers or garbage, never a word of the model."""
+MAX_WORDS = 5_000
+"""Distinct words one reading keeps (a log's own vocabulary is a few hundred)."""
+
+
+def words_in(text: str) -> set[str]:
+    """The lowercase words (3 to ``LONGEST`` letters, underscores allowed) of ``text``."""
+    return {w.lower() for w in _TOKEN.findall(text) if len(w) <= LONGEST}
+
+
+def add_words(into: set[str], text: str) -> bool:
+    """Add ``text``'s words to ``into`` while it holds fewer than ``MAX_WORDS``; False when
+    the bound left some out."""
+    if len(into) >= MAX_WORDS:
+        return not words_in(text) - into
+    into |= words_in(text)
+    return True
+
+
+def union(groups: Iterable[Iterable[str]]) -> tuple[str, ...]:
+    """The sorted distinct words of ``groups``, at most ``MAX_WORDS`` of them."""
+    return tuple(sorted(set().union(*groups)))[:MAX_WORDS]

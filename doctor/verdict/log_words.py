@@ -1,0 +1,100 @@
+"""The word model: for logs that are all there is and that no rule understood, which class
+of the corpus's cases their words resemble.
+
+``data/word_model.json`` is made by ``tools/train_word_model.py`` from the cases rules may be
+written from (the in-sample corpus and the held-out corpus's dev split, never its test
+split), with only the words found in cases of two repositories or more, so no word stands
+for one thread. It is a multinomial naive Bayes over the distinct words of the logs' telling
+lines, with equal priors (the corpus's mix of classes is not a user's). Its answer refines an
+``unknown`` log candidate into a low-confidence guess that says it is one and shows the words
+it rests on; it never says ``healthy``, and it abstains below ``MIN_POSTERIOR``.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from functools import cache
+from importlib import resources
+
+from doctor.model import Confidence, EvidenceLine, HangClass
+from doctor.verdict.candidate import Candidate
+
+MIN_POSTERIOR = 0.5
+"""Below this the words do not tell one class from another (see the tool's --check)."""
+SHOWN = 6
+"""Words of the evidence line: those that favour the guessed class most."""
+
+
+@dataclass(frozen=True)
+class WordModel:
+    alpha: float
+    logp: dict[str, dict[str, float]]
+    """Class -> word -> log P(word | class)."""
+
+    @classmethod
+    def of(cls, doc: dict[str, object]) -> WordModel:
+        """The model from its JSON (``tools/train_word_model.py`` writes it)."""
+        alpha = float(doc["alpha"])  # type: ignore[arg-type]
+        counts: dict[str, dict[str, int]] = doc["classes"]  # type: ignore[assignment]
+        vocab = set().union(*counts.values())
+        logp = {}
+        for name, words in counts.items():
+            total = sum(words.values()) + alpha * len(vocab)
+            logp[name] = {w: math.log((words.get(w, 0) + alpha) / total) for w in vocab}
+        return cls(alpha, logp)
+
+    def guess(self, words: Iterable[str], threshold: float = MIN_POSTERIOR) -> Guess | None:
+        """The class ``words`` resemble most, or None when they hold no word of the model,
+        no class reaches ``threshold``, or no word favours the best class over the others."""
+        known = sorted(set(words) & next(iter(self.logp.values())).keys())
+        if not known:
+            return None
+        scores = {c: sum(p[w] for w in known) for c, p in self.logp.items()}
+        best = max(scores, key=lambda c: (scores[c], c))
+        top = scores[best]
+        posterior = 1 / sum(math.exp(s - top) for s in scores.values())
+        if posterior < threshold:
+            return None
+        rivals = [p for c, p in self.logp.items() if c != best]
+        lift = {w: self.logp[best][w] - max(r[w] for r in rivals) for w in known}
+        telling = sorted((w for w in known if lift[w] > 0), key=lambda w: (-lift[w], w))
+        if not telling:  # a tie: no word of the logs favours the class
+            return None
+        return Guess(HangClass(best), posterior, tuple(telling[:SHOWN]))
+
+
+@dataclass(frozen=True)
+class Guess:
+    hang_class: HangClass
+    posterior: float
+    words: tuple[str, ...]
+    """The words that favour the class most, most first."""
+
+
+@cache
+def model() -> WordModel:
+    text = resources.files("doctor.data").joinpath("word_model.json").read_text()
+    return WordModel.of(json.loads(text))
+
+
+def refine(candidate: Candidate, words: Iterable[str]) -> Candidate:
+    """``candidate`` (an ``unknown`` from logs alone) as the class its logs' words resemble,
+    at low confidence; unchanged when the model abstains."""
+    guess = model().guess(words)
+    if guess is None:
+        return candidate
+    said = ", ".join(guess.words)
+    cls = guess.hang_class.value
+    return replace(
+        candidate,
+        hang_class=guess.hang_class,
+        confidence=Confidence.LOW,
+        summary=f"{candidate.summary}. The words of its lines resemble the corpus's {cls} "
+        f"cases ({guess.posterior:.0%}; {said}): a guess from words, not a finding",
+        evidence=candidate.evidence
+        + (EvidenceLine("word-model", None, f"{cls} {guess.posterior:.0%}: {said}"),),
+        rule=f"{candidate.rule}+words",
+    )

@@ -1,0 +1,132 @@
+"""The word model: trained only from what rules may be written from, reproducible from the
+corpus, a low-confidence guess only where logs alone said nothing a rule reads."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+from types import ModuleType
+
+from clitools import run_cli
+from corpus import HELDOUT, cases
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from doctor.evidence import Evidence, LogEvent
+from doctor.logs import read_logs
+from doctor.logs.words import LONGEST, MAX_WORDS, words_in
+from doctor.model import Confidence, HangClass
+from doctor.verdict import log_rules
+from doctor.verdict.log_words import MIN_POSTERIOR, WordModel, model
+
+ROOT = Path(__file__).parents[2]
+SHIPPED = ROOT / "doctor" / "data" / "word_model.json"
+
+
+def _tool() -> ModuleType:
+    spec = importlib.util.spec_from_file_location(
+        "train_word_model", ROOT / "tools" / "train_word_model.py"
+    )
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_the_shipped_model_is_what_the_tool_makes_and_it_never_read_a_test_case() -> None:
+    # GIVEN the model the package ships WHEN the tool trains one again from the corpus
+    tool = _tool()
+    shipped = json.loads(SHIPPED.read_text())
+    # THEN they are the same (a new case or a reader change means running the tool again)
+    assert tool.train(tool.examples()) == shipped
+    # AND no case it learned from is in the held-out test split
+    test_split = {c.name for c in cases(HELDOUT, "test")}
+    assert test_split and not test_split & set(shipped["trained_on"])
+    # AND it has no healthy class: it guesses among hangs
+    assert "healthy" not in shipped["classes"] and "unknown" not in shipped["classes"]
+
+
+TINY = {
+    "alpha": 0.5,
+    "classes": {
+        "bootstrap": {"interface": 3, "socket": 3, "error": 2},
+        "rank_loss": {"signal": 3, "killed": 3, "error": 2},
+    },
+}
+
+
+def test_a_guess_names_the_class_and_the_words_that_favour_it() -> None:
+    tiny = WordModel.of(TINY)
+    guess = tiny.guess(["signal", "killed", "error", "unheard"])
+    assert guess is not None and guess.hang_class is HangClass.RANK_LOSS
+    assert guess.words == ("killed", "signal")  # "error" favours neither
+    assert tiny.guess(["unheard", "words"]) is None  # nothing the model knows
+    assert tiny.guess(["error"]) is None  # 50 %: below the threshold
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.sampled_from(sorted(set().union(*json.loads(SHIPPED.read_text())["classes"].values())))
+        | st.text(max_size=12),
+        max_size=60,
+    )
+)
+def test_any_words_give_a_hang_class_above_the_threshold_or_nothing(words: list[str]) -> None:
+    guess = model().guess(words)
+    if guess is not None:
+        assert guess.hang_class not in (HangClass.HEALTHY, HangClass.UNKNOWN)
+        assert MIN_POSTERIOR <= guess.posterior <= 1 + 1e-9
+        assert set(guess.words) <= set(words)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(max_size=300))
+def test_words_of_any_text_are_lowercase_words_of_bounded_length(text: str) -> None:
+    for word in words_in(text):
+        assert 3 <= len(word) <= LONGEST and word == word.lower() and word[0].isalpha()
+
+
+def test_a_hostile_log_with_endless_distinct_words_is_bounded_and_says_so(tmp_path: Path) -> None:
+    log = tmp_path / "noise.log"
+    abc = "abcdefghijklmnopqrstuvwxyz"
+    words = (abc[i % 26] + abc[i // 26 % 26] + abc[i // 676 % 26] for i in range(3 * MAX_WORDS))
+    log.write_text("".join(f"ERROR {w}\n" for w in words))
+    reading = read_logs([log])
+    assert len(reading.words) <= MAX_WORDS
+    assert any("bound words" in s.reason for s in reading.skipped)
+
+
+def _silent(words: tuple[str, ...], **more: object) -> Evidence:
+    return Evidence(job="j", ranks_expected=None, log_files=("a.log",), log_words=words, **more)  # type: ignore[arg-type]
+
+
+def test_only_logs_that_no_rule_read_are_guessed_and_at_low_confidence() -> None:
+    words = ("process", "signal", "killed", "exitcode")
+    # GIVEN logs alone, no line a rule reads WHEN the log rules judge them
+    [guessed] = log_rules.candidates(_silent(words))
+    # THEN the silent candidate becomes the class the words resemble, low, saying it guessed
+    assert guessed.hang_class is HangClass.RANK_LOSS and guessed.confidence is Confidence.LOW
+    assert guessed.rule == "log_silent+words" and "a guess from words" in guessed.summary
+    assert guessed.evidence[-1].source == "word-model"
+    # AND logs beside live stacks or a rule's finding are not guessed at
+    from doctor.evidence import RankStack
+
+    live = _silent(words, stacks=(RankStack(0, (), "py-spy"),))
+    assert all(c.rule != "log_silent+words" for c in log_rules.candidates(live))
+    xid = LogEvent(
+        None, "gpu_fault", "NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus", code=79
+    )
+    assert all("+words" not in c.rule for c in log_rules.candidates(_silent(words, logs=(xid,))))
+
+
+def test_analyze_says_its_guess_is_one(tmp_path: Path) -> None:
+    log = tmp_path / "job.log"
+    log.write_text("epoch 3 step 120 loss 0.31\nFatal: the worker process was lost, signal\n")
+    doc = json.loads(run_cli("analyze", str(log), "--json").stdout)
+    assert (doc["verdict"]["hang_class"], doc["verdict"]["confidence"]) == ("rank_loss", "low")
+    assert "a guess from words" in doc["verdict"]["summary"]
+    assert [e["source"] for e in doc["evidence"]] == ["word-model"]

@@ -1,0 +1,109 @@
+"""Write ``doctor/data/word_model.json``, the word model ``doctor.verdict.log_words`` reads,
+from the cases rules may be written from: the in-sample corpus (``tests/fixtures/real``) and
+the held-out corpus's dev split. The test split is never read.
+
+Each case is read the way ``nccl-doctor analyze`` reads it (``read_logs``), and counts once
+per distinct word of its telling lines. Only words found in cases of at least
+``MIN_REPOSITORIES`` repositories are kept, so no word stands for one thread. Healthy cases
+are left out: the model guesses among hangs.
+
+    .venv/bin/python tools/train_word_model.py            # write the model
+    .venv/bin/python tools/train_word_model.py --check    # leave-one-repository-out scores
+
+``--check`` trains without each repository in turn and guesses its cases, then prints how
+many guesses were right at each posterior threshold: the estimate of the model on a
+project it never saw (still in-sample for the choice of threshold and smoothing).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Sequence
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT / "tests"))
+
+from corpus import CORPUS, HELDOUT, Case, cases  # noqa: E402
+
+from doctor.logs import read_logs  # noqa: E402
+from doctor.model import HangClass  # noqa: E402
+from doctor.verdict.log_words import WordModel  # noqa: E402
+
+OUT = ROOT / "doctor" / "data" / "word_model.json"
+ALPHA = 0.5
+MIN_REPOSITORIES = 2
+LEFT_OUT = (HangClass.HEALTHY, HangClass.UNKNOWN)
+
+Example = tuple[Case, frozenset[str]]
+
+
+def examples() -> list[Example]:
+    """(case, its words) for every case the model may learn from."""
+    chosen = cases(CORPUS) + cases(HELDOUT, "dev")
+    assert all(c.split in ("", "dev") for c in chosen), "a test-split case would be read"
+    return [
+        (c, frozenset(read_logs(list(c.files)).words))
+        for c in chosen
+        if c.hang_class not in LEFT_OUT
+    ]
+
+
+def repository(case: Case) -> str:
+    return case.repository or case.name
+
+
+def train(rows: Sequence[Example]) -> dict[str, object]:
+    """The model's JSON document from ``rows``."""
+    seen_in: dict[str, set[str]] = defaultdict(set)
+    for case, words in rows:
+        for w in words:
+            seen_in[w].add(repository(case))
+    vocab = {w for w, repos in seen_in.items() if len(repos) >= MIN_REPOSITORIES}
+    counts: dict[str, Counter[str]] = defaultdict(Counter)
+    for case, words in rows:
+        counts[case.hang_class.value].update(words & vocab)
+    return {
+        "about": "written by tools/train_word_model.py from the in-sample corpus and the "
+        "held-out dev split; do not edit",
+        "alpha": ALPHA,
+        "min_repositories": MIN_REPOSITORIES,
+        "trained_on": sorted(case.name for case, _ in rows),
+        "classes": {c: dict(sorted(n.items())) for c, n in sorted(counts.items())},
+    }
+
+
+def check(rows: Sequence[Example]) -> None:
+    """Leave-one-repository-out: each case guessed by a model trained without its project."""
+    guesses = []
+    for repo in sorted({repository(c) for c, _ in rows}):
+        model = WordModel.of(train([r for r in rows if repository(r[0]) != repo]))
+        for case, words in rows:
+            if repository(case) == repo:
+                guess = model.guess(words, threshold=0.0)
+                guesses.append((guess.posterior if guess else 0.0, guess, case))
+    print(f"{len(rows)} cases, {len({repository(c) for c, _ in rows})} repositories")
+    for threshold in (0.0, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
+        made = [(g, c) for p, g, c in guesses if g and p >= threshold]
+        right = sum(g.hang_class is c.hang_class for g, c in made)
+        print(f"posterior >= {threshold:.1f}: {len(made)} guesses, {right} right")
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--check", action="store_true", help="score, do not write")
+    args = parser.parse_args(argv)
+    rows = examples()
+    if args.check:
+        check(rows)
+        return 0
+    OUT.write_text(json.dumps(train(rows), indent=1, sort_keys=True) + "\n")
+    print(f"wrote {OUT.relative_to(ROOT)} from {len(rows)} cases")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
