@@ -18,6 +18,19 @@ MAX_WORDS = 5_000
 """Distinct words one reading keeps (a log's own vocabulary is a few hundred)."""
 
 
+_TELLING = re.compile(
+    r"(?i)error|fail|time[d ]?out|hang|hung|stuck|kill|abort|refuse|denied|unable|cannot|"
+    r"can't|invalid|illegal|signal|exception|mismatch|unreachable|lost|died|dead|exit|"
+    r"terminat|warn|fatal|oom|memory|nccl|cuda|gloo|rank|socket|connect|barrier|"
+    r"watchdog|collective|allreduce|all_reduce|broadcast|gather"
+)
+
+
+def telling(line: str) -> bool:
+    """Whether a line the parsers' gate passed over still holds words worth keeping."""
+    return _TELLING.search(line) is not None
+
+
 def words_in(text: str) -> set[str]:
     """The lowercase words (3 to ``LONGEST`` letters, underscores allowed) of ``text``."""
     return {w.lower() for w in _TOKEN.findall(text) if len(w) <= LONGEST}

@@ -22,7 +22,7 @@ from importlib import resources
 from doctor.model import Confidence, EvidenceLine, HangClass
 from doctor.verdict.candidate import Candidate
 
-MIN_POSTERIOR = 0.5
+MIN_POSTERIOR = 0.4
 """Below this the words do not tell one class from another (see the tool's --check)."""
 SHOWN = 6
 """Words of the evidence line: those that favour the guessed class most."""

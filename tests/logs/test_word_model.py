@@ -130,3 +130,19 @@ def test_analyze_says_its_guess_is_one(tmp_path: Path) -> None:
     assert (doc["verdict"]["hang_class"], doc["verdict"]["confidence"]) == ("rank_loss", "low")
     assert "a guess from words" in doc["verdict"]["summary"]
     assert [e["source"] for e in doc["evidence"]] == ["word-model"]
+
+
+def test_an_excerpt_gives_every_telling_line_and_a_big_log_only_the_gated_ones(
+    tmp_path: Path,
+) -> None:
+    from doctor.logs.parse import Bounds
+
+    log = tmp_path / "job.log"
+    log.write_text("the worker was killed while loading\nstep 1 loss 0.3\n")
+    # GIVEN a line no parser's gate passes, with words that tell (killed, loading)
+    # WHEN it is read as an excerpt, then as if it were a big log
+    small, big = read_logs([log]), read_logs([log], Bounds(word_bytes=0))
+    # THEN the excerpt keeps its words, the big log does not scan for them (reading speed)
+    assert {"killed", "worker", "loading"} <= set(small.words)
+    assert "step" not in small.words  # a line with no telling word gives none
+    assert big.words == ()
