@@ -83,8 +83,9 @@ def cases(root: Path = CORPUS, split: str | None = None) -> list[Case]:
     return found
 
 
-def judge(case: Case) -> Outcome:
-    """The verdict ``nccl-doctor analyze FILES...`` reaches on the case's files."""
+def judge(case: Case, words: bool = True) -> Outcome:
+    """The verdict ``nccl-doctor analyze FILES...`` reaches on the case's files (without
+    ``words``: the rules' alone, the word model given nothing)."""
     from doctor.evidence import Evidence
     from doctor.logs import read_logs
     from doctor.verdict.classify import classify
@@ -98,7 +99,7 @@ def judge(case: Case) -> Outcome:
             logs=reading.events,
             skipped=reading.skipped,
             log_files=reading.files,
-            log_words=reading.words,
+            log_words=reading.words if words else (),
         )
         return Outcome(case, classify(evidence))
     except Exception as exc:  # a crash is a finding of the benchmark, not its end

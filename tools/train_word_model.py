@@ -27,7 +27,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "tests"))
 
-from corpus import CORPUS, HELDOUT, Case, cases  # noqa: E402
+from corpus import CORPUS, HELDOUT, Case, cases, judge  # noqa: E402
 
 from doctor.logs import read_logs  # noqa: E402
 from doctor.model import HangClass  # noqa: E402
@@ -37,6 +37,7 @@ OUT = ROOT / "doctor" / "data" / "word_model.json"
 ALPHA = 0.5
 MIN_REPOSITORIES = 2
 LEFT_OUT = (HangClass.HEALTHY, HangClass.UNKNOWN)
+UNKNOWN = HangClass.UNKNOWN
 
 Example = tuple[Case, frozenset[str]]
 
@@ -86,10 +87,16 @@ def check(rows: Sequence[Example]) -> None:
                 guess = model.guess(words, threshold=0.0)
                 guesses.append((guess.posterior if guess else 0.0, guess, case))
     print(f"{len(rows)} cases, {len({repository(c) for c, _ in rows})} repositories")
+    silent = {c.name for c, _ in rows if judge(c, words=False).verdict.hang_class is UNKNOWN}
     for threshold in (0.0, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9):
         made = [(g, c) for p, g, c in guesses if g and p >= threshold]
         right = sum(g.hang_class is c.hang_class for g, c in made)
-        print(f"posterior >= {threshold:.1f}: {len(made)} guesses, {right} right")
+        where = [(g, c) for g, c in made if c.name in silent]
+        print(
+            f"posterior >= {threshold:.1f}: {len(made)} guesses, {right} right; of the "
+            f"{len(silent)} cases the rules leave unknown: {len(where)} guesses, "
+            f"{sum(g.hang_class is c.hang_class for g, c in where)} right"
+        )
 
 
 def main(argv: Sequence[str] | None = None) -> int:
