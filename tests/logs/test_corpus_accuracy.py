@@ -30,26 +30,24 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 83 / 124
-"""Measured on the test split: 83 of 124 right (67 %), the fourteenth look (stop s31), once,
-after its four dev rules were frozen (commit 17b2e40: SLURM cancelling a step, the driver's
-NV_ERR_RESET_REQUIRED, EFA's unresponsive receiver, UCX's reset wording) and 15 new cases
-(9 of them test); the rules were written with bench_logs --dev-only, which never judges the
-test split. The fifteenth look, the rules before this stop on the same cases: the same 83.
-Earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60 (after the source message
-catalogue), 38/63, 38/64, 45/66, 54/79, 60/86, 67/94, 75/105, 78/115 and 79/115. No rule was
-written from a test case. The issue's target is 85 %, missed; this floor is the measured
-value, not the target."""
-HELDOUT_DEV_FLOOR = 91 / 96
-"""Measured on the dev split: 91 of 96 (stop s31: the 90 old dev cases 85, as before; the 6
-new dev cases 2 of 6 before its rules, 6 of 6 after)."""
+HELDOUT_TEST_FLOOR = 105 / 137
+"""Measured on the test split: 105 of 137 right (77 %), the sixteenth look (stop s32), once,
+after the word model (doctor/verdict/log_words.py, trained on the in-sample corpus and the dev
+split only) was frozen (commit 893160a) and 27 new cases (13 of them test) were in; the rules
+alone, in the same run, 87 of 137. Earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60,
+38/63, 38/64, 45/66, 54/79, 60/86, 67/94, 75/105, 78/115, 79/115, 83/124 and 83/124. No rule
+and no word of the model came from a test case. The issue's target is 85 %, missed; this floor
+is the measured value, not the target."""
+HELDOUT_DEV_FLOOR = 104 / 110
+"""Measured on the dev split: 104 of 110, in sample for the rules and the word model (the 14
+new dev cases before the model was retrained on them: rules alone 7, with the model 11)."""
 
 
 def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 220
+    assert len(found) >= 247
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name
