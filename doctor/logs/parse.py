@@ -98,7 +98,8 @@ class Parsed:
     """Bound name -> how many things it cut."""
     lines: int = 0
     words: set[str] = field(default_factory=set)
-    """The distinct words of the lines past the gate (``doctor.logs.words``)."""
+    """The distinct words of the lines past the gate, and of a small file's telling lines
+    (``doctor.logs.words``)."""
 
 
 BLOCKS: tuple[type, ...] = (

@@ -2,8 +2,9 @@
 
 A log no parser understands can still say what kind of failure it holds in the words it
 shares with known cases (``interface``, ``libnccl``, ``oom``, ``ibv``...). The reader keeps
-the distinct words of every line that passes its gate: a set, so a 2 GB log costs what its
-vocabulary costs, and bounded by ``MAX_WORDS`` against a hostile one.
+the distinct words of every line that passes its gate and, in a small file, of every line
+``telling`` accepts (``Bounds.word_bytes``): a set, so a 2 GB log costs what its vocabulary
+costs, bounded by ``MAX_WORDS`` against a hostile one.
 """
 
 from __future__ import annotations
