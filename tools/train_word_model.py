@@ -4,8 +4,10 @@ the held-out corpus's dev split. The test split is never read.
 
 Each case is read the way ``nccl-doctor analyze`` reads it (``read_logs``), and counts once
 per distinct word of its telling lines. Only words found in cases of at least
-``MIN_REPOSITORIES`` repositories are kept, so no word stands for one thread. Healthy cases
-are left out: the model guesses among hangs.
+``MIN_REPOSITORIES`` repositories are kept, so no word stands for one thread, and only the
+classes with cases from as many repositories: a class learned from one project cannot be
+checked by leaving that project out (``--check`` never guesses it), so it is not guessed.
+Healthy cases are left out: the model guesses among hangs.
 
     .venv/bin/python tools/train_word_model.py            # write the model
     .venv/bin/python tools/train_word_model.py --check    # leave-one-repository-out scores
@@ -59,6 +61,10 @@ def repository(case: Case) -> str:
 
 def train(rows: Sequence[Example]) -> dict[str, object]:
     """The model's JSON document from ``rows``."""
+    projects: dict[HangClass, set[str]] = defaultdict(set)
+    for case, _ in rows:
+        projects[case.hang_class].add(repository(case))
+    rows = [r for r in rows if len(projects[r[0].hang_class]) >= MIN_REPOSITORIES]
     seen_in: dict[str, set[str]] = defaultdict(set)
     for case, words in rows:
         for w in words:
@@ -107,8 +113,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.check:
         check(rows)
         return 0
-    OUT.write_text(json.dumps(train(rows), indent=1, sort_keys=True) + "\n")
-    print(f"wrote {OUT.relative_to(ROOT)} from {len(rows)} cases")
+    model = train(rows)
+    OUT.write_text(json.dumps(model, indent=1, sort_keys=True) + "\n")
+    print(f"wrote {OUT.relative_to(ROOT)} from {len(model['trained_on'])} cases")  # type: ignore[arg-type]
     return 0
 
 

@@ -47,6 +47,11 @@ def test_the_shipped_model_is_what_the_tool_makes_and_it_never_read_a_test_case(
     assert test_split and not test_split & set(shipped["trained_on"])
     # AND it has no healthy class: it guesses among hangs
     assert "healthy" not in shipped["classes"] and "unknown" not in shipped["classes"]
+    # AND every class it guesses was learned from cases of two projects or more
+    learned = [c for c in cases() + cases(HELDOUT, "dev") if c.name in shipped["trained_on"]]
+    for name in shipped["classes"]:
+        projects = {c.repository or c.name for c in learned if c.hang_class.value == name}
+        assert len(projects) >= tool.MIN_REPOSITORIES, name
 
 
 TINY = {
