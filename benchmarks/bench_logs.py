@@ -32,6 +32,7 @@ sys.path.insert(0, str(Path(__file__).parents[1] / "tests"))
 from corpus import HELDOUT, Score, score  # noqa: E402
 
 from doctor.model import Verdict  # noqa: E402
+from doctor.verdict import log_words  # noqa: E402
 
 TARGET = 0.85
 
@@ -85,7 +86,7 @@ def big_log(megabytes: int) -> tuple[float, float, int]:
 
 def _guessed(verdict: Verdict) -> bool:
     """Whether the verdict's class is the word model's guess (``doctor.verdict.log_words``)."""
-    return any(e.source == "word-model" for e in verdict.evidence)
+    return any(e.source == log_words.SOURCE for e in verdict.evidence)
 
 
 def main() -> int:

@@ -203,12 +203,11 @@ class Parser:
         if len(raw) > self.bounds.line_chars:
             raw = raw[: self.bounds.line_chars]
             result.cut["line_chars"] += 1
-        if not self._blocks and not self._json and not worth_a_look(raw):
-            if self.every_line_words and telling(raw) and not add_words(result.words, raw):
-                result.cut["words"] += 1
-            return
-        if not add_words(result.words, raw):
+        gated = bool(self._blocks or self._json) or worth_a_look(raw)
+        if (gated or (self.every_line_words and telling(raw))) and not add_words(result.words, raw):
             result.cut["words"] += 1
+        if not gated:
+            return
         line = split(raw.rstrip("\r\n"), f"{self.origin}:{result.lines}", self.file_rank)
         if block := self._blocks.get(line.stream):
             if block.feed(line):

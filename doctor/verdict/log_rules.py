@@ -436,4 +436,4 @@ def candidates(evidence: Evidence) -> list[Candidate]:
     if not only_logs or any(c.hang_class is not HangClass.UNKNOWN for c in found):
         return found
     said = found or [_unplaced_waits(view) or _silent_logs(len(evidence.log_files))]
-    return [log_words.refine(c, evidence.log_words) for c in said]
+    return log_words.refine(said, evidence.log_words)

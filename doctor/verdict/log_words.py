@@ -26,11 +26,12 @@ MIN_POSTERIOR = 0.4
 """Below this the words do not tell one class from another (see the tool's --check)."""
 SHOWN = 6
 """Words of the evidence line: those that favour the guessed class most."""
+SOURCE = "word-model"
+"""The ``source`` of the evidence line a guess adds."""
 
 
 @dataclass(frozen=True)
 class WordModel:
-    alpha: float
     logp: dict[str, dict[str, float]]
     """Class -> word -> log P(word | class)."""
 
@@ -44,7 +45,7 @@ class WordModel:
         for name, words in counts.items():
             total = sum(words.values()) + alpha * len(vocab)
             logp[name] = {w: math.log((words.get(w, 0) + alpha) / total) for w in vocab}
-        return cls(alpha, logp)
+        return cls(logp)
 
     def guess(self, words: Iterable[str], threshold: float = MIN_POSTERIOR) -> Guess | None:
         """The class ``words`` resemble most, or None when they hold no word of the model,
@@ -80,21 +81,24 @@ def model() -> WordModel:
     return WordModel.of(json.loads(text))
 
 
-def refine(candidate: Candidate, words: Iterable[str]) -> Candidate:
-    """``candidate`` (an ``unknown`` from logs alone) as the class its logs' words resemble,
-    at low confidence; unchanged when the model abstains."""
+def refine(candidates: list[Candidate], words: Iterable[str]) -> list[Candidate]:
+    """``candidates`` (``unknown`` ones from logs alone) as the class the logs' words
+    resemble, at low confidence; unchanged when the model abstains."""
     guess = model().guess(words)
     if guess is None:
-        return candidate
+        return candidates
     said = ", ".join(guess.words)
     cls = guess.hang_class.value
-    return replace(
-        candidate,
-        hang_class=guess.hang_class,
-        confidence=Confidence.LOW,
-        summary=f"{candidate.summary}. The words of its lines resemble the corpus's {cls} "
-        f"cases ({guess.posterior:.0%}; {said}): a guess from words, not a finding",
-        evidence=candidate.evidence
-        + (EvidenceLine("word-model", None, f"{cls} {guess.posterior:.0%}: {said}"),),
-        rule=f"{candidate.rule}+words",
-    )
+    line = EvidenceLine(SOURCE, None, f"{cls} {guess.posterior:.0%}: {said}")
+    return [
+        replace(
+            c,
+            hang_class=guess.hang_class,
+            confidence=Confidence.LOW,
+            summary=f"{c.summary}. The words of its lines resemble the corpus's {cls} "
+            f"cases ({guess.posterior:.0%}; {said}): a guess from words, not a finding",
+            evidence=c.evidence + (line,),
+            rule=f"{c.rule}+words",
+        )
+        for c in candidates
+    ]
