@@ -178,6 +178,11 @@ def decode(data: Bytes) -> dict[str, Any]:
             doc = safe_pickle.loads(data)
     except safe_pickle.UnsafePickleError as exc:
         raise DumpError(f"refused a hostile pickle: {exc}") from None
+    except MemoryError:
+        raise DumpError(
+            "refused a hostile pickle: decoding it asks for more memory than a dump of its"
+            " size needs (a memo index out of range)"
+        ) from None
     except (pickle.UnpicklingError, *_CORRUPT) as exc:
         raise DumpError(f"truncated or corrupt ({type(exc).__name__}: {exc})"[:200]) from None
     if not isinstance(doc, dict) or not isinstance(doc.get("entries", []), list):
@@ -378,6 +383,13 @@ def reduce_dump_raw(
     A pickle is decoded newest entries first, the older ones only when the reducer needs
     them; the whole dump at once, as before, when its layout is not torch's. With ``load``,
     ``data`` holds only what ``load`` was asked to read (``doctor.flight.recent``)."""
+    with safe_pickle.memory_cap(len(data)):
+        return _reduce_capped(rank, source, data, load)
+
+
+def _reduce_capped(
+    rank: int, source: str, data: Bytes, load: Load | None
+) -> tuple[RankDump, RawConfig]:
     try:
         recent = RecentEntries(data, RECENT, load)
         doc = recent.doc

@@ -5,13 +5,24 @@ None, none of which needs a global. A pickle that asks for any global (the only
 way a pickle runs code: ``os.system``, ``builtins.eval``, a class's
 ``__reduce__``) is refused before the global is even looked up, so a dump
 copied from a shared filesystem cannot run anything here.
+
+A pickle needs no global to exhaust memory, though: the C unpickler grows its memo
+to twice the largest index a memo put names, and zeroes it, so one altered byte of
+a 4-byte index asks for gigabytes. ``memory_cap`` bounds what decoding may take.
 """
 
 from __future__ import annotations
 
+import contextlib
 import pickle
-from collections.abc import Sequence
+import threading
+from collections.abc import Iterator, Sequence
 from typing import Any
+
+try:
+    import resource
+except ImportError:  # not a POSIX system: no cap
+    resource = None  # type: ignore[assignment]
 
 
 class UnsafePickleError(pickle.UnpicklingError):
@@ -110,3 +121,48 @@ class _Parts:
 
 _EMPTY = memoryview(b"")
 _LINE = 4096
+
+
+PER_BYTE = 32
+"""Memory decoding may take per byte of pickle: a Flight Recorder dump's objects take
+about 10 (7 to 9 for NVRx's 16-rank NCCL dumps)."""
+FLOOR = 64 << 20
+"""Memory decoding may always take, whatever the pickle's size."""
+_CAP = threading.RLock()
+
+
+@contextlib.contextmanager
+def memory_cap(pickle_bytes: int) -> Iterator[None]:
+    """Let the process's private memory grow by at most ``FLOOR + PER_BYTE * pickle_bytes``
+    while decoding: past it an allocation fails, and the unpickler raises ``MemoryError``.
+
+    The limit (``RLIMIT_DATA``, Linux 4.7 or later) is the process's, so caps do not
+    overlap: one thread at a time decodes under one, and each restores the limit before
+    it. Where there is no ``/proc`` the cap is not set."""
+    with _CAP:
+        limits = _limits(FLOOR + PER_BYTE * pickle_bytes)
+        if limits is None:
+            yield
+            return
+        before, capped = limits
+        resource.setrlimit(resource.RLIMIT_DATA, capped)
+        try:
+            yield
+        finally:
+            resource.setrlimit(resource.RLIMIT_DATA, before)
+
+
+Limits = tuple[int, int]
+
+
+def _limits(growth: int) -> tuple[Limits, Limits] | None:
+    """The data limit now, and one ``growth`` bytes past what the process uses (never
+    looser than now)."""
+    try:
+        with open("/proc/self/statm", "rb") as statm:
+            used = int(statm.read().split()[5]) * resource.getpagesize()
+        soft, hard = resource.getrlimit(resource.RLIMIT_DATA)
+    except (OSError, AttributeError, IndexError, ValueError):
+        return None
+    tighter = [limit for limit in (soft, hard) if limit != resource.RLIM_INFINITY]
+    return (soft, hard), (min([used + growth, *tighter]), hard)

@@ -6,6 +6,9 @@ from __future__ import annotations
 
 import itertools
 import pickle
+import resource
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -72,3 +75,47 @@ def test_a_long_protocol_0_line_across_parts_is_read_whole() -> None:
     middle = len(data) // 2
     got, _ = safe_pickle.loads_with_memo(parts_of(data, [middle - 9_000, middle + 5]), None)
     assert got == value
+
+
+_PEAK_OF_HOSTILE = """
+import sys
+from doctor.flight import dump
+try:
+    dump.reduce_dump(0, "rank_0", bytes.fromhex(sys.argv[1]))
+except dump.DumpError as exc:
+    print(exc)
+status = open("/proc/self/status").read()
+print(status.split("VmHWM:")[1].split()[0])
+"""
+
+
+@pytest.mark.parametrize(
+    "hostile",
+    [
+        b"\x80\x02]r\x00\x00\x00\x04.",  # LONG_BINPUT 0x04000000: 1 GiB of memo
+        b"\x80\x02]r\x00\x00\x00\x3c.",  # 0x3c000000: 15 GiB, the OOM kill of a make test
+        b"(lp4000000000\n.",  # protocol 0's PUT: any size of index
+    ],
+)
+def test_a_memo_index_out_of_range_is_refused_in_bounded_memory(hostile: bytes) -> None:
+    """The C unpickler grows its memo to twice a put's index: one altered byte asked for
+    gigabytes before decoding was capped. Run apart, so the peak is this decode's (VmHWM:
+    ``ru_maxrss`` keeps the forking parent's)."""
+    run = subprocess.run(
+        [sys.executable, "-c", _PEAK_OF_HOSTILE, hostile.hex()],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=True,
+    )
+    reason, peak_kib = run.stdout.splitlines()
+    assert "more memory than a dump of its size needs" in reason
+    assert int(peak_kib) < 200 << 10  # the interpreter and doctor: about 40 MiB
+
+
+def test_the_cap_is_lifted_after_decoding() -> None:
+    before = resource.getrlimit(resource.RLIMIT_DATA)
+    with pytest.raises(MemoryError), safe_pickle.memory_cap(0):
+        safe_pickle.loads(b"\x80\x02]r\x00\x00\x00\x04.")
+    assert resource.getrlimit(resource.RLIMIT_DATA) == before
+    assert len(bytearray(safe_pickle.FLOOR * 2)) == safe_pickle.FLOOR * 2
