@@ -14,7 +14,7 @@ from __future__ import annotations
 import hashlib
 import tomllib
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from doctor.model import HangClass, Verdict
@@ -86,21 +86,13 @@ def cases(root: Path = CORPUS, split: str | None = None) -> list[Case]:
 def judge(case: Case, words: bool = True) -> Outcome:
     """The verdict ``nccl-doctor analyze FILES...`` reaches on the case's files (without
     ``words``: the rules' alone, the word model given nothing)."""
-    from doctor.evidence import Evidence
-    from doctor.logs import read_logs
+    from doctor.analyze.load import load_evidence
     from doctor.verdict.classify import classify
 
     try:
-        reading = read_logs(list(case.files))
-        evidence = Evidence(
-            job=case.name,
-            ranks_expected=None,
-            stacks=reading.stacks,
-            logs=reading.events,
-            skipped=reading.skipped,
-            log_files=reading.files,
-            log_words=reading.words if words else (),
-        )
+        evidence = load_evidence(list(case.files))
+        if not words:
+            evidence = replace(evidence, log_words=())
         return Outcome(case, classify(evidence))
     except Exception as exc:  # a crash is a finding of the benchmark, not its end
         return Outcome(case, None, f"{type(exc).__name__}: {exc}")
