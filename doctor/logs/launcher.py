@@ -28,15 +28,14 @@ _SRUN = re.compile(
     r"srun: error: ([\w.-]+): tasks? ([\d,\-]+): (Killed|Exited with exit code (\d{1,18})|"
     r"Segmentation fault|Aborted|Bus error|Terminated|[A-Z][\w ]{2,40})"
 )
-_NODE_FAILURE = re.compile(
-    r"srun: error: Node failure on ([\w.-]+)|ON ([\w.-]+) CANCELLED AT \S+ DUE TO NODE FAILURE"
-)
+_NODE_FAILURE = re.compile(r"srun: error: Node failure on ([\w.-]+)")
 _CANCELLED = re.compile(
-    r"\*\*\* (?:JOB|STEP) \S+ (?:ON ([\w.-]+) )?CANCELLED AT \S+ DUE TO "
-    r"(TIME LIMIT|PREEMPTION|JOB REQUEUE)"
+    r"(?:(?:JOB|STEP) \S+ )?(?:ON ([\w.-]+) )?CANCELLED AT \S+ DUE TO "
+    r"(TIME LIMIT|PREEMPTION|JOB REQUEUE|NODE FAILURE)"
 )
 """slurmstepd's (and srun's) line when the scheduler ends a job step: its time limit ran
-out, a higher-priority job preempted it, or it was requeued; SIGTERM, then SIGKILL."""
+out, a higher-priority job preempted it, or it was requeued (SIGTERM, then SIGKILL); or a
+node of the job failed, which is a rank lost there."""
 _STEP_OOM = re.compile(r"Detected \d+ oom[-_]kill event")
 _MPIRUN = re.compile(
     r"process rank (\d{1,18}) with PID (\d{1,18}) on node ([\w.-]+) exited on signal (\d{1,18})"
@@ -95,9 +94,11 @@ def events(line: Line) -> list[LogEvent]:
             for r in _task_ranks(m.group(2))
         ]
     if m := _NODE_FAILURE.search(text):
-        return [line.event(kinds.EXIT, host=m.group(1) or m.group(2), rank=None)]
+        return [line.event(kinds.EXIT, host=m.group(1), rank=None)]
     if m := _CANCELLED.search(text):
         why = m.group(2).lower()
+        if why == "node failure":
+            return [line.event(kinds.EXIT, host=m.group(1), rank=None)]
         return [
             line.event(
                 kinds.CANCELLED,

@@ -656,3 +656,19 @@ def test_a_hang_that_ran_into_the_time_limit_is_judged_by_its_hang() -> None:
     verdict = _verdict([watchdog, _TIME_LIMIT])
     # THEN the cancellation is not the verdict
     assert "cancelled" not in verdict.summary
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "slurmstepd: error: *** JOB 4242 ON gpu-node-17 CANCELLED AT 2025-03-01T02:11:09 DUE TO NODE FAILURE, SEE SLURMCTLD LOG FOR DETAILS ***",
+        "JOB 4242 ON gpu-node-17 CANCELLED AT 2025-03-01T02:11:09 DUE TO NODE FAILURE",
+        "srun: error: Node failure on gpu-node-17",
+    ],
+)
+def test_a_node_failure_is_a_rank_lost_on_that_host(line: str) -> None:
+    # GIVEN SLURM's node-failure line, as slurmstepd or srun prints it, or pasted bare
+    verdict = _verdict([line])
+    # THEN the job lost the ranks of that host: not a cancellation from outside
+    assert verdict.hang_class is HangClass.RANK_LOSS
+    assert "gpu-node-17" in verdict.summary and "scheduler" not in verdict.summary
