@@ -111,11 +111,15 @@ DEFAULT_BOUNDS = Bounds()
 def parse_file(path: Path, bounds: Bounds = DEFAULT_BOUNDS) -> tuple[Parsed, str]:
     """One file's facts; the error text if it could not be read ('' if it could)."""
     rank = _FILE_RANK.search(path.name)
-    parser = Parser(path.name, int(rank.group(1)) if rank else None, bounds, False)
-    cut = ""
+    file_rank = int(rank.group(1)) if rank else None
     try:
         size, compressed = path.stat().st_size, path.suffix == ".gz"
-        parser.every_line_words = not compressed and size <= bounds.word_bytes
+    except OSError as exc:
+        return Parser(path.name, file_rank, bounds).finish(), f"{path.name}: {exc}"
+    small = not compressed and size <= bounds.word_bytes
+    parser = Parser(path.name, file_rank, bounds, every_line_words=small)
+    cut = ""
+    try:
         budget, most = bounds.text_bytes(size, compressed), bounds.text_lines(size, compressed)
         with _open(path) as f:
             for n, raw in enumerate(read_lines(f, bounds.line_chars, budget), 1):
