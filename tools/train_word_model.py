@@ -36,7 +36,7 @@ from doctor.model import HangClass  # noqa: E402
 from doctor.verdict.log_words import WordModel  # noqa: E402
 
 OUT = ROOT / "doctor" / "data" / "word_model.json"
-ALPHA = 0.5
+ALPHA = 0.25
 MIN_REPOSITORIES = 2
 LEFT_OUT = (HangClass.HEALTHY, HangClass.UNKNOWN)
 UNKNOWN = HangClass.UNKNOWN

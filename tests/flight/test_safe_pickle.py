@@ -9,6 +9,7 @@ import pickle
 import resource
 import subprocess
 import sys
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -16,6 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from doctor.flight import safe_pickle
+from doctor.flight.reader import PARALLEL_FROM, read_flight
 
 VALUES = st.recursive(
     st.none() | st.booleans() | st.integers() | st.text() | st.floats(allow_nan=False),
@@ -119,3 +121,12 @@ def test_the_cap_is_lifted_after_decoding() -> None:
         safe_pickle.loads(b"\x80\x02]r\x00\x00\x00\x04.")
     assert resource.getrlimit(resource.RLIMIT_DATA) == before
     assert len(bytearray(safe_pickle.FLOOR * 2)) == safe_pickle.FLOOR * 2
+
+
+def test_the_cap_holds_in_the_workers_of_a_large_folder(tmp_path: Path) -> None:
+    """A folder of dumps is reduced by worker processes: each caps its own decoding."""
+    for r in range(PARALLEL_FROM):
+        (tmp_path / f"rank_{r}").write_bytes(b"\x80\x02]r\x00\x00\x00\x04.")
+    read = read_flight([tmp_path])
+    assert not read.dumps and len(read.skipped) == PARALLEL_FROM
+    assert all("more memory than a dump of its size needs" in s.reason for s in read.skipped)
