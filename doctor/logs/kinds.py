@@ -44,6 +44,9 @@ CANCELLED = "cancelled"
 ``PREEMPTION`` or ``JOB REQUEUE``): ``host`` where, ``text`` why. Not a fault of the job."""
 EXCEPTION = "exception"
 """The last line of a Python traceback a rank printed (``ExcType: message``)."""
+TRACEBACK_CUT = "traceback_cut"
+"""A traceback that ends before its exception line (an excerpt cut short): ``text`` names
+its last frame (``file:line in function``). Which exception it was is what would tell."""
 OOM = "oom"
 """Memory ran out: a CUDA allocator error, the kernel's or a cgroup's OOM killer."""
 BOOTSTRAP = "bootstrap"
@@ -100,6 +103,7 @@ ALL = (
     EXIT,
     CANCELLED,
     EXCEPTION,
+    TRACEBACK_CUT,
     OOM,
     BOOTSTRAP,
     NETWORK,

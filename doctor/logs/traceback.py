@@ -13,7 +13,7 @@ import re
 
 from doctor.evidence import LogEvent
 from doctor.logs import kinds
-from doctor.logs.block import Collecting
+from doctor.logs.block import Collecting, Fact
 from doctor.logs.lines import Line
 
 _FRAME = re.compile(r'^\s+File "([^"]{1,500})", line (\d{1,18}), in (\S{1,200})')
@@ -51,13 +51,23 @@ class Traceback(Collecting):
             self._frame = f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)} in {m.group(3)}"
             return True
         if self._lines > MAX_LINES:
+            self._frame = ""  # no traceback: nothing to report as one
             return False
         if text.startswith((" ", "\t")) or not text.strip():
             return True  # source lines, carets, blank lines between chained tracebacks
         if _EXCEPTION.match(text.strip()):
             where = f" [at {self._frame}]" if self._frame else ""
             self._out.append(line.event(kinds.EXCEPTION, text=text.strip()[:300] + where))
+            self._frame = ""
         return False
+
+    def close(self) -> list[Fact]:
+        """The traceback ended with no exception line read (an excerpt cut short): where it
+        was is all that is left."""
+        if self._frame:
+            cut = f"traceback cut before its exception line, last frame {self._frame}"
+            self._out.append(self._first.event(kinds.TRACEBACK_CUT, text=cut))
+        return self.take()
 
 
 def events(line: Line) -> list[LogEvent]:

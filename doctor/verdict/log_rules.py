@@ -363,15 +363,28 @@ def straggler(view: LogView) -> list[Candidate]:
     ]
 
 
-def _silent_logs(files: int) -> Candidate:
+def _silent_logs(files: int, cut: list[LogEvent]) -> Candidate:
+    """Nothing that tells. A traceback that lost its exception line is said as such: that
+    line is what the user should paste."""
+    told = "watchdog timeout, NCCL warning, launcher exit report, RAS report or Xid"
+    summary = f"the logs ({files} file{'s' if files > 1 else ''}) hold no line that tells: no "
+    if cut:
+        ranks = ranks_of(cut)
+        who = rank_prose(ranks) if ranks else "a rank"
+        summary += (
+            f"{told}; {who}'s {cut[0].text}: the exception that line names is what would tell"
+        )
+    else:
+        summary += told.replace("warning, ", "warning, traceback, ")
     return Candidate(
         HangClass.UNKNOWN,
         (),
         Confidence.LOW,
-        f"the logs ({files} file{'s' if files > 1 else ''}) hold no line that tells: no watchdog "
-        "timeout, NCCL warning, traceback, launcher exit report, RAS report or Xid",
+        summary,
         1,
+        evidence=lines_of(cut[:2]),
         missing_evidence=(
+            *(("the traceback's last lines, to its exception",) if cut else ()),
             "the job's stderr with TORCH_NCCL_DESYNC_DEBUG=1 and NCCL_DEBUG=WARN",
             "Flight Recorder dumps (TORCH_FR_BUFFER_SIZE)",
             "an NCCL RAS report (ncclras) taken during the hang",
@@ -435,5 +448,6 @@ def candidates(evidence: Evidence) -> list[Candidate]:
     only_logs = not evidence.has_flight and not (evidence.stacks or evidence.processes)
     if not only_logs or any(c.hang_class is not HangClass.UNKNOWN for c in found):
         return found
-    said = found or [_unplaced_waits(view) or _silent_logs(len(evidence.log_files))]
+    silent = _silent_logs(len(evidence.log_files), view.of_kind(kinds.TRACEBACK_CUT))
+    said = found or [_unplaced_waits(view) or silent]
     return log_words.refine(said, evidence.log_words)

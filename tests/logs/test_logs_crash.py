@@ -672,3 +672,38 @@ def test_a_node_failure_is_a_rank_lost_on_that_host(line: str) -> None:
     # THEN the job lost the ranks of that host: not a cancellation from outside
     assert verdict.hang_class is HangClass.RANK_LOSS
     assert "gpu-node-17" in verdict.summary and "scheduler" not in verdict.summary
+
+
+_CUT_TRACEBACK = [
+    "[rank0]: Traceback (most recent call last):",
+    '[rank0]:   File "/opt/mace/cli/run_train.py", line 951, in run',
+    "[rank0]:     distributed_model = DDP(model, device_ids=[local_rank])",
+    '[rank0]:   File "/opt/torch/distributed/utils.py", line 281, in _verify_param_shape_across_processes',
+]
+
+
+@pytest.mark.parametrize(
+    ("tail", "cut"),
+    [
+        ([], True),  # the excerpt ends inside the traceback (ACEsuit/mace#1215 as pasted)
+        (["[rank0]: Epoch 3 done"], True),  # another line of the rank's before an exception
+        (["[rank0]: RuntimeError: DDP expects same model across all ranks"], False),
+    ],
+)
+def test_a_traceback_cut_before_its_exception_line_is_said_and_asked_for(
+    tail: list[str], cut: bool
+) -> None:
+    # GIVEN a rank's traceback, with or without the exception line it ends with
+    events = parse_text(_CUT_TRACEBACK + tail, "job.log").events
+    found = [e for e in events if e.kind == kinds.TRACEBACK_CUT]
+    # THEN a cut one is an event of its own, with its rank and last frame, and no exception
+    assert bool(found) is cut
+    if cut:
+        assert found[0].rank == 0 and "utils.py:281 in _verify_param_shape" in found[0].text
+        assert not [e for e in events if e.kind == kinds.EXCEPTION]
+        # AND with nothing else in the logs the verdict says so and asks for the rest
+        verdict = classify(
+            Evidence(job="t", ranks_expected=None, logs=tuple(events), log_files=("job.log",))
+        )
+        assert "rank 0's traceback cut before its exception line" in verdict.summary
+        assert verdict.missing_evidence[0] == "the traceback's last lines, to its exception"
