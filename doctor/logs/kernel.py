@@ -1,5 +1,5 @@
 """The kernel's words about GPUs and memory, from ``dmesg`` or ``journalctl``: NVIDIA's Xid
-lines and the OOM killer.
+lines, the OOM killer, and the IOMMU refusing a device's DMA.
 
 ``NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.``
 names the GPU by bus id, the error by number, the process by pid; the driver's
@@ -71,6 +71,20 @@ _GPU_FAILED = re.compile(r"fallen off the bus|not responding to commands|probe r
 _JOURNAL_HOST = re.compile(
     r"^(?:\w{3} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.+-]+) ([\w.-]+) kernel:"
 )
+_DMAR = re.compile(
+    r"DMAR: \[DMA (?:Write|Read)[^\]]{0,20}\] Request device \[(?:([0-9a-fA-F]{4}):)?"
+    r"([0-9a-fA-F]{2}:[0-9a-fA-F]{2})\.\d\] fault"
+)
+"""Intel's IOMMU refusing a device's DMA: ``DMAR: [DMA Write] Request device [02:00.0] fault
+addr cd139000 [fault reason 05] PTE Write access is not set`` (newer kernels add ``NO_PASID``
+and 0x to the numbers)."""
+_AMD_VI = re.compile(
+    r"(?:([0-9a-fA-F]{4}):([0-9a-fA-F]{2}:[0-9a-fA-F]{2})\.\d: )?AMD-Vi: Event logged "
+    r"\[IO_PAGE_FAULT(?: device=(?:([0-9a-fA-F]{4}):)?([0-9a-fA-F]{2}:[0-9a-fA-F]{2})\.\d)?"
+)
+"""AMD's: ``AMD-Vi: Event logged [IO_PAGE_FAULT device=41:00.0 domain=0x000e address=..]``,
+or since Linux 5.x with the device first: ``pci 0000:41:00.0: AMD-Vi: Event logged
+[IO_PAGE_FAULT domain=..]``."""
 _OOM_KILL = re.compile(
     r"(?:Out of memory|Memory cgroup out of memory): Kill(?:ed)? process (\d{1,18})|"
     r"oom-kill:.*?,pid=(\d{1,18})"
@@ -80,7 +94,7 @@ _OOM_KILL = re.compile(
 def events(line: Line) -> list[LogEvent]:
     text = line.text
     if "NVRM" not in text and "emory" not in text and "oom-kill" not in text:
-        return []
+        return _iommu(line)
     host = m.group(1) if (m := _JOURNAL_HOST.match(text)) else line.host
     if m := _XID.search(text):
         xid = int(m.group(2))
@@ -108,6 +122,18 @@ def events(line: Line) -> list[LogEvent]:
     if m := _OOM_KILL.search(text):
         return [line.event(kinds.OOM, pid=int(m.group(1) or m.group(2)), host=host)]
     return []
+
+
+def _iommu(line: Line) -> list[LogEvent]:
+    text = line.text
+    m = _DMAR.search(text) if "DMAR" in text else None
+    m = m or (_AMD_VI.search(text) if "IO_PAGE_FAULT" in text else None)
+    if m is None:
+        return []
+    domain, bus = (m.group(1), m.group(2)) if m.group(2) else (m.group(3), m.group(4))
+    host = j.group(1) if (j := _JOURNAL_HOST.match(text)) else line.host
+    device = f"{(domain or '0000').lower()}:{bus.lower()}" if bus else ""
+    return [line.event(kinds.IOMMU_FAULT, device=device, host=host)]
 
 
 class NvrmGpu(Collecting):

@@ -60,6 +60,10 @@ UNSUPPORTED_OP = "unsupported_op"
 GPU_FAULT = "gpu_fault"
 """The GPU itself failed: an Xid (``code``), uncorrectable ECC, a GPU off the bus;
 ``device`` is the bus id where the text gives it."""
+IOMMU_FAULT = "iommu_fault"
+"""The IOMMU refused a device's DMA (Intel's ``DMAR: [DMA Write] ... fault``, AMD-Vi's
+``IO_PAGE_FAULT``): ``device`` is the device's bus id. A GPU's peer-to-peer write (or a NIC's
+RDMA) blocked this way never lands, and the collective waits for it until it times out."""
 CUDA_ERROR = "cuda_error"
 """A CUDA error inside a rank (illegal memory access, launch failure): the GPU stopped
 that rank's work, whether by a hardware fault or a bug in a kernel."""
@@ -110,6 +114,7 @@ ALL = (
     PEER_GONE,
     UNSUPPORTED_OP,
     GPU_FAULT,
+    IOMMU_FAULT,
     CUDA_ERROR,
     COMPILING,
     OUTLIER,

@@ -92,7 +92,7 @@ class Directory:
                 found = self.by_pid.get(e.pid)
                 if found is not None:
                     return found
-        if e.device and e.kind in (kinds.GPU_FAULT, kinds.CUDA_ERROR):
+        if e.device and e.kind in (kinds.GPU_FAULT, kinds.CUDA_ERROR, kinds.IOMMU_FAULT):
             if (host, e.device) in self.by_gpu:
                 return self.by_gpu[(host, e.device)]
             if not host:

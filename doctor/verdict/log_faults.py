@@ -250,6 +250,39 @@ def bootstrap(view: LogView) -> list[Candidate]:
     ]
 
 
+def iommu(view: LogView) -> list[Candidate]:
+    """The IOMMU refused DMA: peer-to-peer writes between GPUs (or a NIC's RDMA) never land,
+    the documented cause of NCCL hanging on hosts whose IOMMU or PCI ACS is on."""
+    found = view.of_kind(kinds.IOMMU_FAULT)
+    if not found:
+        return []
+    ranks = ranks_of(found)
+    devices = sorted({e.device for e in found if e.device})
+    whose = (
+        f"the GPUs of {rank_prose(ranks)}"
+        if ranks
+        else f"device{'s' if len(devices) > 1 else ''} {', '.join(devices[:4])}"
+        if devices
+        else "a device"
+    )
+    summary = (
+        f"the IOMMU refused DMA from {whose}{where(found)} ({quote(found[0])}): peer-to-peer "
+        "transfers never land and the collective waits for them; boot with iommu=pt (or the "
+        "IOMMU off) and turn off PCI ACS, then confirm with NCCL_P2P_DISABLE=1, which runs"
+    )
+    return [
+        Candidate(
+            HangClass.NETWORK,
+            ranks,
+            Confidence.MEDIUM,
+            summary,
+            72,
+            evidence=lines_of(found),
+            rule="log_iommu",
+        )
+    ]
+
+
 def network(view: LogView) -> list[Candidate]:
     errors = view.of_kind(kinds.NETWORK)
     gone = view.of_kind(kinds.PEER_GONE)

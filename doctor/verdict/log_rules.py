@@ -34,6 +34,8 @@ log_bus_error           60        ranks were killed by a bus error whose kind no
 log_bootstrap           76/50/40  communicator or store creation failed (50, low confidence,
                                   when only NCCL's bare system error says so; 40 once a
                                   collective had run)
+log_iommu               72        the kernel's IOMMU refused a device's DMA (Intel's DMAR
+                                  fault, AMD-Vi's IO_PAGE_FAULT): peer-to-peer writes blocked
 log_network             70/50/30  NCCL reports a transport error (70), or only connections
                                   closed by a peer (50); 30 when a rank's death explains them
 log_cuda_error          60        a CUDA error stopped a rank's GPU work
@@ -422,6 +424,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     log_faults.rank_loss,
     log_faults.cancelled,
     log_faults.bootstrap,
+    log_faults.iommu,
     log_faults.network,
     log_faults.cuda_error,
     log_faults.catalogued,

@@ -4,7 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from doctor.evidence import Evidence
 from doctor.logs import kinds, parse_lines, parse_text
+from doctor.model import HangClass
+from doctor.verdict.classify import classify
 
 REAL = Path(__file__).parents[1] / "fixtures" / "real"
 
@@ -170,3 +173,35 @@ def test_a_driver_older_than_the_runtime_and_a_failed_fabric_manager_are_set_up_
     )
     # THEN each is the job's set-up (bootstrap), not a GPU fault
     assert [e.kind for e in events] == [kinds.BOOTSTRAP] * 3
+
+
+def test_the_iommu_refusing_a_gpus_dma_is_a_blocked_peer_to_peer_path() -> None:
+    # GIVEN the kernel's IOMMU faults as Intel's and AMD's drivers print them, old and new
+    # forms, and NCCL's init line that ties a bus id to a rank
+    lines = [
+        "[1478401.486621] DMAR: DRHD: handling fault status reg 502",
+        "[1478401.486981] DMAR: [DMA Write] Request device [3b:00.0] fault addr cd139000 "
+        "[fault reason 05] PTE Write access is not set",
+        "DMAR: [DMA Write NO_PASID] Request device [0000:5e:00.0] fault addr 0x7f000 "
+        "[fault reason 0x05] PTE Write access is not set",
+        "[ 1234.5] AMD-Vi: Event logged [IO_PAGE_FAULT device=41:00.0 domain=0x000e "
+        "address=0x7f000 flags=0x0020]",
+        "Nov 27 01:02:03 node7 kernel: nvidia 0000:c1:00.0: AMD-Vi: Event logged "
+        "[IO_PAGE_FAULT domain=0x000e address=0x7f000 flags=0x0020]",
+    ]
+    init = (
+        "node7:4242:4300 [0] NCCL INFO comm 0x5581 rank 2 nranks 4 cudaDev 0 nvmlDev 0 "
+        "busId 3b000 commId 0x1 - Init COMPLETE"
+    )
+    events = parse_text([init, *lines], "dmesg.txt").events
+    faults = [e for e in events if e.kind == kinds.IOMMU_FAULT]
+    # THEN each fault names the device by bus id (domain 0000 where the line has none)
+    assert [e.device for e in faults] == ["0000:3b:00", "0000:5e:00", "0000:41:00", "0000:c1:00"]
+    assert faults[-1].host == "node7"
+    # AND the verdict is a blocked peer-to-peer path, on the rank whose GPU it is, with the fix
+    verdict = classify(
+        Evidence(job="t", ranks_expected=None, logs=tuple(events), log_files=("dmesg.txt",))
+    )
+    assert verdict.hang_class is HangClass.NETWORK
+    assert verdict.culprit_ranks == (2,)
+    assert "IOMMU refused DMA" in verdict.summary and "iommu=pt" in verdict.summary
