@@ -6,6 +6,9 @@ reports against the target and fails when it is missed; this test guards the flo
 
 from __future__ import annotations
 
+import tomllib
+from pathlib import Path
+
 import pytest
 from corpus import HELDOUT, cases, score, split_of
 
@@ -49,10 +52,21 @@ def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 247
+    assert len(found) >= 279
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name
+
+
+def test_no_heldout_case_is_a_thread_the_rules_were_written_from() -> None:
+    # GIVEN the in-sample corpus (rules were written from it) and the held-out one
+    def thread(case_dir: Path) -> str:
+        source = tomllib.loads((case_dir / "case.toml").read_text())["source"]
+        return source.split("#", 1)[0].rstrip("/")
+
+    in_sample = {thread(c.folder) for c in cases()}
+    # THEN no held-out case comes from one of those threads
+    assert [c.name for c in cases(HELDOUT) if thread(c.folder) in in_sample] == []
 
 
 @pytest.mark.parametrize(
