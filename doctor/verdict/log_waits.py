@@ -59,24 +59,30 @@ def _positions(view: LogView) -> dict[str, dict[int, int]]:
 
 
 def laggards(view: LogView) -> list[Candidate]:
-    named: dict[int, str] = {}
+    reported: dict[int, str] = {}
     for e in view.of_kind(kinds.DESYNC):
         if e.rank is not None:
-            named.setdefault(e.rank, e.text)
+            reported.setdefault(e.rank, e.text)
+    deduced: dict[int, str] = {}
     ref = None
     for group, at in _positions(view).items():
         if len(at) >= 2 and len(set(at.values())) > 1:
             front = max(at.values())
             for rank, seq in at.items():
                 if seq < front:
-                    named.setdefault(rank, f"rank {rank} reached collective {seq}, others {front}")
+                    behind = f"rank {rank} reached collective {seq}, others {front}"
+                    deduced.setdefault(rank, behind)
             ref = CollectiveRef(group, front, _op_at(view, front) or "unknown")
     last = _last_fingerprints(view)
     if len(last) >= 2 and len(set(last.values())) > 1 and not view.of_kind(kinds.MISMATCH_DETECTED):
         front = max(last.values())
         for rank, seq in last.items():
             if seq < front:
-                named.setdefault(rank, f"rank {rank}'s last collective is #{seq}, others' #{front}")
+                behind = f"rank {rank}'s last collective is #{seq}, others' #{front}"
+                deduced.setdefault(rank, behind)
+    # torch's own report (the desync report, a monitored barrier, fr_trace) names the ranks
+    # that caused the wait; ranks merely behind in the snapshot it prints are not culprits
+    named = reported or deduced
     named.update(_ras_laggards(view))
     if not named:
         named = _silent(view)

@@ -187,3 +187,30 @@ def test_ras_counts_that_did_not_move_are_a_stuck_communicator(tmp_path) -> None
     assert frozen.hang_class is HangClass.COLLECTIVE_MISMATCH
     assert frozen.culprit_ranks == (0, 2, 3, 4, 5, 7)
     assert verdict("ras-1.txt", "moved.txt").hang_class is HangClass.HEALTHY
+
+
+def test_the_ranks_the_desync_report_names_are_the_culprits_not_those_behind_in_its_snapshot() -> (
+    None
+):
+    # GIVEN a desync report (pytorch/pytorch#152623's shape) that names rank 7, with a snapshot
+    # in which ranks 0-2 started an earlier collective than ranks 3-6
+    verdict = judge(
+        [
+            "[rank0]:[E515 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=241, OpType=ALLREDUCE, NumelIn=6, NumelOut=6, "
+            "Timeout(ms)=600000) ran for 600086 milliseconds before timing out.",
+            "[rank0]:[E515 ProcessGroupNCCL.cpp:1937] Rank 0",
+            "         - [0] Timeout at collective: ALLREDUCE, #315",
+            "         - To our best knowledge, the lagging/dead/mismatched ranks that caused the "
+            "desync are:",
+            "             [7] finished collective #182, but didn't join collective #183 (count "
+            "from 1)",
+            "         - Snapshot of ranks' latest states:",
+            "           #315 started ranks:",
+            "             [0, 1, 2] started ALLREDUCE",
+            "           #317 started ranks:",
+            "             [3, 4, 5, 6] started _ALLGATHER_BASE",
+        ]
+    )
+    # THEN the report's rank is the culprit: the others' positions are the snapshot's, not laggards
+    assert verdict.culprit_ranks == (7,)
