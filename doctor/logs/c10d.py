@@ -46,6 +46,7 @@ _WATCHDOG = re.compile(
     r"[Cc]aught collective operation timeout: WorkNCCL\(([^)]*)\)|"
     r"Timed out waiting (\d{1,18})ms for (\w+) operation"
 )
+_ABORTING = re.compile(r"Some NCCL operations have failed or timed out")
 _SEQ = re.compile(r"SeqNum=(\d{1,18})")
 _OP = re.compile(r"OpType=(\w+)")
 _NUMEL = re.compile(r"NumelIn=(\d{1,18})")
@@ -153,6 +154,8 @@ class C10dParser:
                 numel=int(numel.group(1)) if numel else None,
                 process_group=pg,
             )
+        elif _ABORTING.search(text):
+            self._event(kinds.NCCL_ABORT, process_group=pg)
         if m := _WORK.search(text):
             self._event(kinds.WATCHDOG_TIMEOUT, seq=int(m.group(1)), process_group=pg)
         if m := _WORK.search(text) or _DUMP_SIGNAL.search(text):

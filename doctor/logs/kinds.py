@@ -13,6 +13,10 @@ STORE_TIMEOUT = "store_timeout"
 """A rank's wait on the c10d store (a store-based barrier, a key another rank sets) ran past
 its timeout (TCPStore's ``waitForInput: socket ... timed out after Nms``): the rank waited
 for another that never got there. ``rank`` is the waiter."""
+NCCL_ABORT = "nccl_abort"
+"""ProcessGroupNCCL's ``Some NCCL operations have failed or timed out ... we are taking the
+entire process down``: the watchdog found a collective failed or timed out and ends the
+process; which collective, the watchdog line before it says. A consequence, not a cause."""
 WORK_PROGRESS = "work_progress"
 """``last enqueued NCCL work: N, last completed NCCL work: M``: ``seq`` = N, ``completed`` = M."""
 DESYNC = "desync"
@@ -98,6 +102,7 @@ ALL = (
     WATCHDOG_TIMEOUT,
     STORE_TIMEOUT,
     WORK_PROGRESS,
+    NCCL_ABORT,
     DESYNC,
     COLLECTIVE_AT,
     NCCL_CALL,

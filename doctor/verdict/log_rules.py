@@ -282,7 +282,7 @@ _FEEDING = ("queue.py", "dataloader.py", "iterators.py", "multiprocessing/connec
 def lone_dump(view: LogView) -> list[Candidate]:
     """A pasted stack dump whose main thread waits for its data (a queue a loader fills), and
     nothing else in the logs: that rank is busy outside collectives as far as one dump goes."""
-    if len(view.events) > 0:
+    if any(e.kind != kinds.NCCL_ABORT for e in view.events):  # the abort: only that it hung
         return []
     fed = [
         d.rank
@@ -365,28 +365,39 @@ def straggler(view: LogView) -> list[Candidate]:
     ]
 
 
-def _silent_logs(files: int, cut: list[LogEvent]) -> Candidate:
-    """Nothing that tells. A traceback that lost its exception line is said as such: that
-    line is what the user should paste."""
+def _silent_logs(files: int, view: LogView) -> Candidate:
+    """Nothing that tells. What comes closest is said, with the lines that would tell: a
+    traceback that lost its exception line, or the watchdog's abort without its timeout."""
     told = "watchdog timeout, NCCL warning, launcher exit report, RAS report or Xid"
     summary = f"the logs ({files} file{'s' if files > 1 else ''}) hold no line that tells: no "
+    cut, aborts = view.of_kind(kinds.TRACEBACK_CUT), view.of_kind(kinds.NCCL_ABORT)
+    asked: tuple[str, ...] = ()
     if cut:
         ranks = ranks_of(cut)
         who = rank_prose(ranks) if ranks else "a rank"
         summary += (
             f"{told}; {who}'s {cut[0].text}: the exception that line names is what would tell"
         )
+        asked = ("the traceback's last lines, to its exception",)
     else:
         summary += told.replace("warning, ", "warning, traceback, ")
+    if aborts:
+        ranks = ranks_of(aborts)
+        summary += (
+            f"; ProcessGroupNCCL{' of ' + rank_prose(ranks) if ranks else ''} reported that "
+            "some NCCL operations failed or timed out and ended the process: the line printed "
+            "just before it (the watchdog's timeout, or NCCL's error) says which and why"
+        )
+        asked += ("the lines before ProcessGroupNCCL's 'Some NCCL operations have failed'",)
     return Candidate(
         HangClass.UNKNOWN,
         (),
         Confidence.LOW,
         summary,
         1,
-        evidence=lines_of(cut[:2]),
+        evidence=lines_of((cut + aborts)[:2]),
         missing_evidence=(
-            *(("the traceback's last lines, to its exception",) if cut else ()),
+            *asked,
             "the job's stderr with TORCH_NCCL_DESYNC_DEBUG=1 and NCCL_DEBUG=WARN",
             "Flight Recorder dumps (TORCH_FR_BUFFER_SIZE)",
             "an NCCL RAS report (ncclras) taken during the hang",
@@ -451,6 +462,6 @@ def candidates(evidence: Evidence) -> list[Candidate]:
     only_logs = not evidence.has_flight and not (evidence.stacks or evidence.processes)
     if not only_logs or any(c.hang_class is not HangClass.UNKNOWN for c in found):
         return found
-    silent = _silent_logs(len(evidence.log_files), view.of_kind(kinds.TRACEBACK_CUT))
+    silent = _silent_logs(len(evidence.log_files), view)
     said = found or [_unplaced_waits(view) or silent]
     return log_words.refine(said, evidence.log_words)

@@ -235,7 +235,14 @@ def left_loop(view: LogView) -> list[Candidate]:
 EARLY_SEQ = 5
 """A process group's first few collectives: set-up's broadcasts and the first barrier."""
 _QUIET = frozenset(
-    {kinds.WATCHDOG_TIMEOUT, kinds.WORK_PROGRESS, kinds.RANK_INFO, kinds.PROGRESS, kinds.NCCL_CALL}
+    {
+        kinds.WATCHDOG_TIMEOUT,
+        kinds.NCCL_ABORT,
+        kinds.WORK_PROGRESS,
+        kinds.RANK_INFO,
+        kinds.PROGRESS,
+        kinds.NCCL_CALL,
+    }
 )
 
 

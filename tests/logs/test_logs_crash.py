@@ -707,3 +707,24 @@ def test_a_traceback_cut_before_its_exception_line_is_said_and_asked_for(
         )
         assert "rank 0's traceback cut before its exception line" in verdict.summary
         assert verdict.missing_evidence[0] == "the traceback's last lines, to its exception"
+
+
+def test_the_watchdogs_abort_alone_is_said_and_the_lines_before_it_asked_for() -> None:
+    # GIVEN only ProcessGroupNCCL's abort, as a user pastes it (karpathy/nanoGPT#55's shape)
+    lines = [
+        "[E ProcessGroupNCCL.cpp:455] Some NCCL operations have failed or timed out. Due to "
+        "the asynchronous nature of CUDA kernels, subsequent GPU operations might run on "
+        "corrupted/incomplete data.",
+        "[E ProcessGroupNCCL.cpp:460] To avoid data inconsistency, we are taking the entire "
+        "process down.",
+    ]
+    events = parse_text(lines, "job.log").events
+    assert [e.kind for e in events] == [kinds.NCCL_ABORT]
+    verdict = classify(
+        Evidence(job="t", ranks_expected=None, logs=tuple(events), log_files=("job.log",))
+    )
+    # THEN the verdict says what the line is, and asks for the line before it
+    assert "some NCCL operations failed or timed out" in verdict.summary
+    assert verdict.missing_evidence[0].startswith("the lines before ProcessGroupNCCL's")
+    # AND beside a first-sync timeout it changes nothing: it is the timeout's consequence
+    assert _verdict(_FIRST_SYNC).hang_class is HangClass.CPU_STUCK
