@@ -56,6 +56,8 @@ class Case:
     repository: str = ""
     split: str = ""
     """``dev`` or ``test`` for a held-out case; empty for the in-sample corpus."""
+    source: str = ""
+    """The thread's URL (``case.toml``'s ``source``)."""
 
 
 @dataclass(frozen=True)
@@ -92,6 +94,7 @@ def cases(root: Path = CORPUS, split: str | None = None) -> list[Case]:
             tuple(meta.parent / f for f in doc["files"]),
             doc.get("repository", ""),
             doc.get("split", ""),
+            doc["source"],
         )
         if split is None or case.split == split:
             found.append(case)

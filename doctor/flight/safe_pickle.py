@@ -129,6 +129,8 @@ about 10 (7 to 9 for NVRx's 16-rank NCCL dumps)."""
 FLOOR = 64 << 20
 """Memory decoding may always take, whatever the pickle's size."""
 _CAP = threading.RLock()
+Limits = tuple[int, int]
+"""A soft and a hard limit, as ``resource.getrlimit`` gives them."""
 
 
 @contextlib.contextmanager
@@ -150,9 +152,6 @@ def memory_cap(pickle_bytes: int) -> Iterator[None]:
             yield
         finally:
             resource.setrlimit(resource.RLIMIT_DATA, before)
-
-
-Limits = tuple[int, int]
 
 
 def _limits(growth: int) -> tuple[Limits, Limits] | None:

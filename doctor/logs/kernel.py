@@ -91,11 +91,16 @@ _OOM_KILL = re.compile(
 )
 
 
+def _host(text: str, fallback: str) -> str:
+    """The host a ``journalctl`` line names before ``kernel:``, else ``fallback``."""
+    return m.group(1) if (m := _JOURNAL_HOST.match(text)) else fallback
+
+
 def events(line: Line) -> list[LogEvent]:
     text = line.text
     if "NVRM" not in text and "emory" not in text and "oom-kill" not in text:
         return _iommu(line)
-    host = m.group(1) if (m := _JOURNAL_HOST.match(text)) else line.host
+    host = _host(text, line.host)
     if m := _XID.search(text):
         xid = int(m.group(2))
         return [
@@ -131,7 +136,7 @@ def _iommu(line: Line) -> list[LogEvent]:
     if m is None:
         return []
     domain, bus = (m.group(1), m.group(2)) if m.group(2) else (m.group(3), m.group(4))
-    host = j.group(1) if (j := _JOURNAL_HOST.match(text)) else line.host
+    host = _host(text, line.host)
     device = f"{(domain or '0000').lower()}:{bus.lower()}" if bus else ""
     return [line.event(kinds.IOMMU_FAULT, device=device, host=host)]
 
@@ -160,7 +165,7 @@ class NvrmGpu(Collecting):
         if self._seen > self.LINES or not ("NVRM:" in text or text[:1].isspace()):
             return False
         if m := _GPU_FAILED.search(text):
-            host = m2.group(1) if (m2 := _JOURNAL_HOST.match(self._first.text)) else line.host
+            host = _host(self._first.text, line.host)
             self._out.append(
                 self._first.event(
                     kinds.GPU_FAULT,

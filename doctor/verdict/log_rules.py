@@ -368,19 +368,19 @@ def straggler(view: LogView) -> list[Candidate]:
 def _silent_logs(files: int, view: LogView) -> Candidate:
     """Nothing that tells. What comes closest is said, with the lines that would tell: a
     traceback that lost its exception line, or the watchdog's abort without its timeout."""
-    told = "watchdog timeout, NCCL warning, launcher exit report, RAS report or Xid"
-    summary = f"the logs ({files} file{'s' if files > 1 else ''}) hold no line that tells: no "
     cut, aborts = view.of_kind(kinds.TRACEBACK_CUT), view.of_kind(kinds.NCCL_ABORT)
+    told = ["watchdog timeout", "NCCL warning", *([] if cut else ["traceback"])]
+    told += ["launcher exit report", "RAS report or Xid"]
+    summary = (
+        f"the logs ({files} file{'s' if files > 1 else ''}) hold no line that tells: no "
+        + ", ".join(told)
+    )
     asked: tuple[str, ...] = ()
     if cut:
         ranks = ranks_of(cut)
         who = rank_prose(ranks) if ranks else "a rank"
-        summary += (
-            f"{told}; {who}'s {cut[0].text}: the exception that line names is what would tell"
-        )
+        summary += f"; {who}'s {cut[0].text}: the exception that line names is what would tell"
         asked = ("the traceback's last lines, to its exception",)
-    else:
-        summary += told.replace("warning, ", "warning, traceback, ")
     if aborts:
         ranks = ranks_of(aborts)
         summary += (
@@ -462,6 +462,5 @@ def candidates(evidence: Evidence) -> list[Candidate]:
     only_logs = not evidence.has_flight and not (evidence.stacks or evidence.processes)
     if not only_logs or any(c.hang_class is not HangClass.UNKNOWN for c in found):
         return found
-    silent = _silent_logs(len(evidence.log_files), view)
-    said = found or [_unplaced_waits(view) or silent]
+    said = found or [_unplaced_waits(view) or _silent_logs(len(evidence.log_files), view)]
     return log_words.refine(said, evidence.log_words)
