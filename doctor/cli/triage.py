@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
-from doctor.errors import EXIT_FOUND, EXIT_OK, UsageError
+from doctor.errors import EXIT_FOUND, EXIT_OK, NoSuchJobError, UsageError
 
 DEFAULT_INTERVAL = 1.0
 """Seconds of sampling in one look: enough for a hung job's structure to show."""
@@ -115,7 +115,7 @@ def triage(
             f"looking again with {slower.native_timeout:g} s for it",
             file=sys.stderr,
         )
-        snapshot = _look(ref, reach, slower, timeout, spinner=not as_json)
+        snapshot = _look_again(snapshot, ref, reach, slower, timeout, spinner=not as_json)
     longer = replace(options, interval=interval * LONGER_LOOK)
     fits = reach is None or longer.interval + 1.0 < timeout  # the hosts' answer deadline
     if not chosen and fits and needs_longer_look(snapshot.verdict):
@@ -124,7 +124,7 @@ def triage(
             f"looking again over {longer.interval:g} s",
             file=sys.stderr,
         )
-        snapshot = _look(ref, reach, longer, timeout, spinner=not as_json)
+        snapshot = _look_again(snapshot, ref, reach, longer, timeout, spinner=not as_json)
     if bundle is not None:
         write_triage_bundle(snapshot, bundle)
     if report is not None:
@@ -162,6 +162,26 @@ def _look(
     if reach is None:
         return _collect_once(ref, options, spinner)
     return _remote_once(reach, options, timeout)
+
+
+def _look_again(
+    first: TriageSnapshot,
+    ref: JobRef,
+    reach: Reach | None,
+    options: CollectOptions,
+    timeout: float,
+    spinner: bool,
+) -> TriageSnapshot:
+    """A second look; when the job's ranks ended after the first, the first look is kept
+    (a killed rank's peers can exit within a second: their evidence was already read)."""
+    try:
+        return _look(ref, reach, options, timeout, spinner)
+    except NoSuchJobError:
+        print(
+            "the job's ranks ended before the second look: this is the first look's verdict",
+            file=sys.stderr,
+        )
+        return first
 
 
 def _remote_once(reach: Reach, options: CollectOptions, timeout: float) -> TriageSnapshot:

@@ -38,6 +38,9 @@ INTRUDER = Path(__file__).with_name("intruder.py")
 USER = "ncd-intruder"
 START = 180
 """Seconds for four ranks to start: at load 20 on 2 cores, importing torch alone took 60 s."""
+PATIENT = {"SOFT": "10", "HARD": "15"}
+"""The ranks wait seconds at barriers on purpose (a slow return, a slow finalize): the default
+4 s hard timeout raced the alarm under test on a loaded host and terminated a waiting rank."""
 
 
 @pytest.fixture(scope="module")
@@ -98,6 +101,7 @@ def test_values_of_an_earlier_run_are_refused_and_deletes_are_alarms(
             "NCCL_DOCTOR_JOB_DIR": str(job_dir),
             "SLOW_RANK": "2",
             "SLOW_RETURN": "3",
+            **PATIENT,
         },
         job="replay",
     )
@@ -144,6 +148,7 @@ def test_values_of_an_earlier_run_are_refused_and_deletes_are_alarms(
             "NCCL_DOCTOR_JOB_DIR": str(job_dir),
             "SLOW_RANK": "3",
             "SLOW_FINALIZE": "2",
+            **PATIENT,
         },
         job="replay",
     )

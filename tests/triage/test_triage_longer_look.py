@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
@@ -43,3 +44,22 @@ def test_an_idle_rank_is_looked_at_again_over_three_seconds_unless_told(sleepers
     # AND a window the user chose is kept as it is
     doc, said = _triage(rank.pid, "--interval", "0.5")
     assert "looking again" not in said and doc["collected"]["seconds"] < 3.0
+
+
+def test_a_job_that_ends_before_the_second_look_keeps_the_first(monkeypatch, capsys) -> None:
+    from doctor.errors import NoSuchJobError
+
+    cli = importlib.import_module("doctor.cli.triage")  # the package exports the command
+
+    # GIVEN a first look, and a job whose ranks are gone when triage looks again
+    first = object()
+
+    def gone(*_args: object, **_kwargs: object) -> object:
+        raise NoSuchJobError("no rank of job 'j' runs on this host")
+
+    monkeypatch.setattr(cli, "_look", gone)
+    # WHEN triage looks again (a slow native dump, or no proof either way)
+    kept = cli._look_again(first, None, None, None, 6.0, spinner=False)  # type: ignore[arg-type]
+    # THEN the first look is the answer, and the user is told why
+    assert kept is first
+    assert "ended before the second look" in capsys.readouterr().err
