@@ -12,6 +12,10 @@ rule                    strength  fires when the logs show
 log_unsupported_op      85        the backend rejected an op (``does not support``)
 log_mismatch            84        torch's collective check found ranks disagreeing, or two
                                   ranks ran different ops (or sizes) at one sequence number
+log_watchdog_mismatch   84/60     the ranks' watchdogs timed out in different collectives at one
+                                  sequence number of a group (an op, or the element count of
+                                  an op every rank must give alike); 60 when the lines do not
+                                  name their group (torch before 2.3)
 log_nccl_calls          84        NCCL's per-call trace (COLL) shows processes calling different
                                   collectives (or sizes) at one operation count of their
                                   communicator
@@ -79,6 +83,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 
 from doctor.evidence import Evidence, LogEvent
 from doctor.logs import kinds
@@ -117,31 +122,47 @@ def unsupported_op(view: LogView) -> list[Candidate]:
     ]
 
 
+SAME_COUNT_OPS = frozenset(
+    {"ALLREDUCE", "BROADCAST", "REDUCE", "_ALLGATHER_BASE", "_REDUCE_SCATTER_BASE"}
+)
+"""Collectives whose element count every rank must give alike (``NumelIn``): uneven
+all_gather, all_to_all, gather and scatter legitimately differ, so only these compare sizes."""
+UNMATCHED_OPS = frozenset({"SEND", "RECV", "RECVANYSOURCE", "COALESCED", "UNKNOWN"})
+"""Point-to-point work counts its own sequence numbers (torch's ``seqP2P_``), and a coalesced
+group hides its ops: neither is compared with the collectives at the same number."""
+
+Fingerprint = tuple[str | None, int | None]
+
+
 def mismatch(view: LogView) -> list[Candidate]:
-    """torch's fingerprint check, or two ranks' own words about collective N, disagree."""
+    """torch's fingerprint check, two ranks' own words about collective N, or the collectives
+    their watchdogs timed out in at one sequence number, disagree."""
     detected = view.of_kind(kinds.MISMATCH_DETECTED)
-    at: dict[int, dict[int, LogEvent]] = {}
+    said: dict[tuple[str, int], dict[int, LogEvent]] = {}
     for e in view.of_kind(kinds.COLLECTIVE_AT):
         if e.rank is not None and e.seq is not None:
-            at.setdefault(e.seq, {})[e.rank] = e
-    culprits: tuple[int, ...] = ()
-    tie = False
-    ref = None
-    for seq, ranks in sorted(at.items()):
-        shapes = Counter((e.op, e.numel) for e in ranks.values())
-        if len(shapes) < 2:
-            continue
-        (major, n), *_ = shapes.most_common()
-        tie = 2 * n <= len(ranks)
-        culprits = tuple(sorted(r for r, e in ranks.items() if tie or (e.op, e.numel) != major))
-        ref = CollectiveRef(ranks[min(ranks)].process_group or "0", seq, major[0] or "unknown")
-        break
+            said.setdefault((e.process_group or "0", e.seq), {})[e.rank] = e
+    split = _split(said, lambda e: (e.op, e.numel))
+    strength, rule = 84, "log_mismatch"
+    if split is None and not detected:
+        split = _split(_timed_out_in(view), _watchdog_fingerprint)
+        strength, rule = 84 if _grouped(view) else 60, "log_watchdog_mismatch"
+    culprits, tie, ref = split or ((), False, None)
     named = ranks_of(e for e in detected if e.rank is not None)
     if named and not culprits:
         culprits, tie = named, False
     if not detected and not culprits:
         return _different_calls(view)
     found = detected + [e for e in view.of_kind(kinds.COLLECTIVE_AT) if e.rank in culprits]
+    if rule == "log_watchdog_mismatch" and ref is not None:
+        waits = _timed_out_in(view)[(ref.process_group, ref.seq)]
+        found += list(waits.values())
+        summary = _waits_apart(waits, ref)
+        return [
+            replace(
+                _disagree(culprits, tie, summary, ref, lines_of(found), rule), strength=strength
+            )
+        ]
     summary = (
         f"{rank_prose(culprits)} ran a different collective than the others at sequence "
         f"number {ref.seq}"
@@ -152,7 +173,68 @@ def mismatch(view: LogView) -> list[Candidate]:
         else "torch's collective check found the ranks "
         "disagreeing on a collective (op, shape or dtype)"
     ) + ": make every rank issue the same collectives in the same order"
-    return [_disagree(culprits, tie, summary, ref, lines_of(found), "log_mismatch")]
+    return [_disagree(culprits, tie, summary, ref, lines_of(found), rule)]
+
+
+def _waits_apart(waits: dict[int, LogEvent], ref: CollectiveRef) -> str:
+    """Which ranks timed out in which collective, largest party first."""
+    parties: dict[Fingerprint, list[int]] = {}
+    for rank, e in sorted(waits.items()):
+        parties.setdefault(_watchdog_fingerprint(e), []).append(rank)
+    told = [
+        f"{rank_prose(tuple(ranks))} in {op}"
+        + (f" of {numel} elements" if numel is not None else "")
+        for (op, numel), ranks in sorted(parties.items(), key=lambda kv: -len(kv[1]))
+    ]
+    return (
+        f"at sequence number {ref.seq} of group {ref.process_group} the ranks' watchdogs timed "
+        f"out in different collectives ({'; '.join(told)}): they issued different collectives, "
+        "or one size where all must match; make every rank issue the same collectives in the "
+        "same order, with the same sizes"
+    )
+
+
+def _split(
+    at: dict[tuple[str, int], dict[int, LogEvent]], fingerprint: Callable[[LogEvent], Fingerprint]
+) -> tuple[tuple[int, ...], bool, CollectiveRef] | None:
+    """The first collective whose ranks disagree: the ranks off the majority (all, on a tie)."""
+    for (group, seq), ranks in sorted(at.items()):
+        shapes = Counter(fingerprint(e) for e in ranks.values())
+        if len(shapes) < 2:
+            continue
+        (major, n), *_ = shapes.most_common()
+        tie = 2 * n <= len(ranks)
+        culprits = tuple(sorted(r for r, e in ranks.items() if tie or fingerprint(e) != major))
+        return culprits, tie, CollectiveRef(group, seq, major[0] or "unknown")
+    return None
+
+
+def _watchdog_fingerprint(e: LogEvent) -> Fingerprint:
+    return e.op, e.numel if e.op in SAME_COUNT_OPS else None
+
+
+def _timed_out_in(view: LogView) -> dict[tuple[str, int], dict[int, LogEvent]]:
+    """The collective each rank's watchdog timed out in, by (group, sequence number). A line
+    without its group (torch before 2.3) counts only from a rank that timed out in one
+    collective: a rank of several groups times out in each, at unrelated numbers."""
+    timeouts = [
+        e
+        for e in view.of_kind(kinds.WATCHDOG_TIMEOUT)
+        if e.rank is not None and e.seq is not None and e.op and e.op not in UNMATCHED_OPS
+    ]
+    per_rank = Counter(
+        e.rank for e in {(e.rank, e.seq, e.op, e.numel): e for e in timeouts}.values()
+    )
+    at: dict[tuple[str, int], dict[int, LogEvent]] = {}
+    for e in timeouts:
+        if e.process_group is not None or per_rank[e.rank] == 1:
+            at.setdefault((e.process_group or "0", e.seq or 0), {})[e.rank or 0] = e
+    return at
+
+
+def _grouped(view: LogView) -> bool:
+    """Whether every watchdog line names its process group (torch 2.3 and later)."""
+    return all(e.process_group is not None for e in view.of_kind(kinds.WATCHDOG_TIMEOUT))
 
 
 def _disagree(

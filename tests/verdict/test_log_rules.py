@@ -214,3 +214,60 @@ def test_the_ranks_the_desync_report_names_are_the_culprits_not_those_behind_in_
     )
     # THEN the report's rank is the culprit: the others' positions are the snapshot's, not laggards
     assert verdict.culprit_ranks == (7,)
+
+
+GROUPED_WATCHDOG = (
+    "[rank{r}]:[E1127 03:12:40 ProcessGroupNCCL.cpp:685] [PG ID {pg} PG GUID {pg}(default_pg) "
+    "Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, "
+    "NumelIn={n}, NumelOut={n}, Timeout(ms)=600000) ran for 600047 milliseconds before timing out."
+)
+
+
+def _grouped(r: int, op: str = "ALLREDUCE", n: int = 1024, seq: int = 42, pg: int = 0) -> str:
+    return GROUPED_WATCHDOG.format(r=r, op=op, n=n, seq=seq, pg=pg)
+
+
+def test_a_rank_whose_watchdog_waits_in_another_size_or_op_is_the_culprit() -> None:
+    # GIVEN four ranks timed out at collective 42 of one group, rank 2 with twice the elements
+    sized = judge([_grouped(r, n=2048 if r == 2 else 1024) for r in range(4)])
+    # OR rank 1 in a broadcast where the others all-reduce
+    other_op = judge([_grouped(r, op="BROADCAST" if r == 1 else "ALLREDUCE") for r in range(4)])
+    # THEN each is a collective mismatch whose culprit is the odd rank, and the summary says what
+    assert (sized.hang_class, sized.culprit_ranks) == (HangClass.COLLECTIVE_MISMATCH, (2,))
+    assert sized.confidence is Confidence.HIGH
+    assert "rank 2 in ALLREDUCE of 2048 elements" in sized.summary
+    assert (other_op.hang_class, other_op.culprit_ranks) == (HangClass.COLLECTIVE_MISMATCH, (1,))
+    assert "rank 1 in BROADCAST" in other_op.summary
+
+
+def test_watchdog_lines_that_may_differ_are_not_a_mismatch() -> None:
+    # GIVEN an uneven all_gather (each rank's own count), point-to-point work at a collective's
+    # number (torch numbers them apart), and two groups' collectives at the same number
+    uneven = [_grouped(r, op="ALLGATHER", n=100 + r) for r in range(4)]
+    p2p = [_grouped(0, op="SEND"), _grouped(1), _grouped(2), _grouped(3)]
+    groups = [_grouped(0, pg=0), _grouped(1, pg=0), _grouped(2, op="ALLGATHER", pg=1)]
+    for lines in (uneven, p2p, groups):
+        assert judge(lines).hang_class is not HangClass.COLLECTIVE_MISMATCH, lines
+
+
+def test_an_ungrouped_watchdog_line_counts_only_from_a_rank_of_one_timeout() -> None:
+    # GIVEN torch 2.2's lines (no group named): rank 3 timed out in two groups' collectives,
+    # one of them numbered 42 like the others' all-reduce
+    lines = [WATCHDOG.format(r=r, seq=42, op="ALLREDUCE") for r in range(3)]
+    lines += [
+        WATCHDOG.format(r=3, seq=42, op="ALLGATHER"),
+        WATCHDOG.format(r=3, seq=7, op="ALLREDUCE"),
+    ]
+    # THEN rank 3 is not compared: which group its 42 belongs to is unknown
+    assert judge(lines).hang_class is not HangClass.COLLECTIVE_MISMATCH
+    # AND with one timeout each, an odd op is a mismatch, weaker than a grouped line's
+    odd = judge(
+        [WATCHDOG.format(r=r, seq=42, op="ALLGATHER" if r == 3 else "ALLREDUCE") for r in range(4)]
+    )
+    assert (odd.hang_class, odd.culprit_ranks) == (HangClass.COLLECTIVE_MISMATCH, (3,))
+
+
+def test_two_ranks_in_two_collectives_are_a_tie() -> None:
+    verdict = judge([_grouped(0), _grouped(1, op="BROADCAST")])
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert verdict.culprit_ranks == (0, 1) and verdict.confidence is Confidence.LOW
