@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -12,6 +14,7 @@ from clitools import run_cli
 from doctor.analyze.load import load_evidence
 from doctor.logs import reader as logs_reader
 from doctor.model import HangClass
+from doctor.trust.subproc import free_port
 from doctor.verdict.classify import classify
 
 FIXTURES = Path(__file__).parents[1] / "fixtures"
@@ -83,3 +86,31 @@ def test_dumps_already_decoded_are_not_opened_again_as_logs(
     assert len(evidence.dumps) == 4
     assert looked_at == ["rank_5.log"]
     assert [Path(f).name for f in evidence.log_files] == ["rank_5.log"]
+
+
+GLOO_SIZES = """
+import torch, torch.distributed as dist
+dist.init_process_group("gloo")
+x = torch.ones(100 if dist.get_rank() == 0 else 200)
+dist.all_reduce(x)
+"""
+
+
+@pytest.mark.slow
+def test_a_real_gloo_job_whose_ranks_reduce_different_sizes_is_a_mismatch(tmp_path: Path) -> None:
+    # GIVEN the whole output of a real 2-rank torchrun job whose rank 0 all-reduces 100
+    # elements and rank 1 200: gloo aborts one rank ("op.preamble.length <= op.nbytes"), the
+    # other reads "Connection reset by peer", torchrun reports a SIGABRT
+    script = tmp_path / "sizes.py"
+    script.write_text(GLOO_SIZES)
+    argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
+    argv += ["--master_port", str(free_port()), str(script)]
+    run = subprocess.run(argv, capture_output=True, text=True, timeout=120)
+    log = tmp_path / "job.log"
+    log.write_text(run.stdout + run.stderr)
+    assert run.returncode != 0 and "op.preamble.length" in log.read_text()
+    # WHEN it is analyzed
+    doc = json.loads(run_cli("analyze", str(log), "--json").stdout)
+    # THEN it is a collective mismatch, not the network the reset connection suggests
+    assert doc["verdict"]["hang_class"] == "collective_mismatch", doc["verdict"]
+    assert "bytes sent" in doc["verdict"]["summary"]
