@@ -61,6 +61,13 @@ _NETWORK = re.compile(
     r"NCCL WARN .*?(?:Message truncated|Net : .*?(?:error|failed))|"
     r"NCCL WARN Timeout waiting for|IB ?: ?.*?timeout|Call to ibv_\w+ failed"
 )
+_TRUNCATED = re.compile(r"message truncated ?: ?receiving")
+"""The socket transport received more bytes than the call posted: "most often triggered by
+a mismatch in collective size or env settings between ranks" (NVIDIA/nccl#605, which made
+it ncclInvalidUsage and put that hint in the message)."""
+_BOOTSTRAP_TRUNCATED = re.compile(r"Message truncated ?: ?received")
+"""The same check in the bootstrap's own exchange (``bootstrap.cc``): ranks that run
+different NCCL versions (Google Cloud's NCCL troubleshooting guide, "Message truncated")."""
 _PEER_GONE = re.compile(
     r"[Cc]onnection closed by (?:remote )?peer|[Cc]onnection reset by (?:remote )?peer|"
     r"ncclRemoteError|remote process exit(?:ed|ing)|Broken pipe|"
@@ -167,6 +174,10 @@ def events(line: Line) -> list[LogEvent]:
         if "Connection refused" not in text and "failed" not in text:
             return []  # INFO lines are configuration and progress, not failures
     if _SETUP_WARN.search(text):
+        return [event(kinds.BOOTSTRAP, peer=_peer(text))]
+    if _TRUNCATED.search(text):
+        return [event(kinds.MISMATCH_DETECTED, peer=_peer(text))]
+    if _BOOTSTRAP_TRUNCATED.search(text):
         return [event(kinds.BOOTSTRAP, peer=_peer(text))]
     if _NETWORK.search(text):
         status = _IB_STATUS.search(text)

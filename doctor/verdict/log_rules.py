@@ -10,9 +10,9 @@ RAS's counts single out, a mismatch torch's own check caught.
 rule                    strength  fires when the logs show
 ======================  ========  ============================================================
 log_unsupported_op      85        the backend rejected an op (``does not support``)
-log_mismatch            84        torch's collective check (or gloo's size check) found ranks
-                                  disagreeing, or two ranks ran different ops (or sizes) at one
-                                  sequence number
+log_mismatch            84        torch's collective check (or gloo's or NCCL's size check)
+                                  found ranks disagreeing, or two ranks ran different ops (or
+                                  sizes) at one sequence number
 log_watchdog_mismatch   84/60     the ranks' watchdogs timed out in different collectives at one
                                   sequence number of a group (an op, or the element count of
                                   an op every rank must give alike); 60 when the lines do not
@@ -172,23 +172,34 @@ def mismatch(view: LogView) -> list[Candidate]:
         else f"the ranks split evenly at sequence number {ref.seq} ({rank_prose(culprits)}): a tie "
         "the logs cannot break"
         if ref
-        else "gloo received more of a collective's data than this rank's own call expects "
-        f"({_gloo_sizes(detected)}): the ranks gave different sizes or ran different collectives"
-        if _gloo_sizes(detected)
+        else _sizes_apart(detected)
+        if _sizes_apart(detected)
         else "torch's collective check found the ranks "
         "disagreeing on a collective (op, shape or dtype)"
     ) + ": make every rank issue the same collectives in the same order"
     return [_disagree(culprits, tie, summary, ref, lines_of(found), rule)]
 
 
-_GLOO_SIZES = re.compile(r"op\.preamble\.length <= op\.nbytes\. (\d{1,18}) vs (\d{1,18})")
+_SIZES = re.compile(
+    r"(?P<by>op\.preamble\.length <= op\.nbytes)\. (?P<sent>\d{1,18}) vs (?P<posted>\d{1,18})|"
+    r"truncated ?: ?receiving (?P<sent2>\d{1,18}) bytes instead of (?P<posted2>\d{1,18})"
+)
 
 
-def _gloo_sizes(detected: list[LogEvent]) -> str:
-    """gloo's size check as words ("200 bytes sent, 100 expected"), or "" for torch's."""
+def _sizes_apart(detected: list[LogEvent]) -> str:
+    """A transport's size check in words, or "" when torch's own check spoke."""
     for e in detected:
-        if m := _GLOO_SIZES.search(e.text):
-            return f"{m.group(1)} bytes sent, {m.group(2)} expected"
+        if m := _SIZES.search(e.text):
+            sent, posted = m["sent"] or m["sent2"], m["posted"] or m["posted2"]
+            told = (
+                f"a rank received {sent} bytes of a collective where its own call expects {posted}"
+            )
+            if m["by"]:
+                return f"{told} (gloo): the ranks gave different sizes or ran different collectives"
+            return (
+                f"{told} (NCCL): the ranks gave different sizes or ran different collectives, "
+                "or differ in NCCL settings (NCCL_PROTO, NCCL_ALGO) or NCCL's version"
+            )
     return ""
 
 

@@ -113,4 +113,4 @@ def test_a_real_gloo_job_whose_ranks_reduce_different_sizes_is_a_mismatch(tmp_pa
     doc = json.loads(run_cli("analyze", str(log), "--json").stdout)
     # THEN it is a collective mismatch, not the network the reset connection suggests
     assert doc["verdict"]["hang_class"] == "collective_mismatch", doc["verdict"]
-    assert "bytes sent" in doc["verdict"]["summary"]
+    assert "received 200 bytes" in doc["verdict"]["summary"]

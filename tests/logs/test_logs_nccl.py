@@ -4,8 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from doctor.evidence import Evidence
 from doctor.logs import kinds, parse_lines
 from doctor.logs.nccl import bus_id
+from doctor.model import HangClass
+from doctor.verdict.classify import classify
 
 REAL = Path(__file__).parents[1] / "fixtures" / "real"
 TRIAGE_LOGS = Path(__file__).parents[1] / "triage" / "data" / "logs"
@@ -72,3 +75,23 @@ def test_info_lines_about_configuration_are_not_failures() -> None:
         "node:1:1 [0] NCCL INFO Channel 02/0 : 13[5] -> 5[5] [receive] via NET/IB/1/GDRDMA",
     ]
     assert kinds_of(quiet) == []
+
+
+def test_a_truncated_message_is_a_size_mismatch_in_a_job_and_mixed_versions_at_bootstrap() -> None:
+    # GIVEN the socket transport's truncation (NVIDIA/nccl#268, a TensorFlow job) and the
+    # bootstrap's (NVIDIA/nccl#1176, at communicator creation), verbatim
+    in_job = (
+        "hvd1:2918:3333 [0] external/nccl_archive/src/transport/net_socket.cc:200 NCCL WARN "
+        "NET/Socket : message truncated : receiving 696320 bytes instead of 32768"
+    )
+    at_start = (
+        "0: compute-st-p4de24xlarge-1:34639:36718 [5] bootstrap.cc:77 NCCL WARN Message "
+        "truncated : received 256 bytes instead of 4"
+    )
+    # THEN the first is ranks disagreeing on a collective's size (NCCL's own hint), with
+    # the sizes said; the second a set-up failure, not the network either way
+    assert kinds_of([in_job]) == [(kinds.MISMATCH_DETECTED, "")]
+    assert kinds_of([at_start])[0][0] == kinds.BOOTSTRAP
+    verdict = classify(Evidence("job", None, logs=tuple(parse_lines([in_job]))))
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert "696320 bytes" in verdict.summary and "NCCL_PROTO" in verdict.summary
