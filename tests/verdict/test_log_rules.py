@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from doctor.evidence import Evidence, RankProcess
 from doctor.logs import parse_lines
 from doctor.model import Confidence, HangClass
@@ -271,3 +274,33 @@ def test_two_ranks_in_two_collectives_are_a_tie() -> None:
     verdict = judge([_grouped(0), _grouped(1, op="BROADCAST")])
     assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
     assert verdict.culprit_ranks == (0, 1) and verdict.confidence is Confidence.LOW
+
+
+OPS = ("ALLREDUCE", "BROADCAST", "ALLGATHER", "REDUCE_SCATTER", "_ALLGATHER_BASE", "SEND", "RECV")
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    world=st.integers(3, 9),
+    op=st.sampled_from(OPS),
+    other=st.sampled_from(OPS),
+    n=st.integers(1, 1 << 30),
+    seq=st.integers(1, 1 << 40),
+    odd=st.data(),
+)
+def test_one_odd_watchdog_is_the_culprit_and_agreeing_ones_never_mismatch(
+    world: int, op: str, other: str, n: int, seq: int, odd: st.DataObject
+) -> None:
+    # GIVEN every rank of a group timed out at one sequence number in the same collective
+    same = [_grouped(r, op=op, n=n, seq=seq) for r in range(world)]
+    # THEN that is never a mismatch
+    assert judge(same).hang_class is not HangClass.COLLECTIVE_MISMATCH
+    # AND WHEN one rank's line names another collective (point-to-point work aside: it is
+    # numbered apart), that rank alone is the culprit
+    rank = odd.draw(st.integers(0, world - 1))
+    p2p = {"SEND", "RECV"} & {op, other}
+    if other == op or p2p:
+        return
+    lines = [_grouped(r, op=other if r == rank else op, n=n, seq=seq) for r in range(world)]
+    verdict = judge(lines)
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.COLLECTIVE_MISMATCH, (rank,))
