@@ -73,11 +73,14 @@ _FINGERPRINT = re.compile(
 _MISMATCH = re.compile(
     r"Detected mismatch between collectives|Error when verifying shape tensors for collective "
     r"(\w+)|input shapes into the collective are mismatched|Mismatch between collective|"
-    r"op\.preamble\.length <= op\.nbytes"
+    r"op\.preamble\.length <= op\.nbytes|appears not to match sizes of the same param in process|"
+    r"DDP expects same model across all ranks"
 )
 """The last form is gloo's: a peer sent more bytes than this rank's collective expects (its
 ranks gave different sizes, or ran different collectives); gloo since 2025 adds "Is there a
-distributed collective mismatch in your code?" (pytorch/gloo#456)."""
+distributed collective mismatch in your code?" (pytorch/gloo#456). The last two are DDP's
+check, at construction, that every rank built the same model
+(``_verify_params_across_processes``)."""
 _DDP_STATS = re.compile(r"\[Rank (\d{1,18}) / (\d{1,18})\] Training \S+ unused_parameter_size")
 _COMPILING = re.compile(
     r"compiling and loading fused kernels|Emitting ninja build file|Building extension module|"

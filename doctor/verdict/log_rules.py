@@ -172,8 +172,8 @@ def mismatch(view: LogView) -> list[Candidate]:
         else f"the ranks split evenly at sequence number {ref.seq} ({rank_prose(culprits)}): a tie "
         "the logs cannot break"
         if ref
-        else _sizes_apart(detected)
-        if _sizes_apart(detected)
+        else _check_said(detected)
+        if _check_said(detected)
         else "torch's collective check found the ranks "
         "disagreeing on a collective (op, shape or dtype)"
     ) + ": make every rank issue the same collectives in the same order"
@@ -186,8 +186,15 @@ _SIZES = re.compile(
 )
 
 
-def _sizes_apart(detected: list[LogEvent]) -> str:
-    """A transport's size check in words, or "" when torch's own check spoke."""
+_MODELS = re.compile(
+    r"params\[\d{1,9}\] in this process with sizes \[[\d, ]{0,200}\] appears not to match sizes "
+    r"of the same param in process \d{1,9}|DDP expects same model across all ranks[^.]{0,300}"
+)
+
+
+def _check_said(detected: list[LogEvent]) -> str:
+    """What a transport's size check or DDP's model check found, in words; "" when it was
+    torch's collective check."""
     for e in detected:
         if m := _SIZES.search(e.text):
             sent, posted = m["sent"] or m["sent2"], m["posted"] or m["posted2"]
@@ -199,6 +206,11 @@ def _sizes_apart(detected: list[LogEvent]) -> str:
             return (
                 f"{told} (NCCL): the ranks gave different sizes or ran different collectives, "
                 "or differ in NCCL settings (NCCL_PROTO, NCCL_ALGO) or NCCL's version"
+            )
+        if m := _MODELS.search(e.text):
+            return (
+                f"DDP found the ranks' models differ ({m.group(0)}): every rank must build the "
+                "same model (same parameters, shapes and order) before wrapping it"
             )
     return ""
 

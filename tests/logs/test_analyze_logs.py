@@ -88,29 +88,48 @@ def test_dumps_already_decoded_are_not_opened_again_as_logs(
     assert [Path(f).name for f in evidence.log_files] == ["rank_5.log"]
 
 
-GLOO_SIZES = """
-import torch, torch.distributed as dist
+DISAGREEING_JOBS = {
+    # the job's code (2 ranks, gloo): what its output holds, what the verdict's summary says
+    "allreduce-sizes": (
+        "x = torch.ones(100 if dist.get_rank() == 0 else 200)\ndist.all_reduce(x)",
+        "op.preamble.length <= op.nbytes",
+        "bytes of a collective where its own call expects",
+    ),
+    "ddp-param-shapes": (
+        "DDP(torch.nn.Linear(10, 10 if dist.get_rank() == 0 else 12))",
+        "appears not to match sizes",
+        "appears not to match sizes",
+    ),
+    "ddp-param-count": (
+        "DDP(torch.nn.Linear(10, 10, bias=dist.get_rank() == 0))",
+        "DDP expects same model",
+        "DDP expects same model",
+    ),
+}
+PROLOGUE = """import torch, torch.distributed as dist
+from torch.nn.parallel import DistributedDataParallel as DDP
 dist.init_process_group("gloo")
-x = torch.ones(100 if dist.get_rank() == 0 else 200)
-dist.all_reduce(x)
 """
 
 
 @pytest.mark.slow
-def test_a_real_gloo_job_whose_ranks_reduce_different_sizes_is_a_mismatch(tmp_path: Path) -> None:
-    # GIVEN the whole output of a real 2-rank torchrun job whose rank 0 all-reduces 100
-    # elements and rank 1 200: gloo aborts one rank ("op.preamble.length <= op.nbytes"), the
-    # other reads "Connection reset by peer", torchrun reports a SIGABRT
-    script = tmp_path / "sizes.py"
-    script.write_text(GLOO_SIZES)
+@pytest.mark.parametrize("case", list(DISAGREEING_JOBS))
+def test_a_real_job_whose_ranks_disagree_on_sizes_is_a_mismatch(case: str, tmp_path: Path) -> None:
+    code, printed, says = DISAGREEING_JOBS[case]
+    # GIVEN the whole output of a real 2-rank torchrun job whose ranks disagree on a size:
+    # gloo's size check aborts one rank (the other reads "Connection reset by peer"), or
+    # DDP's model check raises on both, and torchrun reports the ranks' exits
+    script = tmp_path / "job.py"
+    script.write_text(PROLOGUE + code + "\n")
     argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
     argv += ["--master_port", str(free_port()), str(script)]
     run = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     log = tmp_path / "job.log"
     log.write_text(run.stdout + run.stderr)
-    assert run.returncode != 0 and "op.preamble.length" in log.read_text()
+    assert run.returncode != 0 and printed in log.read_text()
     # WHEN it is analyzed
     doc = json.loads(run_cli("analyze", str(log), "--json").stdout)
-    # THEN it is a collective mismatch, not the network the reset connection suggests
+    # THEN it is a collective mismatch, not the network a reset connection suggests nor the
+    # loss of the rank that raised, and the summary says what disagreed
     assert doc["verdict"]["hang_class"] == "collective_mismatch", doc["verdict"]
-    assert "received 200 bytes" in doc["verdict"]["summary"]
+    assert says in doc["verdict"]["summary"]
