@@ -312,14 +312,16 @@ def _different_calls(view: LogView) -> list[Candidate]:
     )
     if len(ops) < 2:
         return []
-    by_op = {op: ranks_of(e for e in calls if e.op == op) for op in ops}
+    parties = sorted((ranks_of(e for e in calls if e.op == op) for op in ops), key=len)
+    tie = all(parties) and len(parties[0]) == len(parties[1])
+    culprits = () if not all(parties) else parties[0] if not tie else ranks_of(calls)
     summary = (
         f"the stacks printed{' at the timeout' if stuck else ''} are in different collectives "
         f"({', '.join(ops)}): "
-        "the ranks called different collectives at the same point (a rank-conditional path); "
-        "make every rank issue the same collectives in the same order"
+        "the ranks called different collectives at the same point (a rank-conditional path"
+        + ("; as many ranks on each side, so which side left the common path is open" * tie)
+        + "); make every rank issue the same collectives in the same order"
     )
-    culprits = min(by_op.values(), key=len) if all(by_op.values()) else ()
     return [
         Candidate(
             HangClass.COLLECTIVE_MISMATCH,

@@ -105,20 +105,32 @@ DISAGREEING_JOBS = {
         "DDP expects same model",
         "DDP expects same model",
     ),
+    # and whose ranks call different collectives: gloo's timeouts, with each rank's traceback
+    "allreduce-broadcast": (
+        "x = torch.ones(8)\ndist.all_reduce(x) if dist.get_rank() == 0 else dist.broadcast(x, 0)",
+        "Timed out waiting",
+        "(all_reduce, broadcast)",
+    ),
+    "allreduce-barrier": (
+        "dist.all_reduce(torch.ones(8)) if dist.get_rank() == 0 else dist.barrier()",
+        "Timed out waiting",
+        "(all_reduce, barrier)",
+    ),
 }
-PROLOGUE = """import torch, torch.distributed as dist
+PROLOGUE = """import datetime, torch, torch.distributed as dist
 from torch.nn.parallel import DistributedDataParallel as DDP
-dist.init_process_group("gloo")
+dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=4))
 """
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("case", list(DISAGREEING_JOBS))
-def test_a_real_job_whose_ranks_disagree_on_sizes_is_a_mismatch(case: str, tmp_path: Path) -> None:
+def test_a_real_job_whose_ranks_disagree_is_a_mismatch(case: str, tmp_path: Path) -> None:
     code, printed, says = DISAGREEING_JOBS[case]
-    # GIVEN the whole output of a real 2-rank torchrun job whose ranks disagree on a size:
-    # gloo's size check aborts one rank (the other reads "Connection reset by peer"), or
-    # DDP's model check raises on both, and torchrun reports the ranks' exits
+    # GIVEN the whole output of a real 2-rank torchrun job whose ranks disagree on a size
+    # (gloo's size check aborts one rank, the other reads "Connection reset by peer"; or
+    # DDP's model check raises on both) or on the collective (both time out, each with its
+    # traceback), and torchrun's report of the ranks' exits
     script = tmp_path / "job.py"
     script.write_text(PROLOGUE + code + "\n")
     argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]

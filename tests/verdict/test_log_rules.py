@@ -304,3 +304,29 @@ def test_one_odd_watchdog_is_the_culprit_and_agreeing_ones_never_mismatch(
     lines = [_grouped(r, op=other if r == rank else op, n=n, seq=seq) for r in range(world)]
     verdict = judge(lines)
     assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.COLLECTIVE_MISMATCH, (rank,))
+
+
+def _traceback(rank: int, call: str) -> list[str]:
+    """A rank's traceback at a gloo timeout, as torch 2.13 prints it (recorded here)."""
+    site = "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
+    return [
+        f"[rank{rank}]: Traceback (most recent call last):",
+        f'[rank{rank}]:   File "/job/train.py", line 7, in <module>',
+        f'[rank{rank}]:   File "{site}", line 3252, in {call}',
+        f"[rank{rank}]:     work.wait()",
+        f"[rank{rank}]: RuntimeError: [/pytorch/third_party/gloo/gloo/transport/tcp/"
+        "unbound_buffer.cc:78] Timed out waiting 8000ms for recv operation to complete",
+    ]
+
+
+def test_stacks_split_one_to_one_name_both_sides_and_one_odd_stack_its_rank() -> None:
+    # GIVEN two ranks' tracebacks in different collectives, then three against one
+    even = judge(_traceback(0, "all_reduce") + _traceback(1, "broadcast"))
+    odd = judge(
+        [line for r in range(4) for line in _traceback(r, "barrier" if r == 2 else "all_reduce")]
+    )
+    # THEN the even split is a tie that names both, the odd one names its rank
+    assert (even.hang_class, even.culprit_ranks) == (HangClass.COLLECTIVE_MISMATCH, (0, 1))
+    assert "which side left the common path is open" in even.summary
+    assert (odd.hang_class, odd.culprit_ranks) == (HangClass.COLLECTIVE_MISMATCH, (2,))
+    assert "open" not in odd.summary
