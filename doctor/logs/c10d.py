@@ -81,6 +81,7 @@ ranks gave different sizes, or ran different collectives); gloo since 2025 adds 
 distributed collective mismatch in your code?" (pytorch/gloo#456). The last two are DDP's
 check, at construction, that every rank built the same model
 (``_verify_params_across_processes``)."""
+_UNIQUE_ID = re.compile(r"retrieving ncclUniqueId from \[(\d{1,9})\]")
 _DDP_STATS = re.compile(r"\[Rank (\d{1,18}) / (\d{1,18})\] Training \S+ unused_parameter_size")
 _COMPILING = re.compile(
     r"compiling and loading fused kernels|Emitting ninja build file|Building extension module|"
@@ -216,8 +217,12 @@ class C10dParser:
             self._event(kinds.PEER_GONE, peer=m.group(1) or "the store")
 
     def _desync(self, line: Line) -> None:
-        """The desync report's lines; the snapshot's rank lines follow a ``#N started`` line."""
+        """The desync report's lines; the snapshot's rank lines follow a ``#N started`` line.
+        A rank waiting for another's ``ncclUniqueId`` names a rank that never reached the
+        group's first collective (the unique id is published there)."""
         text = line.text
+        if m := _UNIQUE_ID.search(text):
+            self._event(kinds.DESYNC, rank=int(m.group(1)))
         if m := _LAGGING.search(text):
             for rank in _ranks(m.group(1)):
                 self._event(kinds.DESYNC, rank=rank)

@@ -5,7 +5,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from doctor.evidence import Evidence
 from doctor.logs import kinds, parse_lines
+from doctor.verdict.classify import classify
 
 TRIAGE_LOGS = Path(__file__).parents[1] / "triage" / "data" / "logs"
 REAL = Path(__file__).parents[1] / "fixtures" / "real"
@@ -111,3 +113,24 @@ def test_a_backend_without_the_op_is_unsupported_in_either_wording() -> None:
         "alltoall",
         "reduce_scatter_tensor_coalesced",
     ]
+
+
+def test_a_rank_waiting_for_a_unique_id_names_the_rank_that_never_came() -> None:
+    # GIVEN rank 1's error when rank 0 never published the communicator's unique id (torch
+    # publishes it at the group's first collective), in its older and its newer wording
+    older = (
+        "[rank1]: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and "
+        "retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but "
+        "store->get('0') got error: Socket Timeout"
+    )
+    newer = (
+        "[rank3]:[E1127 02:10:00 ProcessGroupNCCL.cpp:2105] [PG ID 1 PG GUID 1 Rank 3] is "
+        "setting up NCCL communicator and retrieving ncclUniqueId from [2] via c10d key-value "
+        "store by key '1:0', but store->get('1:0') got error: wait timeout after 600000ms"
+    )
+    # THEN the rank it waited for is the one that never reached that collective
+    for line, absent in ((older, 0), (newer, 2)):
+        events = [e for e in parse_lines([line]) if e.kind == kinds.DESYNC]
+        assert [e.rank for e in events] == [absent]
+        verdict = classify(Evidence("job", None, logs=tuple(parse_lines([line]))))
+        assert verdict.culprit_ranks == (absent,)
