@@ -157,7 +157,7 @@ def mismatch(view: LogView) -> list[Candidate]:
         return _different_calls(view)
     found = detected + [e for e in view.of_kind(kinds.COLLECTIVE_AT) if e.rank in culprits]
     if rule == "log_watchdog_mismatch" and ref is not None:
-        waits = _timed_out_in(view)[(ref.process_group, ref.seq)]
+        waits = _timed_out_in(view)[(ref.process_group, ref.seq or 0)]
         found += list(waits.values())
         summary = _waits_apart(waits, ref)
         return [
