@@ -134,7 +134,8 @@ def test_a_real_job_whose_ranks_disagree_is_a_mismatch(case: str, tmp_path: Path
     script = tmp_path / "job.py"
     script.write_text(PROLOGUE + code + "\n")
     argv = [sys.executable, "-m", "torch.distributed.run", "--nproc_per_node", "2"]
-    argv += ["--master_port", str(free_port()), str(script)]
+    argv += ["--master_port", str(free_port()), "--log-dir", str(tmp_path / "torchrun")]
+    argv += [str(script)]
     run = subprocess.run(argv, capture_output=True, text=True, timeout=120)
     log = tmp_path / "job.log"
     log.write_text(run.stdout + run.stderr)
