@@ -84,6 +84,9 @@ def laggards(view: LogView) -> list[Candidate]:
     # that caused the wait; ranks merely behind in the snapshot it prints are not culprits
     named = reported or deduced
     named.update(_ras_laggards(view))
+    inside = _inside(view, deduced)
+    if named and not reported and set(named) == set(inside):
+        return [_unfinished(view, inside)]
     if not named:
         named = _silent(view)
     working = [e for e in view.of_kind(kinds.WORKING) if e.rank is None or e.rank in named]
@@ -132,6 +135,56 @@ def laggards(view: LogView) -> list[Candidate]:
             rule="log_laggard",
         )
     ]
+
+
+def _inside(view: LogView, behind: dict[int, str]) -> dict[int, tuple[str, int, int]]:
+    """The ranks behind that are inside the collective they are at: they issued it (their
+    watchdog timed out in it, or it is their last enqueued work) and it did not finish for
+    them, while the others, past it, finished it. (group, their collective, the others')."""
+    out: dict[int, tuple[str, int, int]] = {}
+    for group, at in _positions(view).items():
+        front = max(at.values(), default=0)
+        for rank, seq in at.items():
+            if rank not in behind or seq >= front:
+                continue
+            own = [
+                e
+                for e in view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.WORK_PROGRESS)
+                if e.rank == rank and (e.process_group or "0") == group and e.seq == seq
+            ]
+            unfinished = own and all(e.completed is None or e.completed < seq for e in own)
+            if unfinished:
+                out[rank] = (group, seq, front)
+    return out
+
+
+def _unfinished(view: LogView, inside: dict[int, tuple[str, int, int]]) -> Candidate:
+    """Ranks waiting inside a collective the others finished: a collective finishes only
+    when every rank's part of it has, so theirs was not the same collective (another size
+    or op), or their GPU stopped inside it."""
+    ranks = tuple(sorted(inside))
+    group, seq, front = inside[ranks[0]]
+    waits = [
+        e
+        for e in view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.WORK_PROGRESS)
+        if e.rank is not None and e.seq in (seq, front)
+    ]
+    return Candidate(
+        HangClass.COLLECTIVE_MISMATCH,
+        ranks,
+        Confidence.LOW,
+        f"{rank_prose(ranks)} {'wait' if len(ranks) > 1 else 'waits'} inside collective {seq} "
+        f"of group {group}, which the others finished (they wait in {front}): a collective "
+        "finishes only when every rank's part does, so the ranks did not run the same "
+        f"collective {seq} (another size or op on {rank_prose(ranks)}), or "
+        f"{'their GPUs' if len(ranks) > 1 else 'its GPU'} stopped inside it; compare what each "
+        "rank passes to that collective",
+        50,
+        collective=CollectiveRef(group, seq, _op_at(view, seq) or "unknown"),
+        evidence=lines_of(waits),
+        missing_evidence=(STACKS_HINT, "NCCL_DEBUG=WARN lines and the hosts' Xid lines"),
+        rule="log_laggard",
+    )
 
 
 def _busy(view: LogView, working: list[LogEvent]) -> Candidate:

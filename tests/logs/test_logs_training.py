@@ -16,11 +16,12 @@ def bar(n: int) -> str:
 
 
 def laggard_waits(bars_after: list[str]) -> list[str]:
-    """Ranks 0-2 wait in collective 42, rank 3 issued only 41; the bar at 24 before."""
+    """Ranks 0-2 wait in collective 42, rank 3 issued (and finished) only 41; the bar at 24
+    before."""
     lines = [bar(23), bar(24)]
     lines += [WATCHDOG.format(r=r, seq=42, op="BROADCAST") for r in range(3)]
     lines += [PROGRESS.format(r=r, seq=42, enq=42, done=41) for r in range(3)]
-    lines += [PROGRESS.format(r=3, seq=41, enq=41, done=40)]
+    lines += [PROGRESS.format(r=3, seq=41, enq=41, done=41)]
     return lines + bars_after
 
 

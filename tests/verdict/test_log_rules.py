@@ -31,10 +31,11 @@ def judge(lines: list[str], **kw: object):
 
 
 def test_the_rank_that_never_issued_the_collective_is_named_not_the_waiters() -> None:
-    # GIVEN ranks 0-2 waiting in collective 42, rank 3 having issued only up to 41
+    # GIVEN ranks 0-2 waiting in collective 42, rank 3 having issued (and finished) only up
+    # to 41
     lines = [WATCHDOG.format(r=r, seq=42, op="ALLREDUCE") for r in range(3)]
     lines += [PROGRESS.format(r=r, seq=42, enq=42, done=41) for r in range(3)]
-    lines += [PROGRESS.format(r=3, seq=41, enq=41, done=40)]
+    lines += [PROGRESS.format(r=3, seq=41, enq=41, done=41)]
     verdict = judge(lines)
     # THEN rank 3 is the culprit; why it stopped is for its stack to say
     assert verdict.culprit_ranks == (3,)
@@ -330,3 +331,19 @@ def test_stacks_split_one_to_one_name_both_sides_and_one_odd_stack_its_rank() ->
     assert "which side left the common path is open" in even.summary
     assert (odd.hang_class, odd.culprit_ranks) == (HangClass.COLLECTIVE_MISMATCH, (2,))
     assert "open" not in odd.summary
+
+
+def test_a_rank_inside_a_collective_the_others_finished_ran_another_collective() -> None:
+    # GIVEN ranks 0-2 waiting in collective 42, so finished with 41, and rank 3 timed out
+    # inside 41 (issued, never finished): a collective finishes only when every rank's does
+    lines = [WATCHDOG.format(r=r, seq=42, op="ALLREDUCE") for r in range(3)]
+    lines += [PROGRESS.format(r=r, seq=42, enq=42, done=41) for r in range(3)]
+    lines += [
+        WATCHDOG.format(r=3, seq=41, op="BROADCAST"),
+        PROGRESS.format(r=3, seq=41, enq=41, done=40),
+    ]
+    verdict = judge(lines)
+    # THEN rank 3's collective 41 was not the others' (or its GPU stopped in it)
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.COLLECTIVE_MISMATCH, (3,))
+    assert "inside collective 41" in verdict.summary and "GPU" in verdict.summary
+    assert verdict.collective and verdict.collective.seq == 41
