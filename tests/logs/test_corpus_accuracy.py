@@ -40,17 +40,17 @@ cases of the last look still in the split: 104 (the last stop's code: 102); on t
 38/64, 45/66, 54/79, 60/86, 67/94, 75/105, 78/115, 79/115, 83/124, 83/124, 105/137 and 107/137
 (the last one not held out). No rule and no word of the model came from a test case. The
 issue's target is 85 %, missed; this floor is the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 127 / 137
-"""Measured on the dev split: 127 of 137, in sample for the rules and the word model (this
-stop's 28 new dev cases, each judged before any change they informed: rules alone 11, with
-the model 18)."""
+HELDOUT_DEV_FLOOR = 137 / 150
+"""Measured on the dev split: 137 of 150, in sample for the rules and the word model (stop
+34's 13 new dev cases, each judged before any change they could inform: rules alone 3, with
+the model 6)."""
 
 
 def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 279
+    assert len(found) >= 314
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name
