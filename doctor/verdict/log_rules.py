@@ -70,7 +70,7 @@ log_broadcast_source    27        every timeout is in a broadcast and nothing el
                                   source had not posted it, busy with its own work (cpu_stuck,
                                   low)
 log_stalled             25        every rank that logged timed out in the same collective,
-                                  all issued it: GPU or network (unknown)
+                                  all issued it: different sizes, a GPU or the network (unknown)
 log_healthy             30/15     RAS sees every communicator running; the job reports it
                                   trains (DDP's statistics, NCCL DIAG, a straggler report
                                   with none; 15); nothing else is wrong

@@ -380,9 +380,15 @@ def stalled(view: LogView) -> list[Candidate]:
     where = Counter((e.process_group or "0", e.seq or 0) for e in timeouts)
     (group, seq), _n = where.most_common(1)[0]
     ranks = ranks_of(timeouts)
+    where_all = (
+        "no other rank's position is in the logs"
+        if len(ranks) == 1
+        else "none is behind: every rank that logged issued it"
+    )
     summary = (
-        f"{rank_prose(ranks)} timed out in collective {seq} of group {group}, and none is behind: "
-        "it was issued everywhere and did not finish (a GPU that stopped, or the network)"
+        f"{rank_prose(ranks)} timed out in collective {seq} of group {group}, and {where_all}; "
+        "it did not finish: ranks that gave it different sizes (torch's own first guess), a "
+        "GPU that stopped inside it, or the network"
     )
     return [
         Candidate(
