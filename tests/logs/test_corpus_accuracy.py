@@ -30,27 +30,26 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 115 / 164
-"""Measured on the test split: 115 of 164 right (70 %), the nineteenth look (stop 34), once,
-after the rules and the word model (trained on the in-sample corpus and the dev split only)
-were frozen (commit 3e85102), with this stop's 11 new test cases in; the rules alone, in the
-same run, 88. On the 153 cases of the last look: 112 (the last stop's code: 110); on the 11
-new ones: 3 (the last stop's code: 3). Earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60,
-32/60, 38/63, 38/64, 45/66, 54/79, 60/86, 67/94, 75/105, 78/115, 79/115, 83/124, 83/124,
-105/137, 107/137 (not held out) and 110/153. No rule and no word of the model came from a
-test case. The issue's target is 85 %, missed; this floor is the measured value, not the
-target."""
-HELDOUT_DEV_FLOOR = 137 / 150
-"""Measured on the dev split: 137 of 150, in sample for the rules and the word model (stop
-34's 13 new dev cases, each judged before any change they could inform: rules alone 3, with
-the model 6)."""
+HELDOUT_TEST_FLOOR = 120 / 174
+"""Measured on the test split: 120 of 174 right (69 %), the twentieth look (stop 34), once,
+on the code of the nineteenth look (frozen at commit 3e85102; only a summary's wording changed
+after it) with the round's 10 new test cases in; the rules alone, in the same run, 92. The
+nineteenth look, on the 164 cases before them: 115 (the last stop's code: 113); the 10 new
+ones: 5. Earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66,
+54/79, 60/86, 67/94, 75/105, 78/115, 79/115, 83/124, 83/124, 105/137, 107/137 (not held out),
+110/153 and 115/164. No rule and no word of the model came from a test case. The issue's
+target is 85 %, missed; this floor is the measured value, not the target."""
+HELDOUT_DEV_FLOOR = 139 / 153
+"""Measured on the dev split: 139 of 153, in sample for the rules and the word model but for
+the last 3 cases (not trained on). Stop 34's 16 new dev cases, each judged before any change
+they could inform: rules alone 4, with the model 8."""
 
 
 def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 314
+    assert len(found) >= 327
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name
@@ -74,7 +73,9 @@ def test_no_heldout_case_is_a_thread_the_rules_were_written_from() -> None:
 
 
 @pytest.mark.parametrize(
-    ("split", "floor"), [("test", HELDOUT_TEST_FLOOR), ("dev", HELDOUT_DEV_FLOOR)]
+    ("split", "floor"),
+    [("test", HELDOUT_TEST_FLOOR), ("dev", HELDOUT_DEV_FLOOR)],
+    ids=["test-split", "dev-split"],  # `-k "not test-split"` leaves the test split unjudged
 )
 def test_heldout_split_accuracy_holds_and_no_hang_is_called_healthy(
     split: str, floor: float
