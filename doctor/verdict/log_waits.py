@@ -142,18 +142,21 @@ def _inside(view: LogView, behind: dict[int, str]) -> dict[int, tuple[str, int, 
     watchdog timed out in it, or it is their last enqueued work) and it did not finish for
     them, while the others, past it, finished it. (group, their collective, the others')."""
     out: dict[int, tuple[str, int, int]] = {}
+    waits = view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.WORK_PROGRESS)
     for group, at in _positions(view).items():
         front = max(at.values(), default=0)
+        mine = [e for e in waits if (e.process_group or "0") == group]
         for rank, seq in at.items():
             if rank not in behind or seq >= front:
                 continue
-            own = [
-                e
-                for e in view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.WORK_PROGRESS)
-                if e.rank == rank and (e.process_group or "0") == group and e.seq == seq
-            ]
+            own = [e for e in mine if e.rank == rank and e.seq == seq]
             unfinished = own and all(e.completed is None or e.completed < seq for e in own)
-            if unfinished:
+            # the others finished it: their watchdogs time out in their oldest unfinished
+            # work, so a timeout past it says so, unless their own count says otherwise
+            others_done = all(
+                e.completed is None or e.completed >= seq for e in mine if e.rank != rank
+            )
+            if unfinished and others_done:
                 out[rank] = (group, seq, front)
     return out
 

@@ -347,3 +347,14 @@ def test_a_rank_inside_a_collective_the_others_finished_ran_another_collective()
     assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.COLLECTIVE_MISMATCH, (3,))
     assert "inside collective 41" in verdict.summary and "GPU" in verdict.summary
     assert verdict.collective and verdict.collective.seq == 41
+
+
+def test_a_rank_behind_in_a_collective_nobody_finished_is_not_called_a_mismatch() -> None:
+    # GIVEN ranks 0-2 that enqueued 42 but, by their own count, finished only 40, and rank 3
+    # that enqueued 41: nobody finished 41, so nothing says rank 3's 41 differed
+    lines = [PROGRESS.format(r=r, seq=42, enq=42, done=40) for r in range(3)]
+    lines += [PROGRESS.format(r=3, seq=41, enq=41, done=40)]
+    verdict = judge(lines)
+    # THEN rank 3 is named as behind, and the class is not a mismatch
+    assert verdict.culprit_ranks == (3,)
+    assert verdict.hang_class is not HangClass.COLLECTIVE_MISMATCH
