@@ -35,7 +35,8 @@ HELDOUT_TEST_FLOOR = 120 / 174
 on the code of the nineteenth look (frozen at commit 3e85102; only a summary's wording changed
 after it) with the round's 10 new test cases in; the rules alone, in the same run, 92. The
 nineteenth look, on the 164 cases before them: 115 (the last stop's code: 113); the 10 new
-ones: 5. Earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66,
+ones: 5. The final code (a rule corrected, the model retrained on 3 more dev cases, commit
+8da76db), the twenty-first look, on the same 174: the same 120. Earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66,
 54/79, 60/86, 67/94, 75/105, 78/115, 79/115, 83/124, 83/124, 105/137, 107/137 (not held out),
 110/153 and 115/164. No rule and no word of the model came from a test case. The issue's
 target is 85 %, missed; this floor is the measured value, not the target."""
