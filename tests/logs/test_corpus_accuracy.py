@@ -36,10 +36,11 @@ on the code of the nineteenth look (frozen at commit 3e85102; only a summary's w
 after it) with the round's 10 new test cases in; the rules alone, in the same run, 92. The
 nineteenth look, on the 164 cases before them: 115 (the last stop's code: 113); the 10 new
 ones: 5. The final code (a rule corrected, the model retrained on 3 more dev cases, commit
-8da76db), the twenty-first look, on the same 174: the same 120. Earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66,
-54/79, 60/86, 67/94, 75/105, 78/115, 79/115, 83/124, 83/124, 105/137, 107/137 (not held out),
-110/153 and 115/164. No rule and no word of the model came from a test case. The issue's
-target is 85 %, missed; this floor is the measured value, not the target."""
+8da76db), the twenty-first look, on the same 174: the same 120. Earlier: 19 and 22 of 37,
+then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66, 54/79, 60/86, 67/94, 75/105, 78/115,
+79/115, 83/124, 83/124, 105/137, 107/137 (not held out), 110/153 and 115/164. No rule and no
+word of the model came from a test case. The issue's target is 85 %, missed; this floor is
+the measured value, not the target."""
 HELDOUT_DEV_FLOOR = 139 / 153
 """Measured on the dev split: 139 of 153, in sample for the rules and the word model but for
 the last 3 cases (not trained on). Stop 34's 16 new dev cases, each judged before any change
