@@ -18,9 +18,11 @@ RUNS = 3 if os.environ.get("NCCL_DOCTOR_ZOO") == "all" else 1
 """``make test`` looks once at each case; ``make zoo`` (NCCL_DOCTOR_ZOO=all) three times."""
 NEEDS = {"gil_lightning": "pytorch_lightning"}
 LEFT_OUT_OF_MAKE_TEST = {
-    "healthy_long_eval": "called unknown (low confidence), not healthy, in the one look of the "
-    "2026-11-26 fresh-clone run; right in every look since (26 of 26, 8 of them in make "
-    "test's setting: every case at once, one look each), still not explained: make zoo runs it"
+    "healthy_long_eval": "called unknown (low confidence), never healthy and never a hang, in "
+    "the one look of the 2026-11-26 fresh-clone run and in a make zoo run of 2026-11-27 (rank 3 "
+    "made no read/write call and no stack change in the window: one evaluation step outlasting "
+    "it on the loaded host; CPU time is not proof of progress, a rank spinning in its own loop "
+    "burns CPU too), right in the 26 looks between: make zoo runs it"
 }
 """Cases ``make test`` skips, each with why; ``make zoo`` runs every case."""
 
