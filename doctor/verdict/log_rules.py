@@ -85,7 +85,6 @@ from __future__ import annotations
 import re
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
 
 from doctor.evidence import Evidence, LogEvent
 from doctor.logs import kinds
@@ -145,10 +144,10 @@ def mismatch(view: LogView) -> list[Candidate]:
         if e.rank is not None and e.seq is not None:
             said.setdefault((e.process_group or "0", e.seq), {})[e.rank] = e
     split = _split(said, lambda e: (e.op, e.numel))
-    strength, rule = 84, "log_mismatch"
+    timed_out: dict[tuple[str, int], dict[int, LogEvent]] = {}
     if split is None and not detected:
-        split = _split(_timed_out_in(view), _watchdog_fingerprint)
-        strength, rule = 84 if _grouped(view) else 60, "log_watchdog_mismatch"
+        timed_out = _timed_out_in(view)
+        split = _split(timed_out, _watchdog_fingerprint)
     culprits, tie, ref = split or ((), False, None)
     named = ranks_of(e for e in detected if e.rank is not None)
     if named and not culprits:
@@ -156,15 +155,17 @@ def mismatch(view: LogView) -> list[Candidate]:
     if not detected and not culprits:
         return _different_calls(view)
     found = detected + [e for e in view.of_kind(kinds.COLLECTIVE_AT) if e.rank in culprits]
-    if rule == "log_watchdog_mismatch" and ref is not None:
-        waits = _timed_out_in(view)[(ref.process_group, ref.seq or 0)]
+    if timed_out and ref is not None:
+        waits = timed_out[(ref.process_group, ref.seq or 0)]
         found += list(waits.values())
+        strength = 84 if _grouped(view) else 60
         summary = _waits_apart(waits, ref)
         return [
-            replace(
-                _disagree(culprits, tie, summary, ref, lines_of(found), rule), strength=strength
+            _disagree(
+                culprits, tie, summary, ref, lines_of(found), "log_watchdog_mismatch", strength
             )
         ]
+    checked = _check_said(detected)
     summary = (
         f"{rank_prose(culprits)} ran a different collective than the others at sequence "
         f"number {ref.seq}"
@@ -172,12 +173,11 @@ def mismatch(view: LogView) -> list[Candidate]:
         else f"the ranks split evenly at sequence number {ref.seq} ({rank_prose(culprits)}): a tie "
         "the logs cannot break"
         if ref
-        else _check_said(detected)
-        if _check_said(detected)
-        else "torch's collective check found the ranks "
+        else checked
+        or "torch's collective check found the ranks "
         "disagreeing on a collective (op, shape or dtype)"
     ) + ": make every rank issue the same collectives in the same order"
-    return [_disagree(culprits, tie, summary, ref, lines_of(found), rule)]
+    return [_disagree(culprits, tie, summary, ref, lines_of(found), "log_mismatch")]
 
 
 _SIZES = re.compile(
@@ -283,14 +283,15 @@ def _disagree(
     ref: CollectiveRef | None,
     evidence: tuple[EvidenceLine, ...],
     rule: str,
+    strength: int = 84,
 ) -> Candidate:
-    """A collective mismatch read from the ranks' own words (strength 84): low on a tie."""
+    """A collective mismatch read from the ranks' own words: low on a tie."""
     return Candidate(
         HangClass.COLLECTIVE_MISMATCH,
         culprits,
         Confidence.LOW if tie else Confidence.HIGH,
         summary,
-        84,
+        strength,
         collective=ref,
         evidence=evidence,
         rule=rule,

@@ -65,7 +65,8 @@ def laggards(view: LogView) -> list[Candidate]:
             reported.setdefault(e.rank, e.text)
     deduced: dict[int, str] = {}
     ref = None
-    for group, at in _positions(view).items():
+    positions = _positions(view)
+    for group, at in positions.items():
         if len(at) >= 2 and len(set(at.values())) > 1:
             front = max(at.values())
             for rank, seq in at.items():
@@ -84,8 +85,8 @@ def laggards(view: LogView) -> list[Candidate]:
     # that caused the wait; ranks merely behind in the snapshot it prints are not culprits
     named = reported or deduced
     named.update(_ras_laggards(view))
-    inside = _inside(view, deduced)
-    if named and not reported and set(named) == set(inside):
+    inside = _inside(view, positions, deduced) if deduced and not reported else {}
+    if inside and set(named) == set(inside):
         return [_unfinished(view, inside)]
     if not named:
         named = _silent(view)
@@ -137,13 +138,15 @@ def laggards(view: LogView) -> list[Candidate]:
     ]
 
 
-def _inside(view: LogView, behind: dict[int, str]) -> dict[int, tuple[str, int, int]]:
+def _inside(
+    view: LogView, positions: dict[str, dict[int, int]], behind: dict[int, str]
+) -> dict[int, tuple[str, int, int]]:
     """The ranks behind that are inside the collective they are at: they issued it (their
     watchdog timed out in it, or it is their last enqueued work) and it did not finish for
     them, while the others, past it, finished it. (group, their collective, the others')."""
     out: dict[int, tuple[str, int, int]] = {}
     waits = view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.WORK_PROGRESS)
-    for group, at in _positions(view).items():
+    for group, at in positions.items():
         front = max(at.values(), default=0)
         mine = [e for e in waits if (e.process_group or "0") == group]
         for rank, seq in at.items():
