@@ -5,9 +5,12 @@ Facts only: each entry is a message's format string (as a list of literal fragme
 ``%`` conversion or an f-string field is a gap between them), the file and line it is
 raised at, and the class that file's job gives it. No source code is copied.
 
-* NCCL: every ``WARN("...")`` call, from a git mirror of NVIDIA/nccl at one commit (``git
-  show``). ``INFO`` calls are left out: NCCL prints them and goes on (``Failed to initialize
-  NET plugin IB`` on a host without InfiniBand is how every healthy socket job starts).
+* NCCL: every ``WARN("...")`` call, from a git mirror of NVIDIA/nccl (``git show``), at the
+  newest release and at older ones (``OLDER_RELEASES``): users paste logs of the NCCL their
+  container shipped, and messages are reworded or dropped between releases. A message
+  found in several releases is recorded once, at its newest place. ``INFO`` calls are left
+  out: NCCL prints them and goes on (``Failed to initialize NET plugin IB`` on a host
+  without InfiniBand is how every healthy socket job starts).
 * PyTorch: the messages torchelastic's agent, its process launcher and its rendezvous
   raise or log as errors (``raise X(...)``, ``logger.error/exception(...)``), from the
   installed torch's own Python files (parsed with ``ast``).
@@ -16,9 +19,11 @@ Only messages that say something failed are kept (a warning that names a fallbac
 default is not a failure). The class of a message is the class of the file it is raised in
 (``NCCL_CLASSES``, ``TORCH_CLASSES``, first matching prefix wins; a file no prefix names is
 left out), except that a message saying the other end closed the connection or exited
-points to a lost rank.
+points to a lost rank, and NCCL's own collective-mismatch checks to a mismatch.
 
-    .venv/bin/python tools/gen_message_catalogue.py /work/.mirror/NVIDIA+nccl/repo [COMMIT]
+    .venv/bin/python tools/gen_message_catalogue.py MIRROR [COMMIT...]
+
+MIRROR is a git mirror of NVIDIA/nccl; without COMMITs: HEAD, then ``OLDER_RELEASES``.
 """
 
 from __future__ import annotations
@@ -84,6 +89,22 @@ TORCH_CLASSES: tuple[tuple[str, str], ...] = (
 """torchelastic: the rendezvous and its store set the job up (bootstrap); the agent and
 its process launcher report workers that failed or exited (a lost rank)."""
 
+OLDER_RELEASES = (
+    "v2.27.7-1",
+    "v2.24.3-1",
+    "v2.21.5-1",
+    "v2.18.6-1",
+    "v2.15.5-1",
+    "v2.12.12-1",
+    "v2.10.3-1",
+    "v2.8.4-1",
+    "v2.7.8-1",
+    "v2.4.8-1",
+)
+"""The last patch of a release every year or so back to 2.4 (2019), the oldest NCCL a public
+log still shows; the files moved between them (``net_ib.cc`` became ``net_ib/``), and the
+class table's prefixes match both layouts."""
+
 _PEER_LEFT = re.compile(
     r"closed by (?:remote )?peer|reset by peer|remote process exit|peer .*?(?:exit|died)",
     re.IGNORECASE,
@@ -95,10 +116,18 @@ _FAILURE = re.compile(
 )
 _BENIGN = re.compile(
     r"default|fall(?:ing)? ?back|trying (?:a |the )?(?:different|next|another|again)|ignor|"
-    r"disabl|retrying|will use",
+    r"disabl|retrying|will use|instead|continu",
     re.I,
 )
 """A warning that says what NCCL does instead (a fallback, a default) reports no failure."""
+_OPTIONAL_LIBRARY = re.compile(r"Failed to open|dlv?sym failed")
+_OPTIONAL_LOADERS = ("src/misc/ibvwrap", "src/misc/gdrwrap", "src/misc/mlx5dvwrap")
+"""NCCL loads libibverbs, gdrcopy and mlx5dv when a host has them and goes on without them
+(older releases said so in a ``WARN``: ``Failed to open libibverbs.so[.1]`` starts many a
+healthy socket-only job): not a failure."""
+_MISMATCH = re.compile(r"collective mismatch|mismatched collective", re.I)
+"""NCCL's own check that ranks called the same collective with the same size (the
+``NCCL_CHECK_MISMATCH`` of 2.7-2.11, the IB size check)."""
 _CONVERSION = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L)?[a-zA-Z%]")
 _LITERAL = r'"((?:[^"\\\n]|\\.)*)"'
 _CALL = re.compile(
@@ -130,23 +159,22 @@ def _entry(frags: list[str], cls: str, source: str, where: str) -> dict[str, obj
     text = " ".join(frags)
     if not _FAILURE.search(text) or _BENIGN.search(text):
         return None
+    if where.startswith(_OPTIONAL_LOADERS) and _OPTIONAL_LIBRARY.search(text):
+        return None
     if _PEER_LEFT.search(text):
         cls = "rank_loss"
+    elif _MISMATCH.search(text):
+        cls = "collective_mismatch"
     return {"fragments": frags, "class": cls, "source": source, "at": where}
 
 
 def nccl_messages(mirror: str, commit: str) -> list[dict[str, object]]:
-    def git(*args: str) -> str:
-        return subprocess.run(
-            ["git", "-C", mirror, *args], check=True, capture_output=True, text=True
-        ).stdout
-
     out = []
-    for path in git("ls-tree", "-r", "--name-only", commit, "src").split():
+    for path in _git(mirror, "ls-tree", "-r", "--name-only", commit, "src").split():
         cls = _class_of(path, NCCL_CLASSES)
         if not cls or not path.endswith((".cc", ".h", ".cu", ".cpp")):
             continue
-        text = git("show", f"{commit}:{path}")
+        text = _git(mirror, "show", f"{commit}:{path}")
         for m in _CALL.finditer(text):
             level, body = m.group(1), m.group(3)
             if level == "INFO":  # NCCL's own judgement: informational, it goes on
@@ -201,40 +229,47 @@ def torch_messages(root: Path) -> list[dict[str, object]]:
     return out
 
 
-def main() -> int:
-    mirror = sys.argv[1]
-    commit = sys.argv[2] if len(sys.argv) > 2 else "HEAD"
-    commit = subprocess.run(
-        ["git", "-C", mirror, "rev-parse", commit], check=True, capture_output=True, text=True
-    ).stdout.strip()
-    version_mk = subprocess.run(
-        ["git", "-C", mirror, "show", f"{commit}:makefiles/version.mk"],
-        check=True,
-        capture_output=True,
-        text=True,
+def _git(mirror: str, *args: str) -> str:
+    return subprocess.run(
+        ["git", "-C", mirror, *args], check=True, capture_output=True, text=True
     ).stdout
-    nccl_version = ".".join(
+
+
+def nccl_version(mirror: str, commit: str) -> str:
+    """``2.30.7``: the release ``commit`` builds, from its ``makefiles/version.mk``."""
+    version_mk = _git(mirror, "show", f"{commit}:makefiles/version.mk")
+    return ".".join(
         re.search(rf"NCCL_{k}\s*:=\s*(\d+)", version_mk).group(1)  # type: ignore[union-attr]
         for k in ("MAJOR", "MINOR", "PATCH")
     )
+
+
+def main() -> int:
+    mirror = sys.argv[1]
+    wanted = sys.argv[2:] or ["HEAD", *OLDER_RELEASES]
+    commits = [_git(mirror, "rev-parse", c).strip() for c in wanted]
     import torch  # the installed torch's own files are the PyTorch source read
 
-    messages = nccl_messages(mirror, commit) + torch_messages(
-        Path(torch.__file__).parent / "distributed"
-    )
+    messages = [m for c in commits for m in nccl_messages(mirror, c)]
+    messages += torch_messages(Path(torch.__file__).parent / "distributed")
     unique: dict[tuple[str, ...], dict[str, object]] = {}
-    for m in messages:
+    for m in messages:  # newest release first: a message keeps its newest place
         unique.setdefault(tuple(m["fragments"]), m)  # type: ignore[arg-type]
     doc = {
         "about": "Error messages NCCL and torchelastic print, from their sources; written by "
         "tools/gen_message_catalogue.py, not by hand and not from any log case.",
-        "nccl": {"repository": "github.com/NVIDIA/nccl", "commit": commit, "version": nccl_version},
+        "nccl": {
+            "repository": "github.com/NVIDIA/nccl",
+            "commit": commits[0],
+            "version": nccl_version(mirror, commits[0]),
+            "older": [nccl_version(mirror, c) for c in commits[1:]],
+        },
         "torch": {"version": torch.__version__, "read": "torch/distributed (installed wheel)"},
         "messages": list(unique.values()),
     }
     target = Path(__file__).parents[1] / "doctor" / "data" / "messages.json"
     target.write_text(json.dumps(doc, indent=0, sort_keys=True) + "\n")
-    print(f"{len(unique)} messages -> {target}")
+    print(f"{len(unique)} messages from NCCL {', '.join(doc['nccl']['older'])} -> {target}")
     return 0
 
 

@@ -414,4 +414,7 @@ _CATALOGUE_ADVICE = {
     "links, NICs and the fabric between the ranks",
     HangClass.RANK_LOSS.value: "a process of the job failed or left there; find why it "
     "ended (its own traceback, the OOM killer) before restarting",
+    HangClass.COLLECTIVE_MISMATCH.value: "NCCL's own check found ranks calling different "
+    "collectives or sizes; find the call site the ranks disagree on (NCCL_DEBUG_SUBSYS=COLL "
+    "shows each rank's calls)",
 }

@@ -61,6 +61,30 @@ def test_a_specific_rule_beats_the_catalogue() -> None:
     assert _verdict(lines).hang_class is HangClass.RANK_LOSS
 
 
+# NCCL 2.7.8, src/init.cc (NCCL_CHECK_MISMATCH): WARN("Mismatched collective detected, please check your collective calls at and around rank %d. ...", ...)
+OLD_MISMATCH = "gpu3:5521:5601 [1] NCCL WARN Mismatched collective detected, please check your collective calls at and around rank 6. You can use NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=COLL to see the collective logs"
+# NCCL 2.4.8, src/misc/ibvwrap.cc: WARN("Failed to open libibverbs.so[.1]") on a host without InfiniBand
+OLD_NO_IBVERBS = "gpu3:5521:5521 [0] NCCL WARN Failed to open libibverbs.so[.1]"
+# NCCL 2.4.8, src/transport/net_ib.cc: WARN("NET/IB : Unable to query port %d", ...)
+OLD_IB_QUERY = "gpu3:5521:5540 [0] NCCL WARN NET/IB : Unable to query port 1"
+
+
+def test_messages_of_older_nccl_releases_are_known_with_their_class() -> None:
+    # GIVEN messages only NCCL releases before 2.30 print (users paste the NCCL their
+    # container shipped) WHEN judged THEN each has the class of the place that printed it:
+    # NCCL's own mismatch check names the rank around which ranks disagree
+    mismatch = _verdict([OLD_MISMATCH])
+    assert mismatch.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert "src/init.cc" in mismatch.summary
+    assert _verdict([OLD_IB_QUERY]).hang_class is HangClass.NETWORK
+
+
+def test_an_optional_library_nccl_goes_on_without_is_no_failure() -> None:
+    # GIVEN the warning old NCCL printed at the start of every socket-only job
+    # THEN the catalogue does not know it as a failure (NCCL falls back to sockets)
+    assert catalogue().match(OLD_NO_IBVERBS) is None
+
+
 def test_ordinary_training_lines_and_infos_match_nothing() -> None:
     found = catalogue()
     for text in (
@@ -80,5 +104,11 @@ def test_the_catalogue_records_what_it_was_read_from() -> None:
     assert len(doc["nccl"]["commit"]) == 40 and doc["nccl"]["version"].startswith("2.")
     assert doc["torch"]["version"]
     assert len(doc["messages"]) > 300
-    assert {m["class"] for m in doc["messages"]} == {"bootstrap", "network", "rank_loss"}
+    assert {m["class"] for m in doc["messages"]} == {
+        "bootstrap",
+        "network",
+        "rank_loss",
+        "collective_mismatch",
+    }
+    assert "2.4.8" in doc["nccl"]["older"]  # releases back to 2019: users paste old logs
     assert all(m["source"] in ("nccl", "torch") and ":" in m["at"] for m in doc["messages"])
