@@ -13,6 +13,16 @@ own warning: ``The NVIDIA driver on your system is too old``): the runtime the j
 built with needs a newer driver than the host has, which no GPU fault explains. The fabric
 manager failing to start (its service exiting with a failure, or its refusal of a driver
 whose version differs from its own) is the same set-up fault seen from the host.
+
+CUDA's other API errors say a call did not fit this machine, not that a GPU broke: an
+invalid argument or resource handle, a symbol or kernel image the build lacks for this GPU,
+an operation or peer access the driver or GPUs do not support, no device, a device busy in
+exclusive mode, a stub driver, an operation the current state does not permit (CUDA's
+runtime and driver APIs, ``cudaError_t``, ``CUresult``). Inside NCCL they are the
+build, the driver and the hardware disagreeing (NVLS multicast on a driver or container
+without it, an NCCL older than the GPU, P2P between GPUs that cannot do it): ``bootstrap``,
+whatever stopped. CUDA's sticky errors (illegal address, launch failure, assert, ECC) stay
+``cuda_error``/``gpu_fault``; ``unknown error`` (999) tells neither and stays with them.
 """
 
 from __future__ import annotations
@@ -25,7 +35,10 @@ from doctor.logs.lines import Line
 
 _CUDA = re.compile(
     r"CUDA error: ?([^.\n]{3,120})|Cuda failure '([^']{3,120})'|Cuda failure (\d{1,18})|"
-    r"CUDA driver error: ([^.\n]{3,120})|(cudaError\w+)|CUDA_ERROR_(\w+)"
+    r"CUDA driver error: ([^.\n]{3,120})|(cudaError\w+)|CUDA_ERROR_(\w+)|"
+    r"\b(?i:(?<!unhandled )cuda(?: runtime)? error)\b(?: (\d{1,4})\b)?"  # old torch, TensorRT-LLM,
+    # vLLM's custom all-reduce, NCCL's NVLS messages (``CUDA error 401``); a number in
+    # parentheses (old torch's ``cuda runtime error (59)``) is CUDA 9's numbering: not read
 )
 _HARDWARE = re.compile(
     r"(?i)uncorrectable ECC|ECC error|GPU is lost|fallen off the bus|"
@@ -37,6 +50,25 @@ _NOT_READY = re.compile(
     r"driver version is insufficient for CUDA runtime|cudaErrorInsufficientDriver|"
     r"NVIDIA driver on your system is too old"
 )
+_SETUP_CODES = frozenset(
+    {1, 3, 34, 46, 98, 100, 200, 209, 217, 218, 221, 222, 400, 401, 500, 801, 803, 804}
+)
+"""The numbers of those errors, the same in the runtime and driver APIs (``Cuda failure 1``)."""
+_SETUP = re.compile(
+    r"invalid argument|initialization error|invalid device function|no kernel image is available|"
+    r"invalid resource handle|named symbol not found|operation not supported|"
+    r"peer access is not supported|busy or unavailable|no CUDA-capable device|"
+    r"forward compatibility was attempted|unsupported toolchain|PTX JIT compil|"
+    r"device kernel image is invalid|stub library|unsupported display driver|illegal state|"
+    r"cudaError(?:InvalidValue|InitializationError|InvalidDeviceFunction|NoKernelImageForDevice|"
+    r"InvalidResourceHandle|SymbolNotFound|NotSupported|PeerAccessUnsupported|DevicesUnavailable|"
+    r"NoDevice|CompatNotSupportedOnDevice|UnsupportedPtxVersion|InvalidPtx|InvalidKernelImage|"
+    r"StubLibrary|SystemDriverMismatch|IllegalState)\b|"
+    r"CUDA_ERROR_(?:INVALID_VALUE|NOT_INITIALIZED|NO_BINARY_FOR_GPU|INVALID_HANDLE|NOT_FOUND|"
+    r"NOT_SUPPORTED|PEER_ACCESS_UNSUPPORTED|DEVICE_UNAVAILABLE|NO_DEVICE|"
+    r"COMPAT_NOT_SUPPORTED_ON_DEVICE|UNSUPPORTED_PTX_VERSION|INVALID_PTX|INVALID_IMAGE|"
+    r"STUB_LIBRARY|SYSTEM_DRIVER_MISMATCH|ILLEGAL_STATE)\b"
+)
 _FABRIC = re.compile(
     r"nv-fabricmanager\b.*?status=\d+/FAILURE|"
     r"driver interface version \S+ (?:don'?t|does not) match with driver version"
@@ -47,6 +79,19 @@ _OOM = re.compile(
 )
 
 
+def setup_error(text: str) -> bool:
+    """Whether ``text`` holds a CUDA error that says the call does not fit this machine
+    (its build, driver, GPUs), rather than a GPU that failed."""
+    return _refused(text, _CUDA.search(text))
+
+
+def _refused(text: str, found: re.Match[str] | None) -> bool:
+    if found is None or _HARDWARE.search(text):
+        return False
+    number = found.group(3) or found.group(7)
+    return (number is not None and int(number) in _SETUP_CODES) or bool(_SETUP.search(text))
+
+
 def events(line: Line) -> list[LogEvent]:
     text = line.text
     if ("fabricmanager" in text or "interface version" in text) and _FABRIC.search(text):
@@ -55,8 +100,9 @@ def events(line: Line) -> list[LogEvent]:
         return []
     if _OOM.search(text):
         return [line.event(kinds.OOM)]
-    if _NO_SUCH_DEVICE.search(text) or _NOT_READY.search(text):
+    found = _CUDA.search(text)
+    if _NO_SUCH_DEVICE.search(text) or _NOT_READY.search(text) or _refused(text, found):
         return [line.event(kinds.BOOTSTRAP)]
-    if _CUDA.search(text):
+    if found:
         return [line.event(kinds.GPU_FAULT if _HARDWARE.search(text) else kinds.CUDA_ERROR)]
     return []

@@ -33,7 +33,9 @@ TEXT_CHARS = 400
 # longer run of digits raises past 4,300 of them, and no rank, pid or count needs more.
 
 SRUN_LABEL = re.compile(r"^ {0,5}(\d{1,6}): ")
-TORCHRUN = re.compile(r"^\[([A-Za-z_]+)(\d{1,6})(?:\|\d{1,6})?\]: ?")
+TORCHRUN = re.compile(r"^\[([A-Za-z_]+)(\d{1,6})(?:\|\d{1,6})?\]: ?|^\[(rank)(\d{1,6})\] ")
+"""torchrun's ``[default3]:``, PyTorch's ``[rank3]:``, and the latter as users paste it
+(``[rank3] Watchdog caught ...``, the colon dropped)."""
 RAY = re.compile(r"^\((\w+) pid=(\d{1,18})(?:, ip=([\w.:-]+))?\) ?")
 NCCL_PREFIX = re.compile(
     r"(?:^|[\s\]|])([\w.-]+):(\w+)(?::\d+)?(?: \[(\d{1,18}|\?)\])? (?:[\w./-]+:\d+ )?"
@@ -85,10 +87,11 @@ def split(raw: str, where: str, file_rank: int | None = None) -> Line:
         if m := SRUN_LABEL.match(text):
             rank = int(m.group(1))
         elif m := TORCHRUN.match(text):
-            if m.group(1) == "rank":
-                rank = int(m.group(2))
+            role, number = m.group(1) or m.group(3), int(m.group(2) or m.group(4))
+            if role == "rank":
+                rank = number
             else:
-                local = int(m.group(2))
+                local = number
         elif m := RAY.match(text):
             pid, host = int(m.group(2)), m.group(3) or ""
         else:

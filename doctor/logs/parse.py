@@ -18,7 +18,7 @@ import json
 import re
 from collections import Counter
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from doctor.evidence import LogEvent
 from doctor.logs import (
@@ -150,6 +150,34 @@ def worth_a_look(raw: str) -> bool:
 
 
 _JSON_START = re.compile(r"^\s*[{\[]\s*$|^\s*\{\s*\"")
+_RECORD = re.compile(r"Work\w*\(")
+_TIMEOUT_SAID = re.compile(r"collective operation timeout:\s*$")
+
+
+def _open_record(text: str) -> bool:
+    """Whether ``text`` ends inside a c10d record a terminal or the user wrapped
+    (``WorkNCCL(SeqNum=7, OpType=ALLREDUCE,`` then ``NumelIn=..., Timeout(ms)=600000)``),
+    or just before one (``... collective operation timeout:``)."""
+    if "Work" not in text and "timeout:" not in text:  # most lines: no regex run
+        return False
+    if _TIMEOUT_SAID.search(text):
+        return True
+    starts = [m.start() for m in _RECORD.finditer(text)]
+    if not starts:
+        return False
+    rest = text[starts[-1] :]
+    return rest.count("(") > rest.count(")")
+
+
+def _continued(held: str, more: str) -> str:
+    """``held`` and the line that continues it: a user wraps after a separator (joined
+    with a space), a terminal anywhere, inside a word (joined as it was)."""
+    held, more = held.rstrip(), more.strip()
+    return f"{held} {more}" if held[-1:] in ",:;(" else held + more
+
+
+WRAPPED_LINES = 3
+"""Lines of a wrapped record joined at most, after its first."""
 
 
 class _JsonDoc:
@@ -194,6 +222,8 @@ class Parser:
         self._bars = training.BarWatch()
         self._blocks: dict[str, Block] = {}
         self._json: dict[str, _JsonDoc] = {}
+        self._wrapped: tuple[Line, int] | None = None
+        """A record whose line was cut (``_OPEN_RECORD``), and how many lines it took."""
         self._seen: set[tuple[object, ...]] = set()
         self._per_key: Counter[tuple[object, ...]] = Counter()
 
@@ -203,7 +233,7 @@ class Parser:
         if len(raw) > self.bounds.line_chars:
             raw = raw[: self.bounds.line_chars]
             result.cut["line_chars"] += 1
-        gated = bool(self._blocks or self._json) or worth_a_look(raw)
+        gated = bool(self._blocks or self._json or self._wrapped) or worth_a_look(raw)
         if (gated or (self.every_line_words and telling(raw))) and not add_words(result.words, raw):
             result.cut["words"] += 1
         if not gated:
@@ -219,7 +249,23 @@ class Parser:
             del self._blocks[line.stream]
         if self._feed_json(line):
             return
-        self._read(line)
+        if (joined := self._join_wrapped(line)) is not None:
+            self._read(joined)
+
+    def _join_wrapped(self, line: Line) -> Line | None:
+        """``line``, or the wrapped record it continues, once whole; None while the record
+        is open. A line of another writer ends the record where it was cut."""
+        held, taken = self._wrapped or (None, 0)
+        self._wrapped = None
+        if held is not None:
+            if line.stream and line.stream != held.stream:
+                self._read(held)
+            else:
+                line, taken = replace(held, text=_continued(held.text, line.text)), taken + 1
+        if taken < WRAPPED_LINES and _open_record(line.text):
+            self._wrapped = (line, taken)
+            return None
+        return line
 
     def _read(self, line: Line) -> None:
         """A line no open block or document takes: a block's first line, or a line."""
@@ -297,6 +343,9 @@ class Parser:
             result.events.append(fact)
 
     def finish(self) -> Parsed:
+        if self._wrapped is not None:
+            self._read(self._wrapped[0])
+            self._wrapped = None
         for block in self._blocks.values():
             self._add(block.take() + block.close())
         self._blocks.clear()

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from doctor.evidence import LogEvent
-from doctor.logs import kinds, nccl, shm
+from doctor.logs import cuda, kinds, nccl, shm
 from doctor.logs.kernel import XID_MEANING
 from doctor.logs.launcher import ROOT_CAUSE
 from doctor.logs.nccl import IB_STATUS
@@ -223,16 +223,23 @@ def bootstrap(view: LogView) -> list[Candidate]:
     ranks = ranks_of(found)
     peers = sorted({e.peer for e in found if e.peer})
     shared = next((e for e in found if "Duplicate GPU detected" in e.text), None)
+    refused = next((e for e in found if cuda.setup_error(e.text)), None)
     specific = [e for e in found if not nccl.system_error(e.text)]
     summary = (
         f"communicator creation failed{' on ' + rank_prose(ranks) if ranks else ''}{where(found)} "
-        f"({quote(shared or (specific or found)[0])})"
+        f"({quote(shared or refused or (specific or found)[0])})"
         + (f", reaching {', '.join(peers[:3])}" if peers else "")
         + (
             ": two ranks of one communicator were given the same GPU; give each rank its "
             "own (torch.cuda.set_device(LOCAL_RANK) or init_process_group(device_id=...)) "
             "and check CUDA_VISIBLE_DEVICES"
             if shared
+            else ": CUDA refused a call as not fitting this machine, not a failing GPU: the "
+            "driver, the CUDA/NCCL build and the GPUs disagree (a driver older than the build "
+            "needs, NVLS without the fabric manager or /dev/nvidia-caps, an NCCL older than the "
+            "GPU, peer access the GPUs cannot do); align the versions, or turn the feature off "
+            "to confirm (NCCL_NVLS_ENABLE=0, NCCL_P2P_DISABLE=1, a custom all-reduce off)"
+            if refused
             else ": check MASTER_ADDR/port reachability, NCCL_SOCKET_IFNAME and the host's "
             "interfaces and fabric (NVLS: fabric manager)"
         )

@@ -5,8 +5,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
 from doctor.evidence import Evidence
 from doctor.logs import kinds, parse_lines
+from doctor.model import HangClass
 from doctor.verdict.classify import classify
 
 TRIAGE_LOGS = Path(__file__).parents[1] / "triage" / "data" / "logs"
@@ -134,3 +138,74 @@ def test_a_rank_waiting_for_a_unique_id_names_the_rank_that_never_came() -> None
         assert [e.rank for e in events] == [absent]
         verdict = classify(Evidence("job", None, logs=tuple(parse_lines([line]))))
         assert verdict.culprit_ranks == (absent,)
+
+
+WRAPPED_TIMEOUTS = [
+    "[rank6] Watchdog caught collective operation timeout:",
+    "WorkNCCL(SeqNum=1320347, OpType=ALLREDUCE,",
+    "NumelIn=4501504, NumelOut=4501504, Timeout(ms)=600000)",
+    "",
+    "[rank5] Watchdog caught collective operation timeout:",
+    "WorkNCCL(SeqNum=1320347, OpType=ALLREDUCE,",
+    "NumelIn=8171520, NumelOut=8171520, Timeout(ms)=600000)",
+]
+"""Two ranks' watchdog timeouts as a user pasted them: the colon after ``[rankN]`` dropped
+and each record wrapped over three lines."""
+
+
+def test_a_wrapped_watchdog_record_is_read_whole_with_its_rank() -> None:
+    # WHEN the pasted, wrapped records are read
+    caught = of(kinds.WATCHDOG_TIMEOUT, parse_lines(WRAPPED_TIMEOUTS))
+    # THEN each is one timeout of its rank, with its sequence number, op and size
+    assert [(e.rank, e.seq, e.op, e.numel) for e in caught] == [
+        (6, 1320347, "ALLREDUCE", 4501504),
+        (5, 1320347, "ALLREDUCE", 8171520),
+    ]
+    # AND two ranks that timed out in one collective with different sizes disagree
+    verdict = classify(
+        Evidence(
+            job="t", ranks_expected=None, logs=tuple(parse_lines(WRAPPED_TIMEOUTS)), log_files=()
+        )
+    )
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+
+
+def test_a_record_cut_by_another_writer_or_the_end_is_read_as_far_as_it_goes() -> None:
+    # GIVEN a wrapped record interrupted by another rank's line, and one the text ends in
+    lines = [
+        "[rank1]:[E ProcessGroupNCCL.cpp:1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=9, OpType=BROADCAST,",
+        "[rank2]:[E ProcessGroupNCCL.cpp:1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=9, OpType=BROADCAST, NumelIn=4, NumelOut=4, Timeout(ms)=600000)",
+        "[rank3]:[E ProcessGroupNCCL.cpp:1] Watchdog caught collective operation timeout:",
+    ]
+    # WHEN read together THEN each line is read as it would be alone: no line is lost to
+    # the record it was waiting for
+    alone = [(e.kind, e.rank, e.seq) for line in lines for e in parse_lines([line])]
+    assert [(e.kind, e.rank, e.seq) for e in parse_lines(lines)] == alone
+    assert (kinds.WATCHDOG_TIMEOUT, 2, 9) in alone
+
+
+WHOLE_TIMEOUT = (
+    "[rank4]:[E ProcessGroupNCCL.cpp:1] [Rank 4] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=77, OpType=ALLGATHER, NumelIn=8, NumelOut=64, "
+    "Timeout(ms)=600000) ran for 600013 milliseconds before timing out."
+)
+_INSIDE = (WHOLE_TIMEOUT.index("WorkNCCL(") + len("WorkNCCL("), WHOLE_TIMEOUT.index(") ran"))
+
+
+@settings(max_examples=300, deadline=None)
+@given(cuts=st.lists(st.integers(*_INSIDE), max_size=3, unique=True))
+def test_a_record_wrapped_anywhere_reads_as_the_whole_line(cuts: list[int]) -> None:
+    # GIVEN one watchdog line cut at up to three places inside its record (a terminal's
+    # wrap, mid-word too; or the user's, after a comma), each piece on its own line
+    whole = WHOLE_TIMEOUT
+    at = sorted(cuts)
+    pieces = [whole[a:b] for a, b in zip([0, *at], [*at, len(whole)], strict=True)]
+
+    def timeouts(lines: list[str]) -> list[tuple[object, ...]]:
+        found = of(kinds.WATCHDOG_TIMEOUT, parse_lines(lines))
+        return [(e.rank, e.seq, e.op, e.numel) for e in found]
+
+    # WHEN read THEN it is the same timeout as the whole line's
+    assert timeouts(pieces) == timeouts([whole]) == [(4, 77, "ALLGATHER", 8)]

@@ -84,6 +84,56 @@ def test_cuda_errors_by_whose_fault() -> None:
     ]
 
 
+def test_cuda_errors_that_say_the_call_does_not_fit_the_machine_are_set_up() -> None:
+    # GIVEN CUDA errors of calls the driver, the build or the GPUs refuse, in the words of
+    # NCCL (old and new), vLLM's custom all-reduce, TensorRT-LLM and NCCL's NVLS set-up
+    refused = [
+        "gpu1:4411:4411 [0] NCCL WARN Cuda failure 1 'invalid argument'",
+        "host:77:77 [3] NCCL WARN Cuda failure 'named symbol not found'",
+        "host:77:77 [3] NCCL WARN Cuda failure 'invalid resource handle'",
+        "Failed: Cuda error /build/csrc/custom_all_reduce.cuh:307 'peer access is not supported "
+        "between these two devices'",
+        "[TensorRT-LLM][ERROR] CUDA runtime error in error: peer access is not supported between "
+        "these two devices",
+        "Failed to bind NVLink SHARP (NVLS) Multicast memory: CUDA error 401",
+        "RuntimeError: CUDA error: no kernel image is available for execution on the device",
+    ]
+    # AND errors of a GPU's own work, and NCCL's own error class (not a CUDA message)
+    stopped = [
+        "RuntimeError: cuda runtime error (59) : device-side assert triggered at /pytorch/x.cu:1",
+        "host:77:77 [3] NCCL WARN Cuda failure 700 'an illegal memory access was encountered'",
+        "RuntimeError: CUDA error: unspecified launch failure",
+    ]
+    # WHEN read THEN the first are set-up failures, the others stopped GPU work
+    assert [e.kind for e in parse_lines(refused)] == [kinds.BOOTSTRAP] * len(refused)
+    assert [e.kind for e in parse_lines(stopped)] == [kinds.CUDA_ERROR] * len(stopped)
+    nccl_class = "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:260, unhandled cuda error"
+    assert kinds.CUDA_ERROR not in {e.kind for e in parse_lines([nccl_class])}
+
+
+def test_a_refused_cuda_call_inside_nccl_is_set_up_with_its_own_advice() -> None:
+    # GIVEN NCCL's NVLS set-up failing on a driver without multicast, the job's only failure
+    verdict = classify(
+        Evidence(
+            job="t",
+            ranks_expected=None,
+            logs=tuple(
+                parse_lines(
+                    [
+                        "[rank0]:[W init.cc:1] NCCL WARN Cuda failure 1 'invalid argument'",
+                        "torch.distributed.DistBackendError: NCCL error in: "
+                        "ProcessGroupNCCL.cpp:1970, unhandled cuda error",
+                    ]
+                )
+            ),
+            log_files=("job.log",),
+        )
+    )
+    # THEN it is a set-up failure whose advice is about versions and features, not a GPU
+    assert verdict.hang_class is HangClass.BOOTSTRAP
+    assert "not a failing GPU" in verdict.summary and "NCCL_NVLS_ENABLE=0" in verdict.summary
+
+
 def test_torchelastic_summary_marks_the_first_failure() -> None:
     text = (REAL / "transformers-17106-preprocess-timeout" / "output.log").read_text()
     exits = [e for e in parse_lines(text.splitlines()) if e.kind == kinds.EXIT]
