@@ -53,6 +53,10 @@ _ELASTIC_ROW = re.compile(
 )
 """One failure of torchelastic's table with its layout collapsed (as a pasted table renders)."""
 _HOROVOD_STALL = re.compile(r"submitted to be reduced, gathered or broadcasted by subset of ranks")
+_HOROVOD_MISMATCH = re.compile(r"Mismatched [\w /-]{1,80}: One rank (?:sent|had|did|specified)")
+"""Horovod's coordinator comparing the ranks' requests for one tensor (``controller.cc``):
+``Mismatched ALLREDUCE tensor shapes: One rank sent a tensor of shape [4], but another rank
+sent ...``, and the same for data types, operations, root ranks, reduction ops and devices."""
 SIGNAL_WORDS = {
     "Killed": -9,
     "Segmentation fault": -11,
@@ -132,7 +136,7 @@ def events(line: Line) -> list[LogEvent]:
     if m := _ELASTIC_ROW.search(text):
         pid = int(m.group(3)) if m.group(3) else None
         return [line.event(kinds.EXIT, rank=int(m.group(1)), pid=pid, code=int(m.group(2)))]
-    if _HOROVOD_STALL.search(text):
+    if _HOROVOD_STALL.search(text) or _HOROVOD_MISMATCH.search(text):
         return [line.event(kinds.MISMATCH_DETECTED, rank=None)]
     return []
 

@@ -129,7 +129,8 @@ _CAPITALISED = (
     "Timeout|Collective|Culprit|Detected|Rendezvous|Connection|Socket|CUDA|Cuda|Xid|"
     "NVRM|Out of memory|Memory|OOM|Kill|Exit|Segmentation|Aborted|Signal|Failures:|"
     "Root Cause|Process |Thread |Job summary|Communicators|Group |Errors|Warnings|"
-    "DEAD|INCOMPLETE|MISMATCH|NVIDIA-SMI|GPU|BAD TERMINATION|CANCELLED AT|DMAR|IO_PAGE_FAULT|#|{"
+    "DEAD|INCOMPLETE|MISMATCH|Mismatched|NVIDIA-SMI|GPU|BAD TERMINATION|CANCELLED AT|DMAR|"
+    "IO_PAGE_FAULT|#|{"
 ).split("|")
 _WORTH_A_LOOK = re.compile("|".join(map(re.escape, _CAPITALISED)))
 """Words (mostly capitalised, which keeps the scan fast) one of which a line that matters

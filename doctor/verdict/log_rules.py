@@ -186,6 +186,12 @@ _SIZES = re.compile(
 )
 
 
+_HOROVOD = re.compile(
+    r"Mismatched [\w /-]{1,80}: One rank (?:sent|had|did|specified)[^,.]{0,120}|"
+    r"submitted to be reduced, gathered or broadcasted by subset of ranks"
+)
+
+
 _MODELS = re.compile(
     r"params\[\d{1,9}\] in this process with sizes \[[\d, ]{0,200}\] appears not to match sizes "
     r"of the same param in process \d{1,9}|DDP expects same model across all ranks[^.]{0,300}"
@@ -211,6 +217,13 @@ def _check_said(detected: list[LogEvent]) -> str:
             return (
                 f"DDP found the ranks' models differ ({m.group(0)}): every rank must build the "
                 "same model (same parameters, shapes and order) before wrapping it"
+            )
+        if m := _HOROVOD.search(e.text):
+            return (
+                f"Horovod's coordinator found the ranks disagree on one tensor ({m.group(0)}...)"
+                if m.group(0).startswith("Mismatched")
+                else "Horovod's stall inspector saw tensors submitted by some ranks only "
+                "(its log names the missing ranks)"
             )
     return ""
 

@@ -88,6 +88,24 @@ def test_horovods_stall_inspector_is_a_mismatch() -> None:
         ]
     )
     assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert "Horovod's stall inspector" in verdict.summary
+
+
+def test_horovods_coordinator_checks_are_a_mismatch_in_its_words() -> None:
+    # GIVEN the checks Horovod's coordinator makes of the ranks' requests for one tensor
+    # (horovod/common/controller.cc), as TensorFlow and PyTorch raise them
+    for line in (
+        "[1,0]<stderr>:tensorflow.python.framework.errors_impl.FailedPreconditionError: "
+        "Mismatched ALLREDUCE tensor shapes: One rank sent a tensor of shape [10], but another "
+        "rank sent a tensor of shape [12].",
+        "horovod.common.exceptions.HorovodInternalError: Mismatched MPI operations: One rank did "
+        "an allreduce, but another rank did an allgather.",
+        "Mismatched data types: One rank had type float32, but another rank had type int64.",
+    ):
+        verdict = _verdict([line])
+        # THEN each is a collective mismatch that says which check found it
+        assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH, line
+        assert "Horovod's coordinator found the ranks disagree" in verdict.summary, line
 
 
 def test_a_lone_dump_of_a_rank_waiting_for_its_data_is_cpu_stuck_with_low_confidence(
