@@ -1,8 +1,8 @@
 """What launchers say about ranks that ended: torchelastic (torchrun), SLURM (a task that
-died, a node that failed, a step it cancelled at its time limit or for a preemption), mpirun (Open
-MPI's one line, MPICH/Intel MPI's ``BAD TERMINATION`` banner) and
-``torch.multiprocessing.spawn``; and Horovod's stall inspector, which names the ranks that
-never submitted a collective the others wait in.
+died, a node that failed, a step it cancelled at its time limit or for a preemption), mpirun
+(Open MPI's one line and its first-failed-process report, MPICH/Intel MPI's ``BAD
+TERMINATION`` banner), ``torch.multiprocessing.spawn`` and horovodrun; and Horovod's stall
+inspector, which names the ranks that never submitted a collective the others wait in.
 
 torchrun's ``ChildFailedError`` summary lists every failed rank with its host, pid and
 exit code, and singles out the *first observed failure* (its "Root Cause"); the other
@@ -41,6 +41,13 @@ _MPIRUN = re.compile(
     r"process rank (\d{1,18}) with PID (\d{1,18}) on node ([\w.-]+) exited on signal (\d{1,18})"
 )
 _SPAWN = re.compile(r"process (\d{1,18}) terminated with (?:signal (SIG\w+)|exit code (\d{1,18}))")
+_HOROVODRUN = re.compile(r"\bProcess (\d{1,9}) exit with status code (-?\d{1,18})")
+"""horovodrun's launcher (its gloo run, ``horovod/runner/gloo_run.py``): the process index
+is the rank; its command runs through a shell, so a signal is ``128 + N`` (137: SIGKILL)."""
+_OMPI_FIRST = re.compile(r"Process name: \[\[\d{1,18},\d{1,18}\],(\d{1,9})\]")
+"""Open MPI's report of the first process that exited with a non-zero status
+(``help-orterun.txt``): ``Process name: [[jobid,step],rank]``; its exit code follows on a
+line of its own."""
 _DEEPSPEED = re.compile(r"exits with return code = (-?\d{1,18})")
 _LOCAL_RANK_ARG = re.compile(r"--local_rank=(\d{1,18})")
 _ELASTIC = re.compile(
@@ -126,6 +133,12 @@ def events(line: Line) -> list[LogEvent]:
     if m := _SPAWN.search(text):
         code = signal_code(m.group(2)) if m.group(2) else int(m.group(3))
         return [line.event(kinds.EXIT, rank=int(m.group(1)), code=code)]
+    if m := _HOROVODRUN.search(text):
+        code = int(m.group(2))
+        code = 128 - code if 128 < code < 160 else code
+        return [line.event(kinds.EXIT, rank=int(m.group(1)), code=code)]
+    if m := _OMPI_FIRST.search(text):
+        return [line.event(kinds.EXIT, rank=int(m.group(1)), code=None)]
     if m := _DEEPSPEED.search(text):
         local = _LOCAL_RANK_ARG.search(text)
         rank = int(local.group(1)) if local else line.rank

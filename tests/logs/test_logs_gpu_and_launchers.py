@@ -152,6 +152,9 @@ def test_launchers_say_which_task_died_and_how() -> None:
             "(Killed).",
             "torch.multiprocessing.spawn.ProcessExitedException: process 2 terminated with "
             "signal SIGSEGV",
+            # horovodrun (through a shell: 128 + the signal) and Open MPI's first failure
+            "Process 6 exit with status code 137.",
+            "  Process name: [[30367,1],7]",
             "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1234.0. Some of your "
             "processes may have been killed by the cgroup out-of-memory handler.",
             "[ 99.1] Out of memory: Killed process 4321 (python) total-vm:1kB",
@@ -164,6 +167,8 @@ def test_launchers_say_which_task_died_and_how() -> None:
         (9, 1, "node-4"),
         (3, -9, "n1"),
         (2, -11, ""),
+        (6, -9, ""),
+        (7, None, ""),
     ]
     assert [e.pid for e in events if e.kind == kinds.OOM] == [None, 4321]
 
