@@ -90,8 +90,15 @@ _BOOTSTRAP = re.compile(
 _SETUP_WARN = re.compile(
     r"(?:^|\s)(?:init|bootstrap|transport/nvls|channel|transport)\.cc:\d+ NCCL WARN"
 )
-_SYSTEM_ERROR = re.compile(r"unhandled system error|ncclSystemError")
-"""NCCL's ``ncclSystemError`` as PyTorch and NCCL's tests print it: a system call failed."""
+_SYSTEM_ERROR = re.compile(
+    r"unhandled (?:system|cuda) error|ncclSystemError|ncclUnhandledCudaError", re.IGNORECASE
+)
+"""NCCL's ``ncclSystemError`` and ``ncclUnhandledCudaError`` as PyTorch, Paddle and NCCL's
+tests print them: "a call to an external library failed" (NCCL's troubleshooting guide), a
+system call or a CUDA call. At start-up that is the host's set-up (a driver older than the
+build, an NCCL the GPU is too new for, NVLS the fabric does not offer: every dev case that
+said only this was one); a CUDA error of the GPU's own work, where printed, is read apart
+(``doctor.logs.cuda``) and outweighs it."""
 _INIT_ERROR = re.compile(r"\binit\.cc:\d+ -> [1-9]")
 """NCCL's error return path (``init.cc:1462 -> 1``): the error happened creating a communicator."""
 _CALL = re.compile(
@@ -131,7 +138,8 @@ def events(line: Line) -> list[LogEvent]:
     """The events one NCCL line (or a line quoting an NCCL error) holds."""
     text = line.text
     if not any(
-        k in text for k in ("NCCL", "nccl", "NET/", "ocket", "onnection", "eer", "Duplicate GPU")
+        k in text
+        for k in ("NCCL", "nccl", "Nccl", "NET/", "ocket", "onnection", "eer", "Duplicate GPU")
     ):
         return []
     event = line.event

@@ -20,6 +20,14 @@
 
     UCX  ERROR Not enough memory to write total of 4208440835 bytes. Please check that
         /dev/shm or the directory you specified has more available memory.
+
+* A process refused another's memory or file descriptors (``process_vm_readv`` or
+  ``process_vm_writev``: cross-memory attach, as UCX's CMA transport uses it; ``pidfd_getfd``:
+  how a runtime takes a peer's CUDA IPC handle) with ``Operation not permitted``: the
+  kernel's Yama ``ptrace_scope`` or a container without ``CAP_SYS_PTRACE`` forbids it, the
+  host's set-up.
+
+    process_vm_readv delivered 0 instead of 480960, error message Operation not permitted
 """
 
 from __future__ import annotations
@@ -34,6 +42,10 @@ _NO_SPACE = re.compile(r"No space left on device|\[Errno 28\]|\bENOSPC\b")
 _NO_BACKING = re.compile(r"Bus error: nonexistent physical address|\bBUS_ADRERR\b")
 _BUS_CODE = re.compile(r"Bus error: \w|\bBUS_[A-Z]{3,6}\b")
 _SHM_SHORT = re.compile(r"[Nn]ot enough memory|[Oo]ut of memory")
+_PEER_MEMORY_REFUSED = re.compile(
+    r"(?:process_vm_(?:readv|writev)|pidfd_getfd)\b.{0,300}?"
+    r"(?:Operation not permitted|\bEPERM\b|errno 1\b)"
+)
 
 
 def no_backing(text: str) -> bool:
@@ -65,6 +77,15 @@ def events(line: Line) -> list[LogEvent]:
                 kinds.BOOTSTRAP,
                 text="not enough memory in /dev/shm for a shared-memory segment: a "
                 "container's default is 64 MB",
+            )
+        ]
+    if ("process_vm_" in text or "pidfd_getfd" in text) and _PEER_MEMORY_REFUSED.search(text):
+        return [
+            line.event(
+                kinds.BOOTSTRAP,
+                text="a process was refused another's memory or file descriptors (Operation "
+                "not permitted): the kernel's ptrace_scope or the container's missing "
+                "SYS_PTRACE capability",
             )
         ]
     if _NO_SPACE.search(text):

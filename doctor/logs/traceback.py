@@ -25,6 +25,13 @@ PRIMITIVES = frozenset(
     "monitored_barrier".split()
 )
 """torch.distributed's collectives themselves (not wrappers like broadcast_object_list)."""
+SET_UP = frozenset(
+    "init_process_group _new_process_group_helper new_group init_device_mesh set_device "
+    "_store_based_barrier _sync_params_and_buffers _sync_module_states "
+    "_verify_param_shape_across_processes".split()
+)
+"""Functions of a job's set-up: creating the process group, giving the rank its GPU, and
+DDP's constructor, whose first broadcast is where NCCL creates the communicator."""
 _C10D_FRAME = re.compile(r'distributed_c10d\.py", line \d+, in (\w+)')
 _C10D_CALL = re.compile(r"^\s+(?:dist|torch\.distributed)\.(\w+)\(")
 MAX_LINES = 2000
@@ -42,6 +49,8 @@ class Traceback(Collecting):
         super().__init__()
         self._first = line
         self._frame = ""
+        self._set_up = ""
+        """The set-up function among the frames (``SET_UP``), if any."""
         self._lines = 0
 
     def feed(self, line: Line) -> bool:
@@ -49,6 +58,8 @@ class Traceback(Collecting):
         text = line.text
         if m := _FRAME.match(text):
             self._frame = f"{m.group(1).rsplit('/', 1)[-1]}:{m.group(2)} in {m.group(3)}"
+            if m.group(3) in SET_UP:
+                self._set_up = m.group(3)
             return True
         if self._lines > MAX_LINES:
             self._frame = ""  # no traceback: nothing to report as one
@@ -66,7 +77,9 @@ class Traceback(Collecting):
         was is all that is left."""
         if self._frame:
             cut = f"traceback cut before its exception line, last frame {self._frame}"
-            self._out.append(self._first.event(kinds.TRACEBACK_CUT, text=cut))
+            if self._set_up:
+                cut += f", inside the job's set-up ({self._set_up})"
+            self._out.append(self._first.event(kinds.TRACEBACK_CUT, text=cut, op=self._set_up))
         return self.take()
 
 

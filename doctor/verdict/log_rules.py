@@ -513,11 +513,20 @@ def _silent_logs(files: int, view: LogView) -> Candidate:
         + ", ".join(told)
     )
     asked: tuple[str, ...] = ()
+    set_up = [e for e in cut if e.op]
     if cut:
         ranks = ranks_of(cut)
         who = rank_prose(ranks) if ranks else "a rank"
-        summary += f"; {who}'s {cut[0].text}: the exception that line names is what would tell"
+        summary += (
+            f"; {who}'s {(set_up or cut)[0].text}: the exception that line names is what would tell"
+        )
         asked = ("the traceback's last lines, to its exception",)
+    if set_up:
+        summary += (
+            ". A rank that fails there failed creating its process group or NCCL communicator "
+            "(DDP's first broadcast creates it): most often the set-up (interfaces, the GPUs "
+            "each rank was given, the NCCL build), a guess from where the traceback stops"
+        )
     if aborts:
         ranks = ranks_of(aborts)
         summary += (
@@ -527,19 +536,19 @@ def _silent_logs(files: int, view: LogView) -> Candidate:
         )
         asked += ("the lines before ProcessGroupNCCL's 'Some NCCL operations have failed'",)
     return Candidate(
-        HangClass.UNKNOWN,
-        (),
+        HangClass.BOOTSTRAP if set_up else HangClass.UNKNOWN,
+        ranks_of(set_up),
         Confidence.LOW,
         summary,
         1,
-        evidence=lines_of((cut + aborts)[:2]),
+        evidence=lines_of((set_up + cut + aborts)[:2]),
         missing_evidence=(
             *asked,
             "the job's stderr with TORCH_NCCL_DESYNC_DEBUG=1 and NCCL_DEBUG=WARN",
             "Flight Recorder dumps (TORCH_FR_BUFFER_SIZE)",
             "an NCCL RAS report (ncclras) taken during the hang",
         ),
-        rule="log_silent",
+        rule="log_set_up_cut" if set_up else "log_silent",
     )
 
 
@@ -600,4 +609,6 @@ def candidates(evidence: Evidence) -> list[Candidate]:
     if not only_logs or any(c.hang_class is not HangClass.UNKNOWN for c in found):
         return found
     said = found or [_unplaced_waits(view) or _silent_logs(len(evidence.log_files), view)]
+    if any(c.hang_class is not HangClass.UNKNOWN for c in said):
+        return said  # where a cut traceback stopped said enough: no guess from words
     return log_words.refine(said, evidence.log_words)

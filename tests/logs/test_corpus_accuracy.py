@@ -41,10 +41,11 @@ then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66, 54/79, 60/86, 67/94, 75/10
 79/115, 83/124, 83/124, 105/137, 107/137 (not held out), 110/153 and 115/164. No rule and no
 word of the model came from a test case. The issue's target is 85 %, missed; this floor is
 the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 169 / 183
-"""Measured on the dev split: 169 of 183, in sample for the rules and the word model. Stop
-35's 30 new dev cases, judged on arrival by the code before any change they could inform
-(commit 2c95545): rules alone 8, with the model 14 (47 %); stop 34's 16: rules alone 4, with
+HELDOUT_DEV_FLOOR = 182 / 199
+"""Measured on the dev split: 182 of 199, in sample for the rules and the word model. Stop
+35's 46 new dev cases, judged on arrival by the code before any change they could inform:
+the first 30 (commit 2c95545) rules alone 8, with the model 14; the next 16 (commit 2e8f7b4)
+rules alone 2, with the model 9 (together 23 of 46, 50 %); stop 34's 16: rules alone 4, with
 the model 8."""
 
 
@@ -52,7 +53,7 @@ def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 357
+    assert len(found) >= 373
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name

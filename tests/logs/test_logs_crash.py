@@ -10,7 +10,7 @@ import pytest
 from doctor.evidence import Evidence
 from doctor.logs import kinds
 from doctor.logs.parse import parse_text
-from doctor.model import HangClass
+from doctor.model import Confidence, HangClass
 from doctor.verdict.classify import classify
 from doctor.verdict.log_rules import candidates
 
@@ -746,3 +746,53 @@ def test_the_watchdogs_abort_alone_is_said_and_the_lines_before_it_asked_for() -
     assert verdict.missing_evidence[0].startswith("the lines before ProcessGroupNCCL's")
     # AND beside a first-sync timeout it changes nothing: it is the timeout's consequence
     assert _verdict(_FIRST_SYNC).hang_class is HangClass.CPU_STUCK
+
+
+def test_a_traceback_cut_inside_the_jobs_set_up_is_a_set_up_failure() -> None:
+    # GIVEN a rank's traceback that stops in DDP's constructor (its first broadcast, where
+    # NCCL creates the communicator), the excerpt cut before the exception line
+    verdict = _verdict(
+        [
+            "Traceback (most recent call last):",
+            '  File "/work/train.py", line 221, in run',
+            "    dp_model = torch.nn.parallel.DistributedDataParallel(",
+            '  File "/env/lib/python3.8/site-packages/torch/nn/parallel/distributed.py", line 446, in __init__',
+            "    self._sync_params_and_buffers(authoritative_rank=0)",
+            '  File "/env/lib/python3.8/site-packages/torch/nn/parallel/distributed.py", line 457, in _sync_params_and_buffers',
+        ]
+    )
+    # THEN it is a set-up failure, low, said to be a guess from where the traceback stops
+    assert verdict.hang_class is HangClass.BOOTSTRAP
+    assert verdict.confidence is Confidence.LOW
+    assert "_sync_params_and_buffers" in verdict.summary and "a guess" in verdict.summary
+    # AND a traceback cut in the training loop says nothing of the kind
+    loop = _verdict(
+        [
+            "Traceback (most recent call last):",
+            '  File "/work/train.py", line 80, in <module>',
+            "    loss = model(batch)",
+        ]
+    )
+    assert loop.hang_class is not HangClass.BOOTSTRAP
+
+
+def test_nccls_external_library_errors_at_start_are_set_up_in_any_framework_words() -> None:
+    # GIVEN ncclUnhandledCudaError as Paddle prints it, the only line of a failed start
+    for line in (
+        "OSError: (External)  Nccl error, unhandled cuda error  (at /paddle/paddle/fluid/platform/collective_helper.cc:100)",
+        "paddle.fluid.core.EnforceNotMet: unhandled cuda error at [/workspace/paddle/fluid/platform/nccl_helper.h:93]",
+    ):
+        # THEN it is communicator set-up failing, not a GPU's fault
+        assert _verdict([line]).hang_class is HangClass.BOOTSTRAP, line
+
+
+def test_a_process_refused_a_peers_memory_is_the_hosts_set_up() -> None:
+    # GIVEN cross-memory attach and pidfd_getfd refused by the kernel or the container
+    for line in (
+        "process_vm_readv delivered 0 instead of 480960, error message Operation not permitted",
+        "RuntimeError: pidfd_getfd(pidfd=12, fd=40) failed with errno 1: Operation not permitted.",
+    ):
+        verdict = _verdict([line])
+        # THEN it is the host's set-up, and the summary says which setting
+        assert verdict.hang_class is HangClass.BOOTSTRAP, line
+        assert "ptrace_scope" in verdict.summary
