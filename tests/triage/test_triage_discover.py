@@ -69,11 +69,28 @@ def test_ranks_lost_ranks_children_and_error_files(sleepers, tmp_path: Path) -> 
     assert target.host == socket.gethostname()
 
 
+LAUNCHES = (
+    "import json, os, subprocess, sys, time\n"
+    "envs = json.loads(sys.argv[2])\n"
+    "ranks = [subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(120)'],\n"
+    "                          env={**os.environ, **e}) for e in envs]\n"
+    "time.sleep(1.0)\n"
+    "open(sys.argv[1], 'w').close()\n"
+    "time.sleep(120)\n"
+)
+"""A launcher of its own for the ranks: its children are the job's only ones, so no zombie
+another test left behind this process can stand for a lost rank."""
+
+
 def test_a_rank_that_never_appeared_is_missing(sleepers) -> None:
+    # GIVEN a launcher that started ranks 0-2 of a 4-rank job (rank 3 never started)
     job = f"tj-{uuid.uuid4().hex[:8]}"
-    for rank in (0, 1, 2):
-        sleepers(job_env(job, rank), f"r{rank}")
+    envs = [job_env(job, rank) for rank in (0, 1, 2)]
+    launcher = sleepers({}, "launcher", LAUNCHES.replace("sys.argv[2]", repr(json.dumps(envs))))
+    # WHEN the job is discovered THEN rank 3 is missing, and the launcher is the one found
     target = discover_job(job, os.environ)
+    assert [r.rank for r in target.ranks] == [0, 1, 2]
+    assert target.launcher is not None and target.launcher.pid == launcher.pid
     assert [(lost.rank, lost.status) for lost in target.lost] == [(3, "missing")]
 
 
