@@ -203,6 +203,10 @@ class _JsonDoc:
             return None
 
 
+def _opens_block(line: Line) -> bool:
+    return any(kind.start(line) for kind in BLOCKS)  # type: ignore[attr-defined]
+
+
 class Parser:
     """Feed it a text's lines one at a time; ``finish`` returns what they held."""
 
@@ -255,11 +259,12 @@ class Parser:
 
     def _join_wrapped(self, line: Line) -> Line | None:
         """``line``, or the wrapped record it continues, once whole; None while the record
-        is open. A line of another writer ends the record where it was cut."""
+        is open. A line of another writer, or one that opens a block of its own (a
+        traceback, a stack dump), ends the record where it was cut."""
         held, taken = self._wrapped or (None, 0)
         self._wrapped = None
         if held is not None:
-            if line.stream and line.stream != held.stream:
+            if (line.stream and line.stream != held.stream) or _opens_block(line):
                 self._read(held)
             else:
                 line, taken = replace(held, text=_continued(held.text, line.text)), taken + 1

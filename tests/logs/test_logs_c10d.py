@@ -171,17 +171,21 @@ def test_a_wrapped_watchdog_record_is_read_whole_with_its_rank() -> None:
 
 
 def test_a_record_cut_by_another_writer_or_the_end_is_read_as_far_as_it_goes() -> None:
-    # GIVEN a wrapped record interrupted by another rank's line, and one the text ends in
+    # GIVEN a wrapped record interrupted by another rank's line, and one a traceback follows
     lines = [
         "[rank1]:[E ProcessGroupNCCL.cpp:1] Watchdog caught collective operation timeout: "
         "WorkNCCL(SeqNum=9, OpType=BROADCAST,",
         "[rank2]:[E ProcessGroupNCCL.cpp:1] Watchdog caught collective operation timeout: "
         "WorkNCCL(SeqNum=9, OpType=BROADCAST, NumelIn=4, NumelOut=4, Timeout(ms)=600000)",
         "[rank3]:[E ProcessGroupNCCL.cpp:1] Watchdog caught collective operation timeout:",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 9, in <module>',
+        "RuntimeError: CUDA error: an illegal memory access was encountered",
     ]
-    # WHEN read together THEN each line is read as it would be alone: no line is lost to
-    # the record it was waiting for
-    alone = [(e.kind, e.rank, e.seq) for line in lines for e in parse_lines([line])]
+    # WHEN read together THEN each line (and the traceback) is read as it would be alone: no
+    # line is lost to the record it was waiting for
+    apart = [[line] for line in lines[:3]] + [lines[3:]]  # the traceback is one block
+    alone = [(e.kind, e.rank, e.seq) for part in apart for e in parse_lines(part)]
     assert [(e.kind, e.rank, e.seq) for e in parse_lines(lines)] == alone
     assert (kinds.WATCHDOG_TIMEOUT, 2, 9) in alone
 
