@@ -227,6 +227,31 @@ _HYDRA_FIELD = re.compile(
 )
 
 
+_MISSING_RANK = re.compile(r"^\s*(\d{1,9})!?: \[([^\]]{0,300})")
+
+
+class HorovodMissing(Collecting):
+    """Horovod's stall inspector's list after its warning (``stall_inspector.cc``):
+    ``Missing ranks:`` then one ``R: [tensor, ...]`` line per rank that has not submitted
+    those tensors (``R!:`` when it is past the shutdown time): the ranks the others wait
+    for."""
+
+    @staticmethod
+    def start(line: Line) -> bool:
+        return line.text.strip() == "Missing ranks:"
+
+    def __init__(self, line: Line) -> None:
+        super().__init__()
+
+    def feed(self, line: Line) -> bool:
+        m = _MISSING_RANK.match(line.text)
+        if m is None:
+            return False
+        text = f"Horovod's stall inspector: rank {m.group(1)} never submitted [{m.group(2)}]"
+        self._out.append(line.event(kinds.MISMATCH_DETECTED, rank=int(m.group(1)), text=text))
+        return True
+
+
 class HydraTermination(Collecting):
     """MPICH's and Intel MPI's (Hydra's) banner for a process that ended badly: ``=``-framed
     lines ``BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES``, ``[RANK r] PID p RUNNING

@@ -15,6 +15,8 @@ prefix                      written by
 ip=10.0.0.5)``
 ``host:pid:tid [dev]``      NCCL's debug output (``NCCL_DEBUG=INFO``/``WARN``; ``host:pid``
                             alone in its diagnostics)
+``[1,3]<stderr>:``          Open MPI's ``--tag-output`` (job and rank; horovodrun writes
+                            ``[3]<stderr>:``), after ``--timestamp-output``'s date if any
 ``[PG 0 Rank 3]``           ProcessGroupNCCL's messages (inside the text)
 ==========================  =================================================
 """
@@ -36,6 +38,10 @@ SRUN_LABEL = re.compile(r"^ {0,5}(\d{1,6}): ")
 TORCHRUN = re.compile(r"^\[([A-Za-z_]+)(\d{1,6})(?:\|\d{1,6})?\]: ?|^\[(rank)(\d{1,6})\] ")
 """torchrun's ``[default3]:``, PyTorch's ``[rank3]:``, and the latter as users paste it
 (``[rank3] Watchdog caught ...``, the colon dropped)."""
+MPI_TAG = re.compile(
+    r"^(?:\w{3} \w{3} {1,2}\d{1,2} \d\d:\d\d:\d\d \d{4})?\[(?:\d{1,9},)?(\d{1,9})\]"
+    r"<(?:stdout|stderr|stddiag)>: ?"
+)
 RAY = re.compile(r"^\((\w+) pid=(\d{1,18})(?:, ip=([\w.:-]+))?\) ?")
 NCCL_PREFIX = re.compile(
     r"(?:^|[\s\]|])([\w.-]+):(\w+)(?::\d+)?(?: \[(\d{1,18}|\?)\])? (?:[\w./-]+:\d+ )?"
@@ -92,6 +98,11 @@ def split(raw: str, where: str, file_rank: int | None = None) -> Line:
                 rank = number
             else:
                 local = number
+        elif m := MPI_TAG.match(text):  # the writer's rank; what follows is its text
+            rank = int(m.group(1))
+            stream += m.group(0).strip()
+            text = text[m.end() :]
+            break
         elif m := RAY.match(text):
             pid, host = int(m.group(2)), m.group(3) or ""
         else:

@@ -38,7 +38,7 @@ from doctor.logs import (
 )
 from doctor.logs.block import Block, Fact, StackDump
 from doctor.logs.kernel import NvrmGpu
-from doctor.logs.launcher import ElasticFailures, HydraTermination
+from doctor.logs.launcher import ElasticFailures, HorovodMissing, HydraTermination
 from doctor.logs.lines import Line, split
 from doctor.logs.pyspy_text import PyspyDump
 from doctor.logs.ras import RasText
@@ -106,6 +106,7 @@ BLOCKS: tuple[type, ...] = (
     Traceback,
     ElasticFailures,
     HydraTermination,
+    HorovodMissing,
     RasText,
     SmiTable,
     PyspyDump,
@@ -130,7 +131,7 @@ _CAPITALISED = (
     "NVRM|Out of memory|Memory|OOM|Kill|Exit|Segmentation|Aborted|Signal|Failures:|"
     "Root Cause|Process |Thread |Job summary|Communicators|Group |Errors|Warnings|"
     "DEAD|INCOMPLETE|MISMATCH|Mismatched|NVIDIA-SMI|GPU|BAD TERMINATION|CANCELLED AT|DMAR|"
-    "IO_PAGE_FAULT|#|{"
+    "IO_PAGE_FAULT|Missing ranks|#|{"
 ).split("|")
 _WORTH_A_LOOK = re.compile("|".join(map(re.escape, _CAPITALISED)))
 """Words (mostly capitalised, which keeps the scan fast) one of which a line that matters

@@ -201,6 +201,17 @@ _MODELS = re.compile(
 def _check_said(detected: list[LogEvent]) -> str:
     """What a transport's size check or DDP's model check found, in words; "" when it was
     torch's collective check."""
+    missing = [e for e in detected if e.text.startswith("Horovod's stall inspector: rank")]
+    if missing:
+        return (
+            f"{missing[0].text}"
+            + (
+                f" (and {len(missing) - 1} more such line{'s' * (len(missing) > 2)})"
+                if len(missing) > 1
+                else ""
+            )
+            + ": the others wait for it"
+        )
     for e in detected:
         if m := _SIZES.search(e.text):
             sent, posted = m["sent"] or m["sent2"], m["posted"] or m["posted2"]

@@ -91,6 +91,24 @@ def test_horovods_stall_inspector_is_a_mismatch() -> None:
     assert "Horovod's stall inspector" in verdict.summary
 
 
+def test_horovods_missing_ranks_are_the_culprits() -> None:
+    # GIVEN the stall inspector's warning and its list, through horovodrun's output tags
+    # (the rank that printed it, then each missing rank and its tensors; "!" past shutdown)
+    verdict = _verdict(
+        [
+            "[0]<stderr>:[2020-12-29 16:50:57.724380: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds.",
+            "[0]<stderr>:Missing ranks:",
+            "[0]<stderr>:3: [allreduce.c_d1.bias, allreduce.c_d1.weight]",
+            "[0]<stderr>:5!: [allreduce.c_d1.bias]",
+            "[0]<stderr>:epoch 2 step 10",
+        ]
+    )
+    # THEN the ranks the others wait for are the culprits, and the summary quotes the list
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert verdict.culprit_ranks == (3, 5)
+    assert "rank 3 never submitted [allreduce.c_d1.bias" in verdict.summary
+
+
 def test_horovods_coordinator_checks_are_a_mismatch_in_its_words() -> None:
     # GIVEN the checks Horovod's coordinator makes of the ranks' requests for one tensor
     # (horovod/common/controller.cc), as TensorFlow and PyTorch raise them

@@ -47,6 +47,18 @@ from doctor.logs.lines import split
         ("(RayTrainWorker pid=2231, ip=10.0.0.5) hello", None, None, "10.0.0.5", 2231, ""),
         # a timestamp is not an srun label
         ("12:30:01 step 5", None, None, "", None, ""),
+        # PyTorch's rank prefix as users paste it, the colon dropped
+        ("[rank6] Watchdog caught collective operation timeout:", 6, None, "", None, ""),
+        # Open MPI's --tag-output (job, rank), after --timestamp-output's date; horovodrun's
+        (
+            "Wed Jun 22 15:48:08 2016[1,43]<stdout>:UCX  ERROR Send completion",
+            43,
+            None,
+            "",
+            None,
+            "",
+        ),
+        ("[2]<stderr>:Missing ranks:", 2, None, "", None, ""),
     ],
 )
 def test_prefixes_say_whose_line_it_is(raw, rank, local, host, pid, nccl) -> None:
