@@ -59,8 +59,10 @@ _ELASTIC_ROW = re.compile(
     r"(?: \(pid: (\d{1,18})\))?"
 )
 """One failure of torchelastic's table with its layout collapsed (as a pasted table renders)."""
-_HOROVOD_STALL = re.compile(r"submitted to be reduced, gathered or broadcasted by subset of ranks")
-_HOROVOD_MISMATCH = re.compile(r"Mismatched [\w /-]{1,80}: One rank (?:sent|had|did|specified)")
+HOROVOD_STALL = re.compile(r"submitted to be reduced, gathered or broadcasted by subset of ranks")
+HOROVOD_MISMATCH = re.compile(
+    r"Mismatched [\w /-]{1,80}: One rank (?:sent|had|did|specified)[^,.]{0,120}"
+)
 """Horovod's coordinator comparing the ranks' requests for one tensor (``controller.cc``):
 ``Mismatched ALLREDUCE tensor shapes: One rank sent a tensor of shape [4], but another rank
 sent ...``, and the same for data types, operations, root ranks, reduction ops and devices."""
@@ -149,7 +151,7 @@ def events(line: Line) -> list[LogEvent]:
     if m := _ELASTIC_ROW.search(text):
         pid = int(m.group(3)) if m.group(3) else None
         return [line.event(kinds.EXIT, rank=int(m.group(1)), pid=pid, code=int(m.group(2)))]
-    if _HOROVOD_STALL.search(text) or _HOROVOD_MISMATCH.search(text):
+    if HOROVOD_STALL.search(text) or HOROVOD_MISMATCH.search(text):
         return [line.event(kinds.MISMATCH_DETECTED, rank=None)]
     return []
 
@@ -228,6 +230,8 @@ _HYDRA_FIELD = re.compile(
 
 
 _MISSING_RANK = re.compile(r"^\s*(\d{1,9})!?: \[([^\]]{0,300})")
+MISSING_SAID = "Horovod's stall inspector: rank"
+"""How the text of a ``Missing ranks:`` entry begins (``HorovodMissing``)."""
 
 
 class HorovodMissing(Collecting):
@@ -247,7 +251,7 @@ class HorovodMissing(Collecting):
         m = _MISSING_RANK.match(line.text)
         if m is None:
             return False
-        text = f"Horovod's stall inspector: rank {m.group(1)} never submitted [{m.group(2)}]"
+        text = f"{MISSING_SAID} {m.group(1)} never submitted [{m.group(2)}]"
         self._out.append(line.event(kinds.MISMATCH_DETECTED, rank=int(m.group(1)), text=text))
         return True
 

@@ -229,7 +229,7 @@ class Parser:
         self._blocks: dict[str, Block] = {}
         self._json: dict[str, _JsonDoc] = {}
         self._wrapped: tuple[Line, int] | None = None
-        """A record whose line was cut (``_OPEN_RECORD``), and how many lines it took."""
+        """A record whose line was cut (``_open_record``), and how many lines it took."""
         self._seen: set[tuple[object, ...]] = set()
         self._per_key: Counter[tuple[object, ...]] = Counter()
 

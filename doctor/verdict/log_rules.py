@@ -87,7 +87,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from doctor.evidence import Evidence, LogEvent
-from doctor.logs import kinds
+from doctor.logs import kinds, launcher
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict import log_faults, log_waits, log_words
@@ -186,12 +186,6 @@ _SIZES = re.compile(
 )
 
 
-_HOROVOD = re.compile(
-    r"Mismatched [\w /-]{1,80}: One rank (?:sent|had|did|specified)[^,.]{0,120}|"
-    r"submitted to be reduced, gathered or broadcasted by subset of ranks"
-)
-
-
 _MODELS = re.compile(
     r"params\[\d{1,9}\] in this process with sizes \[[\d, ]{0,200}\] appears not to match sizes "
     r"of the same param in process \d{1,9}|DDP expects same model across all ranks[^.]{0,300}"
@@ -201,7 +195,7 @@ _MODELS = re.compile(
 def _check_said(detected: list[LogEvent]) -> str:
     """What a transport's size check or DDP's model check found, in words; "" when it was
     torch's collective check."""
-    missing = [e for e in detected if e.text.startswith("Horovod's stall inspector: rank")]
+    missing = [e for e in detected if e.text.startswith(launcher.MISSING_SAID)]
     if missing:
         return (
             f"{missing[0].text}"
@@ -229,12 +223,12 @@ def _check_said(detected: list[LogEvent]) -> str:
                 f"DDP found the ranks' models differ ({m.group(0)}): every rank must build the "
                 "same model (same parameters, shapes and order) before wrapping it"
             )
-        if m := _HOROVOD.search(e.text):
+        if m := launcher.HOROVOD_MISMATCH.search(e.text):
+            return f"Horovod's coordinator found the ranks disagree on one tensor ({m.group(0)}...)"
+        if launcher.HOROVOD_STALL.search(e.text):
             return (
-                f"Horovod's coordinator found the ranks disagree on one tensor ({m.group(0)}...)"
-                if m.group(0).startswith("Mismatched")
-                else "Horovod's stall inspector saw tensors submitted by some ranks only "
-                "(its log names the missing ranks)"
+                "Horovod's stall inspector saw tensors submitted by some ranks only (the "
+                "'Missing ranks:' list after its warning names the ranks it waits for)"
             )
     return ""
 
