@@ -17,6 +17,10 @@ What each message proves:
   CollectiveFingerPrint(...), but Rank B is running collective: ...`` (DETAIL debug).
 * torch's Flight Recorder analyzer (``fr_trace``): ``missing ranks: {1}`` of a collective
   not every rank joined, ``Culprit rank R; Error type: COLLECTIVE_TYPE_MISMATCH``.
+* ``ProcessGroupNCCL's watchdog got stuck for N seconds``: PyTorch's heartbeat monitor found
+  the watchdog thread itself blocked in a CUDA or NCCL call, and ``destroy_process_group()
+  was not called before program exit``: the program was ending; together, a hang in the
+  job's teardown.
 * Compilation in progress: torch.compile's dynamo and inductor, JIT extension builds
   (``Building extension module``, Megatron's ``compiling and loading fused kernels``).
 * A wait on the store that ran past its timeout (TCPStore's ``waitForInput: socket ...
@@ -47,6 +51,8 @@ _WATCHDOG = re.compile(
     r"Timed out waiting (\d{1,18})ms for (\w+) operation"
 )
 _ABORTING = re.compile(r"Some NCCL operations have failed or timed out")
+_STUCK = re.compile(r"watchdog got stuck for (\d{1,18}) seconds")
+_EXITING = re.compile(r"destroy_process_group\(\) was not called before program exit")
 _SEQ = re.compile(r"SeqNum=(\d{1,18})")
 _OP = re.compile(r"OpType=(\w+)")
 _NUMEL = re.compile(r"NumelIn=(\d{1,18})")
@@ -164,6 +170,10 @@ class C10dParser:
             )
         elif _ABORTING.search(text):
             self._event(kinds.NCCL_ABORT, process_group=pg)
+        elif m := _STUCK.search(text):
+            self._event(kinds.WATCHDOG_STUCK, code=int(m.group(1)), process_group=pg)
+        elif _EXITING.search(text):
+            self._event(kinds.EXITING)
         if m := _WORK.search(text):
             self._event(kinds.WATCHDOG_TIMEOUT, seq=int(m.group(1)), process_group=pg)
         if m := _WORK.search(text) or _DUMP_SIGNAL.search(text):

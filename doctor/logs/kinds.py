@@ -17,6 +17,13 @@ NCCL_ABORT = "nccl_abort"
 """ProcessGroupNCCL's ``Some NCCL operations have failed or timed out ... we are taking the
 entire process down``: the watchdog found a collective failed or timed out and ends the
 process; which collective, the watchdog line before it says. A consequence, not a cause."""
+WATCHDOG_STUCK = "watchdog_stuck"
+"""PyTorch's heartbeat monitor: the rank's watchdog thread itself made no progress for
+``code`` seconds, blocked in a CUDA or NCCL call (``ProcessGroupNCCL's watchdog got stuck
+for N seconds``)."""
+EXITING = "exiting"
+"""The rank's program was ending (torch's ``destroy_process_group() was not called before
+program exit``): what hangs after it hangs in the job's teardown."""
 WORK_PROGRESS = "work_progress"
 """``last enqueued NCCL work: N, last completed NCCL work: M``: ``seq`` = N, ``completed`` = M."""
 DESYNC = "desync"
@@ -100,6 +107,8 @@ RAS_ERROR = "ras_error"
 
 ALL = (
     WATCHDOG_TIMEOUT,
+    WATCHDOG_STUCK,
+    EXITING,
     STORE_TIMEOUT,
     WORK_PROGRESS,
     NCCL_ABORT,

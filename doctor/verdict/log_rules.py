@@ -71,6 +71,11 @@ log_broadcast_source    27        every timeout is in a broadcast and nothing el
                                   low)
 log_stalled             25        every rank that logged timed out in the same collective,
                                   all issued it: different sizes, a GPU or the network (unknown)
+log_teardown            45        a rank's watchdog blocked in a CUDA/NCCL call (the heartbeat
+                                  monitor) after the program began to exit: process groups
+                                  destroyed in different orders (collective_mismatch, low);
+                                  before the exit, the same line says only what blocked
+                                  (``log_watchdog_stuck``, unknown, for the word model)
 log_healthy             30/15     RAS sees every communicator running; the job reports it
                                   trains (DDP's statistics, NCCL DIAG, a straggler report
                                   with none; 15); nothing else is wrong
@@ -600,6 +605,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     log_waits.first_sync,
     log_waits.broadcast_source,
     log_waits.stalled,
+    log_waits.watchdog_stuck,
     log_waits.healthy,
 )
 

@@ -33,13 +33,14 @@ from doctor.logs import kinds
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
-from doctor.verdict.log_view import SOURCE, LogView, lines_of, ranks_of
+from doctor.verdict.log_view import SOURCE, LogView, lines_of, quote, ranks_of
 
 STACKS_HINT = (
     "stacks of the lagging ranks (py-spy dump, or a Flight Recorder dump): in their own code "
     "is cpu_stuck, in another collective is collective_mismatch, gone is rank_loss"
 )
 FAULTS = frozenset(kinds.ALL) - {
+    kinds.EXITING,
     kinds.RANK_INFO,
     kinds.PROGRESS,
     kinds.WORKING,
@@ -411,6 +412,61 @@ def stalled(view: LogView) -> list[Candidate]:
                 "an NCCL RAS report (ncclras) taken during the hang",
             ),
             rule="log_stalled",
+        )
+    ]
+
+
+def watchdog_stuck(view: LogView) -> list[Candidate]:
+    """A rank's watchdog thread itself blocked in a CUDA or NCCL call (PyTorch's heartbeat
+    monitor). After the program began to exit, the job hung in its teardown: communicators
+    destroyed in different orders on different ranks, or while peers still use them (the
+    destroy waits for them); before, the blocked call tells nothing by itself."""
+    stuck = view.of_kind(kinds.WATCHDOG_STUCK)
+    if not stuck:
+        return []
+    ranks = ranks_of(stuck)
+    who = rank_prose(ranks) if ranks else "a rank"
+    seconds = max(e.code or 0 for e in stuck)
+    blocked = (
+        f"{who}'s watchdog thread was itself blocked for {seconds} s in a CUDA or NCCL call "
+        f"(PyTorch's heartbeat monitor: {quote(stuck[0], 80)})"
+    )
+    exiting = view.of_kind(kinds.EXITING)
+    if exiting:
+        summary = (
+            f"{blocked} after the program began to exit (destroy_process_group() was not "
+            "called): the job hung in its teardown, most often ranks destroying their process "
+            "groups in different orders, or while peers still use them; call "
+            "dist.destroy_process_group() on every rank, after a barrier, groups in the same order"
+        )
+        return [
+            Candidate(
+                HangClass.COLLECTIVE_MISMATCH,
+                (),
+                Confidence.LOW,
+                summary,
+                45,
+                evidence=lines_of(stuck + exiting[:1]),
+                rule="log_teardown",
+            )
+        ]
+    summary = (
+        f"{blocked}: a CUDA call that never returned (a GPU that stopped, an NCCL abort "
+        "waiting for peers that left, another thread holding the GIL inside a CUDA call)"
+    )
+    return [
+        Candidate(
+            HangClass.UNKNOWN,
+            (),
+            Confidence.LOW,
+            summary,
+            1,
+            evidence=lines_of(stuck),
+            missing_evidence=(
+                "a native stack of that rank (py-spy dump --native): which call blocks",
+                "the hosts' kernel log (Xid lines)",
+            ),
+            rule="log_watchdog_stuck",
         )
     ]
 

@@ -213,3 +213,44 @@ def test_a_record_wrapped_anywhere_reads_as_the_whole_line(cuts: list[int]) -> N
 
     # WHEN read THEN it is the same timeout as the whole line's
     assert timeouts(pieces) == timeouts([whole]) == [(4, 77, "ALLGATHER", 8)]
+
+
+HEARTBEAT = (
+    "[rank4]:[E205 18:11:06.375750231 ProcessGroupNCCL.cpp:1870] [PG ID 12 PG GUID "
+    "99(EXPERT_MODEL_PARALLEL_GROUP) Rank 4] ProcessGroupNCCL's watchdog got stuck for 480 "
+    "seconds without making progress in monitoring enqueued collectives."
+)
+EXIT_WARNING = (
+    "[rank0]:[W205 18:00:34.953145631 ProcessGroupNCCL.cpp:1538] Warning: WARNING: "
+    "destroy_process_group() was not called before program exit, which can leak resources."
+)
+
+
+def _judged(lines: list[str]):
+    return classify(
+        Evidence(job="t", ranks_expected=None, logs=tuple(parse_lines(lines)), log_files=("a",))
+    )
+
+
+def test_a_watchdog_stuck_after_the_program_began_to_exit_is_a_teardown_hang() -> None:
+    # GIVEN torch's exit warning, then the heartbeat monitor's report of a stuck watchdog
+    verdict = _judged([EXIT_WARNING, HEARTBEAT])
+    # THEN the job hung in its teardown, and the advice is to destroy the groups alike
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert "teardown" in verdict.summary and "480 s" in verdict.summary
+    assert "destroy_process_group()" in verdict.summary
+
+
+def test_a_stuck_watchdog_alone_says_what_blocked_and_asks_for_a_native_stack() -> None:
+    # GIVEN only the heartbeat monitor's line (no exit before it) WHEN judged
+    verdict = _judged([HEARTBEAT])
+    # THEN no teardown is claimed; the summary says what blocked, and the native stack of
+    # that rank is what is missing
+    assert verdict.hang_class is not HangClass.COLLECTIVE_MISMATCH or "guess" in verdict.summary
+    assert "watchdog thread was itself blocked for 480 s" in verdict.summary
+    assert any("py-spy dump --native" in m for m in verdict.missing_evidence)
+    # AND torch's exit warning alone, which every job that never destroys its group
+    # prints on a clean exit, is no fault
+    assert _judged([EXIT_WARNING, "step 100 | loss 2.7"]).hang_class is not (
+        HangClass.COLLECTIVE_MISMATCH
+    )
