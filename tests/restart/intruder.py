@@ -3,7 +3,8 @@
 ``python intruder.py HOST PORT`` reads one JSON command per line on stdin and answers
 each with one JSON line: ``{"get": KEY}`` (the value, hex, or null), ``{"append": KEY,
 "hex": VALUE}``, ``{"delete": KEY, "seconds": S}`` (deletes the key every 20 ms for S
-seconds; the answer counts the deletes that found it).
+seconds; the answer counts the deletes that found it, and ``error`` says why it stopped
+early, if it did).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ def main() -> None:
         sys.argv[1], int(sys.argv[2]), None, False, timedelta(seconds=60), wait_for_workers=False
     )
     print(json.dumps({"ready": True}), flush=True)
+    error = ""
     for line in sys.stdin:
         order = json.loads(line)
         if "get" in order:
@@ -34,10 +36,12 @@ def main() -> None:
             while time.monotonic() < end:
                 try:
                     answer += bool(store.delete_key(order["delete"]))
-                except dist.DistError:  # the job ended: its store is gone
+                except dist.DistError as exc:  # the job ended: its store is gone
+                    error = f"{type(exc).__name__}: {str(exc)[:300]}"
                     break
                 time.sleep(0.02)
-        print(json.dumps({"answer": answer}), flush=True)
+        print(json.dumps({"answer": answer, "error": error}), flush=True)
+        error = ""
 
 
 if __name__ == "__main__":

@@ -65,6 +65,8 @@ class Intruder:
             argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd="/"
         )
         self.ready = False
+        self.error = ""
+        """Why the last order stopped early (its store connection failed), if it did."""
 
     def ask(self, **order: Any) -> Any:
         assert self.proc.stdin is not None and self.proc.stdout is not None
@@ -73,7 +75,9 @@ class Intruder:
             self.ready = True
         self.proc.stdin.write(json.dumps(order) + "\n")
         self.proc.stdin.flush()
-        return json.loads(self.proc.stdout.readline())["answer"]
+        reply = json.loads(self.proc.stdout.readline())
+        self.error = reply.get("error", "")
+        return reply["answer"]
 
     def close(self) -> None:
         self.proc.kill()
@@ -130,7 +134,12 @@ def test_values_of_an_earlier_run_are_refused_and_deletes_are_alarms(
         stop1.touch()
     # THEN every rank reports the deletion and stops, instead of waiting out the 20 s
     # completion timeout (and then restarting: the old code)
-    assert recorded["it0/faults"] and deletes and deletes[0] > 0
+    assert recorded["it0/faults"] and deletes and deletes[0] > 0, (
+        deletes,
+        spy.error,
+        round(took1, 1),
+        {rank: text[-600:] for rank, text in finished1.stderr.items()},
+    )
     for rank in range(WORLD):
         assert "completion barrier of iteration 1 lost" in finished1.stderr[rank], finished1.stderr[
             rank
