@@ -261,3 +261,29 @@ def test_a_wake_landing_in_a_store_call_is_the_restart_not_a_crash(restarting: b
         # THEN without a restart under way the error is a real one and is raised
         with pytest.raises(SystemError):
             call._fault(ctx, peer_lost)
+
+
+def test_a_progress_time_never_written_is_no_basis_for_a_timeout() -> None:
+    # GIVEN a rank's progress in its RUNNING phase whose automatic time reads 0 (never
+    # written: a fresh-clone run saw "no progress for 37871.2s", the host's uptime)
+    from doctor.restart import monitor_process
+
+    progress = SharedProgress()
+    progress.enter(0, Phase.RUNNING)
+    progress._write(0, 0.0)
+    monitor = object.__new__(monitor_process._Monitor)
+    monitor.opt = RestartOptions(soft_timeout=1, hard_timeout=2)
+    monitor.progress = progress
+    monitor.soft_fired = -1
+    monitor.target = os.getpid()
+    said: list[str] = []
+    monitor._say = said.append  # type: ignore[method-assign]
+    # WHEN the monitor checks its timeouts THEN it neither warns nor terminates the rank
+    assert monitor._check_timeouts(time.monotonic()) is False and said == []
+    # AND once the rank's time is real and old, the hard timeout still fires
+    progress._write(0, time.monotonic() - 3)
+    monitor._record_death = lambda *a: None  # type: ignore[method-assign]
+    monitor._terminate = lambda: None  # type: ignore[method-assign]
+    monitor._soft_timeout = lambda *a: None  # type: ignore[method-assign]
+    assert monitor._check_timeouts(time.monotonic()) is True
+    assert said and said[-1].startswith("hard timeout")
