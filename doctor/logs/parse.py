@@ -204,8 +204,12 @@ class _JsonDoc:
             return None
 
 
-def _opens_block(line: Line) -> bool:
-    return any(kind.start(line) for kind in BLOCKS)  # type: ignore[attr-defined]
+def _block_for(line: Line) -> type | None:
+    """The kind of block ``line`` opens, if it opens one."""
+    for kind in BLOCKS:  # a loop, not a generator: this runs for every line that passes the gate
+        if kind.start(line):  # type: ignore[attr-defined]
+            return kind
+    return None
 
 
 class Parser:
@@ -265,7 +269,7 @@ class Parser:
         held, taken = self._wrapped or (None, 0)
         self._wrapped = None
         if held is not None:
-            if (line.stream and line.stream != held.stream) or _opens_block(line):
+            if (line.stream and line.stream != held.stream) or _block_for(line):
                 self._read(held)
             else:
                 line, taken = replace(held, text=_continued(held.text, line.text)), taken + 1
@@ -276,13 +280,11 @@ class Parser:
 
     def _read(self, line: Line) -> None:
         """A line no open block or document takes: a block's first line, or a line."""
-        for kind in BLOCKS:
-            if kind.start(line):  # type: ignore[attr-defined]
-                if len(self._blocks) >= self.bounds.streams:
-                    self.result.cut["streams"] += 1
-                    break
+        if (kind := _block_for(line)) is not None:
+            if len(self._blocks) < self.bounds.streams:
                 self._blocks[line.stream] = kind(line)
                 return
+            self.result.cut["streams"] += 1
         found = list(self._c10d.feed(line))  # a list of our own: the parser's is its state
         for parse in LINE_PARSERS:
             found += parse(line)
