@@ -515,7 +515,8 @@ def straggler(view: LogView) -> list[Candidate]:
 def _silent_logs(files: int, view: LogView) -> Candidate:
     """Nothing that tells. What comes closest is said, with the lines that would tell: a
     traceback that lost its exception line, or the watchdog's abort without its timeout."""
-    cut, aborts = view.of_kind(kinds.TRACEBACK_CUT), view.of_kind(kinds.NCCL_ABORT)
+    cut = sorted(view.of_kind(kinds.TRACEBACK_CUT), key=lambda e: not e.op)  # set-up first
+    aborts = view.of_kind(kinds.NCCL_ABORT)
     told = ["watchdog timeout", "NCCL warning", *([] if cut else ["traceback"])]
     told += ["launcher exit report", "RAS report or Xid"]
     summary = (
@@ -527,9 +528,7 @@ def _silent_logs(files: int, view: LogView) -> Candidate:
     if cut:
         ranks = ranks_of(cut)
         who = rank_prose(ranks) if ranks else "a rank"
-        summary += (
-            f"; {who}'s {(set_up or cut)[0].text}: the exception that line names is what would tell"
-        )
+        summary += f"; {who}'s {cut[0].text}: the exception that line names is what would tell"
         asked = ("the traceback's last lines, to its exception",)
     if set_up:
         summary += (
@@ -551,7 +550,7 @@ def _silent_logs(files: int, view: LogView) -> Candidate:
         Confidence.LOW,
         summary,
         1,
-        evidence=lines_of((set_up + cut + aborts)[:2]),
+        evidence=lines_of((cut + aborts)[:2]),
         missing_evidence=(
             *asked,
             "the job's stderr with TORCH_NCCL_DESYNC_DEBUG=1 and NCCL_DEBUG=WARN",
