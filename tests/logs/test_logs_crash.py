@@ -81,12 +81,12 @@ def test_a_bus_error_in_ncclshmopen_is_dev_shm_not_a_lost_rank() -> None:
     assert verdict.hang_class is HangClass.BOOTSTRAP
 
 
+HOROVOD_STALL = "[0]<stderr>:[2020-12-29 16:50:57.724380: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds."
+"""Horovod's stall inspector's warning, behind horovodrun's output tag."""
+
+
 def test_horovods_stall_inspector_is_a_mismatch() -> None:
-    verdict = _verdict(
-        [
-            "[0]<stderr>:[2020-12-29 16:50:57.724380: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds."
-        ]
-    )
+    verdict = _verdict([HOROVOD_STALL])
     assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
     assert "Horovod's stall inspector" in verdict.summary
 
@@ -96,7 +96,7 @@ def test_horovods_missing_ranks_are_the_culprits() -> None:
     # (the rank that printed it, then each missing rank and its tensors; "!" past shutdown)
     verdict = _verdict(
         [
-            "[0]<stderr>:[2020-12-29 16:50:57.724380: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 seconds.",
+            HOROVOD_STALL,
             "[0]<stderr>:Missing ranks:",
             "[0]<stderr>:3: [allreduce.c_d1.bias, allreduce.c_d1.weight]",
             "[0]<stderr>:5!: [allreduce.c_d1.bias]",
