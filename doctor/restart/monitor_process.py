@@ -151,9 +151,8 @@ class _Monitor:
     def _check_timeouts(self, now: float) -> bool:
         """Record a soft timeout, enforce a hard one; True once the rank was terminated."""
         auto, manual, _, iteration, phase = self.progress.read()
-        if phase in (Phase.STARTING, Phase.EXITING) or auto <= 0.0:
-            return False  # a monotonic time of 0 was never written: no basis to judge on (a
-            # fresh-clone run once saw one here and killed a rank for "no progress" since boot)
+        if phase in (Phase.STARTING, Phase.EXITING):
+            return False
         stale = now - min(auto, manual) if manual else now - auto
         soft = phase == Phase.RUNNING and stale > self.opt.soft_timeout
         if soft and self.soft_fired != iteration:

@@ -22,15 +22,26 @@ import os
 import struct
 import threading
 import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from doctor.trust.safeio import private_dir
 
-# auto, manual (0 = unarmed), step_time, iteration, phase, then for the watcher:
-# pings this iteration, atomic() sections open
+# A record is an 8-byte header, whose first byte counts writes (odd while one is under
+# way: a sequence lock), then: auto, manual (0 = unarmed), step_time, iteration, phase, and
+# for the watcher: pings this iteration, atomic() sections open. The monitor and the
+# watcher read from other processes at any moment; ``struct.pack_into`` zero-fills a field
+# before it writes it, and a monitor that read that zero once judged a rank to have made
+# no progress since the host booted.
 _FORMAT = "dddqqqq"
 _LAYOUT = struct.Struct("<" + _FORMAT)
+_HEADER = 8
+_SIZE = _HEADER + _LAYOUT.size
+_OFFSETS = tuple(_HEADER + struct.calcsize("<" + _FORMAT[:i]) for i in range(len(_FORMAT)))
+_READ_TRIES = 1000
 _PENDING_CALL = ctypes.CFUNCTYPE(ctypes.c_int, ctypes.c_void_p)
 
 
@@ -67,62 +78,92 @@ class SharedProgress:
 
     def __init__(self, path: Path | None = None) -> None:
         if path is None:
-            self.buffer = mmap.mmap(-1, _LAYOUT.size)
+            self.buffer = mmap.mmap(-1, _SIZE)
         else:
             private_dir(path.parent)
             path.unlink(missing_ok=True)  # a stale file of an earlier run; never follow a link
             flags = os.O_RDWR | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC
             fd = os.open(path, flags, 0o600)
             try:
-                os.ftruncate(fd, _LAYOUT.size)
-                self.buffer = mmap.mmap(fd, _LAYOUT.size)
+                os.ftruncate(fd, _SIZE)
+                self.buffer = mmap.mmap(fd, _SIZE)
             finally:
                 os.close(fd)
-        now = time.monotonic()
-        _LAYOUT.pack_into(self.buffer, 0, now, 0.0, 0.0, 0, Phase.STARTING, 0, 0)
+        # reentrant: the heartbeat runs between bytecodes, also inside a write of its thread
+        self._lock = threading.RLock()
+        self._depth = 0
+        self._writer: int | None = None  # the thread in a write
+        self._set(0, time.monotonic(), 4, Phase.STARTING)
 
     def read(self) -> tuple[float, float, float, int, Phase]:
-        auto, manual, step, iteration, phase, _, _ = _LAYOUT.unpack_from(self.buffer, 0)
+        auto, manual, step, iteration, phase, _, _ = self._fields()
         return auto, manual, step, iteration, Phase(phase)
 
-    def _write(self, index: int, value: float | int) -> None:
-        offset = sum(struct.calcsize(c) for c in _FORMAT[:index])
-        struct.pack_into("<" + _FORMAT[index], self.buffer, offset, value)
+    def _fields(self) -> tuple[Any, ...]:
+        if self._writer == threading.get_ident():  # in a write of this thread: nothing moves
+            return _LAYOUT.unpack_from(self.buffer, _HEADER)
+        return _settled(lambda offset, length: self.buffer[offset : offset + length])
 
-    def _read_field(self, index: int) -> int:
-        offset = sum(struct.calcsize(c) for c in _FORMAT[:index])
-        value: int = struct.unpack_from("<" + _FORMAT[index], self.buffer, offset)[0]
-        return value
+    @contextmanager
+    def _writing(self) -> Iterator[None]:
+        """One write, seen whole or not at all by readers: the count is odd meanwhile."""
+        with self._lock:
+            self._depth += 1
+            if self._depth == 1:
+                self._writer = threading.get_ident()
+                self.buffer[0] = (self.buffer[0] + 1) % 256
+            try:
+                yield
+            finally:
+                self._depth -= 1
+                if self._depth == 0:
+                    self.buffer[0] = (self.buffer[0] + 1) % 256
+                    self._writer = None
+
+    def _set(self, *changes: float | int) -> None:
+        """Fields by index and value, pairwise, written as one; each field in one store."""
+        with self._writing():
+            for index, value in zip(changes[::2], changes[1::2], strict=True):
+                offset = _OFFSETS[int(index)]
+                self.buffer[offset : offset + 8] = struct.pack("<" + _FORMAT[int(index)], value)
 
     def open_atomic(self, change: int) -> None:
         """``atomic()`` entered (+1) or left (-1)."""
-        self._write(6, max(0, self._read_field(6) + change))
+        with self._writing():
+            self._set(6, max(0, self._fields()[6] + change))
 
     def beat(self) -> None:
-        self._write(0, time.monotonic())
+        self._set(0, time.monotonic())
 
     def ping(self) -> None:
-        now = time.monotonic()
-        _, manual, step, _, _ = self.read()
-        if manual:
-            delta = now - manual
-            self._write(2, delta if not step else 0.8 * step + 0.2 * delta)
-        self._write(1, now)
-        self._write(5, self._read_field(5) + 1)  # after the time: a reader never sees a new
-        # count with an old time
+        with self._writing():
+            now = time.monotonic()
+            _, manual, step, _, _, pings, _ = self._fields()
+            if manual:
+                delta = now - manual
+                self._set(2, delta if not step else 0.8 * step + 0.2 * delta)
+            self._set(1, now, 5, pings + 1)
 
     def enter(self, iteration: int, phase: Phase) -> None:
         """A new phase: the automatic clock restarts and the manual one is disarmed."""
-        self._write(3, iteration)
-        self._write(1, 0.0)
-        self._write(5, 0)
-        self.beat()
-        self._write(4, int(phase))
+        self._set(3, iteration, 1, 0.0, 5, 0, 0, time.monotonic(), 4, int(phase))
 
 
 def progress_path(directory: Path, initial_rank: int) -> Path:
     """Where a rank's progress numbers live in its job directory."""
     return directory / "progress" / f"rank-{initial_rank}"
+
+
+def _settled(read: Callable[[int, int], bytes]) -> tuple[Any, ...]:
+    """The fields as a writer left them, read between two equal, even write counts; a
+    writer stopped in the middle of one (SIGSTOP) still yields its fields, each whole."""
+    fields = b""
+    for _ in range(_READ_TRIES):
+        before = read(0, 1)
+        fields = read(_HEADER, _LAYOUT.size)
+        if before == read(0, 1) and before and before[0] % 2 == 0:
+            break
+    return _LAYOUT.unpack(fields)
 
 
 def read_progress_file(path: Path) -> ProgressRecord | None:
@@ -132,12 +173,14 @@ def read_progress_file(path: Path) -> ProgressRecord | None:
     except OSError:
         return None
     try:
-        data = os.read(fd, _LAYOUT.size)
+        if os.fstat(fd).st_size < _SIZE:
+            return None
+        fields = _settled(lambda offset, length: os.pread(fd, length, offset))
+    except (OSError, struct.error):
+        return None
     finally:
         os.close(fd)
-    if len(data) < _LAYOUT.size:
-        return None
-    auto, manual, step, iteration, phase, pings, atomic = _LAYOUT.unpack(data)
+    auto, manual, step, iteration, phase, pings, atomic = fields
     try:
         return ProgressRecord(auto, manual, step, iteration, Phase(phase), pings, atomic)
     except ValueError:

@@ -7,7 +7,9 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Callable
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -26,7 +28,7 @@ from doctor.restart.options import RestartOptions
 from doctor.restart.session import Session, await_listener, connect_store
 from doctor.restart.spare import SpareConnection
 from doctor.restart.timeouts import judge
-from doctor.restart.watchdog import Phase, SharedProgress
+from doctor.restart.watchdog import Phase, SharedProgress, read_progress_file
 from doctor.trust.subproc import free_port
 
 
@@ -263,27 +265,38 @@ def test_a_wake_landing_in_a_store_call_is_the_restart_not_a_crash(restarting: b
             call._fault(ctx, peer_lost)
 
 
-def test_a_progress_time_never_written_is_no_basis_for_a_timeout() -> None:
-    # GIVEN a rank's progress in its RUNNING phase whose automatic time reads 0 (never
-    # written: a fresh-clone run saw "no progress for 37871.2s", the host's uptime)
-    from doctor.restart import monitor_process
+def _torn_reads(progress: SharedProgress, read: Callable[[], tuple[float, float]]) -> int:
+    """Reads, while another process rewrites the record as fast as it can, that show a
+    time no writer wrote: 0 or anything else before the host booted a second ago."""
+    writer = os.fork()
+    if writer == 0:
+        end = time.monotonic() + 1.5
+        while time.monotonic() < end:
+            progress.enter(1, Phase.RUNNING)
+            progress.ping()
+            progress.beat()
+        os._exit(0)
+    torn = 0
+    while os.waitpid(writer, os.WNOHANG) == (0, 0):
+        auto, manual = read()
+        torn += auto < 1.0 or 0.0 < manual < 1.0
+    return torn
 
-    progress = SharedProgress()
+
+def test_the_monitor_and_the_watcher_never_read_a_time_half_written(tmp_path: Path) -> None:
+    # GIVEN a rank's progress record, rewritten by the rank while other processes read it
+    # (a fresh-clone run once read a zero there mid-write, and the monitor killed a healthy
+    # rank for "no progress for 37871.2s": the host's uptime)
+    path = tmp_path / "progress" / "rank-0"
+    progress = SharedProgress(path)
     progress.enter(0, Phase.RUNNING)
-    progress._write(0, 0.0)
-    monitor = object.__new__(monitor_process._Monitor)
-    monitor.opt = RestartOptions(soft_timeout=1, hard_timeout=2)
-    monitor.progress = progress
-    monitor.soft_fired = -1
-    monitor.target = os.getpid()
-    said: list[str] = []
-    monitor._say = said.append  # type: ignore[method-assign]
-    # WHEN the monitor checks its timeouts THEN it neither warns nor terminates the rank
-    assert monitor._check_timeouts(time.monotonic()) is False and said == []
-    # AND once the rank's time is real and old, the hard timeout still fires
-    progress._write(0, time.monotonic() - 3)
-    monitor._record_death = lambda *a: None  # type: ignore[method-assign]
-    monitor._terminate = lambda: None  # type: ignore[method-assign]
-    monitor._soft_timeout = lambda *a: None  # type: ignore[method-assign]
-    assert monitor._check_timeouts(time.monotonic()) is True
-    assert said and said[-1].startswith("hard timeout")
+
+    def from_file() -> tuple[float, float]:
+        record = read_progress_file(path)
+        assert record is not None
+        return record.auto, record.manual
+
+    # WHEN the monitor (the mapping) and the watcher (the file) read it meanwhile
+    # THEN neither ever sees a time the rank did not write
+    assert _torn_reads(progress, lambda: progress.read()[:2]) == 0
+    assert _torn_reads(progress, from_file) == 0
