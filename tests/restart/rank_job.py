@@ -26,6 +26,8 @@ STOP_FILE = os.environ.get("STOP_FILE")
 KIND, FAULT_RANK, FAULT_STEP = (os.environ.get("FAULT", "none:-1:-1").split(":") + ["", ""])[:3]
 INITIAL = int(os.environ["RANK"])
 OUT = Path(os.environ["OUT_DIR"])
+BACKEND = os.environ.get("BACKEND", "gloo")
+"""``nccl`` on a GPU host (tests/gpu_capture/restart.sh): each rank on ``cuda:LOCAL_RANK``."""
 
 
 def expected(world_size: int, steps: int) -> float:
@@ -84,14 +86,18 @@ def go_on(step: int) -> bool:
 
 def train(call_wrapper: CallWrapper) -> dict[str, object]:
     call = call_wrapper
+    device = torch.device("cpu")
+    if BACKEND == "nccl":
+        device = torch.device("cuda", int(os.environ["LOCAL_RANK"]))
+        torch.cuda.set_device(device)
     dist.init_process_group(
-        "gloo",
+        BACKEND,
         store=call.store,
         rank=call.rank,
         world_size=call.world_size,
         timeout=timedelta(seconds=float(os.environ.get("PG_TIMEOUT", "60"))),
     )
-    value = torch.zeros(1, dtype=torch.float64)
+    value = torch.zeros(1, dtype=torch.float64, device=device)
     step = 0
     while go_on(step):
         call.ping()
