@@ -113,6 +113,7 @@ def test_values_of_an_earlier_run_are_refused_and_deletes_are_alarms(
         wait_running(job_dir, 0, timeout=START)
         request_restart(job_dir, "replay", "owner's own", 30)
         prefix1 = _prefix(job_dir)
+        iterations = {r: s["iteration"] for r, s in read_states(job_dir).items()}
         recorded = {
             name: spy.ask(get=prefix1 + name)
             for name in ["it0/faults", *(f"it0/wake/{r}" for r in range(WORLD))]
@@ -138,6 +139,8 @@ def test_values_of_an_earlier_run_are_refused_and_deletes_are_alarms(
         deletes,
         spy.error,
         round(took1, 1),
+        iterations,
+        (job_dir / "events.jsonl").read_text()[-1500:],
         {rank: text[-600:] for rank, text in finished1.stderr.items()},
     )
     for rank in range(WORLD):
