@@ -46,3 +46,23 @@ def test_the_wrapper_recovers_a_real_nccl_rank_in_process(
     # AND the real communicator's abort is most of the time to re-entry (gloo: ~1 ms of 10)
     phases = event["phases"]
     assert 0.5 < phases["abort"] / phases["reentry"] <= 1.0 and phases["reentry"] < 5
+
+
+def test_aborting_a_rank_s_nccl_groups_in_parallel_takes_one_abort_not_one_per_group() -> None:
+    # GIVEN the abort times recorded on the H200 (abort_time.jsonl): 3 runs per count
+    runs = [json.loads(line) for line in (RECORDED / "abort_time.jsonl").read_text().splitlines()]
+    took: dict[tuple[str, int], list[float]] = {}
+    for run in runs:
+        took.setdefault((run["mode"], run["groups"]), []).append(run["abort_s"])
+    # THEN one after another grows by about 0.5 s a group; in parallel it stays one abort
+    assert max(took["serial", 1]) < 1.5 and min(took["serial", 8]) > 4.0
+    assert all(max(took["parallel", k]) < 1.5 for k in (1, 4, 8))
+    # AND the wrapper's restart of a rank in 8 groups: re-entry under 1.5 s now, 4 s before
+    reentry = {}
+    for line in (RECORDED / "groups.txt").read_text().splitlines():
+        code, fault = line.split()[:2]
+        phases = json.loads(line[line.index("{") : line.index("}") + 1])
+        reentry[code, fault.split(":")[0]] = phases["reentry"]
+    assert all(
+        reentry["new", f] < 1.5 < 4.0 < reentry["old", f] for f in ("raise", "hang_gil_released")
+    )

@@ -27,7 +27,11 @@ KIND, FAULT_RANK, FAULT_STEP = (os.environ.get("FAULT", "none:-1:-1").split(":")
 INITIAL = int(os.environ["RANK"])
 OUT = Path(os.environ["OUT_DIR"])
 BACKEND = os.environ.get("BACKEND", "gloo")
-"""``nccl`` on a GPU host (tests/gpu_capture/restart.sh): each rank on ``cuda:LOCAL_RANK``."""
+GROUPS = int(os.environ.get("PG_GROUPS", "1"))
+"""``nccl`` on a GPU host (tests/gpu_capture/restart.sh): each rank on ``cuda:LOCAL_RANK``;
+``PG_GROUPS=K`` puts every rank in K-1 more process groups, each with its communicator made;
+``EAGER=1`` binds the world group to the device (its communicators made at once, and the
+new groups' split from it)."""
 
 
 def expected(world_size: int, steps: int) -> float:
@@ -96,8 +100,12 @@ def train(call_wrapper: CallWrapper) -> dict[str, object]:
         rank=call.rank,
         world_size=call.world_size,
         timeout=timedelta(seconds=float(os.environ.get("PG_TIMEOUT", "60"))),
+        device_id=device if BACKEND == "nccl" and os.environ.get("EAGER") else None,
     )
     value = torch.zeros(1, dtype=torch.float64, device=device)
+    groups = [dist.new_group(list(range(call.world_size))) for _ in range(GROUPS - 1)]
+    for group in groups:  # held, as a Megatron rank holds one group per parallelism
+        dist.all_reduce(torch.zeros_like(value), group=group)
     step = 0
     while go_on(step):
         call.ping()

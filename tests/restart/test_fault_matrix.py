@@ -63,6 +63,15 @@ def test_in_process_restart_keeps_every_rank(tmp_path: Path, fault: str) -> None
         assert "inject" in event["stack"], "a soft timeout carries the stuck rank's stack"
 
 
+def test_ranks_in_several_process_groups_restart_in_process(tmp_path: Path) -> None:
+    # GIVEN a 4-rank job whose ranks are in three process groups each (aborted in parallel)
+    # WHEN rank 2 sleeps in C while the others wait in a collective
+    run = run_job(tmp_path, "hang_gil_released:2:3", env={"PG_GROUPS": "3"})
+    # THEN every group is released and all four ranks finish after one restart
+    assert_finished(run, [0, 1, 2, 3], WORLD, iteration=1)
+    assert only_event(run)["cause"] == "soft_timeout"
+
+
 @pytest.mark.parametrize(
     ("fault", "code"),
     [("exit:2:3", 3), ("sigkill:2:3", -9), ("sigterm:2:3", -15), ("hang_gil_held:2:3", -15)],
