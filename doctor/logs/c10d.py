@@ -22,7 +22,10 @@ What each message proves:
   was not called before program exit``: the program was ending; together, a hang in the
   job's teardown.
 * Compilation in progress: torch.compile's dynamo and inductor, JIT extension builds
-  (``Building extension module``, Megatron's ``compiling and loading fused kernels``).
+  (``Building extension module``, Megatron's ``compiling and loading fused kernels``), a
+  build's end (``Loading extension module``) and its lock: torch's ``Waited on lock
+  file``, and the ``Lock file exists in build directory`` warning NVIDIA's research code
+  prints before it builds.
 * A wait on the store that ran past its timeout (TCPStore's ``waitForInput: socket ...
   timed out after Nms``): the rank waited for another that never set the key or reached
   the barrier, a wait like the watchdog's, read against the job's progress bars.
@@ -91,6 +94,7 @@ _UNIQUE_ID = re.compile(r"retrieving ncclUniqueId from \[(\d{1,9})\]")
 _DDP_STATS = re.compile(r"\[Rank (\d{1,18}) / (\d{1,18})\] Training \S+ unused_parameter_size")
 _COMPILING = re.compile(
     r"compiling and loading fused kernels|Emitting ninja build file|Building extension module|"
+    r"Lock file exists in build directory|Waited on lock file|Loading extension module|"
     r"torchdynamo start tracing|calling compiler function|AUTOTUNE \w+\(|"
     r"Compiling (?:FX graph|kernels?)|torch\._inductor\.compile_fx"
 )

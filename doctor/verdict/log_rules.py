@@ -49,6 +49,9 @@ log_catalogue           35/20     a failure message NCCL or torchelastic prints 
                                   place that raises it (20: set-up, once collectives ran)
 log_compile             74        a collective timed out while a rank said it was compiling
                                   (torch.compile, a JIT kernel build)
+log_build               35        a JIT extension build (or its stale lock file) and nothing
+                                  that failed: the job stopped in the build
+                                  (compile_warmup; medium when a lock file is named)
 log_straggler           60        NCCL's diagnostics measured one rank's link far off, or
                                   the job's straggler detector named ranks
 log_laggard             50/45     a desync report, a monitored barrier, RAS counts or the
@@ -458,9 +461,17 @@ def lone_dump(view: LogView) -> list[Candidate]:
     ]
 
 
+_JIT_BUILD = re.compile(
+    r"Building extension module|Emitting ninja build file|compiling and loading fused kernels|"
+    r"[Ll]ock file"
+)
+_LOADED = "Loading extension module"
+"""What torch prints once a build is done: the job went past it."""
+
+
 def compiling(view: LogView) -> list[Candidate]:
     """A collective timed out while a rank said it was compiling, and nothing failed harder."""
-    found = view.of_kind(kinds.COMPILING)
+    found = [e for e in view.of_kind(kinds.COMPILING) if _LOADED not in e.text]
     timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
     if not found or not timeouts:
         return []
@@ -481,6 +492,34 @@ def compiling(view: LogView) -> list[Candidate]:
             74,
             evidence=lines_of(found[-2:] + timeouts[:2]),
             rule="log_compile",
+        )
+    ]
+
+
+def build_unfinished(view: LogView) -> list[Candidate]:
+    """The logs say a JIT extension build ran and nothing that failed: the job stopped
+    there. torch builds under a ``lock`` file in the build directory and every other
+    process waits while it exists, so one left by an interrupted build waits forever."""
+    builds = [e for e in view.of_kind(kinds.COMPILING) if _JIT_BUILD.search(e.text)]
+    finished = _LOADED in next((e.text for e in reversed(view.of_kind(kinds.COMPILING))), "")
+    if not builds or finished or view.of_kind(*(log_waits.FAULTS - {kinds.COMPILING})):
+        return []
+    lock = next((e for e in builds if "ock file" in e.text), None)
+    summary = (
+        f"the logs stop at a JIT extension build ({quote(lock or builds[-1])}) and nothing "
+        "failed: a build that does not finish, or waits on the 'lock' file an interrupted "
+        "build left in its build directory (every later build waits while it exists); "
+        "delete that lock file, or build the extensions before launch"
+    )
+    return [
+        Candidate(
+            HangClass.COMPILE_WARMUP,
+            (),
+            Confidence.MEDIUM if lock else Confidence.LOW,
+            summary,
+            35,
+            evidence=lines_of(builds[-2:]),
+            rule="log_build",
         )
     ]
 
@@ -597,6 +636,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     main_first,
     lone_dump,
     compiling,
+    build_unfinished,
     straggler,
     log_waits.ras_frozen,
     log_waits.laggards,

@@ -49,14 +49,19 @@ FAULTS = frozenset(kinds.ALL) - {
 }
 
 
-def _positions(view: LogView) -> dict[str, dict[int, int]]:
-    """Per process group, each rank's furthest collective: issued (enqueued) or waited in."""
+def _furthest(view: LogView, *of: str) -> dict[str, dict[int, int]]:
+    """Per process group, each rank's furthest collective in the events ``of`` those kinds."""
     where: dict[str, dict[int, int]] = defaultdict(dict)
-    for e in view.of_kind(kinds.WORK_PROGRESS, kinds.WATCHDOG_TIMEOUT):
+    for e in view.of_kind(*of):
         if e.rank is not None and e.seq is not None:
             group = where[e.process_group or "0"]
             group[e.rank] = max(group.get(e.rank, 0), e.seq)
     return where
+
+
+def _positions(view: LogView) -> dict[str, dict[int, int]]:
+    """Per process group, each rank's furthest collective: issued (enqueued) or waited in."""
+    return _furthest(view, kinds.WORK_PROGRESS, kinds.WATCHDOG_TIMEOUT)
 
 
 def laggards(view: LogView) -> list[Candidate]:
@@ -67,12 +72,19 @@ def laggards(view: LogView) -> list[Candidate]:
     deduced: dict[int, str] = {}
     ref = None
     positions = _positions(view)
+    issued = _furthest(view, kinds.WORK_PROGRESS)
+    waited = _furthest(view, kinds.WATCHDOG_TIMEOUT)
     for group, at in positions.items():
         if len(at) >= 2 and len(set(at.values())) > 1:
             front = max(at.values())
+            waits = waited.get(group, {})
             for rank, seq in at.items():
-                if seq < front:
-                    behind = f"rank {rank} reached collective {seq}, others {front}"
+                # a rank known only by the collective it waits in may have issued more:
+                # only another rank waiting in a later one puts it behind
+                later = max((w for r, w in waits.items() if r != rank), default=0)
+                bound = front if rank in issued.get(group, {}) else later
+                if seq < bound:
+                    behind = f"rank {rank} reached collective {seq}, others {bound}"
                     deduced.setdefault(rank, behind)
             ref = CollectiveRef(group, front, _op_at(view, front) or "unknown")
     last = _last_fingerprints(view)

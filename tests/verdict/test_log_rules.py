@@ -358,3 +358,46 @@ def test_a_rank_behind_in_a_collective_nobody_finished_is_not_called_a_mismatch(
     # THEN rank 3 is named as behind, and the class is not a mismatch
     assert verdict.culprit_ranks == (3,)
     assert verdict.hang_class is not HangClass.COLLECTIVE_MISMATCH
+
+
+def test_a_rank_known_only_by_its_wait_is_not_behind_a_peer_s_enqueued_count() -> None:
+    # GIVEN ranks 1-3 of 4 waiting in collective 42, only rank 2 saying it enqueued up to 45
+    # (collectives return once queued: its peers may well have queued as far)
+    lines = [WATCHDOG.format(r=r, seq=42, op="_ALLGATHER_BASE") for r in (1, 2, 3)]
+    lines += [PROGRESS.format(r=2, seq=42, enq=45, done=41)]
+    verdict = judge(lines)
+    # THEN ranks 1 and 3 are not named as behind: the rank that logged nothing is
+    assert verdict.culprit_ranks == (0,)
+    assert "reached collective" not in verdict.summary
+    # AND a rank that says it issued less than a collective its peer waits in is behind
+    lines = [WATCHDOG.format(r=r, seq=42, op="ALLREDUCE") for r in range(3)]
+    lines += [PROGRESS.format(r=3, seq=41, enq=41, done=41)]
+    assert judge(lines).culprit_ranks == (3,)
+
+
+BUILD = [
+    "> compiling and loading fused kernels ...",
+    "Emitting ninja build file /opt/megatron/fused_kernels/build/build.ninja...",
+    "Building extension module scaled_masked_softmax_cuda...",
+]
+
+
+def test_logs_that_stop_in_a_jit_build_with_nothing_failed_are_compile_warmup() -> None:
+    # GIVEN a log whose last word is a JIT extension build, and nothing failed
+    verdict = judge(["Loading checkpoint shards: 100%|##########| 2/2", *BUILD])
+    # THEN the job stopped in the build: low, with the stale lock named as a cause
+    assert (verdict.hang_class, verdict.confidence) == (HangClass.COMPILE_WARMUP, Confidence.LOW)
+    assert "lock" in verdict.summary
+    # AND a lock file left by an interrupted build, named by the job, makes it medium
+    lock = "Warning: Lock file exists in build directory: '/root/.cache/torch_extensions/x/lock'"
+    verdict = judge([lock, "Using /root/.cache/torch_extensions as PyTorch extensions root..."])
+    assert (verdict.hang_class, verdict.confidence) == (HangClass.COMPILE_WARMUP, Confidence.MEDIUM)
+
+
+def test_a_build_that_finished_or_a_failure_after_it_is_not_the_hang() -> None:
+    # GIVEN the build done (torch loaded the module), or a rank's exception after it
+    done = judge([*BUILD, "Loading extension module scaled_masked_softmax_cuda..."])
+    failed = judge([*BUILD, "RuntimeError: CUDA error: an illegal memory access was encountered"])
+    # THEN the build is not blamed
+    assert done.hang_class is not HangClass.COMPILE_WARMUP
+    assert failed.hang_class is not HangClass.COMPILE_WARMUP
