@@ -25,7 +25,8 @@ What each message proves:
   (``Building extension module``, Megatron's ``compiling and loading fused kernels``), a
   build's end (``Loading extension module``) and its lock: torch's ``Waited on lock
   file``, and the ``Lock file exists in build directory`` warning NVIDIA's research code
-  prints before it builds.
+  prints before it builds; that code's own build line (``Setting up PyTorch plugin "X"...``,
+  ``Done.`` or ``Failed!`` after it once the build ends) while the build runs.
 * A wait on the store that ran past its timeout (TCPStore's ``waitForInput: socket ...
   timed out after Nms``): the rank waited for another that never set the key or reached
   the barrier, a wait like the watchdog's, read against the job's progress bars.
@@ -95,6 +96,7 @@ _DDP_STATS = re.compile(r"\[Rank (\d{1,18}) / (\d{1,18})\] Training \S+ unused_p
 _COMPILING = re.compile(
     r"compiling and loading fused kernels|Emitting ninja build file|Building extension module|"
     r"Lock file exists in build directory|Waited on lock file|Loading extension module|"
+    r"Setting up PyTorch plugin \"[^\"]{1,100}\"\.\.\.\s*$|"
     r"torchdynamo start tracing|calling compiler function|AUTOTUNE \w+\(|"
     r"Compiling (?:FX graph|kernels?)|torch\._inductor\.compile_fx"
 )
@@ -107,6 +109,15 @@ _UNSUPPORTED = re.compile(
     r"does not support (\w+)|\b(\w{1,64}) is not supported (?:by|in|for) |"
     r"no support for (\w{1,64}) in \w{1,32} process group"
 )
+_REJECTED = (
+    (re.compile(r"Tensors must be CUDA and dense"), "a CPU or sparse tensor"),
+    (re.compile(r"Tensors must be contiguous"), "a non-contiguous tensor"),
+    (re.compile(r"Unsupported data type for NCCL process group"), "the tensor's data type"),
+    (re.compile(r"No backend type associated with device type (\w{1,32})"), "a {} tensor"),
+)
+"""torch's own refusals of a collective's tensor, op named by what was refused: ProcessGroupNCCL's
+tensor checks and data-type table, and a process group with no backend for the tensor's device
+(an NCCL group given a CPU tensor)."""
 _STORE_CONNECT = re.compile(
     r"client socket has (?:timed out after \d+ ?m?s while trying to connect|failed to connect) "
     r"to \(?\[?([\w.:-]+?)\]?[,:] ?(\d{1,18})\)?"
@@ -215,6 +226,10 @@ class C10dParser:
                 self._event(kinds.DESYNC, rank=rank)
         if m := _UNSUPPORTED.search(text):
             self._event(kinds.UNSUPPORTED_OP, op=m.group(1) or m.group(2) or m.group(3))
+        for pattern, refused in _REJECTED:
+            if m := pattern.search(text):
+                self._event(kinds.UNSUPPORTED_OP, op=refused.format(*m.groups()))
+                break
         self._store(text)
         return self._out
 

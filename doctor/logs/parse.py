@@ -139,7 +139,7 @@ holds; with ``_LOWER`` below, the gate ``tests/logs`` checks is lossless on the 
 _LOWER = (
     "socket|nccl|srun:|slurmstepd|main_process_first|lagging|started |support|return code|"
     "oom-kill|exited on signal|exitcode|missing ranks|ignal|core dumped|subset of ranks|"
-    "ncclShm|compiling|ninja|torchdynamo|extension module|ock file|"
+    "ncclShm|compiling|ninja|torchdynamo|extension module|ock file|PyTorch plugin|"
     "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed.|"
     "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address|"
     "fabricmanager"

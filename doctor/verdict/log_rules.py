@@ -463,7 +463,7 @@ def lone_dump(view: LogView) -> list[Candidate]:
 
 _JIT_BUILD = re.compile(
     r"Building extension module|Emitting ninja build file|compiling and loading fused kernels|"
-    r"[Ll]ock file"
+    r"[Ll]ock file|Setting up PyTorch plugin"
 )
 _LOADED = "Loading extension module"
 """What torch prints once a build is done: the job went past it."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -401,3 +402,30 @@ def test_a_build_that_finished_or_a_failure_after_it_is_not_the_hang() -> None:
     # THEN the build is not blamed
     assert done.hang_class is not HangClass.COMPILE_WARMUP
     assert failed.hang_class is not HangClass.COMPILE_WARMUP
+
+
+def test_nvidia_research_code_s_plugin_build_that_never_says_done_is_the_hang() -> None:
+    # GIVEN NVIDIA research code's plugin line: "Done." or "Failed!" follows once it ends
+    running = judge(['> Setting up PyTorch plugin "bias_act_plugin"... '])
+    done = judge(['Setting up PyTorch plugin "bias_act_plugin"... Done.'])
+    # THEN only the build still running is the hang
+    assert running.hang_class is HangClass.COMPILE_WARMUP
+    assert done.hang_class is not HangClass.COMPILE_WARMUP
+
+
+@pytest.mark.parametrize(
+    ("line", "refused"),
+    [
+        ("RuntimeError: Tensors must be CUDA and dense", "a CPU or sparse tensor"),
+        ("RuntimeError: No backend type associated with device type cpu", "a cpu tensor"),
+        ("RuntimeError: Unsupported data type for NCCL process group", "the tensor's data type"),
+    ],
+)
+def test_torch_s_refusal_of_a_collective_s_tensor_is_unsupported_op(
+    line: str, refused: str
+) -> None:
+    # GIVEN torch's own refusal of the tensor a collective was given (a CPU tensor on an
+    # NCCL group, a dtype NCCL lacks) WHEN judged THEN the backend rejected that tensor
+    verdict = judge([line])
+    assert verdict.hang_class is HangClass.UNSUPPORTED_OP
+    assert verdict.summary.startswith(f"the backend rejected {refused}")
