@@ -91,6 +91,7 @@ ranks were, in ``doctor.verdict.log_waits``.
 from __future__ import annotations
 
 import re
+import signal
 from collections import Counter
 from collections.abc import Callable
 
@@ -556,8 +557,9 @@ def _silent_logs(files: int, view: LogView) -> Candidate:
     traceback that lost its exception line, or the watchdog's abort without its timeout."""
     cut = sorted(view.of_kind(kinds.TRACEBACK_CUT), key=lambda e: not e.op)  # set-up first
     aborts = view.of_kind(kinds.NCCL_ABORT)
+    aborted = [e for e in view.of_kind(kinds.EXIT) if e.code == -signal.SIGABRT]
     told = ["watchdog timeout", "NCCL warning", *([] if cut else ["traceback"])]
-    told += ["launcher exit report", "RAS report or Xid"]
+    told += [*([] if aborted else ["launcher exit report"]), "RAS report or Xid"]
     summary = (
         f"the logs ({files} file{'s' if files > 1 else ''}) hold no line that tells: no "
         + ", ".join(told)
@@ -575,6 +577,15 @@ def _silent_logs(files: int, view: LogView) -> Candidate:
             "(DDP's first broadcast creates it): most often the set-up (interfaces, the GPUs "
             "each rank was given, the NCCL build), a guess from where the traceback stops"
         )
+    if aborted:
+        ranks = ranks_of(aborted)
+        summary += (
+            f"; the launcher says {rank_prose(ranks) if ranks else 'a rank'} ended on SIGABRT, "
+            "most often ProcessGroupNCCL's watchdog ending a rank once a collective timed out "
+            "or NCCL failed (a consequence, not the cause): that rank's own log before the "
+            "abort says which collective and why"
+        )
+        asked += ("the aborted rank's log before its abort",)
     if aborts:
         ranks = ranks_of(aborts)
         summary += (
@@ -589,7 +600,7 @@ def _silent_logs(files: int, view: LogView) -> Candidate:
         Confidence.LOW,
         summary,
         1,
-        evidence=lines_of((cut + aborts)[:2]),
+        evidence=lines_of((cut + aborts + aborted)[:2]),
         missing_evidence=(
             *asked,
             "the job's stderr with TORCH_NCCL_DESYNC_DEBUG=1 and NCCL_DEBUG=WARN",

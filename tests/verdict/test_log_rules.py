@@ -429,3 +429,25 @@ def test_torch_s_refusal_of_a_collective_s_tensor_is_unsupported_op(
     verdict = judge([line])
     assert verdict.hang_class is HangClass.UNSUPPORTED_OP
     assert verdict.summary.startswith(f"the backend rejected {refused}")
+
+
+def test_a_lone_sigabrt_is_named_as_the_watchdog_s_consequence_not_as_nothing() -> None:
+    # GIVEN torchrun's report of one rank ended by SIGABRT, and nothing else
+    verdict = judge(
+        [
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  time      : 2025-05-24_03:42:44",
+            "  host      : node-1",
+            "  rank      : 1 (local_rank: 1)",
+            "  exitcode  : -6 (pid: 1424)",
+            "  error_file: <N/A>",
+            "  traceback : Signal 6 (SIGABRT) received by PID 1424",
+        ]
+    )
+    # THEN it is not called a lost rank, and the summary says what the abort most often is
+    # and asks for that rank's lines before it, instead of "no launcher exit report"
+    assert verdict.hang_class is not HangClass.RANK_LOSS
+    assert "rank 1 ended on SIGABRT" in verdict.summary
+    assert "launcher exit report" not in verdict.summary
+    assert "the aborted rank's log before its abort" in verdict.missing_evidence
