@@ -109,15 +109,23 @@ _UNSUPPORTED = re.compile(
     r"does not support (\w+)|\b(\w{1,64}) is not supported (?:by|in|for) |"
     r"no support for (\w{1,64}) in \w{1,32} process group"
 )
-_REJECTED = (
-    (re.compile(r"Tensors must be CUDA and dense"), "a CPU or sparse tensor"),
-    (re.compile(r"Tensors must be contiguous"), "a non-contiguous tensor"),
-    (re.compile(r"Unsupported data type for NCCL process group"), "the tensor's data type"),
-    (re.compile(r"No backend type associated with device type (\w{1,32})"), "a {} tensor"),
+_REJECTED = re.compile(
+    r"Tensors must be (CUDA and dense|contiguous)|Unsupported data type for NCCL process group|"
+    r"No backend type associated with device type (\w{1,32})"
 )
-"""torch's own refusals of a collective's tensor, op named by what was refused: ProcessGroupNCCL's
-tensor checks and data-type table, and a process group with no backend for the tensor's device
-(an NCCL group given a CPU tensor)."""
+"""torch's own refusals of a collective's tensor: ProcessGroupNCCL's tensor checks and its
+data-type table, and a process group with no backend for the tensor's device (an NCCL group
+given a CPU tensor)."""
+_REFUSED = {"CUDA and dense": "a CPU or sparse tensor", "contiguous": "a non-contiguous tensor"}
+
+
+def _refused(m: re.Match[str]) -> str:
+    """What a refusal of ``_REJECTED`` says was refused."""
+    if m.group(1):
+        return _REFUSED[m.group(1)]
+    return f"a {m.group(2)} tensor" if m.group(2) else "the tensor's data type"
+
+
 _STORE_CONNECT = re.compile(
     r"client socket has (?:timed out after \d+ ?m?s while trying to connect|failed to connect) "
     r"to \(?\[?([\w.:-]+?)\]?[,:] ?(\d{1,18})\)?"
@@ -226,10 +234,8 @@ class C10dParser:
                 self._event(kinds.DESYNC, rank=rank)
         if m := _UNSUPPORTED.search(text):
             self._event(kinds.UNSUPPORTED_OP, op=m.group(1) or m.group(2) or m.group(3))
-        for pattern, refused in _REJECTED:
-            if m := pattern.search(text):
-                self._event(kinds.UNSUPPORTED_OP, op=refused.format(*m.groups()))
-                break
+        if m := _REJECTED.search(text):
+            self._event(kinds.UNSUPPORTED_OP, op=_refused(m))
         self._store(text)
         return self._out
 
