@@ -27,9 +27,10 @@ What each message proves:
   file``, and the ``Lock file exists in build directory`` warning NVIDIA's research code
   prints before it builds; that code's own build line (``Setting up PyTorch plugin "X"...``,
   ``Done.`` or ``Failed!`` after it once the build ends) while the build runs.
-* A wait on the store that ran past its timeout (TCPStore's ``waitForInput: socket ...
-  timed out after Nms``): the rank waited for another that never set the key or reached
-  the barrier, a wait like the watchdog's, read against the job's progress bars.
+* A wait on the store that ran past its timeout (TCPStore's ``wait timeout after Nms`` and
+  ``waitForInput: socket ... timed out after Nms``): the rank waited for another that never
+  set the key or reached the barrier, a wait like the watchdog's, read against the job's
+  progress bars.
 * Store and rendezvous failures (client socket timeouts, ``waiting for clients``,
   ``Address already in use``) are bootstrap failures; a store connection the other side
   closed mid-job is a peer gone. So is an address the job cannot find: Gloo's ``Unable
@@ -37,7 +38,9 @@ What each message proves:
   name has no address), and a host name that does not resolve (``gai error``, ``Name or
   service not known``, ``Temporary failure in name resolution``): the store is never
   reached. Gloo's ``connectFullMesh failed`` is a group whose ranks could not connect to
-  each other while it was being created (a peer's advertised address unreachable).
+  each other while it was being created (a peer's advertised address unreachable). So is a
+  torch built without the backend asked for (``Distributed package doesn't have NCCL built
+  in``: the Windows and macOS wheels).
 """
 
 from __future__ import annotations
@@ -110,20 +113,30 @@ _UNSUPPORTED = re.compile(
     r"no support for (\w{1,64}) in \w{1,32} process group"
 )
 _REJECTED = re.compile(
-    r"Tensors must be (CUDA and dense|contiguous)|Unsupported data type for NCCL process group|"
-    r"No backend type associated with device type (\w{1,32})"
+    r"Tensors must be (?P<check>CUDA and dense|contiguous)|"
+    r"(?P<dtype>Unsupported data type for NCCL process group)|"
+    r"No backend type associated with device type (?P<device>\w{1,32})|"
+    r"(?P<mpi>CUDA tensor detected and the MPI used doesn't have CUDA-aware MPI support)|"
+    r"module 'torch\.distributed' has no attribute '(?P<missing>\w{1,64})'"
 )
 """torch's own refusals of a collective's tensor: ProcessGroupNCCL's tensor checks and its
-data-type table, and a process group with no backend for the tensor's device (an NCCL group
-given a CPU tensor)."""
+data-type table, a process group with no backend for the tensor's device (an NCCL group given
+a CPU tensor), ProcessGroupMPI given a CUDA tensor by an MPI that is not CUDA-aware; and a
+``torch.distributed`` function this torch does not have (code written for a newer one)."""
 _REFUSED = {"CUDA and dense": "a CPU or sparse tensor", "contiguous": "a non-contiguous tensor"}
 
 
 def _refused(m: re.Match[str]) -> str:
     """What a refusal of ``_REJECTED`` says was refused."""
-    if m.group(1):
-        return _REFUSED[m.group(1)]
-    return f"a {m.group(2)} tensor" if m.group(2) else "the tensor's data type"
+    if m["check"]:
+        return _REFUSED[m["check"]]
+    if m["device"]:
+        return f"a {m['device']} tensor"
+    if m["mpi"]:
+        return "a CUDA tensor (this MPI is not CUDA-aware)"
+    if m["missing"]:
+        return f"torch.distributed.{m['missing']}, which this torch does not have"
+    return "the tensor's data type"
 
 
 _STORE_CONNECT = re.compile(
@@ -134,6 +147,8 @@ _BARRIER = re.compile(
     r"store based barrier on rank:? (\d{1,18}).*?world_size=(\d{1,18}), "
     r"(?:worker_count|num_workers_joined)="
 )
+UNBUILT = re.compile(r"Distributed package doesn't have \w{1,16} built in")
+"""torch's word for a backend its build lacks (the Windows and macOS wheels have no NCCL)."""
 _BOOTSTRAP = re.compile(
     r"waiting for clients\. \d+/(\d{1,18}) clients joined|"
     r"server socket has failed to (?:listen on any local network address|bind)|"
@@ -142,9 +157,11 @@ _BOOTSTRAP = re.compile(
     r"ncclCommInitRank failed|NCCL communicator init(?:ialization)? (?:failed|timed out)|"
     r"Unable to find address for|addresses of \(.{1,255}\) cannot be retrieved \(gai error|"
     r"host not found|Name or service not known|Temporary failure in name resolution|"
-    r"nodename nor servname provided|Gloo connectFullMesh failed"
+    r"nodename nor servname provided|Gloo connectFullMesh failed|" + UNBUILT.pattern
 )
-_STORE_WAIT = re.compile(r"waitForInput: socket .{0,300}? timed out after (\d{1,18}) ?ms")
+_STORE_WAIT = re.compile(
+    r"(?:waitForInput: socket .{0,300}? timed out after|wait timeout after) (\d{1,18}) ?ms"
+)
 _STORE_GONE = re.compile(
     r"(?:recvValue|recvBytes|sendBytes)\w* failed .*?remote=\[([\w.:-]+)\]|"
     r"Connection was likely closed\. Did the remote server shutdown or crash"

@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Sequence
 
 from doctor.evidence import LogEvent
-from doctor.logs import cuda, kinds, nccl, shm
+from doctor.logs import c10d, cuda, kinds, nccl, shm
 from doctor.logs.kernel import XID_MEANING
 from doctor.logs.launcher import ROOT_CAUSE
 from doctor.logs.nccl import IB_STATUS
@@ -215,6 +215,34 @@ def _ras_lost_ranks(dead: Sequence[LogEvent], missing: Sequence[LogEvent]) -> tu
     return ranked
 
 
+def _bootstrap_advice(
+    shared: LogEvent | None, refused: LogEvent | None, unbuilt: LogEvent | None
+) -> str:
+    if shared:
+        return (
+            "two ranks of one communicator were given the same GPU; give each rank its own "
+            "(torch.cuda.set_device(LOCAL_RANK) or init_process_group(device_id=...)) and "
+            "check CUDA_VISIBLE_DEVICES"
+        )
+    if refused:
+        return (
+            "CUDA refused a call as not fitting this machine, not a failing GPU: the driver, "
+            "the CUDA/NCCL build and the GPUs disagree (a driver older than the build needs, "
+            "NVLS without the fabric manager or /dev/nvidia-caps, an NCCL older than the GPU, "
+            "peer access the GPUs cannot do); align the versions, or turn the feature off to "
+            "confirm (NCCL_NVLS_ENABLE=0, NCCL_P2P_DISABLE=1, a custom all-reduce off)"
+        )
+    if unbuilt:
+        return (
+            "this torch was built without that backend (the Windows and macOS wheels have no "
+            "NCCL): use the gloo backend there, or a Linux build of torch with CUDA"
+        )
+    return (
+        "check MASTER_ADDR/port reachability, NCCL_SOCKET_IFNAME and the host's interfaces and "
+        "fabric (NVLS: fabric manager)"
+    )
+
+
 def bootstrap(view: LogView) -> list[Candidate]:
     found = view.of_kind(kinds.BOOTSTRAP)
     if not found:
@@ -224,25 +252,14 @@ def bootstrap(view: LogView) -> list[Candidate]:
     peers = sorted({e.peer for e in found if e.peer})
     shared = next((e for e in found if "Duplicate GPU detected" in e.text), None)
     refused = next((e for e in found if cuda.setup_error(e.text)), None)
+    unbuilt = next((e for e in found if c10d.UNBUILT.search(e.text)), None)
     specific = [e for e in found if not nccl.system_error(e.text)]
     summary = (
         f"communicator creation failed{' on ' + rank_prose(ranks) if ranks else ''}{where(found)} "
-        f"({quote(shared or refused or (specific or found)[0])})"
+        f"({quote(shared or refused or unbuilt or (specific or found)[0])})"
         + (f", reaching {', '.join(peers[:3])}" if peers else "")
-        + (
-            ": two ranks of one communicator were given the same GPU; give each rank its "
-            "own (torch.cuda.set_device(LOCAL_RANK) or init_process_group(device_id=...)) "
-            "and check CUDA_VISIBLE_DEVICES"
-            if shared
-            else ": CUDA refused a call as not fitting this machine, not a failing GPU: the "
-            "driver, the CUDA/NCCL build and the GPUs disagree (a driver older than the build "
-            "needs, NVLS without the fabric manager or /dev/nvidia-caps, an NCCL older than the "
-            "GPU, peer access the GPUs cannot do); align the versions, or turn the feature off "
-            "to confirm (NCCL_NVLS_ENABLE=0, NCCL_P2P_DISABLE=1, a custom all-reduce off)"
-            if refused
-            else ": check MASTER_ADDR/port reachability, NCCL_SOCKET_IFNAME and the host's "
-            "interfaces and fabric (NVLS: fabric manager)"
-        )
+        + ": "
+        + _bootstrap_advice(shared, refused, unbuilt)
     )
     return [
         Candidate(

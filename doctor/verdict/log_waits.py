@@ -132,6 +132,9 @@ def laggards(view: LogView) -> list[Candidate]:
                 rule="log_laggard",
             )
         ]
+    unpublished = [e for e in view.of_kind(kinds.DESYNC) if "ncclUniqueId" in e.text]
+    if set(ranks_of(unpublished)) == set(ranks) and view.of_kind(kinds.STORE_TIMEOUT):
+        return [_start_up_work(view, ranks, ref, lines)]
     summary = (
         f"{why}: {'they are' if len(ranks) > 1 else 'it is'} the likely culprit; its stack says "
         "whether it is stuck in its own code, in another collective, or gone"
@@ -149,6 +152,34 @@ def laggards(view: LogView) -> list[Candidate]:
             rule="log_laggard",
         )
     ]
+
+
+def _start_up_work(
+    view: LogView,
+    ranks: tuple[int, ...],
+    ref: CollectiveRef | None,
+    lines: tuple[EvidenceLine, ...],
+) -> Candidate:
+    """Ranks whose NCCL unique id the others waited for until the store's timeout: the first
+    collective of a group publishes it, so they never reached that collective, and the job
+    stayed up for the whole wait (a rank that died ends it): at their own start-up work."""
+    who = rank_prose(ranks)
+    return Candidate(
+        HangClass.CPU_STUCK,
+        ranks,
+        Confidence.LOW,
+        f"{who} never published {'their' if len(ranks) > 1 else 'its'} NCCL unique id while "
+        "the others waited for it until the store's timeout: the group's first collective "
+        f"publishes it, so {who} never reached that collective, and the job stayed up all that "
+        "time (a rank that dies ends it): most often still at its own start-up work (loading "
+        "weights, preparing data) past the timeout; do that work before the process group's "
+        "first collective, or raise the timeout",
+        45,
+        collective=ref,
+        evidence=lines + lines_of(view.of_kind(kinds.STORE_TIMEOUT)[:1]),
+        missing_evidence=(STACKS_HINT,),
+        rule="log_laggard",
+    )
 
 
 def _inside(

@@ -133,11 +133,14 @@ def test_a_rank_waiting_for_a_unique_id_names_the_rank_that_never_came() -> None
         "store by key '1:0', but store->get('1:0') got error: wait timeout after 600000ms"
     )
     # THEN the rank it waited for is the one that never reached that collective
-    for line, absent in ((older, 0), (newer, 2)):
+    for line, absent, waited_out in ((older, 0, False), (newer, 2, True)):
         events = [e for e in parse_lines([line]) if e.kind == kinds.DESYNC]
         assert [e.rank for e in events] == [absent]
         verdict = classify(Evidence("job", None, logs=tuple(parse_lines([line]))))
         assert verdict.culprit_ranks == (absent,)
+        # AND where the wait ran to the store's timeout (the job stayed up all along), that
+        # rank was at its own start-up work: cpu_stuck, low
+        assert (verdict.hang_class is HangClass.CPU_STUCK) is waited_out, verdict.summary
 
 
 WRAPPED_TIMEOUTS = [

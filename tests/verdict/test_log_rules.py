@@ -419,6 +419,15 @@ def test_nvidia_research_code_s_plugin_build_that_never_says_done_is_the_hang() 
         ("RuntimeError: Tensors must be CUDA and dense", "a CPU or sparse tensor"),
         ("RuntimeError: No backend type associated with device type cpu", "a cpu tensor"),
         ("RuntimeError: Unsupported data type for NCCL process group", "the tensor's data type"),
+        (
+            "RuntimeError: CUDA tensor detected and the MPI used doesn't have CUDA-aware MPI "
+            "support",
+            "a CUDA tensor (this MPI is not CUDA-aware)",
+        ),
+        (
+            "AttributeError: module 'torch.distributed' has no attribute 'reduce_scatter_tensor'",
+            "torch.distributed.reduce_scatter_tensor, which this torch does not have",
+        ),
     ],
 )
 def test_torch_s_refusal_of_a_collective_s_tensor_is_unsupported_op(
@@ -451,3 +460,12 @@ def test_a_lone_sigabrt_is_named_as_the_watchdog_s_consequence_not_as_nothing() 
     assert "rank 1 ended on SIGABRT" in verdict.summary
     assert "launcher exit report" not in verdict.summary
     assert "the aborted rank's log before its abort" in verdict.missing_evidence
+
+
+def test_a_torch_built_without_the_backend_is_a_set_up_failure_with_its_own_advice() -> None:
+    # GIVEN torch's refusal on a build without NCCL (the Windows and macOS wheels)
+    verdict = judge(["RuntimeError: Distributed package doesn't have NCCL built in"])
+    # THEN it is bootstrap, and the advice is about the build, not ports and interfaces
+    assert verdict.hang_class is HangClass.BOOTSTRAP
+    assert "built without that backend" in verdict.summary
+    assert "MASTER_ADDR" not in verdict.summary
