@@ -40,13 +40,16 @@ What each message proves:
   reached. Gloo's ``connectFullMesh failed`` is a group whose ranks could not connect to
   each other while it was being created (a peer's advertised address unreachable). So is a
   torch built without the backend asked for (``Distributed package doesn't have NCCL built
-  in``: the Windows and macOS wheels).
+  in``: the Windows and macOS wheels), and two processes that joined as one global rank
+  (Lightning's ``initializing ddp: GLOBAL_RANK: 1, MEMBER: 2/8`` twice): the launch started
+  more processes than the Trainer's nodes and devices, or two nodes took one node rank.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from collections import Counter
 from typing import Any
 
 from doctor.evidence import LogEvent
@@ -95,6 +98,12 @@ distributed collective mismatch in your code?" (pytorch/gloo#456). The last two 
 check, at construction, that every rank built the same model
 (``_verify_params_across_processes``)."""
 _UNIQUE_ID = re.compile(r"retrieving ncclUniqueId from \[(\d{1,9})\]")
+MEMBER = re.compile(
+    r"(?:initializing ddp|Initializing distributed): "
+    r"GLOBAL_RANK: (\d{1,9}), MEMBER: \d{1,9}/(\d{1,9})"
+)
+"""Lightning's line as each process joins the job; two processes with one global rank are a
+launch whose nodes and tasks do not match the Trainer's (``num_nodes``, ``devices``)."""
 _DDP_STATS = re.compile(r"\[Rank (\d{1,18}) / (\d{1,18})\] Training \S+ unused_parameter_size")
 _COMPILING = re.compile(
     r"compiling and loading fused kernels|Emitting ninja build file|Building extension module|"
@@ -187,6 +196,7 @@ class C10dParser:
 
     def __init__(self) -> None:
         self._snapshot_seq: dict[str, int] = {}
+        self._members: Counter[int] = Counter()
         self._out: list[LogEvent] = []
         self._line: Line | None = None
 
@@ -253,6 +263,14 @@ class C10dParser:
             self._event(kinds.UNSUPPORTED_OP, op=m.group(1) or m.group(2) or m.group(3))
         if m := _REJECTED.search(text):
             self._event(kinds.UNSUPPORTED_OP, op=_refused(m))
+        if m := MEMBER.search(text):
+            rank = int(m.group(1))
+            self._members[rank] += 1
+            world = int(m.group(2))
+            # the same rank twice before the world is whole: two processes, one rank (a job
+            # restarted whole prints every rank again, after all of them)
+            if self._members[rank] == 2 and len(self._members) < world:
+                self._event(kinds.BOOTSTRAP, rank=rank, nranks=world)
         self._store(text)
         return self._out
 

@@ -216,7 +216,10 @@ def _ras_lost_ranks(dead: Sequence[LogEvent], missing: Sequence[LogEvent]) -> tu
 
 
 def _bootstrap_advice(
-    shared: LogEvent | None, refused: LogEvent | None, unbuilt: LogEvent | None
+    shared: LogEvent | None,
+    refused: LogEvent | None,
+    unbuilt: LogEvent | None,
+    twice: LogEvent | None,
 ) -> str:
     if shared:
         return (
@@ -237,6 +240,13 @@ def _bootstrap_advice(
             "this torch was built without that backend (the Windows and macOS wheels have no "
             "NCCL): use the gloo backend there, or a Linux build of torch with CUDA"
         )
+    if twice:
+        return (
+            "two processes joined as the same global rank: the launch started more processes "
+            "than the Trainer's num_nodes x devices, or two nodes took one node rank; make the "
+            "scheduler's nodes and tasks per node match the Trainer's (SLURM: --nodes, "
+            "--ntasks-per-node, and srun)"
+        )
     return (
         "check MASTER_ADDR/port reachability, NCCL_SOCKET_IFNAME and the host's interfaces and "
         "fabric (NVLS: fabric manager)"
@@ -253,13 +263,14 @@ def bootstrap(view: LogView) -> list[Candidate]:
     shared = next((e for e in found if "Duplicate GPU detected" in e.text), None)
     refused = next((e for e in found if cuda.setup_error(e.text)), None)
     unbuilt = next((e for e in found if c10d.UNBUILT.search(e.text)), None)
+    twice = next((e for e in found if c10d.MEMBER.search(e.text)), None)
     specific = [e for e in found if not nccl.system_error(e.text)]
     summary = (
         f"communicator creation failed{' on ' + rank_prose(ranks) if ranks else ''}{where(found)} "
-        f"({quote(shared or refused or unbuilt or (specific or found)[0])})"
+        f"({quote(shared or refused or unbuilt or twice or (specific or found)[0])})"
         + (f", reaching {', '.join(peers[:3])}" if peers else "")
         + ": "
-        + _bootstrap_advice(shared, refused, unbuilt)
+        + _bootstrap_advice(shared, refused, unbuilt, twice)
     )
     return [
         Candidate(

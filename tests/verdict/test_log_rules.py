@@ -469,3 +469,16 @@ def test_a_torch_built_without_the_backend_is_a_set_up_failure_with_its_own_advi
     assert verdict.hang_class is HangClass.BOOTSTRAP
     assert "built without that backend" in verdict.summary
     assert "MASTER_ADDR" not in verdict.summary
+
+
+def test_two_processes_joining_as_one_global_rank_are_a_launch_that_does_not_match() -> None:
+    # GIVEN Lightning's join lines of an 8-member job in which ranks 0-3 joined twice (two
+    # nodes each believing it is the first) and ranks 4-7 never
+    joins = [f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8" for r in range(4)]
+    verdict = judge([line for line in joins for _ in range(2)])
+    # THEN it is the launch's set-up, with advice about nodes and tasks
+    assert verdict.hang_class is HangClass.BOOTSTRAP
+    assert "same global rank" in verdict.summary
+    # AND a whole 8-rank job restarted (every rank joins again after all joined) is not
+    restarted = [f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8" for r in range(8)]
+    assert judge(restarted * 2).hang_class is not HangClass.BOOTSTRAP
