@@ -30,15 +30,16 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 122 / 174
-"""Measured on the test split: 122 of 174 right (70 %), the twenty-third look (stop 35), once,
-on the frozen code of commit d81c847 (the rules of stop 35, the word model retrained on its 46
-new dev cases); the rules alone, in the same run, 98. The twenty-second look, after the first
-round's rules and model (commit 2e8f7b4): 121, rules alone 97. No test case was added this
-stop. Earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66, 54/79,
-60/86, 67/94, 75/105, 78/115, 79/115, 83/124, 83/124, 105/137, 107/137 (not held out),
-110/153, 115/164 and 120/174 (stop 34). No rule and no word of the model came from a test
-case. The issue's target is 85 %, missed; this floor is the measured value, not the target."""
+HELDOUT_TEST_FLOOR = 125 / 174
+"""Measured on the test split: 125 of 174 right (72 %), the twenty-fifth look (stop 36), once,
+on the frozen code of commit d391828 (the rules of stop 36, the word model retrained on its 43
+new dev cases); the rules alone, in the same run, 98. A full-suite run on commit e1ebc57 (the
+first round's rules and model) failed this test at 121: the twenty-fourth look, not asked for,
+its number read from the failure. Stop 35: 122; earlier: 19 and 22 of 37, then 27/50, 27/52,
+32/60, 32/60, 38/63, 38/64, 45/66, 54/79, 60/86, 67/94, 75/105, 78/115, 79/115, 83/124,
+83/124, 105/137, 107/137 (not held out), 110/153, 115/164, 120/174, 121/174 and 122/174. No
+rule and no word of the model came from a test case. The issue's target is 85 %, missed; this
+floor is the measured value, not the target."""
 HELDOUT_DEV_FLOOR = 218 / 242
 """Measured on the dev split: 218 of 242, in sample for the rules and the word model. Stop
 36's 43 new dev cases, judged on arrival by the code before any change they could inform:
