@@ -7,7 +7,8 @@ split), with only the words found in cases of two repositories or more, so no wo
 for one thread. It is a multinomial naive Bayes over the distinct words of the logs' telling
 lines, with equal priors (the corpus's mix of classes is not a user's). Its answer refines an
 ``unknown`` log candidate into a low-confidence guess that says it is one and shows the words
-it rests on; it never says ``healthy``, and it abstains below ``MIN_POSTERIOR``.
+it rests on; it never says ``healthy`` or ``unsupported_op`` (a refusal the rules read in
+its own words), and it abstains below ``MIN_POSTERIOR``.
 """
 
 from __future__ import annotations

@@ -40,8 +40,8 @@ its number read from the failure. Stop 35: 122; earlier: 19 and 22 of 37, then 2
 83/124, 105/137, 107/137 (not held out), 110/153, 115/164, 120/174, 121/174 and 122/174. No
 rule and no word of the model came from a test case. The issue's target is 85 %, missed; this
 floor is the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 218 / 242
-"""Measured on the dev split: 218 of 242, in sample for the rules and the word model. Stop
+HELDOUT_DEV_FLOOR = 219 / 242
+"""Measured on the dev split: 219 of 242, in sample for the rules and the word model. Stop
 36's 43 new dev cases, judged on arrival by the code before any change they could inform:
 16 on commit 5fef782, rules alone 7, with the model 10; 16 on e1ebc57, 5 and 9; 11 on 85aa2d3,
 1 and 4 (together 23 of 43, 53 %). Stop 35's 46: on arrival 23 (50 %); stop 34's 16: rules
