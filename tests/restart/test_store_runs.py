@@ -38,9 +38,15 @@ INTRUDER = Path(__file__).with_name("intruder.py")
 USER = "ncd-intruder"
 START = 180
 """Seconds for four ranks to start: at load 20 on 2 cores, importing torch alone took 60 s."""
-PATIENT = {"SOFT": "10", "HARD": "15"}
+PATIENT = {"SOFT": "10", "HARD": "15", "PG_TIMEOUT": "8"}
 """The ranks wait seconds at barriers on purpose (a slow return, a slow finalize): the default
-4 s hard timeout raced the alarm under test on a loaded host and terminated a waiting rank."""
+4 s hard timeout raced the alarm under test on a loaded host and terminated a waiting rank.
+The process group's own timeout (8 s) is below the hard one: now and then a rank's gloo
+all_reduce is not released when the owner's restart shuts its connections down (the
+benchmark's one late restart in 150, docs/restart-launchers.md; seen here once, rank 2 still
+in ``work.wait()`` with its monitor thread past the abort). Its own timeout then releases it
+and it joins the restart late, instead of the hard timeout removing it from a test that is
+about deleted keys."""
 
 
 @pytest.fixture(scope="module")
