@@ -97,7 +97,7 @@ ranks gave different sizes, or ran different collectives); gloo since 2025 adds 
 distributed collective mismatch in your code?" (pytorch/gloo#456). The last two are DDP's
 check, at construction, that every rank built the same model
 (``_verify_params_across_processes``)."""
-_UNIQUE_ID = re.compile(r"retrieving ncclUniqueId from \[(\d{1,9})\]")
+UNIQUE_ID = re.compile(r"retrieving ncclUniqueId from \[(\d{1,9})\]")
 MEMBER = re.compile(
     r"(?:initializing ddp|Initializing distributed): "
     r"GLOBAL_RANK: (\d{1,9}), MEMBER: \d{1,9}/(\d{1,9})"
@@ -105,11 +105,19 @@ MEMBER = re.compile(
 """Lightning's line as each process joins the job; two processes with one global rank are a
 launch whose nodes and tasks do not match the Trainer's (``num_nodes``, ``devices``)."""
 _DDP_STATS = re.compile(r"\[Rank (\d{1,18}) / (\d{1,18})\] Training \S+ unused_parameter_size")
-_COMPILING = re.compile(
+JIT_BUILD = re.compile(
     r"compiling and loading fused kernels|Emitting ninja build file|Building extension module|"
-    r"Lock file exists in build directory|Waited on lock file|Loading extension module|"
-    r"Setting up PyTorch plugin \"[^\"]{1,100}\"\.\.\.\s*$|"
-    r"torchdynamo start tracing|calling compiler function|AUTOTUNE \w+\(|"
+    r"Lock file exists in build directory|Waited on lock file|"
+    r"Setting up PyTorch plugin \"[^\"]{1,100}\"\.\.\.\s*$"
+)
+"""A JIT extension build under way, or waiting on its lock."""
+JIT_LOADED = "Loading extension module"
+"""What torch prints once a build is done: the job went past it."""
+_COMPILING = re.compile(
+    JIT_BUILD.pattern
+    + "|"
+    + JIT_LOADED
+    + r"|torchdynamo start tracing|calling compiler function|AUTOTUNE \w+\(|"
     r"Compiling (?:FX graph|kernels?)|torch\._inductor\.compile_fx"
 )
 _FR_MISSING = re.compile(r"missing ranks: \{([\d, ]+)\}")
@@ -291,7 +299,7 @@ class C10dParser:
         A rank waiting for another's ``ncclUniqueId`` names a rank that never reached the
         group's first collective (the unique id is published there)."""
         text = line.text
-        if m := _UNIQUE_ID.search(text):
+        if m := UNIQUE_ID.search(text):
             self._event(kinds.DESYNC, rank=int(m.group(1)))
         if m := _LAGGING.search(text):
             for rank in _ranks(m.group(1)):

@@ -96,7 +96,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from doctor.evidence import Evidence, LogEvent
-from doctor.logs import kinds, launcher
+from doctor.logs import c10d, kinds, launcher
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict import log_faults, log_waits, log_words
@@ -462,17 +462,9 @@ def lone_dump(view: LogView) -> list[Candidate]:
     ]
 
 
-_JIT_BUILD = re.compile(
-    r"Building extension module|Emitting ninja build file|compiling and loading fused kernels|"
-    r"[Ll]ock file|Setting up PyTorch plugin"
-)
-_LOADED = "Loading extension module"
-"""What torch prints once a build is done: the job went past it."""
-
-
 def compiling(view: LogView) -> list[Candidate]:
     """A collective timed out while a rank said it was compiling, and nothing failed harder."""
-    found = [e for e in view.of_kind(kinds.COMPILING) if _LOADED not in e.text]
+    found = [e for e in view.of_kind(kinds.COMPILING) if c10d.JIT_LOADED not in e.text]
     timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
     if not found or not timeouts:
         return []
@@ -501,8 +493,10 @@ def build_unfinished(view: LogView) -> list[Candidate]:
     """The logs say a JIT extension build ran and nothing that failed: the job stopped
     there. torch builds under a ``lock`` file in the build directory and every other
     process waits while it exists, so one left by an interrupted build waits forever."""
-    builds = [e for e in view.of_kind(kinds.COMPILING) if _JIT_BUILD.search(e.text)]
-    finished = _LOADED in next((e.text for e in reversed(view.of_kind(kinds.COMPILING))), "")
+    builds = [e for e in view.of_kind(kinds.COMPILING) if c10d.JIT_BUILD.search(e.text)]
+    finished = c10d.JIT_LOADED in next(
+        (e.text for e in reversed(view.of_kind(kinds.COMPILING))), ""
+    )
     if not builds or finished or view.of_kind(*(log_waits.FAULTS - {kinds.COMPILING})):
         return []
     lock = next((e for e in builds if "ock file" in e.text), None)

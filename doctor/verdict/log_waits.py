@@ -29,7 +29,7 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 
 from doctor.evidence import LogEvent
-from doctor.logs import kinds
+from doctor.logs import c10d, kinds
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
@@ -132,7 +132,7 @@ def laggards(view: LogView) -> list[Candidate]:
                 rule="log_laggard",
             )
         ]
-    unpublished = [e for e in view.of_kind(kinds.DESYNC) if "ncclUniqueId" in e.text]
+    unpublished = [e for e in view.of_kind(kinds.DESYNC) if c10d.UNIQUE_ID.search(e.text)]
     if set(ranks_of(unpublished)) == set(ranks) and view.of_kind(kinds.STORE_TIMEOUT):
         return [_start_up_work(view, ranks, ref, lines)]
     summary = (
