@@ -234,8 +234,11 @@ def test_a_key_deleted_between_two_calls_never_blocks_a_read(hosted: RestartStor
     # missing key: DistStoreError after 3 s), the heartbeat as it was
     assert rank.arrived(0) == set()
     assert rank.stale({1}, timeout=60) == set()
-    # AND the deleted completion log is the alarm, not a wait
+    # AND the deleted completion log is the alarm, not a wait (the mark read back on the
+    # host's own connection first: an append is not acknowledged, and the server took it
+    # after the intruder's delete in 4 of 300 runs under load, so nothing was lost)
     hosted.mark_done(0, 1)
+    assert hosted.complete(0, {1}, 1)
     with pytest.raises(StoreTampered, match="lost rank 1's arrival"):
         rank.complete(0, {1}, 1)
 
