@@ -48,8 +48,19 @@ NCCL_PREFIX = re.compile(
     r"NCCL (INFO|WARN|TRACE|ABORT|DIAG)"
 )
 TEXT_RANK = re.compile(r"\[(?:PG [^\]]{0,200}?)?Rank (\d{1,6})\]")
-PASTED = re.compile(r"^(?:> ?)+|^\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d{1,9})?Z? ")
-"""What a paste puts before a line: reply quote markers (``> ``), a log shipper's timestamp."""
+PASTED = re.compile(
+    r"^(?:> ?"  # a reply's quote marker
+    r"|(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.+-]{8,40}Z?) "
+    r"(?P<host>[\w.-]{1,64}) (?:kernel|[\w./@-]{1,64}\[\d{1,18}\]): "  # journald, syslog
+    r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]? "
+    r"|\[pod/[^\]\s]{1,300}\] "  # kubectl logs --prefix
+    r"|[\w.-]{1,64} {1,40}\| "  # docker compose logs
+    r")+"
+)
+"""What a paste or a log shipper puts before a line, nested in any order: reply quote
+markers (``> ``), journald's or syslog's ``Mon DD HH:MM:SS host kernel:`` or ``proc[pid]:``
+(the host kept), a timestamp (ISO, or bracketed as Python's logging prints it),
+``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER]`` and ``docker compose logs``' ``NAME |``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,7 +98,9 @@ class Line:
 
 def split(raw: str, where: str, file_rank: int | None = None) -> Line:
     """Peel the prefixes off ``raw`` (which has no line ending)."""
-    text, rank, local, host, pid = PASTED.sub("", raw, count=1), file_rank, None, "", None
+    text, rank, local, host, pid = raw, file_rank, None, "", None
+    if pasted := PASTED.match(raw):
+        text, host = raw[pasted.end() :], pasted["host"] or ""
     stream = ""
     for _ in range(3):  # prefixes nest: `3: [rank3]:[E ...]` or `[default0]:host:pid:tid [0] NCCL`
         if m := SRUN_LABEL.match(text):

@@ -245,11 +245,13 @@ class Parser:
             raw = raw[: self.bounds.line_chars]
             result.cut["line_chars"] += 1
         gated = bool(self._blocks or self._json or self._wrapped) or worth_a_look(raw)
-        if (gated or (self.every_line_words and telling(raw))) and not add_words(result.words, raw):
+        if not gated and not (self.every_line_words and telling(raw)):
+            return
+        line = split(raw.rstrip("\r\n"), f"{self.origin}:{result.lines}", self.file_rank)
+        if not add_words(result.words, line.text):  # a label's or a host's name is no word
             result.cut["words"] += 1
         if not gated:
             return
-        line = split(raw.rstrip("\r\n"), f"{self.origin}:{result.lines}", self.file_rank)
         if block := self._blocks.get(line.stream):
             if block.feed(line):
                 self._add(block.take())

@@ -15,6 +15,7 @@ from typing import BinaryIO
 
 from doctor.evidence import LogEvent, RankStack
 from doctor.logs.parse import Bounds, Parsed, Parser
+from doctor.logs.paste import unwrapped
 from doctor.logs.who import Directory
 from doctor.logs.words import union
 from doctor.model import Skipped
@@ -121,8 +122,11 @@ def parse_file(path: Path, bounds: Bounds = DEFAULT_BOUNDS) -> tuple[Parsed, str
     cut = ""
     try:
         budget, most = bounds.text_bytes(size, compressed), bounds.text_lines(size, compressed)
+        if small:  # read whole, to undo a paste (one that grew since is cut at twice the size)
+            budget = min(budget, 2 * bounds.word_bytes)
         with _open(path) as f:
-            for n, raw in enumerate(read_lines(f, bounds.line_chars, budget), 1):
+            rows = read_lines(f, bounds.line_chars, budget)
+            for n, raw in enumerate(unwrapped(list(rows)) if small else rows, 1):
                 parser.feed(raw)
                 if n == most:
                     cut = f"read its first {most} lines"

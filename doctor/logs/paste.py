@@ -1,0 +1,85 @@
+"""Undo what copying a log into an issue or a chat did to it, before it is parsed.
+
+A terminal's copy cuts every line longer than its width into rows of exactly that width, and
+a paste nested in a list or a code block indents every line alike: the watchdog's line,
+cut in two, matched nothing, and an indented traceback was not one. Only small files are
+read whole for this (``Bounds.word_bytes``): a job's own log file was never pasted.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Sequence
+
+from doctor.logs.lines import MPI_TAG, SRUN_LABEL, TORCHRUN
+
+NARROWEST = 60
+"""A terminal narrower than this is not one a log was read in; shorter rows are lines."""
+ROWS = 2
+"""Rows of exactly the widest length that make a text hard-wrapped (a lone widest line is
+just the longest line)."""
+FRAMES = ("|", "+")
+"""The edges of a drawn table (``nvidia-smi``): its rows all have one width, and are whole."""
+SHAPE = 8
+"""Characters that say how a row begins (``_shape``)."""
+LABELS = (SRUN_LABEL, TORCHRUN, MPI_TAG)
+
+
+def unwrapped(lines: Sequence[str]) -> list[str]:
+    """``lines`` with a terminal's hard wrap undone and their common indentation removed."""
+    bare = [line.rstrip("\r\n") for line in lines]
+    return _dedented(_joined(bare))
+
+
+def _width(lines: Sequence[str]) -> int | None:
+    """The terminal's width when ``lines`` were cut at one: the longest length, shared by
+    at least ``ROWS`` lines that do not end in a space (a row padded to the width does)."""
+    widest = Counter(len(line) for line in lines if line[-1:].strip() and line[-1:] not in FRAMES)
+    if not widest:
+        return None
+    width = max(widest)
+    longest = max(len(line) for line in lines)
+    return width if width >= NARROWEST and width == longest and widest[width] >= ROWS else None
+
+
+def _joined(lines: list[str]) -> list[str]:
+    width = _width(lines)
+    if width is None:
+        return lines
+    out: list[str] = []
+    for line in lines:
+        if out and _cut(out[-1], width, line) and _shape(line) != _shape(out[-1]):
+            out[-1] += line  # the terminal cut the row before: this one goes on with it
+        else:
+            out.append(line)
+    return out
+
+
+def _cut(row: str, width: int, after: str) -> bool:
+    """Whether the terminal cut ``row`` where ``after`` begins: as wide as the terminal, and
+    cut inside a word, a number, a path or a call's arguments (a line's natural end, and
+    the next line's indented or bracketed start, are not in one)."""
+    end, start = row[-1:], after[:1]
+    inside = end.isalnum() or (end != "" and end in "_,(=/")
+    sentence = end.islower() and start.isupper()  # a line ends, the next begins: "...ed" "Wed"
+    goes_on = start.isalnum() or (start != "" and start in "_=(/,")
+    if goes_on and any(label.match(after) for label in LABELS):
+        return False  # a launcher labels lines, never a terminal's rows
+    return len(row) % width == 0 < len(row) and inside and goes_on and not sentence
+
+
+_DIGITS = str.maketrans("0123456789", "0000000000")
+
+
+def _shape(row: str) -> str:
+    """How a row begins, digits aside: lines of one template (a kernel log's, every rank's
+    watchdog line) all begin alike, and may all be as long; a cut row's rest begins anyhow."""
+    return row[:SHAPE].translate(_DIGITS)
+
+
+def _dedented(lines: list[str]) -> list[str]:
+    margins = {len(line) - len(line.lstrip(" \t")) for line in lines if line.strip()}
+    cut = min(margins, default=0)
+    if not cut:
+        return lines
+    return [line[cut:] for line in lines]
