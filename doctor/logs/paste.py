@@ -46,13 +46,13 @@ def _joined(lines: list[str]) -> list[str]:
     width = _width(lines)
     if width is None:
         return lines
-    out: list[str] = []
+    out: list[list[str]] = []  # rows of each line, joined once (a text of cut rows is linear)
     for line in lines:
-        if out and _cut(out[-1], width, line) and _shape(line) != _shape(out[-1]):
-            out[-1] += line  # the terminal cut the row before: this one goes on with it
+        if out and _cut(out[-1][-1], width, line) and _shape(line) != _shape(out[-1][0]):
+            out[-1].append(line)  # the terminal cut the row before: this one goes on with it
         else:
-            out.append(line)
-    return out
+            out.append([line])
+    return ["".join(rows) for rows in out]
 
 
 def _cut(row: str, width: int, after: str) -> bool:
@@ -65,7 +65,7 @@ def _cut(row: str, width: int, after: str) -> bool:
     goes_on = start.isalnum() or (start != "" and start in "_=(/,")
     if goes_on and any(label.match(after) for label in LABELS):
         return False  # a launcher labels lines, never a terminal's rows
-    return len(row) % width == 0 < len(row) and inside and goes_on and not sentence
+    return len(row) == width and inside and goes_on and not sentence
 
 
 _DIGITS = str.maketrans("0123456789", "0000000000")

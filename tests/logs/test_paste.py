@@ -14,7 +14,9 @@ from hypothesis import strategies as st
 
 from doctor.logs import parse_lines
 from doctor.logs.lines import split
+from doctor.logs.parse import Bounds
 from doctor.logs.paste import unwrapped
+from doctor.logs.reader import parse_file
 
 WATCHDOG = (
     "[rank1]:[E1129 11:56:57.205862232 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
@@ -164,3 +166,16 @@ def test_a_pasted_case_keeps_its_verdict(
             changed.append(case.name)
     # THEN (almost) every verdict is the one the log itself gets
     assert len(changed) <= CHANGED_AT_MOST * len(right_cases), changed
+
+
+def test_a_small_file_of_nothing_but_cut_rows_is_one_line_cut_at_the_bound(
+    tmp_path: Path,
+) -> None:
+    # GIVEN a file just under the size read whole, every row 80 letters, cut inside a word
+    rows = ["z" * 80] + ["".join("abcdefgh"[(i + j) % 8] for j in range(80)) for i in range(12_900)]
+    path = tmp_path / "hostile.log"
+    path.write_text("\n".join(rows) + "\n")
+    assert path.stat().st_size <= Bounds().word_bytes
+    # WHEN it is read THEN it is one line, cut at the line bound, and the cut is reported
+    parsed, error = parse_file(path)
+    assert (parsed.lines, dict(parsed.cut), error) == (1, {"line_chars": 1}, "")
