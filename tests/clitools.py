@@ -30,13 +30,18 @@ def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
 
 
 def run_cli(
-    *args: str, env: Mapping[str, str] | None = None, cwd: Path | None = None, timeout: float = 120
+    *args: str,
+    env: Mapping[str, str] | None = None,
+    cwd: Path | None = None,
+    timeout: float = 120,
+    stdin: str = "",
 ) -> subprocess.CompletedProcess[str]:
-    """``nccl-doctor ARGS`` in a fresh interpreter, as a user runs it."""
+    """``nccl-doctor ARGS`` in a fresh interpreter, as a user runs it (``stdin`` piped in)."""
     return subprocess.run(
         [sys.executable, "-m", "doctor", *args],
         capture_output=True,
         text=True,
+        input=stdin,
         env=dict(env) if env is not None else clean_env(),
         cwd=cwd,
         timeout=timeout,

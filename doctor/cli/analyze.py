@@ -3,6 +3,11 @@
 from __future__ import annotations
 
 import json
+import shutil
+import sys
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -19,7 +24,8 @@ def analyze(
         list[Path],
         typer.Argument(
             help="a triage bundle (.tar.gz), a folder or archive of Flight Recorder dumps, "
-            "dump files, or logs: a job's output, NCCL debug files, ncclras reports, dmesg",
+            "dump files, or logs: a job's output, NCCL debug files, ncclras reports, dmesg; "
+            "'-' reads pasted text from standard input",
             show_default=False,
         ),
     ],
@@ -34,13 +40,35 @@ def analyze(
     from doctor.verdict.classify import analyse
     from doctor.verdict.render import render, to_json
 
-    evidence = load_evidence(paths) if as_json else _read_showing_progress(paths)
+    with _stdin_as_file(paths) as given:
+        evidence = load_evidence(given) if as_json else _read_showing_progress(given)
     analysis = analyse(evidence)
     if as_json:
         print(json.dumps(to_json(evidence, analysis), indent=2))
     else:
         Console().print(render(evidence, analysis))
     raise typer.Exit(EXIT_FOUND if analysis.verdict.hang_class.is_hang else EXIT_OK)
+
+
+STDIN = Path("-")
+
+
+@contextmanager
+def _stdin_as_file(paths: list[Path]) -> Iterator[list[Path]]:
+    """``paths`` with ``-`` replaced by a file of standard input's text (a paste, a pipe), in
+    a folder only this user can enter, removed afterwards."""
+    if STDIN not in paths:
+        yield paths
+        return
+    if sys.stdin.isatty():
+        print(
+            "nccl-doctor: reading the log from standard input; end it with Ctrl-D", file=sys.stderr
+        )
+    with tempfile.TemporaryDirectory(prefix="nccl-doctor-stdin-") as folder:
+        pasted = Path(folder) / "stdin.log"
+        with pasted.open("wb") as out:
+            shutil.copyfileobj(sys.stdin.buffer, out)
+        yield [pasted if p == STDIN else p for p in paths]
 
 
 def _read_showing_progress(paths: list[Path]) -> Evidence:

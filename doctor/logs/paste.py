@@ -8,6 +8,7 @@ read whole for this (``Bounds.word_bytes``): a job's own log file was never past
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Sequence
 
@@ -23,12 +24,16 @@ FRAMES = ("|", "+")
 SHAPE = 8
 """Characters that say how a row begins (``_shape``)."""
 LABELS = (SRUN_LABEL, TORCHRUN, MPI_TAG)
+QUOTE = re.compile(r"^(?:> ?)+")
+"""A reply's quote markers (``lines.PASTED`` peels them too, from a line of a big file)."""
 
 
 def unwrapped(lines: Sequence[str]) -> list[str]:
-    """``lines`` with a terminal's hard wrap undone and their common indentation removed."""
-    bare = [line.rstrip("\r\n") for line in lines]
-    return _dedented(_joined(bare))
+    """``lines`` with a terminal's hard wrap undone and their common indentation and quote
+    markers removed. A reply quotes, and a list indents, each row the terminal cut, so they
+    go before the rows are joined; a margin inside the quote goes after."""
+    rows = [QUOTE.sub("", row) for row in _dedented([line.rstrip("\r\n") for line in lines])]
+    return _dedented(_joined(rows))
 
 
 def _width(lines: Sequence[str]) -> int | None:

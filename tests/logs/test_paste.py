@@ -3,11 +3,13 @@ host's prefix. The verdict is the one the log itself gets."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from clitools import clean_env, run_cli
 from corpus import CORPUS, HELDOUT, Case, cases, judge
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -116,7 +118,8 @@ def test_the_journal_s_host_is_kept_for_the_kernel_s_lines() -> None:
     st.lists(st.text(alphabet=st.sampled_from("ab_ (=,/|+\t0"), max_size=150), max_size=12),
 )
 def test_undoing_a_paste_only_joins_rows_and_removes_a_common_margin(lines: list[str]) -> None:
-    # GIVEN any rows WHEN undone THEN every character is kept but the common margin
+    # GIVEN any rows (quote markers aside) WHEN undone THEN every character is kept but the
+    # common margin
     out = unwrapped(lines)
     margins = [len(x) - len(x.lstrip(" \t")) for x in lines if x.strip()]
     cut = min(margins, default=0)
@@ -179,3 +182,22 @@ def test_a_small_file_of_nothing_but_cut_rows_is_one_line_cut_at_the_bound(
     # WHEN it is read THEN it is one line, cut at the line bound, and the cut is reported
     parsed, error = parse_file(path)
     assert (parsed.lines, dict(parsed.cut), error) == (1, {"line_chars": 1}, "")
+
+
+def test_analyze_reads_a_paste_from_standard_input_and_leaves_nothing(tmp_path: Path) -> None:
+    # GIVEN rank 1's watchdog line as copied from a reply, cut by an 80-column terminal
+    pasted = _prefixed("> ")(_cut(WATCHDOG, 80))
+    saved = tmp_path / "saved.log"
+    saved.write_text(WATCHDOG + "\n")
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    # WHEN it is piped to `analyze -`, beside nothing and beside a saved copy
+    env = clean_env({"TMPDIR": str(scratch)})
+    alone = run_cli("analyze", "-", "--json", env=env, stdin=pasted)
+    both = run_cli("analyze", "-", str(saved), "--json", env=env, stdin=pasted)
+    # THEN it is judged as the line itself, and the file it was kept in is gone
+    docs = [json.loads(r.stdout)["verdict"] for r in (alone, both)]
+    direct = json.loads(run_cli("analyze", str(saved), "--json").stdout)["verdict"]
+    assert [d["summary"] for d in docs] == [direct["summary"]] * 2, alone.stderr
+    assert "collective 15037" in direct["summary"]
+    assert list(scratch.iterdir()) == []
