@@ -86,17 +86,29 @@ _FINGERPRINT = re.compile(
     r"Rank (\d{1,18})\]? (?:is running (?:inconsistent )?collective|Running collective): "
     r"CollectiveFingerPrint\(([^)]*)\)"
 )
+REDUCER = (
+    r"Expected to have finished reduction in the prior iteration|"
+    r"parameters that were not used in producing (?:the )?loss|"
+    r"Expected to mark a variable ready only once"
+)
+"""DDP's reducer, on a parameter that got no gradient in an iteration (find_unused_parameters
+off: its bucket never reduced, so the next iteration's reductions are not the ones the ranks
+expect), or got two (reentrant checkpointing, a parameter used outside ``forward``)."""
 _MISMATCH = re.compile(
     r"Detected mismatch between collectives|Error when verifying shape tensors for collective "
     r"(\w+)|input shapes into the collective are mismatched|Mismatch between collective|"
     r"op\.preamble\.length <= op\.nbytes|appears not to match sizes of the same param in process|"
-    r"DDP expects same model across all ranks"
+    r"DDP expects same model across all ranks|"
+    + REDUCER
+    + r"|Aborting Ring\w{1,30} with Out of range"
 )
-"""The last form is gloo's: a peer sent more bytes than this rank's collective expects (its
-ranks gave different sizes, or ran different collectives); gloo since 2025 adds "Is there a
-distributed collective mismatch in your code?" (pytorch/gloo#456). The last two are DDP's
-check, at construction, that every rank built the same model
-(``_verify_params_across_processes``)."""
+"""gloo's ``op.preamble.length <= op.nbytes``: a peer sent more bytes than this rank's
+collective expects (its ranks gave different sizes, or ran different collectives); gloo since
+2025 adds "Is there a distributed collective mismatch in your code?" (pytorch/gloo#456).
+DDP's check, at construction, that every rank built the same model
+(``_verify_params_across_processes``), and its reducer's (``REDUCER``). TensorFlow's ring
+collectives aborted when a worker's input ran out (``Out of range: End of sequence``): the
+workers were given different numbers of batches."""
 UNIQUE_ID = re.compile(r"retrieving ncclUniqueId from \[(\d{1,9})\]")
 MEMBER = re.compile(
     r"(?:initializing ddp|Initializing distributed): "
@@ -134,12 +146,19 @@ _REJECTED = re.compile(
     r"(?P<dtype>Unsupported data type for NCCL process group)|"
     r"No backend type associated with device type (?P<device>\w{1,32})|"
     r"(?P<mpi>CUDA tensor detected and the MPI used doesn't have CUDA-aware MPI support)|"
-    r"module 'torch\.distributed' has no attribute '(?P<missing>\w{1,64})'"
+    r"module 'torch\.distributed' has no attribute '(?P<missing>\w{1,64})'|"
+    r"(?P<dense>Only CUDA dense tensor is supported for NCCL)|"
+    r"Cannot use ReduceOp\.(?P<redop>\w{1,32}) with (?P<with>[\w -]{1,40}?)(?:[.)]|$|\s*\()|"
+    r"(?P<anyop>Invalid reduce op)|(?P<scalar>Invalid scalar type)|"
+    r"(?P<fp8>FP8 reduction support begins with sm90)"
 )
-"""torch's own refusals of a collective's tensor: ProcessGroupNCCL's tensor checks and its
-data-type table, a process group with no backend for the tensor's device (an NCCL group given
-a CPU tensor), ProcessGroupMPI given a CUDA tensor by an MPI that is not CUDA-aware; and a
-``torch.distributed`` function this torch does not have (code written for a newer one)."""
+"""torch's own refusals of a collective's tensor: ProcessGroupNCCL's tensor checks (old
+releases: ``Only CUDA dense tensor``) and its data-type table, a process group with no backend
+for the tensor's device (an NCCL group given a CPU tensor), ProcessGroupMPI given a CUDA tensor
+by an MPI that is not CUDA-aware; a ``torch.distributed`` function this torch does not have
+(code written for a newer one); a reduction a backend lacks (gloo and XPU have no
+``ReduceOp.AVG``, torch_xla's ``Invalid reduce op``, NCCL's FP8 reductions before sm90); and
+gloo's data-type table (``Invalid scalar type``: bfloat16 on old releases)."""
 _REFUSED = {"CUDA and dense": "a CPU or sparse tensor", "contiguous": "a non-contiguous tensor"}
 
 
@@ -153,6 +172,14 @@ def _refused(m: re.Match[str]) -> str:
         return "a CUDA tensor (this MPI is not CUDA-aware)"
     if m["missing"]:
         return f"torch.distributed.{m['missing']}, which this torch does not have"
+    if m["dense"]:
+        return _REFUSED["CUDA and dense"]
+    if m["redop"]:
+        return f"ReduceOp.{m['redop']} with {m['with']}"
+    if m["anyop"]:
+        return "the reduction operation"
+    if m["fp8"]:
+        return "an FP8 reduction on a GPU older than sm90"
     return "the tensor's data type"
 
 
@@ -252,8 +279,8 @@ class C10dParser:
                 seq=int(seq.group(1)) if seq else None,
                 numel=_numel(shape.group(1)) if shape else None,
             )
-        if m := _MISMATCH.search(text):
-            self._event(kinds.MISMATCH_DETECTED, rank=None, op=m.group(1))
+        if mismatched := _MISMATCH.search(text):
+            self._event(kinds.MISMATCH_DETECTED, rank=None, op=mismatched.group(1))
         for m in _FR_CULPRIT.finditer(text):
             if m.group(2) != "COLLECTIVE_STATE_MISMATCH":
                 self._event(kinds.MISMATCH_DETECTED, rank=int(m.group(1)))
@@ -267,7 +294,7 @@ class C10dParser:
         if m := _MONITORED.search(text):
             for rank in _ranks(m.group(1)):
                 self._event(kinds.DESYNC, rank=rank)
-        if m := _UNSUPPORTED.search(text):
+        if not mismatched and (m := _UNSUPPORTED.search(text)):  # DDP's reducer lists causes
             self._event(kinds.UNSUPPORTED_OP, op=m.group(1) or m.group(2) or m.group(3))
         if m := _REJECTED.search(text):
             self._event(kinds.UNSUPPORTED_OP, op=_refused(m))

@@ -201,6 +201,10 @@ _MODELS = re.compile(
 )
 
 
+_REDUCER = re.compile(c10d.REDUCER)
+_RING_ABORT = re.compile(r"Aborting Ring\w{1,30} with Out of range")
+
+
 def _check_said(detected: list[LogEvent]) -> str:
     """What a transport's size check or DDP's model check found, in words; "" when it was
     torch's collective check."""
@@ -231,6 +235,18 @@ def _check_said(detected: list[LogEvent]) -> str:
             return (
                 f"DDP found the ranks' models differ ({m.group(0)}): every rank must build the "
                 "same model (same parameters, shapes and order) before wrapping it"
+            )
+        if m := _REDUCER.search(e.text):
+            return (
+                f"DDP's reducer found a parameter whose gradient was not reduced as it expects "
+                f"({m.group(0)}): a parameter that took no part in the loss, on some ranks or in "
+                "some iterations, or one used twice (reentrant checkpointing); pass "
+                "find_unused_parameters=True, or make every parameter take part once"
+            )
+        if m := _RING_ABORT.search(e.text):
+            return (
+                f"a worker's input ran out while the others were in a collective ({m.group(0)}): "
+                "the workers were given different numbers of batches; give each the same"
             )
         if m := launcher.HOROVOD_MISMATCH.search(e.text):
             return f"Horovod's coordinator found the ranks disagree on one tensor ({m.group(0)}...)"

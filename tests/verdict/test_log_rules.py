@@ -428,6 +428,20 @@ def test_nvidia_research_code_s_plugin_build_that_never_says_done_is_the_hang() 
             "AttributeError: module 'torch.distributed' has no attribute 'reduce_scatter_tensor'",
             "torch.distributed.reduce_scatter_tensor, which this torch does not have",
         ),
+        # stop 37, dev cases of the new round; and the line without an error word before it
+        ("No backend type associated with device type cpu", "a cpu tensor"),
+        (
+            "RuntimeError: Only CUDA dense tensor is supported for NCCL collective operations",
+            "a CPU or sparse tensor",
+        ),
+        ("RuntimeError: Cannot use ReduceOp.AVG with Gloo", "ReduceOp.AVG with Gloo"),
+        ("(RuntimeError: Cannot use ReduceOp.AVG with XPU)", "ReduceOp.AVG with XPU"),
+        ("ValueError: Invalid reduce op <ReduceOp object at 0x7f0c>", "the reduction operation"),
+        ("RuntimeError: Invalid scalar type", "the tensor's data type"),
+        (
+            "FP8 reduction support begins with sm90 capable devices.",
+            "an FP8 reduction on a GPU older than sm90",
+        ),
     ],
 )
 def test_torch_s_refusal_of_a_collective_s_tensor_is_unsupported_op(
@@ -438,6 +452,43 @@ def test_torch_s_refusal_of_a_collective_s_tensor_is_unsupported_op(
     verdict = judge([line])
     assert verdict.hang_class is HangClass.UNSUPPORTED_OP
     assert verdict.summary.startswith(f"the backend rejected {refused}")
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "RuntimeError: Expected to have finished reduction in the prior iteration before "
+        "starting a new one. This error indicates that your module has parameters that were "
+        "not used in producing loss.",
+        "RuntimeError: It looks like your LightningModule has parameters that were not used in "
+        "producing the loss returned by training_step.",
+        "[rank3]: RuntimeError: Expected to mark a variable ready only once. This error is "
+        "caused by one of the following reasons: 1) Use of a module parameter outside the "
+        "`forward` function. ... 2) Reused parameters in multiple reentrant backward passes. "
+        "... Parameter at index 195 has been marked as ready twice. reentrant backward is not "
+        "supported for this DDP configuration",
+    ],
+)
+def test_ddp_s_reducer_on_a_parameter_without_its_gradient_is_a_mismatch(line: str) -> None:
+    # GIVEN DDP's reducer error: a parameter not reduced as it expects (unused, or used twice)
+    verdict = judge([line])
+    # THEN the ranks' reductions are not the ones DDP expects, and the fix is named; a
+    # cause the message lists ("... is not supported for ...") is not a backend's refusal
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert "find_unused_parameters=True" in verdict.summary
+
+
+def test_a_ring_collective_aborted_at_the_end_of_a_worker_s_input_is_uneven_data() -> None:
+    # GIVEN TensorFlow's ring all-reduce aborted because a worker's dataset ended
+    verdict = judge(
+        [
+            "2019-07-07 06:48:49.161736: E tensorflow/core/common_runtime/ring_alg.cc:279] "
+            "Aborting RingReduce with Out of range: [_Derived_]End of sequence"
+        ]
+    )
+    # THEN the workers were given different numbers of batches
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert "different numbers of batches" in verdict.summary
 
 
 def test_a_lone_sigabrt_is_named_as_the_watchdog_s_consequence_not_as_nothing() -> None:
