@@ -40,6 +40,7 @@ from doctor.logs.block import Block, Fact, StackDump
 from doctor.logs.kernel import NvrmGpu
 from doctor.logs.launcher import ElasticFailures, HorovodMissing, HydraTermination
 from doctor.logs.lines import Line, split
+from doctor.logs.paste import plain
 from doctor.logs.pyspy_text import PyspyDump
 from doctor.logs.ras import RasText
 from doctor.logs.smi import SmiTable
@@ -244,6 +245,7 @@ class Parser:
         if len(raw) > self.bounds.line_chars:
             raw = raw[: self.bounds.line_chars]
             result.cut["line_chars"] += 1
+        raw = plain(raw)
         gated = bool(self._blocks or self._json or self._wrapped) or worth_a_look(raw)
         if not gated and not (self.every_line_words and telling(raw)):
             return

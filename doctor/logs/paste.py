@@ -28,6 +28,31 @@ QUOTE = re.compile(r"^(?:> ?)+")
 """A reply's quote markers (``lines.PASTED`` peels them too, from a line of a big file)."""
 
 
+_ASCII = str.maketrans(
+    {
+        "\u00a0": " ",  # no-break space: a web page's or a chat's spaces
+        "\u2007": " ",
+        "\u2009": " ",
+        "\u202f": " ",
+        "\u2018": "'",  # an editor's curly quotes
+        "\u2019": "'",
+        "\u201c": '"',
+        "\u201d": '"',
+    }
+)
+
+
+def plain(line: str) -> str:
+    """``line`` with what a web page, a chat or an editor put in for ASCII undone: no-break
+    and thin spaces, curly quotes, a Markdown source's ``\\_`` and ``\\*`` escapes. Every
+    pattern of the parsers is written in ASCII; a paste from a rendered page missed them all."""
+    if not line.isascii():
+        line = line.translate(_ASCII)
+    if "\\" in line:
+        line = line.replace("\\_", "_").replace("\\*", "*")
+    return line
+
+
 def unwrapped(lines: Sequence[str]) -> list[str]:
     """``lines`` with a terminal's hard wrap undone and their common indentation and quote
     markers removed. A reply quotes, and a list indents, each row the terminal cut, so they
