@@ -33,6 +33,7 @@ from doctor.evidence import Evidence, RankStack
 from doctor.logs.catalogue import catalogue
 from doctor.logs.lines import split
 from doctor.logs.parse import parse_text
+from doctor.logs.paste import unwrapped
 from doctor.logs.ras import from_json
 from doctor.model import HangClass
 from doctor.remote.document import DocumentError, to_document
@@ -74,6 +75,16 @@ hostile_lines = st.lists(
 def test_log_text(lines: list[str]) -> None:
     # real lines of NCCL, torchrun, SLURM, RAS, py-spy and kernel logs, made hostile
     parsed = bounded("log text", lambda: parse_text(lines, "fuzz.log"), ())
+    assert all(isinstance(e.text, str) for e in parsed.events)
+
+
+@given(hostile_lines, st.integers(60, 200))
+def test_pasted_text(lines: list[str], width: int) -> None:
+    # the same lines as a small file's paste: cut at a terminal's width, quoted, indented
+    rows = [
+        "    > " + line[i : i + width] for line in lines for i in range(0, len(line) or 1, width)
+    ]
+    parsed = bounded("pasted text", lambda: parse_text(unwrapped(rows), "fuzz.log"), ())
     assert all(isinstance(e.text, str) for e in parsed.events)
 
 
