@@ -40,7 +40,6 @@ from doctor.logs.block import Block, Fact, StackDump
 from doctor.logs.kernel import NvrmGpu
 from doctor.logs.launcher import ElasticFailures, HorovodMissing, HydraTermination
 from doctor.logs.lines import Line, split
-from doctor.logs.paste import plain
 from doctor.logs.pyspy_text import PyspyDump
 from doctor.logs.ras import RasText
 from doctor.logs.smi import SmiTable
@@ -132,7 +131,7 @@ _CAPITALISED = (
     "NVRM|Out of memory|Memory|OOM|Kill|Exit|Segmentation|Aborted|Signal|Failures:|"
     "Root Cause|Process |Thread |Job summary|Communicators|Group |Errors|Warnings|"
     "DEAD|INCOMPLETE|MISMATCH|Mismatched|NVIDIA-SMI|GPU|BAD TERMINATION|CANCELLED AT|DMAR|"
-    "IO_PAGE_FAULT|Missing ranks|#|{"
+    "IO_PAGE_FAULT|Missing ranks|No backend type|Parameter indices|Aborting Ring|#|{"
 ).split("|")
 _WORTH_A_LOOK = re.compile("|".join(map(re.escape, _CAPITALISED)))
 """Words (mostly capitalised, which keeps the scan fast) one of which a line that matters
@@ -144,7 +143,7 @@ _LOWER = (
     "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed.|"
     "'torch.distributed'|GLOBAL_RANK|"
     "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address|"
-    "fabricmanager|backend type|did not receive grad|Aborting Ring"
+    "fabricmanager"
 ).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
 
 
@@ -245,7 +244,6 @@ class Parser:
         if len(raw) > self.bounds.line_chars:
             raw = raw[: self.bounds.line_chars]
             result.cut["line_chars"] += 1
-        raw = plain(raw)
         gated = bool(self._blocks or self._json or self._wrapped) or worth_a_look(raw)
         if not gated and not (self.every_line_words and telling(raw)):
             return

@@ -54,10 +54,12 @@ def plain(line: str) -> str:
 
 
 def unwrapped(lines: Sequence[str]) -> list[str]:
-    """``lines`` with a terminal's hard wrap undone and their common indentation and quote
-    markers removed. A reply quotes, and a list indents, each row the terminal cut, so they
-    go before the rows are joined; a margin inside the quote goes after."""
-    rows = [QUOTE.sub("", row) for row in _dedented([line.rstrip("\r\n") for line in lines])]
+    """``lines`` in ASCII where a page put other characters in (``plain``), with a terminal's
+    hard wrap undone and their common indentation and quote markers removed. A reply quotes,
+    and a list indents, each row the terminal cut, so they go before the rows are joined; a
+    margin inside the quote goes after."""
+    bare = [plain(line.rstrip("\r\n")) for line in lines]
+    rows = [QUOTE.sub("", row) for row in _dedented(bare)]
     return _dedented(_joined(rows))
 
 

@@ -212,7 +212,7 @@ def test_analyze_reads_a_paste_from_standard_input_and_leaves_nothing(tmp_path: 
 def test_what_a_rendered_page_put_in_for_ascii_is_undone() -> None:
     # GIVEN a watchdog line copied from a rendered page, and a Markdown source's escapes
     line = WATCHDOG.replace(" ", "\u00a0").replace("_ALLGATHER", "\\_ALLGATHER")
-    events = [e for e in parse_lines([line]) if e.kind == "watchdog_timeout"]
+    events = [e for e in parse_lines(unwrapped([line])) if e.kind == "watchdog_timeout"]
     # THEN it is read as the line itself; a backslash elsewhere stays
     assert [(e.rank, e.seq, e.op) for e in events] == [(1, 15037, "_ALLGATHER_BASE")]
     assert plain("C:\\data \u2018x\u2019") == "C:\\data 'x'"
