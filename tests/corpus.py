@@ -32,6 +32,7 @@ RENAMED = {
     "google/jax": "jax-ml/jax",
     "volcengine/verl": "verl-project/verl",
     "NVIDIA/NeMo": "NVIDIA-NeMo/Speech",
+    "ROCmSoftwarePlatform/tensorflow-upstream": "ROCm/tensorflow-upstream",
 }
 """Projects known under two names (a renamed owner or repository), whose names hash to
 different splits: the corpus records each under the second name only, so one project never

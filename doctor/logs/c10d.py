@@ -86,6 +86,8 @@ _FINGERPRINT = re.compile(
     r"Rank (\d{1,18})\]? (?:is running (?:inconsistent )?collective|Running collective): "
     r"CollectiveFingerPrint\(([^)]*)\)"
 )
+GROUP_SIZE = r"is joining a group with size \d{1,9}, but that group has size \d{1,9}"
+"""TensorFlow's collective executor: workers disagree on a collective group's size."""
 REDUCER = (
     r"Expected to have finished reduction in the prior iteration|"
     r"parameters that were not used in producing (?:the )?loss|"
@@ -100,7 +102,8 @@ _MISMATCH = re.compile(
     r"op\.preamble\.length <= op\.nbytes|appears not to match sizes of the same param in process|"
     r"DDP expects same model across all ranks|"
     + REDUCER
-    + r"|Aborting Ring\w{1,30} with Out of range"
+    + r"|Aborting Ring\w{1,30} with Out of range|"
+    + GROUP_SIZE
 )
 """gloo's ``op.preamble.length <= op.nbytes``: a peer sent more bytes than this rank's
 collective expects (its ranks gave different sizes, or ran different collectives); gloo since
@@ -108,7 +111,8 @@ collective expects (its ranks gave different sizes, or ran different collectives
 DDP's check, at construction, that every rank built the same model
 (``_verify_params_across_processes``), and its reducer's (``REDUCER``). TensorFlow's ring
 collectives aborted when a worker's input ran out (``Out of range: End of sequence``): the
-workers were given different numbers of batches."""
+workers were given different numbers of batches. Its collective executor's check of a
+group's size (``GROUP_SIZE``)."""
 UNIQUE_ID = re.compile(r"retrieving ncclUniqueId from \[(\d{1,9})\]")
 MEMBER = re.compile(
     r"(?:initializing ddp|Initializing distributed): "
@@ -150,7 +154,9 @@ _REJECTED = re.compile(
     r"(?P<dense>Only CUDA dense tensor is supported for NCCL)|"
     r"Cannot use ReduceOp\.(?P<redop>\w{1,32}) with (?P<with>[\w -]{1,40}?)(?:[.)]|$|\s*\()|"
     r"(?P<anyop>Invalid reduce op)|(?P<scalar>Invalid scalar type)|"
-    r"(?P<fp8>FP8 reduction support begins with sm90)"
+    r"(?P<fp8>FP8 reduction support begins with sm90)|"
+    r"No OpKernel was registered to support Op '(?P<kernel>\w{1,64})'|"
+    r"(?P<devices>is joining a group with incompatible device type)"
 )
 """torch's own refusals of a collective's tensor: ProcessGroupNCCL's tensor checks (old
 releases: ``Only CUDA dense tensor``) and its data-type table, a process group with no backend
@@ -158,7 +164,9 @@ for the tensor's device (an NCCL group given a CPU tensor), ProcessGroupMPI give
 by an MPI that is not CUDA-aware; a ``torch.distributed`` function this torch does not have
 (code written for a newer one); a reduction a backend lacks (gloo and XPU have no
 ``ReduceOp.AVG``, torch_xla's ``Invalid reduce op``, NCCL's FP8 reductions before sm90); and
-gloo's data-type table (``Invalid scalar type``: bfloat16 on old releases)."""
+gloo's data-type table (``Invalid scalar type``: bfloat16 on old releases); TensorFlow built
+without a collective's kernel (``No OpKernel ... 'NcclAllReduce'``: Windows, ROCm builds), and
+its NCCL group given CPU and GPU devices."""
 _REFUSED = {"CUDA and dense": "a CPU or sparse tensor", "contiguous": "a non-contiguous tensor"}
 
 
@@ -180,6 +188,10 @@ def _refused(m: re.Match[str]) -> str:
         return "the reduction operation"
     if m["fp8"]:
         return "an FP8 reduction on a GPU older than sm90"
+    if m["kernel"]:
+        return f"{m['kernel']} (this build has no kernel for it)"
+    if m["devices"]:
+        return "a group of CPU and GPU devices"
     return "the tensor's data type"
 
 

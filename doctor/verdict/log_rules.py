@@ -203,6 +203,7 @@ _MODELS = re.compile(
 
 _REDUCER = re.compile(c10d.REDUCER)
 _RING_ABORT = re.compile(r"Aborting Ring\w{1,30} with Out of range")
+_GROUP_SIZE = re.compile(c10d.GROUP_SIZE)
 
 
 def _check_said(detected: list[LogEvent]) -> str:
@@ -242,6 +243,12 @@ def _check_said(detected: list[LogEvent]) -> str:
                 f"({m.group(0)}): a parameter that took no part in the loss, on some ranks or in "
                 "some iterations, or one used twice (reentrant checkpointing); pass "
                 "find_unused_parameters=True, or make every parameter take part once"
+            )
+        if m := _GROUP_SIZE.search(e.text):
+            return (
+                f"the workers disagree on a collective group's size ({m.group(0)}): every "
+                "worker must join the same collectives (an earlier strategy's collective may "
+                "still be pending)"
             )
         if m := _RING_ABORT.search(e.text):
             return (

@@ -442,6 +442,17 @@ def test_nvidia_research_code_s_plugin_build_that_never_says_done_is_the_hang() 
             "FP8 reduction support begins with sm90 capable devices.",
             "an FP8 reduction on a GPU older than sm90",
         ),
+        (
+            "No OpKernel was registered to support Op 'NcclAllReduce' used by {{node "
+            'NcclAllReduce}} with these attrs: [reduction="sum", T=DT_FLOAT, num_devices=2]',
+            "NcclAllReduce (this build has no kernel for it)",
+        ),
+        (
+            "E base_collective_executor.cc:249] BaseCollectiveExecutor::StartAbort INTERNAL: "
+            "Device /job:worker/replica:0/task:1/device:GPU:0 is joining a group with "
+            "incompatible device typeCPU (group_key=3)",
+            "a group of CPU and GPU devices",
+        ),
     ],
 )
 def test_torch_s_refusal_of_a_collective_s_tensor_is_unsupported_op(
@@ -489,6 +500,15 @@ def test_a_ring_collective_aborted_at_the_end_of_a_worker_s_input_is_uneven_data
     # THEN the workers were given different numbers of batches
     assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
     assert "different numbers of batches" in verdict.summary
+    # AND workers that disagree on a collective group's size disagree on the collective
+    verdict = judge(
+        [
+            "Device /job:localhost/replica:0/task:0/device:GPU:1 is joining a group with size "
+            "2, but that group has size 3 (group_key=1)"
+        ]
+    )
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert "group's size" in verdict.summary
 
 
 def test_a_lone_sigabrt_is_named_as_the_watchdog_s_consequence_not_as_nothing() -> None:
