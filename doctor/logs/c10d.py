@@ -86,6 +86,9 @@ _FINGERPRINT = re.compile(
     r"Rank (\d{1,18})\]? (?:is running (?:inconsistent )?collective|Running collective): "
     r"CollectiveFingerPrint\(([^)]*)\)"
 )
+SHAPES_ACROSS = r"Cannot apply desired operation due to shape mismatches"
+"""Accelerate's debug mode (``ACCELERATE_DEBUG_MODE``): it compares the processes' shapes
+before each of its collectives."""
 GROUP_SIZE = r"is joining a group with size \d{1,9}, but that group has size \d{1,9}"
 """TensorFlow's collective executor: workers disagree on a collective group's size."""
 REDUCER = (
@@ -104,6 +107,8 @@ _MISMATCH = re.compile(
     + REDUCER
     + r"|Aborting Ring\w{1,30} with Out of range|"
     + GROUP_SIZE
+    + "|"
+    + SHAPES_ACROSS
 )
 """gloo's ``op.preamble.length <= op.nbytes``: a peer sent more bytes than this rank's
 collective expects (its ranks gave different sizes, or ran different collectives); gloo since

@@ -204,6 +204,7 @@ _MODELS = re.compile(
 _REDUCER = re.compile(c10d.REDUCER)
 _RING_ABORT = re.compile(r"Aborting Ring\w{1,30} with Out of range")
 _GROUP_SIZE = re.compile(c10d.GROUP_SIZE)
+_SHAPES_ACROSS = re.compile(c10d.SHAPES_ACROSS)
 
 
 def _check_said(detected: list[LogEvent]) -> str:
@@ -243,6 +244,11 @@ def _check_said(detected: list[LogEvent]) -> str:
                 f"({m.group(0)}): a parameter that took no part in the loss, on some ranks or in "
                 "some iterations, or one used twice (reentrant checkpointing); pass "
                 "find_unused_parameters=True, or make every parameter take part once"
+            )
+        if m := _SHAPES_ACROSS.search(e.text):
+            return (
+                f"Accelerate's debug mode found the processes' tensor shapes differ "
+                f"({m.group(0)}): every process must give the collective the same shape"
             )
         if m := _GROUP_SIZE.search(e.text):
             return (

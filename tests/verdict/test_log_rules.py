@@ -489,7 +489,7 @@ def test_ddp_s_reducer_on_a_parameter_without_its_gradient_is_a_mismatch(line: s
     assert "find_unused_parameters=True" in verdict.summary
 
 
-def test_a_ring_collective_aborted_at_the_end_of_a_worker_s_input_is_uneven_data() -> None:
+def test_other_frameworks_checks_of_the_workers_collectives_are_mismatches() -> None:
     # GIVEN TensorFlow's ring all-reduce aborted because a worker's dataset ended
     verdict = judge(
         [
@@ -509,6 +509,17 @@ def test_a_ring_collective_aborted_at_the_end_of_a_worker_s_input_is_uneven_data
     )
     assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
     assert "group's size" in verdict.summary
+    # AND Accelerate's debug mode's check of the processes' shapes is one too
+    verdict = judge(
+        [
+            "accelerate.utils.operations.DistributedOperationException:",
+            "",
+            "Cannot apply desired operation due to shape mismatches. All shapes across devices "
+            "must be valid.",
+        ]
+    )
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert "Accelerate's debug mode" in verdict.summary
 
 
 def test_a_lone_sigabrt_is_named_as_the_watchdog_s_consequence_not_as_nothing() -> None:
