@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
-from doctor.errors import EXIT_FOUND, EXIT_OK
+from doctor.errors import EXIT_FOUND, EXIT_OK, UsageError
 
 if TYPE_CHECKING:
     from doctor.evidence import Evidence
@@ -60,6 +60,8 @@ def _stdin_as_file(paths: list[Path]) -> Iterator[list[Path]]:
     if STDIN not in paths:
         yield paths
         return
+    if sys.stdin is None or sys.stdin.closed:
+        raise UsageError("'-' reads standard input, and this process has none")
     if sys.stdin.isatty():
         print(
             "nccl-doctor: reading the log from standard input; end it with Ctrl-D", file=sys.stderr
@@ -68,6 +70,8 @@ def _stdin_as_file(paths: list[Path]) -> Iterator[list[Path]]:
         pasted = Path(folder) / "stdin.log"
         with pasted.open("wb") as out:
             shutil.copyfileobj(sys.stdin.buffer, out)
+        if not pasted.stat().st_size:
+            raise UsageError("'-' reads standard input, and it held no text")
         yield [pasted if p == STDIN else p for p in paths]
 
 

@@ -1,9 +1,10 @@
 """Undo what copying a log into an issue or a chat did to it, before it is parsed.
 
-A terminal's copy cuts every line longer than its width into rows of exactly that width, and
-a paste nested in a list or a code block indents every line alike: the watchdog's line,
-cut in two, matched nothing, and an indented traceback was not one. Only small files are
-read whole for this (``Bounds.word_bytes``): a job's own log file was never pasted.
+A terminal's copy cuts every line longer than its width into rows of exactly that width; a
+paste nested in a list or a reply indents or quotes every row alike; a rendered page puts
+no-break spaces and curly quotes where the log had ASCII. The watchdog's line, cut in two,
+matched nothing, and an indented traceback was not one. Only small files are read whole for
+this (``Bounds.word_bytes``): a job's own log file was never pasted.
 """
 
 from __future__ import annotations

@@ -207,6 +207,11 @@ def test_analyze_reads_a_paste_from_standard_input_and_leaves_nothing(tmp_path: 
     assert [d["summary"] for d in docs] == [direct["summary"]] * 2, alone.stderr
     assert "collective 15037" in direct["summary"]
     assert list(scratch.iterdir()) == []
+    # AND nothing piped is one sentence and exit 2, not a verdict on an empty log
+    empty = run_cli("analyze", "-", "--json", env=env, stdin="")
+    assert (empty.returncode, empty.stdout) == (2, "")
+    assert empty.stderr.strip() == "nccl-doctor: '-' reads standard input, and it held no text"
+    assert list(scratch.iterdir()) == []
 
 
 def test_what_a_rendered_page_put_in_for_ascii_is_undone() -> None:
