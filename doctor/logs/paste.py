@@ -9,6 +9,7 @@ this (``Bounds.word_bytes``): a job's own log file was never pasted.
 
 from __future__ import annotations
 
+import html
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -44,9 +45,12 @@ _ASCII = str.maketrans(
 
 
 def plain(line: str) -> str:
-    """``line`` with what a web page, a chat or an editor put in for ASCII undone: no-break
-    and thin spaces, curly quotes, a Markdown source's ``\\_`` and ``\\*`` escapes. Every
-    pattern of the parsers is written in ASCII; a paste from a rendered page missed them all."""
+    """``line`` with what a web page, a chat or an editor put in for ASCII undone: HTML's
+    character references (``&lt;``, ``&#39;``), no-break and thin spaces, curly quotes, a
+    Markdown source's ``\\_`` and ``\\*`` escapes. Every pattern of the parsers is written in
+    ASCII; a paste from a rendered page missed them all."""
+    if "&" in line and ";" in line:
+        line = html.unescape(line)
     if not line.isascii():
         line = line.translate(_ASCII)
     if "\\" in line:
