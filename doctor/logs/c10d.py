@@ -57,9 +57,11 @@ from doctor.logs import kinds
 from doctor.logs.lines import Line
 
 _WATCHDOG = re.compile(
-    r"[Cc]aught collective operation timeout: WorkNCCL\(([^)]*)\)|"
+    r"(?:[Cc]aught collective operation timeout: |^\s*)WorkNCCL\(([^)]*)\)|"
     r"Timed out waiting (\d{1,18})ms for (\w+) operation"
 )
+"""The watchdog's line, or its record quoted alone at the start of a line (an excerpt that
+begins there, or a user who cut the words before it)."""
 _ABORTING = re.compile(r"Some NCCL operations have failed or timed out")
 _STUCK = re.compile(r"watchdog got stuck for (\d{1,18}) seconds")
 _EXITING = re.compile(r"destroy_process_group\(\) was not called before program exit")

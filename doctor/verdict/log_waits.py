@@ -366,13 +366,15 @@ def first_sync(view: LogView) -> list[Candidate]:
     ):
         return []
     seq = max(e.seq or 0 for e in sized)
+    ranks = ranks_of(timeouts)
     return [
         Candidate(
             HangClass.CPU_STUCK,
             (),
             Confidence.LOW,
-            f"{rank_prose(ranks_of(timeouts))} timed out in collective {seq}, a one-element "
-            "synchronisation among the job's first: a rank was still at its own start-up work "
+            f"{rank_prose(ranks) if ranks else 'a rank'} timed out in collective {seq}, a "
+            "one-element synchronisation among the job's first: a rank was still at its own "
+            "start-up work "
             "(preparing data, loading, a first evaluation) past the timeout; do that work "
             "before the process group starts, on every rank, or raise the timeout",
             28,
@@ -432,11 +434,12 @@ def stalled(view: LogView) -> list[Candidate]:
     ranks = ranks_of(timeouts)
     where_all = (
         "no other rank's position is in the logs"
-        if len(ranks) == 1
+        if len(ranks) <= 1
         else "none is behind: every rank that logged issued it"
     )
     summary = (
-        f"{rank_prose(ranks)} timed out in collective {seq} of group {group}, and {where_all}; "
+        f"{rank_prose(ranks) if ranks else 'a rank'} timed out in collective {seq} of group "
+        f"{group}, and {where_all}; "
         "it did not finish: ranks that gave it different sizes (torch's own first guess), a "
         "GPU that stopped inside it, or the network"
     )

@@ -376,6 +376,26 @@ def test_a_rank_known_only_by_its_wait_is_not_behind_a_peer_s_enqueued_count() -
     assert judge(lines).culprit_ranks == (3,)
 
 
+def test_the_watchdog_s_record_quoted_alone_is_its_timeout_of_an_unnamed_rank() -> None:
+    # GIVEN the watchdog's record as an excerpt begins with it, the words before it cut
+    lines = [
+        "WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000)",
+        "ran for 721595 milliseconds before timing out.",
+        "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=9, NumelOut=9, Timeout(ms)=600000) ran "
+        "for 600100 milliseconds before timing out.",
+    ]
+    # THEN each is a watchdog timeout, and a verdict on the first speaks of "a rank"
+    events = [e for e in parse_lines(lines) if e.kind == "watchdog_timeout"]
+    assert [(e.seq, e.op, e.numel, e.rank) for e in events] == [
+        (1, "ALLREDUCE", 1, None),
+        (7, "ALLREDUCE", 9, None),
+    ]
+    assert judge(lines[:2]).summary.startswith("a rank timed out in collective 1")
+    assert judge(lines[2:]).summary.startswith("a rank timed out waiting (WorkNCCL(SeqNum=7")
+    # AND a record inside other words is not one (only the watchdog's own words, or none)
+    assert not [e for e in parse_lines(["see WorkNCCL(SeqNum=3) in the docs"]) if e.seq]
+
+
 BUILD = [
     "> compiling and loading fused kernels ...",
     "Emitting ninja build file /opt/megatron/fused_kernels/build/build.ninja...",
