@@ -91,6 +91,8 @@ _FINGERPRINT = re.compile(
 SHAPES_ACROSS = r"Cannot apply desired operation due to shape mismatches"
 """Accelerate's debug mode (``ACCELERATE_DEBUG_MODE``): it compares the processes' shapes
 before each of its collectives."""
+RING_ABORT = r"Aborting Ring\w{1,30} with Out of range"
+"""TensorFlow's ring collective aborted when a worker's input ran out (``End of sequence``)."""
 GROUP_SIZE = r"is joining a group with size \d{1,9}, but that group has size \d{1,9}"
 """TensorFlow's collective executor: workers disagree on a collective group's size."""
 REDUCER = (
@@ -107,7 +109,9 @@ _MISMATCH = re.compile(
     r"op\.preamble\.length <= op\.nbytes|appears not to match sizes of the same param in process|"
     r"DDP expects same model across all ranks|"
     + REDUCER
-    + r"|Aborting Ring\w{1,30} with Out of range|"
+    + "|"
+    + RING_ABORT
+    + "|"
     + GROUP_SIZE
     + "|"
     + SHAPES_ACROSS

@@ -202,7 +202,7 @@ _MODELS = re.compile(
 
 
 _REDUCER = re.compile(c10d.REDUCER)
-_RING_ABORT = re.compile(r"Aborting Ring\w{1,30} with Out of range")
+_RING_ABORT = re.compile(c10d.RING_ABORT)
 _GROUP_SIZE = re.compile(c10d.GROUP_SIZE)
 _SHAPES_ACROSS = re.compile(c10d.SHAPES_ACROSS)
 
