@@ -48,11 +48,12 @@ def rank_noun(ranks: set[int]) -> str:
     return "ranks" if len(ranks) > 1 else "rank"
 
 
-def rank_prose(ranks: Iterable[int]) -> str:
-    """``[2]`` -> ``"rank 2"``; ``[0, 1, 3]`` -> ``"ranks 0, 1 and 3"``; ``[]`` -> ``"no rank"``."""
+def rank_prose(ranks: Iterable[int], none: str = "no rank") -> str:
+    """``[2]`` -> ``"rank 2"``; ``[0, 1, 3]`` -> ``"ranks 0, 1 and 3"``; ``[]`` -> ``none``
+    (``"a rank"`` where the logs say something happened but not to whom)."""
     unique = set(ranks)
     if not unique:
-        return "no rank"
+        return none
     return f"{rank_noun(unique)} {rank_list(unique)}"
 
 

@@ -39,6 +39,12 @@ def test_rank_prose_reads_as_one_sentence_and_folds_runs(ranks: list[int], expec
     assert rank_prose(ranks) == expected
 
 
+def test_no_rank_reads_as_the_caller_says_and_any_rank_as_itself() -> None:
+    # GIVEN logs that say something happened but not to whom: "a rank", never "no rank"
+    assert rank_prose([], none="a rank") == "a rank"
+    assert rank_prose([4], none="a rank") == "rank 4"
+
+
 def test_a_sentence_can_start_with_it() -> None:
     assert rank_prose([10, 15]).capitalize() == "Ranks 10 and 15"
 

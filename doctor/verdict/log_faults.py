@@ -113,7 +113,7 @@ def rank_loss(view: LogView) -> list[Candidate]:
         first = own[0]
         ranks = ranks_of(own[:1]) if first.text.startswith(ROOT_CAUSE) else ranks_of(own)
         summary = (
-            f"{rank_prose(ranks) if ranks else 'a rank'}{where(own[:1])} died of its own cause "
+            f"{rank_prose(ranks, none='a rank')}{where(own[:1])} died of its own cause "
             f"({_exit_text(first)}) and the others cannot finish without it: find why it died "
             "(the OOM killer, a crash, its traceback), then restart"
         )
@@ -135,7 +135,7 @@ def rank_loss(view: LogView) -> list[Candidate]:
     if unexplained and not out:
         ranks = ranks_of(unexplained)
         summary = (
-            f"{rank_prose(ranks) if ranks else 'a rank'} exited ({_exit_text(unexplained[0])}) "
+            f"{rank_prose(ranks, none='a rank')} exited ({_exit_text(unexplained[0])}) "
             "and the logs do not say why: its own output (or its traceback) decides whether "
             "it failed first or was stopped by a peer's failure"
         )
@@ -167,7 +167,7 @@ def _bus_error(ranks: tuple[int, ...], found: Sequence[LogEvent]) -> Candidate:
     the data loader's) in a full or too small ``/dev/shm``, a host's set-up. The lost rank
     stays the alternative; a banner that names another kind of bus error is a crash."""
     summary = (
-        f"{rank_prose(ranks) if ranks else 'a rank'}{where(found[:1])} was killed by a bus error "
+        f"{rank_prose(ranks, none='a rank')}{where(found[:1])} was killed by a bus error "
         f"({_exit_text(found[0])}) and nothing else says why: most often a shared-memory "
         "segment in a full or too small /dev/shm (a container's default is 64 MB); give the "
         "job more (docker --shm-size or --ipc=host, a larger /dev/shm mount) and rerun"
@@ -389,7 +389,7 @@ def cuda_error(view: LogView) -> list[Candidate]:
         return []
     ranks = ranks_of(found)
     summary = (
-        f"a CUDA error stopped the GPU work of {rank_prose(ranks) if ranks else 'a rank'}"
+        f"a CUDA error stopped the GPU work of {rank_prose(ranks, none='a rank')}"
         f"{where(found)} ({quote(found[0])}): a faulty kernel or a failing GPU; run it "
         "with CUDA_LAUNCH_BLOCKING=1 and check the host's Xid lines"
     )

@@ -500,7 +500,7 @@ def compiling(view: LogView) -> list[Candidate]:
     waiting = ranks_of(timeouts)
     ranks = tuple(r for r in ranks_of(found) if r not in waiting)  # a waiter is not compiling
     summary = (
-        f"{rank_prose(ranks) if ranks else 'a rank'} was compiling ({quote(found[-1])}) when "
+        f"{rank_prose(ranks, none='a rank')} was compiling ({quote(found[-1])}) when "
         f"{rank_prose(waiting) if waiting else 'the others'} timed out waiting: the compilation "
         "outlasted the collective timeout; raise the timeout for the first steps, warm the "
         "compile cache, or build the kernels before launch"
@@ -591,7 +591,7 @@ def _silent_logs(files: int, view: LogView) -> Candidate:
     set_up = [e for e in cut if e.op]
     if cut:
         ranks = ranks_of(cut)
-        who = rank_prose(ranks) if ranks else "a rank"
+        who = rank_prose(ranks, none="a rank")
         summary += f"; {who}'s {cut[0].text}: the exception that line names is what would tell"
         asked = ("the traceback's last lines, to its exception",)
     if set_up:
@@ -603,7 +603,7 @@ def _silent_logs(files: int, view: LogView) -> Candidate:
     if aborted:
         ranks = ranks_of(aborted)
         summary += (
-            f"; the launcher says {rank_prose(ranks) if ranks else 'a rank'} ended on SIGABRT, "
+            f"; the launcher says {rank_prose(ranks, none='a rank')} ended on SIGABRT, "
             "most often ProcessGroupNCCL's watchdog ending a rank once a collective timed out "
             "or NCCL failed (a consequence, not the cause): that rank's own log before the "
             "abort says which collective and why"
@@ -645,7 +645,7 @@ def _unplaced_waits(view: LogView) -> Candidate | None:
         HangClass.UNKNOWN,
         (),
         Confidence.LOW,
-        f"{rank_prose(ranks) if ranks else 'a rank'} timed out waiting ({quote(waits[0])}), "
+        f"{rank_prose(ranks, none='a rank')} timed out waiting ({quote(waits[0])}), "
         "and nothing else in the logs says for whom: a rank busy in its own code, one gone, "
         "or a collective that never finished",
         1,

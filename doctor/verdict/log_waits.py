@@ -372,11 +372,10 @@ def first_sync(view: LogView) -> list[Candidate]:
             HangClass.CPU_STUCK,
             (),
             Confidence.LOW,
-            f"{rank_prose(ranks) if ranks else 'a rank'} timed out in collective {seq}, a "
+            f"{rank_prose(ranks, none='a rank')} timed out in collective {seq}, a "
             "one-element synchronisation among the job's first: a rank was still at its own "
-            "start-up work "
-            "(preparing data, loading, a first evaluation) past the timeout; do that work "
-            "before the process group starts, on every rank, or raise the timeout",
+            "start-up work (preparing data, loading, a first evaluation) past the timeout; do "
+            "that work before the process group starts, on every rank, or raise the timeout",
             28,
             collective=CollectiveRef(
                 sized[0].process_group or "0", seq, _op_at(view, seq) or "unknown"
@@ -409,7 +408,7 @@ def broadcast_source(view: LogView) -> list[Candidate]:
             HangClass.CPU_STUCK,
             (),
             Confidence.LOW,
-            f"{rank_prose(waiting) if waiting else 'a rank'} timed out waiting in a broadcast and "
+            f"{rank_prose(waiting, none='a rank')} timed out waiting in a broadcast and "
             "nothing else failed: the broadcast's source had not sent it, busy with work only "
             "it does (an evaluation, a save, data preparation) past the timeout; give that "
             "work to every rank, or make the others wait for it with a longer timeout",
@@ -438,7 +437,7 @@ def stalled(view: LogView) -> list[Candidate]:
         else "none is behind: every rank that logged issued it"
     )
     summary = (
-        f"{rank_prose(ranks) if ranks else 'a rank'} timed out in collective {seq} of group "
+        f"{rank_prose(ranks, none='a rank')} timed out in collective {seq} of group "
         f"{group}, and {where_all}; "
         "it did not finish: ranks that gave it different sizes (torch's own first guess), a "
         "GPU that stopped inside it, or the network"
@@ -471,7 +470,7 @@ def watchdog_stuck(view: LogView) -> list[Candidate]:
     if not stuck:
         return []
     ranks = ranks_of(stuck)
-    who = rank_prose(ranks) if ranks else "a rank"
+    who = rank_prose(ranks, none="a rank")
     seconds = max(e.code or 0 for e in stuck)
     blocked = (
         f"{who}'s watchdog thread was itself blocked for {seconds} s in a CUDA or NCCL call "
