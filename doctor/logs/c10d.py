@@ -58,10 +58,13 @@ from doctor.logs.lines import Line
 
 _WATCHDOG = re.compile(
     r"(?:[Cc]aught collective operation timeout: |^\s*)WorkNCCL\(([^)]*)\)|"
-    r"Timed out waiting (\d{1,18})ms for (\w+) operation"
+    r"Timed out waiting (\d{1,18})ms for (\w+) operation|"
+    r"Application timeout caused pair closure"
 )
 """The watchdog's line, or its record quoted alone at the start of a line (an excerpt that
-begins there, or a user who cut the words before it)."""
+begins there, or a user who cut the words before it); gloo's timeout, and the reason gloo
+gives the pairs it closes when one of its own operations timed out (``unbound_buffer.cc``:
+the peers then read ``Connection closed by peer``, a timeout and not a death)."""
 _ABORTING = re.compile(r"Some NCCL operations have failed or timed out")
 _STUCK = re.compile(r"watchdog got stuck for (\d{1,18}) seconds")
 _EXITING = re.compile(r"destroy_process_group\(\) was not called before program exit")

@@ -146,6 +146,22 @@ def test_a_peer_that_only_closed_its_sockets_most_likely_exited() -> None:
     assert ib.hang_class is HangClass.NETWORK
 
 
+def test_closes_that_follow_a_gloo_timeout_are_neither_a_death_nor_a_link() -> None:
+    # GIVEN gloo's peers closing their pairs because one of their own operations timed out
+    # (gloo's unbound_buffer.cc gives the pairs it closes this reason)
+    closed = ["[E] gloo: Connection closed by peer [10.0.0.15]:4312"]
+    assert judge(closed).hang_class is HangClass.RANK_LOSS
+    verdict = judge(closed + ["Application timeout caused pair closure"])
+    # THEN the logs say a rank timed out waiting, and for whom they cannot say
+    assert verdict.hang_class is HangClass.UNKNOWN
+    assert "timed out" in verdict.summary
+    # AND a transport error beside it still speaks for the link
+    reset = judge(
+        closed + ["Application timeout caused pair closure", "NCCL WARN NET/IB : port error"]
+    )
+    assert reset.hang_class is HangClass.NETWORK
+
+
 def test_a_bootstrap_warning_after_collectives_ran_is_weak() -> None:
     early = judge(["node:1:1 [0] NCCL WARN Bootstrap : no socket interface found"])
     assert early.hang_class is HangClass.BOOTSTRAP
