@@ -219,6 +219,13 @@ _BARRIER = re.compile(
 )
 UNBUILT = re.compile(r"Distributed package doesn't have \w{1,16} built in")
 """torch's word for a backend its build lacks (the Windows and macOS wheels have no NCCL)."""
+UNLOADED = re.compile(
+    r"(?:ImportError|OSError)\b.{0,300}?(?:cannot open shared object file|undefined symbol)|"
+    r"version [`'‘]GLIBC\w{0,8}_[\d.]{1,12}['’] not found"
+)
+"""The dynamic loader's refusals as Python raises them (a library missing, or built against
+another version); NCCL's own INFO line about an absent net plugin, which every healthy job
+without one prints, is not an ``ImportError``."""
 _BOOTSTRAP = re.compile(
     r"waiting for clients\. \d+/(\d{1,18}) clients joined|"
     r"server socket has failed to (?:listen on any local network address|bind)|"
@@ -227,7 +234,10 @@ _BOOTSTRAP = re.compile(
     r"ncclCommInitRank failed|NCCL communicator init(?:ialization)? (?:failed|timed out)|"
     r"Unable to find address for|addresses of \(.{1,255}\) cannot be retrieved \(gai error|"
     r"host not found|Name or service not known|Temporary failure in name resolution|"
-    r"nodename nor servname provided|Gloo connectFullMesh failed|" + UNBUILT.pattern
+    r"nodename nor servname provided|Gloo connectFullMesh failed|"
+    + UNBUILT.pattern
+    + "|"
+    + UNLOADED.pattern
 )
 _STORE_WAIT = re.compile(
     r"(?:waitForInput: socket .{0,300}? timed out after|wait timeout after) (\d{1,18}) ?ms"

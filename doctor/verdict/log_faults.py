@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from doctor.evidence import LogEvent
 from doctor.logs import c10d, cuda, kinds, nccl, shm
@@ -218,42 +218,55 @@ def _ras_lost_ranks(dead: Sequence[LogEvent], missing: Sequence[LogEvent]) -> tu
     return ranked
 
 
-def _bootstrap_advice(
-    shared: LogEvent | None,
-    refused: LogEvent | None,
-    unbuilt: LogEvent | None,
-    twice: LogEvent | None,
-) -> str:
-    if shared:
-        return (
-            "two ranks of one communicator were given the same GPU; give each rank its own "
-            "(torch.cuda.set_device(LOCAL_RANK) or init_process_group(device_id=...)) and "
-            "check CUDA_VISIBLE_DEVICES"
-        )
-    if refused:
-        return (
-            "CUDA refused a call as not fitting this machine, not a failing GPU: the driver, "
-            "the CUDA/NCCL build and the GPUs disagree (a driver older than the build needs, "
-            "NVLS without the fabric manager or /dev/nvidia-caps, an NCCL older than the GPU, "
-            "peer access the GPUs cannot do); align the versions, or turn the feature off to "
-            "confirm (NCCL_NVLS_ENABLE=0, NCCL_P2P_DISABLE=1, a custom all-reduce off)"
-        )
-    if unbuilt:
-        return (
-            "this torch was built without that backend (the Windows and macOS wheels have no "
-            "NCCL): use the gloo backend there, or a Linux build of torch with CUDA"
-        )
-    if twice:
-        return (
-            "two processes joined as the same global rank: the launch started more processes "
-            "than the Trainer's num_nodes x devices, or two nodes took one node rank; make the "
-            "scheduler's nodes and tasks per node match the Trainer's (SLURM: --nodes, "
-            "--ntasks-per-node, and srun)"
-        )
-    return (
-        "check MASTER_ADDR/port reachability, NCCL_SOCKET_IFNAME and the host's interfaces and "
-        "fabric (NVLS: fabric manager)"
-    )
+_SETUP_CAUSES: tuple[tuple[Callable[[str], object], str], ...] = (
+    (
+        lambda text: "Duplicate GPU detected" in text,
+        "two ranks of one communicator were given the same GPU; give each rank its own "
+        "(torch.cuda.set_device(LOCAL_RANK) or init_process_group(device_id=...)) and "
+        "check CUDA_VISIBLE_DEVICES",
+    ),
+    (
+        cuda.setup_error,
+        "CUDA refused a call as not fitting this machine, not a failing GPU: the driver, "
+        "the CUDA/NCCL build and the GPUs disagree (a driver older than the build needs, "
+        "NVLS without the fabric manager or /dev/nvidia-caps, an NCCL older than the GPU, "
+        "peer access the GPUs cannot do); align the versions, or turn the feature off to "
+        "confirm (NCCL_NVLS_ENABLE=0, NCCL_P2P_DISABLE=1, a custom all-reduce off)",
+    ),
+    (
+        c10d.UNBUILT.search,
+        "this torch was built without that backend (the Windows and macOS wheels have no "
+        "NCCL): use the gloo backend there, or a Linux build of torch with CUDA",
+    ),
+    (
+        c10d.UNLOADED.search,
+        "a shared library the job needs did not load: it is missing from the library path, "
+        "or was built against another version (torch, NCCL, CUDA, glibc); install matching "
+        "builds (pip's torch brings its own NCCL: an LD_LIBRARY_PATH or LD_PRELOAD that puts "
+        "another libnccl first is a common cause)",
+    ),
+    (
+        c10d.MEMBER.search,
+        "two processes joined as the same global rank: the launch started more processes "
+        "than the Trainer's num_nodes x devices, or two nodes took one node rank; make the "
+        "scheduler's nodes and tasks per node match the Trainer's (SLURM: --nodes, "
+        "--ntasks-per-node, and srun)",
+    ),
+)
+"""Set-up failures whose cause the line itself names, with what to do, first match wins."""
+_REACH = (
+    "check MASTER_ADDR/port reachability, NCCL_SOCKET_IFNAME and the host's interfaces and "
+    "fabric (NVLS: fabric manager)"
+)
+
+
+def _bootstrap_cause(found: Sequence[LogEvent]) -> tuple[LogEvent | None, str]:
+    """The line that names the set-up failure's cause and the advice for it, else none and
+    the advice for a communicator that could not reach its peers."""
+    for names, advice in _SETUP_CAUSES:
+        if said := next((e for e in found if names(e.text)), None):
+            return said, advice
+    return None, _REACH
 
 
 def bootstrap(view: LogView) -> list[Candidate]:
@@ -263,17 +276,13 @@ def bootstrap(view: LogView) -> list[Candidate]:
     late = view.ran_collectives()
     ranks = ranks_of(found)
     peers = sorted({e.peer for e in found if e.peer})
-    shared = next((e for e in found if "Duplicate GPU detected" in e.text), None)
-    refused = next((e for e in found if cuda.setup_error(e.text)), None)
-    unbuilt = next((e for e in found if c10d.UNBUILT.search(e.text)), None)
-    twice = next((e for e in found if c10d.MEMBER.search(e.text)), None)
+    said, advice = _bootstrap_cause(found)
     specific = [e for e in found if not nccl.system_error(e.text)]
     summary = (
         f"communicator creation failed{' on ' + rank_prose(ranks) if ranks else ''}{where(found)} "
-        f"({quote(shared or refused or unbuilt or twice or (specific or found)[0])})"
+        f"({quote(said or (specific or found)[0])})"
         + (f", reaching {', '.join(peers[:3])}" if peers else "")
-        + ": "
-        + _bootstrap_advice(shared, refused, unbuilt, twice)
+        + f": {advice}"
     )
     return [
         Candidate(

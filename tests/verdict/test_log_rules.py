@@ -162,6 +162,25 @@ def test_closes_that_follow_a_gloo_timeout_are_neither_a_death_nor_a_link() -> N
     assert reset.hang_class is HangClass.NETWORK
 
 
+def test_a_library_that_did_not_load_is_the_set_up() -> None:
+    # GIVEN the dynamic loader's refusals, as Python raises them
+    refusals = [
+        "ImportError: libnccl.so.2: cannot open shared object file: No such file or directory",
+        "ImportError: /opt/venv/lib/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommRegister",
+        "OSError: /lib64/libc.so.6: version `GLIBC_2.34' not found (required by libtorch.so)",
+    ]
+    verdicts = [judge([line]) for line in refusals]
+    # THEN each is the set-up, with advice about the builds
+    assert {v.hang_class for v in verdicts} == {HangClass.BOOTSTRAP}
+    assert all("did not load" in v.summary for v in verdicts)
+    # AND NCCL's note that no net plugin is installed (every healthy job without one) is not
+    info = (
+        "node:1:1 [0] NCCL INFO NET/Plugin : Plugin load (libnccl-net.so) returned 2 : "
+        "libnccl-net.so: cannot open shared object file: No such file or directory"
+    )
+    assert judge([info]).hang_class is not HangClass.BOOTSTRAP
+
+
 def test_a_bootstrap_warning_after_collectives_ran_is_weak() -> None:
     early = judge(["node:1:1 [0] NCCL WARN Bootstrap : no socket interface found"])
     assert early.hang_class is HangClass.BOOTSTRAP
