@@ -52,8 +52,10 @@ log_compile             74        a collective timed out while a rank said it wa
 log_build               35        a JIT extension build (or its stale lock file) and nothing
                                   that failed: the job stopped in the build
                                   (compile_warmup; medium when a lock file is named)
-log_straggler           60        NCCL's diagnostics measured one rank's link far off, or
-                                  the job's straggler detector named ranks
+log_straggler           60/30     NCCL's diagnostics measured one rank's link far off, or
+                                  the job's straggler detector named ranks (30 once a
+                                  collective timed out: a straggler is no hang, so the slow
+                                  link is network, low, and a named rank only the culprit)
 log_laggard             50/45     a desync report, a monitored barrier, RAS counts or the
                                   ranks' own sequence numbers single out ranks that never
                                   reached the collective the others wait in: cpu_stuck (50)
@@ -554,6 +556,9 @@ def straggler(view: LogView) -> list[Candidate]:
     if not measured and not named:
         return []
     ranks = ranks_of(measured + named)
+    hung = view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.NCCL_ABORT, kinds.STORE_TIMEOUT)
+    if hung:
+        return [_slow_then_hung(ranks, measured, named, hung[0])]
     summary = (
         f"NCCL's diagnostics measured the link of {rank_prose(ranks)}{where(measured)} far below "
         "the others': every collective waits for it; check its NIC, cable and switch port"
@@ -573,6 +578,34 @@ def straggler(view: LogView) -> list[Candidate]:
             rule="log_straggler",
         )
     ]
+
+
+def _slow_then_hung(
+    ranks: tuple[int, ...], measured: list[LogEvent], named: list[LogEvent], hang: LogEvent
+) -> Candidate:
+    """A straggler slows a job and never stops it (DESIGN: ``straggler`` is no hang): once a
+    collective timed out, the slow rank is where to look, and a slow link the likely cause."""
+    who = rank_prose(ranks)
+    if measured:
+        why = (
+            f"NCCL's diagnostics had measured the link of {who}{where(measured)} far below the "
+            "others': a link that slow or failing stops collectives; check its NIC, cable and "
+            "switch port"
+        )
+    else:
+        why = (
+            f"the job's straggler detector had named {who}{where(named)} slower than its peers: "
+            f"{who} is where to look first (its stacks say what it was doing)"
+        )
+    return Candidate(
+        HangClass.NETWORK if measured else HangClass.UNKNOWN,
+        ranks,
+        Confidence.LOW,
+        f"the job hung ({quote(hang)}), not only slowed; {why}",
+        30,
+        evidence=lines_of([*measured, *named, hang]),
+        rule="log_straggler",
+    )
 
 
 def _silent_logs(files: int, view: LogView) -> Candidate:

@@ -72,6 +72,28 @@ def test_a_straggler_report_with_none_is_progress_and_one_naming_ranks_is_a_stra
     assert "straggler detector" in verdict.summary
 
 
+def test_a_slow_rank_of_a_job_that_then_hung_is_no_straggler() -> None:
+    # GIVEN a straggler report, or NCCL's measurement of a slow link, then a watchdog timeout
+    timeout = (
+        "[rank0]:[E ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=500, OpType=ALLREDUCE, NumelIn=10, NumelOut=10, "
+        "Timeout(ms)=600000) ran for 600086 milliseconds before timing out."
+    )
+    named = judge(["Detected stragglers: [3]", timeout])
+    measured = judge(
+        [
+            "node0:245 NCCL DIAG [INFO] net bw: cross-nic rank 3 (node0): 265.1 Gbit/s, >30% off "
+            "median 391.5 Gbit/s in comm 0x7a3f",
+            timeout,
+        ]
+    )
+    # THEN the job hung, which a straggler never makes it (DESIGN): the slow rank is the one
+    # to look at, and a link measured that slow is the likely cause
+    assert (named.hang_class, named.culprit_ranks) == (HangClass.UNKNOWN, (3,))
+    assert (measured.hang_class, measured.culprit_ranks) == (HangClass.NETWORK, (3,))
+    assert all("not only slowed" in v.summary for v in (named, measured))
+
+
 def test_a_report_naming_absurd_ranks_is_bounded() -> None:
     huge = "Detected Stragglers: [" + ", ".join(map(str, range(600))) + "]"
     events = [e for e in parse_lines([huge]) if e.kind == kinds.STRAGGLER]
