@@ -135,6 +135,8 @@ def rank_loss(view: LogView) -> list[Candidate]:
         )
         sure = Confidence.HIGH if dead else Confidence.MEDIUM
         out.append(_loss(ranks, sure, summary, 82 if dead else 55, dead + missing, "log_ras_dead"))
+    if not out and (raised := _raised_while_others_wait(view)):
+        out.append(raised)
     if unexplained and not out:
         ranks = ranks_of(unexplained)
         summary = (
@@ -144,6 +146,28 @@ def rank_loss(view: LogView) -> list[Candidate]:
         )
         out.append(_loss(ranks, Confidence.LOW, summary, 45, unexplained, "log_exit"))
     return out
+
+
+def _raised_while_others_wait(view: LogView) -> Candidate | None:
+    """A rank's own exception (its traceback's last line, or CUDA running out of memory)
+    while other ranks time out waiting: an uncaught exception ends the process, so the
+    rank that raised it is gone even where no launcher line says it exited."""
+    raised = [
+        e
+        for e in view.of_kind(kinds.EXCEPTION, kinds.OOM)
+        if e.rank is not None and not _COLLATERAL_TEXT.search(e.text)
+    ]
+    ranks = ranks_of(raised)
+    waiting = view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT)
+    if not raised or not any(e.rank is not None and e.rank not in ranks for e in waiting):
+        return None
+    first = raised[0]
+    summary = (
+        f"{rank_prose(ranks)}{where(raised[:1])} raised {quote(first, 100)} while the others "
+        "timed out waiting for it: an uncaught exception ends the process, so it is gone and "
+        "the others cannot finish; fix what raised it (its traceback), then restart"
+    )
+    return _loss(ranks, Confidence.MEDIUM, summary, 62, [first, *waiting[:2]], "log_raised")
 
 
 def cancelled(view: LogView) -> list[Candidate]:

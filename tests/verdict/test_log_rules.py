@@ -181,6 +181,27 @@ def test_a_library_that_did_not_load_is_the_set_up() -> None:
     assert judge([info]).hang_class is not HangClass.BOOTSTRAP
 
 
+def test_a_rank_that_raised_while_the_others_time_out_is_lost() -> None:
+    # GIVEN rank 0's uncaught exception (or CUDA running out of memory) and no exit line,
+    # while ranks 1 and 2 time out in a collective
+    waits = [WATCHDOG.format(r=r, seq=15037, op="ALLREDUCE") for r in (1, 2)]
+    raised = [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "train.py", line 5, in save_checkpoint',
+        "[rank0]:     x = state['model']",
+        "[rank0]: KeyError: 'model'",
+    ]
+    oom = ["[rank0]: torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB"]
+    for lines in (raised, oom):
+        verdict = judge(lines + waits)
+        # THEN rank 0 is gone: not a rank that "logged nothing" and left the loop
+        assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.RANK_LOSS, (0,))
+        assert "logged nothing" not in verdict.summary
+    # AND the collateral error a waiting rank raises blames nobody
+    collateral = ["[rank0]: torch.distributed.DistBackendError: NCCL communicator was aborted"]
+    assert judge(collateral + waits).hang_class is not HangClass.RANK_LOSS
+
+
 def test_a_bootstrap_warning_after_collectives_ran_is_weak() -> None:
     early = judge(["node:1:1 [0] NCCL WARN Bootstrap : no socket interface found"])
     assert early.hang_class is HangClass.BOOTSTRAP
