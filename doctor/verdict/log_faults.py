@@ -149,23 +149,26 @@ def rank_loss(view: LogView) -> list[Candidate]:
 
 
 def _raised_while_others_wait(view: LogView) -> Candidate | None:
-    """A rank's own exception (its traceback's last line, or CUDA running out of memory)
-    while other ranks time out waiting: an uncaught exception ends the process, so the
-    rank that raised it is gone even where no launcher line says it exited."""
+    """A rank's own exception (its traceback's last line, or CUDA running out of memory),
+    or the kernel's OOM killer killing a process, while ranks time out waiting: an uncaught
+    exception ends the process and a kill ends it at once, so it is gone even where no
+    launcher line says it exited."""
     raised = [
         e
         for e in view.of_kind(kinds.EXCEPTION, kinds.OOM)
-        if e.rank is not None and not _COLLATERAL_TEXT.search(e.text)
+        if (e.rank is not None or e.pid is not None) and not _COLLATERAL_TEXT.search(e.text)
     ]
     ranks = ranks_of(raised)
     waiting = view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT)
-    if not raised or not any(e.rank is not None and e.rank not in ranks for e in waiting):
+    if not raised or not any(e.rank is None or e.rank not in ranks for e in waiting):
         return None
     first = raised[0]
     summary = (
-        f"{rank_prose(ranks)}{where(raised[:1])} raised {quote(first, 100)} while the others "
-        "timed out waiting for it: an uncaught exception ends the process, so it is gone and "
-        "the others cannot finish; fix what raised it (its traceback), then restart"
+        f"{rank_prose(ranks, none='a process')}{where(raised[:1])} "
+        + ("was killed" if first.pid is not None and first.rank is None else "raised")
+        + f" ({quote(first, 100)}) while the others timed out waiting: a process that raised "
+        "an uncaught exception or was killed is gone, and the others cannot finish without it; "
+        "fix what ended it (its traceback, the host's memory), then restart"
     )
     return _loss(ranks, Confidence.MEDIUM, summary, 62, [first, *waiting[:2]], "log_raised")
 

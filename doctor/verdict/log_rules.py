@@ -29,8 +29,9 @@ log_rank_loss           82/55/45  a rank's process died of its own cause (killed
                                   crash, its own exception; 82), RAS says a process is dead
                                   or unreachable (82/55), or a rank exited with no reason
                                   given (45)
-log_raised              62        a rank's own uncaught exception (or CUDA out of memory)
-                                  while other ranks time out waiting, no exit line needed
+log_raised              62        a rank's own uncaught exception (or CUDA out of memory), or
+                                  the OOM killer killing a process, while ranks time out
+                                  waiting, no exit line needed
 log_cancelled           40/10     the scheduler cancelled the job (SLURM's time limit,
                                   preemption, requeue): rank_loss, low, no culprit; 10 when
                                   a watchdog or store timeout came first (the job had hung)

@@ -197,6 +197,9 @@ def test_a_rank_that_raised_while_the_others_time_out_is_lost() -> None:
         # THEN rank 0 is gone: not a rank that "logged nothing" and left the loop
         assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.RANK_LOSS, (0,))
         assert "logged nothing" not in verdict.summary
+    # AND a process the kernel's OOM killer killed is lost too, whichever rank it was
+    killed = judge(["Out of memory: Killed process 41234 (python) total-vm:1234kB"] + waits)
+    assert killed.hang_class is HangClass.RANK_LOSS and "was killed" in killed.summary
     # AND the collateral error a waiting rank raises blames nobody
     collateral = ["[rank0]: torch.distributed.DistBackendError: NCCL communicator was aborted"]
     assert judge(collateral + waits).hang_class is not HangClass.RANK_LOSS
