@@ -40,6 +40,20 @@ _CUDA = re.compile(
     # vLLM's custom all-reduce, NCCL's NVLS messages (``CUDA error 401``); a number in
     # parentheses (old torch's ``cuda runtime error (59)``) is CUDA 9's numbering: not read
 )
+_SENTENCE = re.compile(
+    r"an illegal memory access was encountered|unspecified launch failure|"
+    r"misaligned address|device-side assert triggered|an illegal instruction was encountered|"
+    r"the launch timed out and was terminated|invalid program counter|"
+    r"uncorrectable ECC error encountered|"
+    r"PTX was compiled with an unsupported toolchain|no kernel image is available for execution|"
+    r"all CUDA-capable devices are busy or unavailable|no CUDA-capable device is detected|"
+    r"forward compatibility was attempted on non supported HW|device kernel image is invalid|"
+    r"peer access is not supported between these two devices"
+)
+"""CUDA's own error strings (``cudaGetErrorString``), distinctive enough to read without the
+``CUDA error:`` a caller puts before them: old torch's ``THCudaCheck FAIL ... : an illegal
+memory access was encountered``, a C++ ``what(): Error at: ...: ...``, an FAQ that quotes
+the string alone."""
 _HARDWARE = re.compile(
     r"(?i)uncorrectable ECC|ECC error|GPU is lost|fallen off the bus|"
     r"NVLINK_UNCORRECTABLE|HARDWARE_STACK_ERROR|ECC_UNCORRECTABLE|uncorrectable NVLink"
@@ -96,13 +110,24 @@ def events(line: Line) -> list[LogEvent]:
     text = line.text
     if ("fabricmanager" in text or "interface version" in text) and _FABRIC.search(text):
         return [line.event(kinds.BOOTSTRAP)]
-    if "CUDA" not in text and "Cuda" not in text and "cuda" not in text and "memory" not in text:
+    if not any(map(text.__contains__, _WORDS)):
         return []
     if _OOM.search(text):
         return [line.event(kinds.OOM)]
     found = _CUDA.search(text)
     if _NO_SUCH_DEVICE.search(text) or _NOT_READY.search(text) or _refused(text, found):
         return [line.event(kinds.BOOTSTRAP)]
+    if not found and _SENTENCE.search(text):
+        setup = _SETUP.search(text) and not _HARDWARE.search(text)
+        return [line.event(kinds.BOOTSTRAP if setup else _fault(text))]
     if found:
-        return [line.event(kinds.GPU_FAULT if _HARDWARE.search(text) else kinds.CUDA_ERROR)]
+        return [line.event(_fault(text))]
     return []
+
+
+_WORDS = ("CUDA", "Cuda", "cuda", "memory", "launch", "assert", "PTX", "kernel image", "ECC")
+"""A line holds one of these or no CUDA error this module reads (most lines: no regex run)."""
+
+
+def _fault(text: str) -> str:
+    return kinds.GPU_FAULT if _HARDWARE.search(text) else kinds.CUDA_ERROR

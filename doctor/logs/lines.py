@@ -35,9 +35,12 @@ TEXT_CHARS = 400
 # longer run of digits raises past 4,300 of them, and no rank, pid or count needs more.
 
 SRUN_LABEL = re.compile(r"^ {0,5}(\d{1,6}): ")
-TORCHRUN = re.compile(r"^\[([A-Za-z_]+)(\d{1,6})(?:\|\d{1,6})?\]: ?|^\[(rank)(\d{1,6})\] ")
+TORCHRUN = re.compile(
+    r"^ {0,8}\[([A-Za-z_]+)(\d{1,6})(?:\|\d{1,6})?\]: ?|^ {0,8}\[(rank)(\d{1,6})\] "
+)
 """torchrun's ``[default3]:``, PyTorch's ``[rank3]:``, and the latter as users paste it
-(``[rank3] Watchdog caught ...``, the colon dropped)."""
+(``[rank3] Watchdog caught ...``, the colon dropped, or indented under a heading of their
+own: ``Ranks 4-7:`` then ``  [rank7]: ...``)."""
 MPI_TAG = re.compile(
     r"^(?:\w{3} \w{3} {1,2}\d{1,2} \d\d:\d\d:\d\d \d{4})?\[(?:\d{1,9},)?(\d{1,9})\]"
     r"<(?:stdout|stderr|stddiag)>: ?"

@@ -144,7 +144,7 @@ _LOWER = (
     "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed.|"
     "'torch.distributed'|GLOBAL_RANK|"
     "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address|"
-    "fabricmanager|pair closure"
+    "fabricmanager|pair closure|was encountered|PTX|assert triggered|misaligned address"
 ).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
 
 

@@ -73,6 +73,11 @@ def test_cuda_errors_by_whose_fault() -> None:
             '{"detail": {"reason": "worker 3 stopped: CUDA error:uncorrectable ECC error',
             "see the worker log",
             "RuntimeError: CUDA error:an illegal memory access was encountered",
+            # CUDA's own strings without "CUDA error:" (old torch's THCudaCheck, a C++ what())
+            "THCudaCheck FAIL file=THCTensorCopy.cu line=87 error=77 : an illegal memory access "
+            "was encountered",
+            "  what():  Error at: CUDAUtils.cpp:22: unspecified launch failure",
+            "provided PTX was compiled with an unsupported toolchain",
         ]
     )
     assert [e.kind for e in events if e.kind != kinds.EXCEPTION] == [
@@ -81,6 +86,9 @@ def test_cuda_errors_by_whose_fault() -> None:
         kinds.OOM,
         kinds.GPU_FAULT,
         kinds.CUDA_ERROR,
+        kinds.CUDA_ERROR,
+        kinds.CUDA_ERROR,
+        kinds.BOOTSTRAP,
     ]
 
 

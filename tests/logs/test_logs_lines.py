@@ -49,6 +49,8 @@ from doctor.logs.lines import split
         ("12:30:01 step 5", None, None, "", None, ""),
         # PyTorch's rank prefix as users paste it, the colon dropped
         ("[rank6] Watchdog caught collective operation timeout:", 6, None, "", None, ""),
+        # ... and indented under a heading of the user's own ("Ranks 4-7:")
+        ("  [rank5]: WorkNCCL(SeqNum=2426, OpType=ALLGATHER)", 5, None, "", None, ""),
         # Open MPI's --tag-output (job, rank), after --timestamp-output's date; horovodrun's
         (
             "Wed Jun 22 15:48:08 2016[1,43]<stdout>:UCX  ERROR Send completion",
