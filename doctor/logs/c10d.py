@@ -138,9 +138,14 @@ _DDP_STATS = re.compile(r"\[Rank (\d{1,18}) / (\d{1,18})\] Training \S+ unused_p
 JIT_BUILD = re.compile(
     r"compiling and loading fused kernels|Emitting ninja build file|Building extension module|"
     r"Lock file exists in build directory|Waited on lock file|"
-    r"Setting up PyTorch plugin \"[^\"]{1,100}\"\.\.\.\s*$"
+    r"Setting up PyTorch plugin \"[^\"]{1,100}\"\.\.\.\s*$|"
+    r"file_baton\.py\"?, line \d{1,9},? in wait|"
+    r"cpp_extension\.py\"?, line \d{1,9},? in _jit_compile|"
+    r"waiting for baton release"
 )
-"""A JIT extension build under way, or waiting on its lock."""
+"""A JIT extension build under way, or waiting on its lock: also a stack in torch's build
+(``_jit_compile``) or in its lock's ``FileBaton.wait`` (a traceback's or faulthandler's
+frame), and a project's own baton that says so."""
 JIT_LOADED = "Loading extension module"
 """What torch prints once a build is done: the job went past it."""
 _COMPILING = re.compile(
@@ -156,7 +161,7 @@ _MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
 _SHAPE = re.compile(r"TensorShape=\[([^\]]*)\]")
 _SEQ_FP = re.compile(r"SequenceNumber=(\d{1,18})")
 _UNSUPPORTED = re.compile(
-    r"does not support (\w+)|\b(\w{1,64}) is not supported (?:by|in|for) |"
+    r"does not support (\w+)|\b(\w{1,64})[`'\"’]? is not supported (?:by|in|for) |"
     r"no support for (\w{1,64}) in \w{1,32} process group"
 )
 _REJECTED = re.compile(

@@ -54,6 +54,13 @@ _SENTENCE = re.compile(
 ``CUDA error:`` a caller puts before them: old torch's ``THCudaCheck FAIL ... : an illegal
 memory access was encountered``, a C++ ``what(): Error at: ...: ...``, an FAQ that quotes
 the string alone."""
+_CAPTURE = re.compile(
+    r"(?i)previous error during capture|not permitted when stream is capturing|"
+    r"cudaErrorStreamCapture\w+|CUDA_ERROR_STREAM_CAPTURE_\w+|capture (?:was )?invalidated"
+)
+"""CUDA refusing work issued while a stream is captured into a CUDA graph (a collective
+captured without the communicator set up for it, a synchronising call): the program asked
+for something a capture cannot hold, which the next collective then reports."""
 _HARDWARE = re.compile(
     r"(?i)uncorrectable ECC|ECC error|GPU is lost|fallen off the bus|"
     r"NVLINK_UNCORRECTABLE|HARDWARE_STACK_ERROR|ECC_UNCORRECTABLE|uncorrectable NVLink"
@@ -115,6 +122,8 @@ def events(line: Line) -> list[LogEvent]:
     if _OOM.search(text):
         return [line.event(kinds.OOM)]
     found = _CUDA.search(text)
+    if found and _CAPTURE.search(text):
+        return [line.event(kinds.UNSUPPORTED_OP, op="work inside a CUDA graph capture")]
     if _NO_SUCH_DEVICE.search(text) or _NOT_READY.search(text) or _refused(text, found):
         return [line.event(kinds.BOOTSTRAP)]
     if not found and _SENTENCE.search(text):

@@ -37,6 +37,17 @@ _CANCELLED = re.compile(
 out, a higher-priority job preempted it, or it was requeued (SIGTERM, then SIGKILL); or a
 node of the job failed, which is a rank lost there."""
 _STEP_OOM = re.compile(r"Detected \d+ oom[-_]kill event")
+_LAUNCH_SETUP = re.compile(
+    r"pyxis: (?:couldn't start container|container start failed)|"
+    r"spank: required plugin \S{1,200}: \w{1,40}\(\) failed|Failed to invoke spank plugin stack|"
+    r"not enough slots available in the system|"
+    r"(?:mpirun|prterun) was unable to (?:launch|find) the specified (?:application|executable)|"
+    r"ORTE was unable to reliably start one or more daemons|"
+    r"PMIX? ERROR: .{0,200}?(?:UNREACHABLE|NOT-FOUND|OUT-OF-RESOURCE)"
+)
+"""The launcher could not start the job's processes (SLURM's container plugin pyxis or
+another spank plugin, Open MPI's slots and daemons, PMIx): the set-up, before any rank ran.
+An ``Exited with exit code 1`` that follows is that failure, not a rank's."""
 _MPIRUN = re.compile(
     r"process rank (\d{1,18}) with PID (\d{1,18}) on node ([\w.-]+) exited on signal (\d{1,18})"
 )
@@ -122,6 +133,8 @@ def events(line: Line) -> list[LogEvent]:
         ]
     if _STEP_OOM.search(text):
         return [line.event(kinds.OOM)]
+    if _LAUNCH_SETUP.search(text):
+        return [line.event(kinds.BOOTSTRAP)]
     if m := _MPIRUN.search(text):
         return [
             line.event(

@@ -144,7 +144,8 @@ _LOWER = (
     "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed.|"
     "'torch.distributed'|GLOBAL_RANK|"
     "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address|"
-    "fabricmanager|pair closure|was encountered|PTX|assert triggered|misaligned address"
+    "fabricmanager|pair closure|was encountered|PTX|assert triggered|misaligned address|baton|"
+    "_jit_compile|enough slots|spank|pyxis|ORTE was unable"
 ).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
 
 

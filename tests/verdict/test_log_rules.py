@@ -205,6 +205,37 @@ def test_a_rank_that_raised_while_the_others_time_out_is_lost() -> None:
     assert judge(collateral + waits).hang_class is not HangClass.RANK_LOSS
 
 
+def test_a_launcher_that_could_not_start_the_ranks_is_the_set_up() -> None:
+    # GIVEN SLURM's container plugin failing, then srun's report of the task's exit
+    pyxis = [
+        "slurmstepd: error: pyxis: container start failed with error code: 1",
+        "slurmstepd: error: pyxis: couldn't start container",
+        "slurmstepd: error: spank: required plugin spank_pyxis.so: task_init() failed with rc=-1",
+        "srun: error: nid001234: task 0: Exited with exit code 1",
+    ]
+    # AND Open MPI refusing to start for want of slots
+    slots = ["There are not enough slots available in the system to satisfy the 16"]
+    # THEN both are the set-up, not a rank that died
+    assert {judge(lines).hang_class for lines in (pyxis, slots)} == {HangClass.BOOTSTRAP}
+
+
+def test_work_a_cuda_graph_capture_cannot_hold_is_refused_and_a_build_lock_is_warmup() -> None:
+    capture = (
+        "misc/strongstream.cc:378 NCCL WARN Cuda failure 'operation failed due to a previous "
+        "error during capture'"
+    )
+    assert judge([capture]).hang_class is HangClass.UNSUPPORTED_OP
+    quoted = "ValueError: `IndexSlices` is not supported for Collective All-Reduce."
+    assert judge([quoted]).hang_class is HangClass.UNSUPPORTED_OP
+    # a rank's stack waiting on torch's JIT build lock, as faulthandler dumps it
+    baton = [
+        "Timeout (0:02:00)!",
+        'File "/venv/lib/torch/utils/file_baton.py", line 50 in wait',
+        'File "/venv/lib/torch/utils/cpp_extension.py", line 2156 in _jit_compile',
+    ]
+    assert judge(baton).hang_class is HangClass.COMPILE_WARMUP
+
+
 def test_a_bootstrap_warning_after_collectives_ran_is_weak() -> None:
     early = judge(["node:1:1 [0] NCCL WARN Bootstrap : no socket interface found"])
     assert early.hang_class is HangClass.BOOTSTRAP
