@@ -23,6 +23,9 @@ build, the driver and the hardware disagreeing (NVLS multicast on a driver or co
 without it, an NCCL older than the GPU, P2P between GPUs that cannot do it): ``bootstrap``,
 whatever stopped. CUDA's sticky errors (illegal address, launch failure, assert, ECC) stay
 ``cuda_error``/``gpu_fault``; ``unknown error`` (999) tells neither and stays with them.
+CUDA's own error strings are read without a caller's prefix as well, and work refused
+during a CUDA graph capture is a program asking for what a capture cannot hold
+(``unsupported_op``).
 """
 
 from __future__ import annotations
@@ -113,6 +116,14 @@ def _refused(text: str, found: re.Match[str] | None) -> bool:
     return (number is not None and int(number) in _SETUP_CODES) or bool(_SETUP.search(text))
 
 
+_WORDS = ("CUDA", "Cuda", "cuda", "memory", "launch", "assert", "PTX", "kernel image", "ECC")
+"""A line holds one of these or no CUDA error this module reads (most lines: no regex run)."""
+
+
+def _fault(text: str) -> str:
+    return kinds.GPU_FAULT if _HARDWARE.search(text) else kinds.CUDA_ERROR
+
+
 def events(line: Line) -> list[LogEvent]:
     text = line.text
     if ("fabricmanager" in text or "interface version" in text) and _FABRIC.search(text):
@@ -132,11 +143,3 @@ def events(line: Line) -> list[LogEvent]:
     if found:
         return [line.event(_fault(text))]
     return []
-
-
-_WORDS = ("CUDA", "Cuda", "cuda", "memory", "launch", "assert", "PTX", "kernel image", "ECC")
-"""A line holds one of these or no CUDA error this module reads (most lines: no regex run)."""
-
-
-def _fault(text: str) -> str:
-    return kinds.GPU_FAULT if _HARDWARE.search(text) else kinds.CUDA_ERROR
