@@ -33,6 +33,8 @@ RENAMED = {
     "volcengine/verl": "verl-project/verl",
     "NVIDIA/NeMo": "NVIDIA-NeMo/Speech",
     "ROCmSoftwarePlatform/tensorflow-upstream": "ROCm/tensorflow-upstream",
+    "aws-samples/awsome-distributed-training": "awslabs/awsome-distributed-ai",
+    "awslabs/awsome-distributed-training": "awslabs/awsome-distributed-ai",
 }
 """Projects known under two names (a renamed owner or repository), whose names hash to
 different splits: the corpus records each under the second name only, so one project never

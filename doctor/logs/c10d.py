@@ -58,13 +58,14 @@ from doctor.logs.lines import Line
 
 _WATCHDOG = re.compile(
     r"(?:[Cc]aught collective operation timeout: |^\s*)WorkNCCL\(([^)]*)\)|"
-    r"Timed out waiting (\d{1,18})ms for (\w+) operation|"
-    r"Application timeout caused pair closure"
+    r"Timed out waiting (\d{1,18})ms for (\w+) operation"
 )
 """The watchdog's line, or its record quoted alone at the start of a line (an excerpt that
-begins there, or a user who cut the words before it); gloo's timeout, and the reason gloo
-gives the pairs it closes when one of its own operations timed out (``unbound_buffer.cc``:
-the peers then read ``Connection closed by peer``, a timeout and not a death)."""
+begins there, or a user who cut the words before it); gloo's timeout."""
+PAIR_TIMEOUT = "Application timeout caused pair closure"
+"""gloo's reason for closing every pair of a process whose own operation timed out
+(``unbound_buffer.cc``), read as that timeout: its peers then read ``Connection closed by
+peer``, a timeout and not a death."""
 _ABORTING = re.compile(r"Some NCCL operations have failed or timed out")
 _STUCK = re.compile(r"watchdog got stuck for (\d{1,18}) seconds")
 _EXITING = re.compile(r"destroy_process_group\(\) was not called before program exit")
@@ -135,21 +136,25 @@ MEMBER = re.compile(
 """Lightning's line as each process joins the job; two processes with one global rank are a
 launch whose nodes and tasks do not match the Trainer's (``num_nodes``, ``devices``)."""
 _DDP_STATS = re.compile(r"\[Rank (\d{1,18}) / (\d{1,18})\] Training \S+ unused_parameter_size")
-JIT_BUILD = re.compile(
+_JIT_PRINTS = (
     r"compiling and loading fused kernels|Emitting ninja build file|Building extension module|"
     r"Lock file exists in build directory|Waited on lock file|"
-    r"Setting up PyTorch plugin \"[^\"]{1,100}\"\.\.\.\s*$|"
-    r"file_baton\.py\"?, line \d{1,9},? in wait|"
-    r"cpp_extension\.py\"?, line \d{1,9},? in _jit_compile|"
-    r"waiting for baton release"
+    r"Setting up PyTorch plugin \"[^\"]{1,100}\"\.\.\.\s*$"
 )
-"""A JIT extension build under way, or waiting on its lock: also a stack in torch's build
-(``_jit_compile``) or in its lock's ``FileBaton.wait`` (a traceback's or faulthandler's
-frame), and a project's own baton that says so."""
+_JIT_STACK = re.compile(
+    r"file_baton\.py\"?, line \d{1,9},? in wait|"
+    r"cpp_extension\.py\"?, line \d{1,9},? in _jit_compile|waiting for baton release"
+)
+"""A stack in torch's build (``_jit_compile``) or in its lock's ``FileBaton.wait`` (a
+traceback's or faulthandler's frame), and a project's own baton that says it waits."""
+_JIT_STACK_WORDS = ("baton", "_jit_compile")
+"""One of these is in every line ``_JIT_STACK`` matches: most lines skip its search."""
+JIT_BUILD = re.compile(_JIT_PRINTS + "|" + _JIT_STACK.pattern)
+"""A JIT extension build under way, or waiting on its lock."""
 JIT_LOADED = "Loading extension module"
 """What torch prints once a build is done: the job went past it."""
 _COMPILING = re.compile(
-    JIT_BUILD.pattern
+    _JIT_PRINTS
     + "|"
     + JIT_LOADED
     + r"|torchdynamo start tracing|calling compiler function|AUTOTUNE \w+\(|"
@@ -294,6 +299,8 @@ class C10dParser:
                 numel=int(numel.group(1)) if numel else None,
                 process_group=pg,
             )
+        elif PAIR_TIMEOUT in text:
+            self._event(kinds.WATCHDOG_TIMEOUT, process_group=pg)
         elif _ABORTING.search(text):
             self._event(kinds.NCCL_ABORT, process_group=pg)
         elif m := _STUCK.search(text):
@@ -328,7 +335,9 @@ class C10dParser:
         if m := _FR_MISSING.search(text):
             for rank in _ranks(m.group(1)):
                 self._event(kinds.DESYNC, rank=rank)
-        if _COMPILING.search(text):
+        if _COMPILING.search(text) or (
+            any(map(text.__contains__, _JIT_STACK_WORDS)) and _JIT_STACK.search(text)
+        ):
             self._event(kinds.COMPILING)
         if m := _DDP_STATS.search(text):
             self._event(kinds.PROGRESS, rank=int(m.group(1)), nranks=int(m.group(2)))

@@ -116,20 +116,42 @@ def _refused(text: str, found: re.Match[str] | None) -> bool:
     return (number is not None and int(number) in _SETUP_CODES) or bool(_SETUP.search(text))
 
 
-_WORDS = ("CUDA", "Cuda", "cuda", "memory", "launch", "assert", "PTX", "kernel image", "ECC")
-"""A line holds one of these or no CUDA error this module reads (most lines: no regex run)."""
+_BARE_WORDS = (
+    "illegal",
+    "launch",
+    "misaligned",
+    "assert",
+    "program counter",
+    "ECC",
+    "PTX",
+    "kernel image",
+    "CUDA-capable",
+    "compatibility",
+    "peer access",
+)
+"""Every string ``_SENTENCE`` reads holds one of these: most lines cost one search."""
+_BARE = re.compile("|".join(map(re.escape, _BARE_WORDS)))
 
 
 def _fault(text: str) -> str:
     return kinds.GPU_FAULT if _HARDWARE.search(text) else kinds.CUDA_ERROR
 
 
+def _bare(line: Line) -> list[LogEvent]:
+    """CUDA's own error string without a caller's prefix, by whose fault."""
+    text = line.text
+    if not _BARE.search(text) or not _SENTENCE.search(text):
+        return []
+    setup = _SETUP.search(text) and not _HARDWARE.search(text)
+    return [line.event(kinds.BOOTSTRAP if setup else _fault(text))]
+
+
 def events(line: Line) -> list[LogEvent]:
     text = line.text
     if ("fabricmanager" in text or "interface version" in text) and _FABRIC.search(text):
         return [line.event(kinds.BOOTSTRAP)]
-    if not any(map(text.__contains__, _WORDS)):
-        return []
+    if "CUDA" not in text and "Cuda" not in text and "cuda" not in text and "memory" not in text:
+        return _bare(line)
     if _OOM.search(text):
         return [line.event(kinds.OOM)]
     found = _CUDA.search(text)
@@ -137,9 +159,6 @@ def events(line: Line) -> list[LogEvent]:
         return [line.event(kinds.UNSUPPORTED_OP, op="work inside a CUDA graph capture")]
     if _NO_SUCH_DEVICE.search(text) or _NOT_READY.search(text) or _refused(text, found):
         return [line.event(kinds.BOOTSTRAP)]
-    if not found and _SENTENCE.search(text):
-        setup = _SETUP.search(text) and not _HARDWARE.search(text)
-        return [line.event(kinds.BOOTSTRAP if setup else _fault(text))]
     if found:
         return [line.event(_fault(text))]
-    return []
+    return _bare(line)

@@ -133,7 +133,9 @@ def events(line: Line) -> list[LogEvent]:
         ]
     if _STEP_OOM.search(text):
         return [line.event(kinds.OOM)]
-    if _LAUNCH_SETUP.search(text):
+    if (
+        "pyxis" in text or "spank" in text or "slots" in text or "unable" in text or "PMI" in text
+    ) and _LAUNCH_SETUP.search(text):  # one of these words is in every line it matches
         return [line.event(kinds.BOOTSTRAP)]
     if m := _MPIRUN.search(text):
         return [

@@ -35,9 +35,6 @@ _CLOSED = re.compile(r"[Cc]onnection closed by (?:remote )?peer")
 """An orderly close: the peer's end of the socket read end of file."""
 _ABRUPT = re.compile(r"reset by (?:remote )?peer|Broken pipe|Connection timed out|No route to host")
 """A reset, a write into a dead socket, a timeout: a link can cause these too."""
-_PAIR_TIMEOUT = re.compile(r"Application timeout caused pair closure")
-"""gloo closes every pair of a process whose own operation timed out: its peers' ``closed by
-peer`` follows a timeout, not a death."""
 
 
 def _only_orderly_closes(gone: Sequence[LogEvent]) -> bool:
@@ -363,7 +360,7 @@ def network(view: LogView) -> list[Candidate]:
     if not errors and not gone:
         return []
     if not errors and any(
-        _PAIR_TIMEOUT.search(e.text) for e in view.of_kind(kinds.WATCHDOG_TIMEOUT)
+        c10d.PAIR_TIMEOUT in e.text for e in view.of_kind(kinds.WATCHDOG_TIMEOUT)
     ):
         return []  # the closes follow a timeout, which the timeouts' rules judge
     own, _ = _own_exits(view)
