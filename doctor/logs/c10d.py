@@ -244,10 +244,7 @@ _BOOTSTRAP = re.compile(
     r"ncclCommInitRank failed|NCCL communicator init(?:ialization)? (?:failed|timed out)|"
     r"Unable to find address for|addresses of \(.{1,255}\) cannot be retrieved \(gai error|"
     r"host not found|Name or service not known|Temporary failure in name resolution|"
-    r"nodename nor servname provided|Gloo connectFullMesh failed|"
-    + UNBUILT.pattern
-    + "|"
-    + UNLOADED.pattern
+    r"nodename nor servname provided|Gloo connectFullMesh failed|" + UNBUILT.pattern
 )
 _STORE_WAIT = re.compile(
     r"(?:waitForInput: socket .{0,300}? timed out after|wait timeout after) (\d{1,18}) ?ms"
@@ -344,7 +341,8 @@ class C10dParser:
         if m := _MONITORED.search(text):
             for rank in _ranks(m.group(1)):
                 self._event(kinds.DESYNC, rank=rank)
-        if not mismatched and (m := _UNSUPPORTED.search(text)):  # DDP's reducer lists causes
+        if not mismatched and "support" in text and (m := _UNSUPPORTED.search(text)):
+            # (not after a mismatch: DDP's reducer error lists unsupported cases as causes)
             self._event(kinds.UNSUPPORTED_OP, op=m.group(1) or m.group(2) or m.group(3))
         if m := _REJECTED.search(text):
             self._event(kinds.UNSUPPORTED_OP, op=_refused(m))
@@ -368,6 +366,8 @@ class C10dParser:
             self._event(kinds.BOOTSTRAP, rank=int(m.group(1)), nranks=int(m.group(2)))
         elif m := _BOOTSTRAP.search(text):
             self._event(kinds.BOOTSTRAP, nranks=int(m.group(1)) if m.group(1) else None)
+        elif ("Error" in text or "GLIBC" in text) and UNLOADED.search(text):
+            self._event(kinds.BOOTSTRAP)
         elif m := _STORE_GONE.search(text):
             self._event(kinds.PEER_GONE, peer=m.group(1) or "the store")
 
