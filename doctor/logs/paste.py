@@ -20,7 +20,11 @@ NARROWEST = 60
 """A terminal narrower than this is not one a log was read in; shorter rows are lines."""
 ROWS = 2
 """Rows of exactly the widest length that make a text hard-wrapped (a lone widest line is
-just the longest line)."""
+just the longest line)..."""
+TERMINALS = frozenset({80, 100, 120, 132, 160, 200})
+"""...unless it is as wide as a terminal often is (80 is every terminal's default, 132 a
+VT100's wide mode): a line cut once leaves one such row, and it still has to be cut inside a
+word, a number or a path (``_cut``) to be joined."""
 FRAMES = ("|", "+")
 """The edges of a drawn table (``nvidia-smi``): its rows all have one width, and are whole."""
 SHAPE = 8
@@ -70,13 +74,16 @@ def unwrapped(lines: Sequence[str]) -> list[str]:
 
 def _width(lines: Sequence[str]) -> int | None:
     """The terminal's width when ``lines`` were cut at one: the longest length, shared by
-    at least ``ROWS`` lines that do not end in a space (a row padded to the width does)."""
+    at least ``ROWS`` lines that do not end in a space (a row padded to the width does), or
+    one of ``TERMINALS``."""
     widest = Counter(len(line) for line in lines if line[-1:].strip() and line[-1:] not in FRAMES)
     if not widest:
         return None
     width = max(widest)
     longest = max(len(line) for line in lines)
-    return width if width >= NARROWEST and width == longest and widest[width] >= ROWS else None
+    if width < NARROWEST or width != longest:
+        return None
+    return width if widest[width] >= ROWS or width in TERMINALS else None
 
 
 def _joined(lines: list[str]) -> list[str]:
@@ -99,7 +106,7 @@ def _cut(row: str, width: int, after: str) -> bool:
     end, start = row[-1:], after[:1]
     inside = end.isalnum() or (end != "" and end in "_,(=/")
     sentence = end.islower() and start.isupper()  # a line ends, the next begins: "...ed" "Wed"
-    goes_on = start.isalnum() or (start != "" and start in "_=(/,")
+    goes_on = start.isalnum() or (start != "" and start in "_=(/,%.)]")  # no line begins so
     if goes_on and any(label.match(after) for label in LABELS):
         return False  # a launcher labels lines, never a terminal's rows
     return len(row) == width and inside and goes_on and not sentence
