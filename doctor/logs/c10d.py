@@ -147,8 +147,6 @@ _JIT_STACK = re.compile(
 )
 """A stack in torch's build (``_jit_compile``) or in its lock's ``FileBaton.wait`` (a
 traceback's or faulthandler's frame), and a project's own baton that says it waits."""
-_JIT_STACK_WORDS = ("baton", "_jit_compile")
-"""One of these is in every line ``_JIT_STACK`` matches: most lines skip its search."""
 JIT_BUILD = re.compile(_JIT_PRINTS + "|" + _JIT_STACK.pattern)
 """A JIT extension build under way, or waiting on its lock."""
 JIT_LOADED = "Loading extension module"
@@ -333,8 +331,8 @@ class C10dParser:
             for rank in _ranks(m.group(1)):
                 self._event(kinds.DESYNC, rank=rank)
         if _COMPILING.search(text) or (
-            any(map(text.__contains__, _JIT_STACK_WORDS)) and _JIT_STACK.search(text)
-        ):
+            ("baton" in text or "_jit_compile" in text) and _JIT_STACK.search(text)
+        ):  # one of these words is in every line _JIT_STACK matches: most lines skip it
             self._event(kinds.COMPILING)
         if m := _DDP_STATS.search(text):
             self._event(kinds.PROGRESS, rank=int(m.group(1)), nranks=int(m.group(2)))

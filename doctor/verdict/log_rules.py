@@ -506,7 +506,7 @@ def compiling(view: LogView) -> list[Candidate]:
     ranks = tuple(r for r in ranks_of(found) if r not in waiting)  # a waiter is not compiling
     summary = (
         f"{rank_prose(ranks, none='a rank')} was compiling ({quote(found[-1])}) when "
-        f"{rank_prose(waiting) if waiting else 'the others'} timed out waiting: the compilation "
+        f"{rank_prose(waiting, none='the others')} timed out waiting: the compilation "
         "outlasted the collective timeout; raise the timeout for the first steps, warm the "
         "compile cache, or build the kernels before launch"
     )
@@ -554,61 +554,58 @@ def build_unfinished(view: LogView) -> list[Candidate]:
 
 
 def straggler(view: LogView) -> list[Candidate]:
+    """A slow rank, measured or named. A straggler slows a job and never stops it (DESIGN:
+    ``straggler`` is no hang): once a collective timed out, the slow rank is where to look,
+    and a link measured slow the likely cause."""
     measured = view.of_kind(kinds.OUTLIER)
     named = view.of_kind(kinds.STRAGGLER)
     if not measured and not named:
         return []
     ranks = ranks_of(measured + named)
-    hung = view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.NCCL_ABORT, kinds.STORE_TIMEOUT)
-    if hung:
-        return [_slow_then_hung(ranks, measured, named, hung[0])]
-    summary = (
-        f"NCCL's diagnostics measured the link of {rank_prose(ranks)}{where(measured)} far below "
-        "the others': every collective waits for it; check its NIC, cable and switch port"
+    who = rank_prose(ranks)
+    hung = view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.NCCL_ABORT, kinds.STORE_TIMEOUT)[:1]
+    had = "had " if hung else ""
+    slow = (
+        f"NCCL's diagnostics {had}measured the link of {who}{where(measured)} far below the others'"
         if measured
-        else f"the job's straggler detector named {rank_prose(ranks)}{where(named)} slower than "
-        "its peers: every collective waits for it; compare its GPU clocks, temperature and "
-        "input pipeline with the others'"
+        else f"the job's straggler detector {had}named {who}{where(named)} slower than its peers"
     )
+    evidence = lines_of([*measured, *named, *hung])
+    if not hung:
+        then = "every collective waits for it; " + (
+            "check its NIC, cable and switch port"
+            if measured
+            else "compare its GPU clocks, temperature and input pipeline with the others'"
+        )
+        summary = f"{slow}: {then}"
+        return [
+            Candidate(
+                HangClass.STRAGGLER,
+                ranks,
+                Confidence.MEDIUM,
+                summary,
+                60,
+                evidence=evidence,
+                rule="log_straggler",
+            )
+        ]
+    then = (
+        "a link that slow or failing stops collectives; check its NIC, cable and switch port"
+        if measured
+        else f"{who} is where to look first (its stacks say what it was doing)"
+    )
+    summary = f"the job hung ({quote(hung[0])}), not only slowed; {slow}: {then}"
     return [
         Candidate(
-            HangClass.STRAGGLER,
+            HangClass.NETWORK if measured else HangClass.UNKNOWN,
             ranks,
-            Confidence.MEDIUM,
+            Confidence.LOW,
             summary,
-            60,
-            evidence=lines_of(measured + named),
+            30,
+            evidence=evidence,
             rule="log_straggler",
         )
     ]
-
-
-def _slow_then_hung(
-    ranks: tuple[int, ...], measured: list[LogEvent], named: list[LogEvent], hang: LogEvent
-) -> Candidate:
-    """A straggler slows a job and never stops it (DESIGN: ``straggler`` is no hang): once a
-    collective timed out, the slow rank is where to look, and a slow link the likely cause."""
-    who = rank_prose(ranks)
-    if measured:
-        why = (
-            f"NCCL's diagnostics had measured the link of {who}{where(measured)} far below the "
-            "others': a link that slow or failing stops collectives; check its NIC, cable and "
-            "switch port"
-        )
-    else:
-        why = (
-            f"the job's straggler detector had named {who}{where(named)} slower than its peers: "
-            f"{who} is where to look first (its stacks say what it was doing)"
-        )
-    return Candidate(
-        HangClass.NETWORK if measured else HangClass.UNKNOWN,
-        ranks,
-        Confidence.LOW,
-        f"the job hung ({quote(hang)}), not only slowed; {why}",
-        30,
-        evidence=lines_of([*measured, *named, hang]),
-        rule="log_straggler",
-    )
 
 
 def _silent_logs(files: int, view: LogView) -> Candidate:
