@@ -11,6 +11,7 @@ connection next to it is the crash's echo, not the network's fault).
     ./run.sh: line 8:  3031 Segmentation fault      (core dumped) ./train ...
     Thread 787 "python" received signal SIGBUS, Bus error.
     traceback : Signal 11 (SIGSEGV) received by PID 6421
+    Signal 9 (SIGKILL)
 
 A crash whose cause the runtime names is that cause instead: PyTorch's data loader says
 when its worker's bus error comes from too little shared memory (a container's 64 MB
@@ -46,7 +47,11 @@ _SHELL = re.compile(
     r"^(Segmentation fault|Aborted|Bus error) \(core dumped\)"
 )
 _GDB = re.compile(r"received signal (SIG[A-Z]{2,8})")
-_RECEIVED_BY = re.compile(r"[Ss]ignal (\d{1,3}) \((SIG[A-Z]{2,8})\) received by PID (\d{1,18})")
+_RECEIVED_BY = re.compile(
+    r"[Ss]ignal (\d{1,3}) \((SIG[A-Z]{2,8})\)(?: received by PID (?:(\d{1,18})|\S{1,40})|\s*$)"
+)
+"""torchelastic's field (``traceback : Signal 9 (SIGKILL) received by PID 6421``), with the
+PID a user redacted (``xxx``) or the field cut after the signal's name."""
 _SHM_TOO_SMALL = re.compile(r"insufficient shared memory|out of shared memory")
 
 
@@ -64,7 +69,8 @@ def events(line: Line) -> list[LogEvent]:
     if m := _OPEN_MPI.search(text):
         return [line.event(kinds.EXIT, host=m.group(1), pid=int(m.group(2)), code=-int(m.group(3)))]
     if m := _RECEIVED_BY.search(text):
-        return [line.event(kinds.EXIT, pid=int(m.group(3)), code=-int(m.group(1)))]
+        pid = int(m.group(3)) if m.group(3) else None
+        return [line.event(kinds.EXIT, pid=pid, code=-int(m.group(1)))]
     if m := _FAULTHANDLER.search(text):
         return [line.event(kinds.EXIT, code=SIGNAL_WORDS[m.group(1)])]
     if m := _SHELL.search(text):

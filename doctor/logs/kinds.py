@@ -51,8 +51,10 @@ RANK_INFO = "rank_info"
 EXIT = "exit"
 """A rank's process ended: ``code`` is its exit status (negative: the signal that killed it)."""
 CANCELLED = "cancelled"
-"""The scheduler ended the job from outside (SLURM's ``CANCELLED AT ... DUE TO TIME LIMIT``,
-``PREEMPTION`` or ``JOB REQUEUE``): ``host`` where, ``text`` why. Not a fault of the job."""
+"""The job was ended from outside (SLURM's ``CANCELLED AT ... DUE TO TIME LIMIT``,
+``PREEMPTION`` or ``JOB REQUEUE``; torchrun's agent getting SIGTERM, SIGHUP or SIGINT):
+``host`` where, ``text`` what then what to do, after the first ``": "``. Not a fault of the
+job."""
 EXCEPTION = "exception"
 """The last line of a Python traceback a rank printed (``ExcType: message``)."""
 TRACEBACK_CUT = "traceback_cut"

@@ -36,6 +36,11 @@ _CANCELLED = re.compile(
 """slurmstepd's (and srun's) line when the scheduler ends a job step: its time limit ran
 out, a higher-priority job preempted it, or it was requeued (SIGTERM, then SIGKILL); or a
 node of the job failed, which is a rank lost there."""
+_AFTER_CANCEL = {
+    "time limit": "ask for more time, or checkpoint and requeue",
+    "preemption": "requeue",
+    "job requeue": "it was requeued",
+}
 _STEP_OOM = re.compile(r"Detected \d+ oom[-_]kill event")
 _LAUNCH_SETUP = re.compile(
     r"pyxis: (?:couldn't start container|container start failed)|"
@@ -60,6 +65,23 @@ _OMPI_FIRST = re.compile(r"Process name: \[\[\d{1,18},\d{1,18}\],(\d{1,9})\]")
 (``help-orterun.txt``): ``Process name: [[jobid,step],rank]``; its exit code follows on a
 line of its own."""
 _DEEPSPEED = re.compile(r"exits with return code = (-?\d{1,18})")
+_DIED_WITH = re.compile(r"died with <Signals\.(SIG[A-Z]{2,8}): \d{1,3}>")
+"""Python's ``CalledProcessError`` for a child a signal killed, as the old
+``torch.distributed.launch`` raised it: ``Command '[...]' died with <Signals.SIGSEGV: 11>.``"""
+_EXITCODE_FIELD = re.compile(r"^\s*exitcode\s*:\s*(-\d{1,3})\b")
+"""torchelastic's ``exitcode`` field without the ``Failures:`` table around it (a user
+pasted the one line): only a signal's code (below zero) says how the rank ended."""
+_AGENT_SIGNAL = re.compile(
+    r"SignalException: Process (\d{1,18}) got signal: (\d{1,3})|"
+    r"Received Signals\.(SIG[A-Z]{2,8}) death signal, shutting down workers"
+)
+"""torchelastic's agent itself got a signal and stops its workers: the job was stopped
+from outside (SIGHUP: the terminal that started it closed; SIGTERM: the scheduler, a
+person, the host; SIGINT: Ctrl-C)."""
+_STOPPED_BY = {
+    "SIGHUP": "the terminal that started it closed (run it under nohup, tmux or the scheduler)",
+    "SIGINT": "someone pressed Ctrl-C",
+}
 _LOCAL_RANK_ARG = re.compile(r"--local_rank=(\d{1,18})")
 _ELASTIC = re.compile(
     r"failed \(exitcode: (-?\d{1,18})\)(?: local_rank: (\d{1,18}))?(?: \(pid: (\d{1,18})\))?"
@@ -128,7 +150,8 @@ def events(line: Line) -> list[LogEvent]:
                 kinds.CANCELLED,
                 rank=None,
                 host=m.group(1) or line.host,
-                text=f"SLURM cancelled the job step due to {why}",
+                text=f"SLURM cancelled the job step due to {why}, stopping the ranks from "
+                f"outside (SIGTERM, then SIGKILL): {_AFTER_CANCEL[why]}",
             )
         ]
     if _STEP_OOM.search(text):
@@ -156,6 +179,12 @@ def events(line: Line) -> list[LogEvent]:
         return [line.event(kinds.EXIT, rank=int(m.group(1)), code=code)]
     if m := _OMPI_FIRST.search(text):
         return [line.event(kinds.EXIT, rank=int(m.group(1)), code=None)]
+    if m := _DIED_WITH.search(text):
+        return [line.event(kinds.EXIT, rank=None, code=signal_code(m.group(1)))]
+    if m := _EXITCODE_FIELD.match(text):
+        return [line.event(kinds.EXIT, rank=None, code=int(m.group(1)))]
+    if m := _AGENT_SIGNAL.search(text):
+        return [_agent_stopped(line, m)]
     if m := _DEEPSPEED.search(text):
         local = _LOCAL_RANK_ARG.search(text)
         rank = int(local.group(1)) if local else line.rank
@@ -169,6 +198,26 @@ def events(line: Line) -> list[LogEvent]:
     if HOROVOD_STALL.search(text) or HOROVOD_MISMATCH.search(text):
         return [line.event(kinds.MISMATCH_DETECTED, rank=None)]
     return []
+
+
+def _agent_stopped(line: Line, m: re.Match[str]) -> LogEvent:
+    name = m.group(3) or _signal_name(int(m.group(2)))
+    why = _STOPPED_BY.get(
+        name, "something outside the job stopped it (the scheduler, a person, the host)"
+    )
+    pid = f" (pid {m.group(1)})" if m.group(1) else ""
+    return line.event(
+        kinds.CANCELLED,
+        rank=None,
+        text=f"torchelastic's agent{pid} got {name} and stopped its workers: {why}",
+    )
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
 
 
 _FIELD = re.compile(r"^\s*(time|host|rank|exitcode|error_file|traceback)\s*:\s*(.*)$")

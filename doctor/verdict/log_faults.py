@@ -171,19 +171,16 @@ def _raised_while_others_wait(view: LogView) -> Candidate | None:
 
 
 def cancelled(view: LogView) -> list[Candidate]:
-    """The scheduler ended the job (SLURM's time limit, a preemption, a requeue): its ranks
-    were stopped from outside, SIGTERM then SIGKILL, not by a fault of their own. A job that
-    hung until its time limit shows the hang first (a watchdog or store timeout): then the
-    cancellation is its consequence and weighs almost nothing."""
+    """The job was stopped from outside (SLURM's time limit, a preemption, a requeue; a
+    signal to torchrun's agent), not by a fault of its ranks. A job that hung until its time
+    limit shows the hang first (a watchdog or store timeout): then the cancellation is its
+    consequence and weighs almost nothing."""
     found = view.of_kind(kinds.CANCELLED)
     if not found:
         return []
     hung = view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT)
-    summary = (
-        f"{found[0].text}{where(found)}: the scheduler stopped the ranks from outside (SIGTERM, "
-        "then SIGKILL), and the logs say nothing failed before it; for a time limit, ask for "
-        "more time or checkpoint and requeue; for a preemption, requeue"
-    )
+    what, _, advice = found[0].text.partition(": ")  # the event says what, then what to do
+    summary = f"{what}{where(found)}: {advice}; the logs say nothing failed before it"
     return [_loss((), Confidence.LOW, summary, 10 if hung else 40, found, "log_cancelled")]
 
 

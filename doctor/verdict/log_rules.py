@@ -32,9 +32,10 @@ log_rank_loss           82/55/45  a rank's process died of its own cause (killed
 log_raised              62        a rank's own uncaught exception (or CUDA out of memory), or
                                   the OOM killer killing a process, while ranks time out
                                   waiting, no exit line needed
-log_cancelled           40/10     the scheduler cancelled the job (SLURM's time limit,
-                                  preemption, requeue): rank_loss, low, no culprit; 10 when
-                                  a watchdog or store timeout came first (the job had hung)
+log_cancelled           40/10     the job was stopped from outside (SLURM's time limit,
+                                  preemption, requeue; a signal to torchrun's agent):
+                                  rank_loss, low, no culprit; 10 when a watchdog or store
+                                  timeout came first (the job had hung)
 log_bus_error           60        ranks were killed by a bus error whose kind nothing names
                                   (``exitcode: -7``, ``Signal 7 (SIGBUS)``) and by nothing
                                   else: /dev/shm full or too small (bootstrap, low; the lost

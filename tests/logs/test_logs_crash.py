@@ -33,6 +33,14 @@ def _verdict(lines: list[str]):
         "./run.sh: line 8:  3031 Segmentation fault      (core dumped) ./train",
         'Thread 787 "python" received signal SIGSEGV, Segmentation fault.',
         "  traceback : Signal 11 (SIGSEGV) received by PID 6421",
+        # nvidia-cosmos/cosmos-predict2.5#72: torchelastic's fields pasted without their
+        # table, the PID redacted, and the signal's line cut after its name
+        "traceback : Signal 9 (SIGKILL) received by PID xxx",
+        "Signal 9 (SIGKILL)",
+        "exitcode  : -9 (SIGKILL)",
+        "exitcode: -9",
+        # pytorch/pytorch#29889: the old torch.distributed.launch's CalledProcessError
+        "subprocess.CalledProcessError: Command XXXXX (my script params) died with <Signals.SIGSEGV: 11>.",
     ],
 )
 def test_a_crash_banner_of_any_runtime_is_a_lost_rank(line: str) -> None:
@@ -681,8 +689,37 @@ def test_a_job_the_scheduler_cancelled_lost_its_ranks_from_outside() -> None:
         # THEN the ranks were lost to the scheduler, on the host it names, no rank blamed
         assert verdict.hang_class is HangClass.RANK_LOSS
         assert verdict.culprit_ranks == ()
-        assert "scheduler" in verdict.summary
-    assert "time limit" in _verdict(lines).summary and "maestro-3017" in _verdict(lines).summary
+        assert "from outside" in verdict.summary
+    said = _verdict(lines).summary
+    assert "time limit" in said and "maestro-3017" in said and "more time" in said
+    assert "requeue;" in _verdict([preempted]).summary
+
+
+@pytest.mark.parametrize(
+    ("line", "why"),
+    [
+        # zai-org/ChatGLM2-6B#238: the terminal closed under a torchrun started without nohup
+        (
+            "torch.distributed.elastic.multiprocessing.api.SignalException: Process 8665 got signal: 1",
+            "terminal",
+        ),
+        # modelscope/ms-swift#8193: the host stopped the job at a save
+        (
+            "W0304 01:00:36.891000 3535919 site-packages/torch/distributed/elastic/agent/server/api.py:725] Received Signals.SIGTERM death signal, shutting down workers",
+            "outside the job",
+        ),
+        (
+            "torch.distributed.elastic.multiprocessing.api.SignalException: Process 77 got signal: 2",
+            "Ctrl-C",
+        ),
+    ],
+)
+def test_torchruns_agent_stopped_by_a_signal_lost_its_ranks_from_outside(
+    line: str, why: str
+) -> None:
+    verdict = _verdict([line])
+    assert verdict.hang_class is HangClass.RANK_LOSS and verdict.culprit_ranks == ()
+    assert why in verdict.summary
 
 
 def test_a_hang_that_ran_into_the_time_limit_is_judged_by_its_hang() -> None:
