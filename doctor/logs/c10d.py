@@ -225,8 +225,9 @@ _BARRIER = re.compile(
     r"store based barrier on rank:? (\d{1,18}).*?world_size=(\d{1,18}), "
     r"(?:worker_count|num_workers_joined)="
 )
-UNBUILT = re.compile(r"Distributed package doesn't have \w{1,16} built in")
-"""torch's word for a backend its build lacks (the Windows and macOS wheels have no NCCL)."""
+UNBUILT = re.compile(r"Distributed package doesn't have \w{1,16} bu[il]{2}t in")
+"""torch's word for a backend its build lacks (the Windows and macOS wheels have no NCCL);
+a user retyping it swaps letters (``bulit``)."""
 UNLOADED = re.compile(
     r"(?:ImportError|OSError)\b.{0,300}?(?:cannot open shared object file|undefined symbol)|"
     r"version [`'‘]GLIBC\w{0,8}_[\d.]{1,12}['’] not found"

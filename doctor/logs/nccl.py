@@ -90,15 +90,26 @@ _BOOTSTRAP = re.compile(
 _SETUP_WARN = re.compile(
     r"(?:^|\s)(?:init|bootstrap|transport/nvls|channel|transport)\.cc:\d+ NCCL WARN"
 )
-_SYSTEM_ERROR = re.compile(
-    r"unhandled (?:system|cuda) error|ncclSystemError|ncclUnhandledCudaError", re.IGNORECASE
+_INVALID_CALL = re.compile(
+    r"(?:[NR]CCL|[NR]ccl) error\b.{0,300}?invalid (?:usage|argument)|ncclInvalid(?:Usage|Argument)"
 )
-"""NCCL's ``ncclSystemError`` and ``ncclUnhandledCudaError`` as PyTorch, Paddle and NCCL's
-tests print them: "a call to an external library failed" (NCCL's troubleshooting guide), a
-system call or a CUDA call. At start-up that is the host's set-up (a driver older than the
-build, an NCCL the GPU is too new for, NVLS the fabric does not offer: every dev case that
-said only this was one); a CUDA error of the GPU's own work, where printed, is read apart
-(``doctor.logs.cuda``) and outweighs it."""
+"""NCCL's ``ncclInvalidUsage`` and ``ncclInvalidArgument`` as torch prints them (``NCCL
+error in: ..., invalid usage``): NCCL's argument checks refused the call, at communicator
+creation (two ranks on one GPU) or at the call (a communicator used from another device, a
+build that does not support it); every dev case that said only this was the set-up."""
+_BARE_RESULT = re.compile(
+    r"unhan\w{0,3}led (?:system|cuda) error|ncclSystemError|ncclUnhandledCudaError|"
+    r"(?:[NR]CCL|[NR]ccl) error\b.{0,300}?internal error|ncclInternalError|"
+    + _INVALID_CALL.pattern,
+    re.IGNORECASE,
+)
+"""NCCL's error classes as PyTorch, Paddle, RCCL and NCCL's tests print them, without a
+word of which call failed: ``ncclSystemError`` and ``ncclUnhandledCudaError`` ("a call to an
+external library failed", NCCL's troubleshooting guide: a system call or a CUDA call),
+``ncclInternalError``, and the invalid calls above. At start-up that is the host's set-up (a
+driver older than the build, an NCCL the GPU is too new for, NVLS the fabric does not offer,
+an interface NCCL cannot use: every dev case that said only this was one); a CUDA error of
+the GPU's own work, where printed, is read apart (``doctor.logs.cuda``) and outweighs it."""
 _INIT_ERROR = re.compile(r"\binit\.cc:\d+ -> [1-9]")
 """NCCL's error return path (``init.cc:1462 -> 1``): the error happened creating a communicator."""
 _CALL = re.compile(
@@ -109,9 +120,14 @@ _CALL = re.compile(
 _DIAG_OUTLIER = re.compile(r"net bw: (\S+) rank (\d{1,18}) \(([\w.-]+)\): .*?off median")
 
 
-def system_error(text: str) -> bool:
-    """Whether ``text`` is NCCL's bare system-error class (no word of which call failed)."""
-    return _SYSTEM_ERROR.search(text) is not None
+def bare_result(text: str) -> bool:
+    """Whether ``text`` is one of NCCL's bare error classes (no word of which call failed)."""
+    return _BARE_RESULT.search(text) is not None
+
+
+def invalid_call(text: str) -> bool:
+    """Whether ``text`` is NCCL refusing a call's arguments or its use."""
+    return _INVALID_CALL.search(text) is not None
 
 
 def bus_id(hex_id: str) -> str:
@@ -138,8 +154,7 @@ def events(line: Line) -> list[LogEvent]:
     """The events one NCCL line (or a line quoting an NCCL error) holds."""
     text = line.text
     if not any(
-        k in text
-        for k in ("NCCL", "nccl", "Nccl", "NET/", "ocket", "onnection", "eer", "Duplicate GPU")
+        k in text for k in ("CCL", "ccl", "NET/", "ocket", "onnection", "eer", "Duplicate GPU")
     ):
         return []
     event = line.event
@@ -196,6 +211,6 @@ def events(line: Line) -> list[LogEvent]:
         return [event(kinds.PEER_GONE, peer=_peer(text))]
     if _BOOTSTRAP.search(text):
         return [event(kinds.BOOTSTRAP, peer=_peer(text))]
-    if _SYSTEM_ERROR.search(text):
+    if _BARE_RESULT.search(text):
         return [event(kinds.BOOTSTRAP)]
     return []

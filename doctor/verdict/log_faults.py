@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from doctor.evidence import LogEvent
-from doctor.logs import c10d, cuda, kinds, nccl, shm
+from doctor.logs import c10d, cuda, kinds, nccl, setup, shm
 from doctor.logs.kernel import XID_MEANING
 from doctor.logs.launcher import ROOT_CAUSE
 from doctor.logs.nccl import IB_STATUS
@@ -241,10 +241,10 @@ def _ras_lost_ranks(dead: Sequence[LogEvent], missing: Sequence[LogEvent]) -> tu
 
 _SETUP_CAUSES: tuple[tuple[Callable[[str], object], str], ...] = (
     (
-        lambda text: "Duplicate GPU detected" in text,
-        "two ranks of one communicator were given the same GPU; give each rank its own "
-        "(torch.cuda.set_device(LOCAL_RANK) or init_process_group(device_id=...)) and "
-        "check CUDA_VISIBLE_DEVICES",
+        nccl.invalid_call,
+        "NCCL refused the call's arguments or its use: most often two ranks given one GPU, "
+        "a communicator used from another device than it was made on, or a feature this "
+        "NCCL, driver or GPU does not support; NCCL_DEBUG=WARN prints which check failed",
     ),
     (
         cuda.setup_error,
@@ -274,7 +274,8 @@ _SETUP_CAUSES: tuple[tuple[Callable[[str], object], str], ...] = (
         "--ntasks-per-node, and srun)",
     ),
 )
-"""Set-up failures whose cause the line itself names, with what to do, first match wins."""
+"""Set-up failures whose cause the line itself names, with what to do, first match wins
+(after ``doctor.logs.setup``'s, which carry their own)."""
 _REACH = (
     "check MASTER_ADDR/port reachability, NCCL_SOCKET_IFNAME and the host's interfaces and "
     "fabric (NVLS: fabric manager)"
@@ -284,6 +285,9 @@ _REACH = (
 def _bootstrap_cause(found: Sequence[LogEvent]) -> tuple[LogEvent | None, str]:
     """The line that names the set-up failure's cause and the advice for it, else none and
     the advice for a communicator that could not reach its peers."""
+    for e in found:
+        if advice := setup.advice(e.text):
+            return e, advice
     for names, advice in _SETUP_CAUSES:
         if said := next((e for e in found if names(e.text)), None):
             return said, advice
@@ -298,7 +302,7 @@ def bootstrap(view: LogView) -> list[Candidate]:
     ranks = ranks_of(found)
     peers = sorted({e.peer for e in found if e.peer})
     said, advice = _bootstrap_cause(found)
-    specific = [e for e in found if not nccl.system_error(e.text)]
+    specific = [e for e in found if not nccl.bare_result(e.text)]
     summary = (
         f"communicator creation failed{' on ' + rank_prose(ranks) if ranks else ''}{where(found)} "
         f"({quote(said or (specific or found)[0])})"

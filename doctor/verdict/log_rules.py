@@ -40,9 +40,10 @@ log_bus_error           60        ranks were killed by a bus error whose kind no
                                   (``exitcode: -7``, ``Signal 7 (SIGBUS)``) and by nothing
                                   else: /dev/shm full or too small (bootstrap, low; the lost
                                   rank, 45, the alternative)
-log_bootstrap           76/50/40  communicator or store creation failed (50, low confidence,
-                                  when only NCCL's bare system error says so; 40 once a
-                                  collective had run)
+log_bootstrap           76/50/40  communicator or store creation failed, or a set-up error
+                                  that names its cause (50, low confidence, when only one of
+                                  NCCL's bare error classes says so: system, CUDA, internal,
+                                  invalid usage or argument; 40 once a collective had run)
 log_iommu               72        the kernel's IOMMU refused a device's DMA (Intel's DMAR
                                   fault, AMD-Vi's IO_PAGE_FAULT): peer-to-peer writes blocked
 log_network             70/50/30  NCCL reports a transport error (70), or only connections

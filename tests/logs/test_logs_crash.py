@@ -300,6 +300,17 @@ def test_a_verbs_call_that_fails_for_another_reason_is_still_the_network() -> No
         ],
         ["RuntimeError: NCCL Error 2: unhandled system error"],
         ["node3: Test NCCL failure common.cu:777 'unhandled system error'"],
+        # ROCm/rccl#328: RCCL's own name for it
+        ["Rccl error, unhandled system error"],
+        # pytorch/pytorch#23363: the reporter's paste, a letter lost
+        [
+            "fail to new train...e= NCCL error in: /pytorch/torch/lib/c10d/ProcessGroupNCCL.cpp:272, unhanled system error"
+        ],
+        # milabench#183: NCCL's internal error class, alone
+        [
+            "opt-1_3b.0 [stderr] DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, internal error, NCCL version 2.14.3",
+            "opt-1_3b.0 [stderr] ncclInternalError: Internal check failed.",
+        ],
     ],
 )
 def test_nccls_bare_system_error_is_a_set_up_failure(lines: list[str]) -> None:
@@ -308,6 +319,66 @@ def test_nccls_bare_system_error_is_a_set_up_failure(lines: list[str]) -> None:
     verdict = _verdict(lines)
     # THEN communicator creation failed on the host's set-up: bootstrap, not "the logs do not tell"
     assert verdict.hang_class is HangClass.BOOTSTRAP
+    assert verdict.confidence is Confidence.LOW
+
+
+@pytest.mark.parametrize(
+    ("line", "advice"),
+    [
+        # HRNet/HRNet-Semantic-Segmentation#35: started with python, not a launcher
+        (
+            "ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable RANK expected, but not set",
+            "torchrun",
+        ),
+        # EleutherAI/gpt-neox's tests: CUDA touched before the fork
+        (
+            "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use the 'spawn' start method",
+            "spawn",
+        ),
+        # pytorch/pytorch#139990: the Windows wheel's TCPStore
+        (
+            "RuntimeError: use_libuv was requested but PyTorch was build without libuv support",
+            "USE_LIBUV=0",
+        ),
+        # scitix's cluster: an unattended driver upgrade without a reboot
+        ("Failed to initialize NVML: Driver/library version mismatch", "reboot"),
+        (
+            "RuntimeError: Attempting to use the same CUDA device for multiple distinct roles/ranks within the same communicator.",
+            "same GPU",
+        ),
+        ("RuntimeError: No CUDA GPUs are available", "sees no GPU"),
+        (
+            "RuntimeError: ProcessGroupNCCL is only supported with GPUs, no GPUs found!",
+            "sees no GPU",
+        ),
+        (
+            "RuntimeError: Default process group has not been initialized, please make sure to call init_process_group.",
+            "init_process_group",
+        ),
+        ("RuntimeError: Distributed package doesn't have NCCL bulit in", "gloo"),
+        # huggingface/trl#3487 and #3706: NCCL's invalid usage, as torch and vLLM relay it
+        ("RuntimeError: NCCL error: invalid usage when only one GPU", "NCCL refused the call"),
+        (
+            "ERROR 07-08 10:09:09 [core.py:583] RuntimeError: Worker failed with error 'NCCL error: invalid usage (run with NCCL_DEBUG=WARN for details)', please check the stack trace above for the root cause",
+            "NCCL refused the call",
+        ),
+        (
+            "RuntimeError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1269, invalid argument, NCCL version 2.14.3",
+            "NCCL refused the call",
+        ),
+    ],
+)
+def test_a_set_up_failure_that_names_its_cause_says_what_to_do(line: str, advice: str) -> None:
+    verdict = _verdict([line])
+    assert verdict.hang_class is HangClass.BOOTSTRAP
+    assert advice in verdict.summary
+
+
+def test_words_of_a_set_up_message_in_other_prose_are_not_one() -> None:
+    assert (
+        _verdict(["usage: train.py [-h] (invalid usage of --nproc)"]).hang_class
+        is HangClass.UNKNOWN
+    )
 
 
 def test_a_specific_nccl_warning_beside_the_system_error_still_names_the_cause() -> None:
@@ -744,7 +815,7 @@ def test_a_node_failure_is_a_rank_lost_on_that_host(line: str) -> None:
     verdict = _verdict([line])
     # THEN the job lost the ranks of that host: not a cancellation from outside
     assert verdict.hang_class is HangClass.RANK_LOSS
-    assert "gpu-node-17" in verdict.summary and "scheduler" not in verdict.summary
+    assert "gpu-node-17" in verdict.summary and "from outside" not in verdict.summary
 
 
 _CUT_TRACEBACK = [
