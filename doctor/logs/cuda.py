@@ -51,12 +51,14 @@ _SENTENCE = re.compile(
     r"PTX was compiled with an unsupported toolchain|no kernel image is available for execution|"
     r"all CUDA-capable devices are busy or unavailable|no CUDA-capable device is detected|"
     r"forward compatibility was attempted on non supported HW|device kernel image is invalid|"
-    r"peer access is not supported between these two devices"
+    r"peer access is not supported between these two devices|"
+    r"Memory access fault by GPU node-\d{1,4}"
 )
 """CUDA's own error strings (``cudaGetErrorString``), distinctive enough to read without the
 ``CUDA error:`` a caller puts before them: old torch's ``THCudaCheck FAIL ... : an illegal
 memory access was encountered``, a C++ ``what(): Error at: ...: ...``, an FAQ that quotes
-the string alone."""
+the string alone. ROCm's runtime says an illegal address its own way: ``Memory access fault
+by GPU node-2 (Agent handle: ...) on address 0x.... Reason: Page not present``."""
 _CAPTURE = re.compile(
     r"(?i)previous error during capture|not permitted when stream is capturing|"
     r"cudaErrorStreamCapture\w+|CUDA_ERROR_STREAM_CAPTURE_\w+|capture (?:was )?invalidated"
@@ -128,6 +130,7 @@ _BARE_WORDS = (
     "CUDA-capable",
     "compatibility",
     "peer access",
+    "access fault",
 )
 """Every string ``_SENTENCE`` reads holds one of these: most lines cost one search."""
 _BARE = re.compile("|".join(map(re.escape, _BARE_WORDS)))

@@ -3,7 +3,9 @@ lines, the OOM killer, and the IOMMU refusing a device's DMA.
 
 ``NVRM: Xid (PCI:0000:3b:00): 79, pid=1234, name=python, GPU has fallen off the bus.``
 names the GPU by bus id, the error by number, the process by pid; the driver's
-``NV_ERR_RESET_REQUIRED`` says the same of a GPU without an Xid. Some Xids are the
+``NV_ERR_RESET_REQUIRED`` says the same of a GPU without an Xid, and ``Timeout waiting for
+RPC from GSP!`` (the GPU's firmware stopped answering the driver) is Xid 119 without its
+number. Some Xids are the
 hardware's fault (ECC double-bit errors, a GPU off the bus, NVLink errors): the GPU
 cannot finish any collective. Others are raised by what a program did (an illegal
 address: 13, 31, 43), or are the driver cleaning up after a process that died (45):
@@ -98,9 +100,11 @@ def _host(text: str, fallback: str) -> str:
 
 def events(line: Line) -> list[LogEvent]:
     text = line.text
-    if "NVRM" not in text and "emory" not in text and "oom-kill" not in text:
+    if "NVRM" not in text and "emory" not in text and "oom-kill" not in text and "GSP" not in text:
         return _iommu(line)
     host = _host(text, line.host)
+    if "Timeout waiting for RPC from GSP" in text:
+        return [line.event(kinds.GPU_FAULT, code=119, host=host)]
     if m := _XID.search(text):
         xid = int(m.group(2))
         return [

@@ -48,10 +48,12 @@ _LAUNCH_SETUP = re.compile(
     r"not enough slots available in the system|"
     r"(?:mpirun|prterun) was unable to (?:launch|find) the specified (?:application|executable)|"
     r"ORTE was unable to reliably start one or more daemons|"
-    r"PMIX? ERROR: .{0,200}?(?:UNREACHABLE|NOT-FOUND|OUT-OF-RESOURCE)"
+    r"PMIX? ERROR: .{0,200}?(?:UNREACHABLE|NOT-FOUND|OUT-OF-RESOURCE)|"
+    r"PMI2?_Init failed"
 )
 """The launcher could not start the job's processes (SLURM's container plugin pyxis or
-another spank plugin, Open MPI's slots and daemons, PMIx): the set-up, before any rank ran.
+another spank plugin, Open MPI's slots and daemons, PMI and PMIx: an MPI built without
+SLURM's PMI started by srun): the set-up, before any rank ran.
 An ``Exited with exit code 1`` that follows is that failure, not a rank's."""
 _MPIRUN = re.compile(
     r"process rank (\d{1,18}) with PID (\d{1,18}) on node ([\w.-]+) exited on signal (\d{1,18})"

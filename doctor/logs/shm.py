@@ -28,6 +28,12 @@
   host's set-up.
 
     process_vm_readv delivered 0 instead of 480960, error message Operation not permitted
+
+* UCX's shared-memory transport unable to attach a peer's segment (``Permission denied``
+  opening the peer's ``/proc/PID/fd``; ``Shared memory error`` creating the endpoint): the
+  ranks of one host run in different containers or user/PID namespaces, the host's set-up.
+
+    mm_posix.c:445  UCX  ERROR Error returned from open in attach. Permission denied.
 """
 
 from __future__ import annotations
@@ -45,6 +51,10 @@ _SHM_SHORT = re.compile(r"[Nn]ot enough memory|[Oo]ut of memory")
 _PEER_MEMORY_REFUSED = re.compile(
     r"(?:process_vm_(?:readv|writev)|pidfd_getfd)\b.{0,300}?"
     r"(?:Operation not permitted|\bEPERM\b|errno 1\b)"
+)
+_PEER_SEGMENT_REFUSED = re.compile(
+    r"Error returned from open in attach|failed to connect to remote peer with mm|"
+    r"ucp_ep_create\(.{0,60}?\) failed: Shared memory error"
 )
 
 
@@ -86,6 +96,17 @@ def events(line: Line) -> list[LogEvent]:
                 text="a process was refused another's memory or file descriptors (Operation "
                 "not permitted): the kernel's ptrace_scope or the container's missing "
                 "SYS_PTRACE capability",
+            )
+        ]
+    if ("attach" in text or "mm" in text or "Shared" in text) and _PEER_SEGMENT_REFUSED.search(
+        text
+    ):
+        return [
+            line.event(
+                kinds.BOOTSTRAP,
+                text="UCX could not attach a peer's shared memory: the ranks of one host run in "
+                "different containers or user/PID namespaces; run them in one (docker "
+                "--ipc=host --pid=host), or leave UCX's shared-memory transports out (UCX_TLS)",
             )
         ]
     if _NO_SPACE.search(text):

@@ -453,6 +453,28 @@ def test_a_specific_nccl_warning_beside_the_system_error_still_names_the_cause()
             "RuntimeError: Gloo connectFullMesh failed with [../third_party/gloo/gloo/transport/tcp/pair.cc:144] no error",
             HangClass.BOOTSTRAP,
         ),
+        # NVIDIA/open-gpu-kernel-modules#446: the GPU's firmware stopped answering (Xid 119)
+        ("Timeout waiting for RPC from GSP!", HangClass.GPU_HANG),
+        (
+            "[ 1234.5] NVRM: GPU0 Timeout waiting for RPC from GSP! Expected function 76 (GSP_RM_CONTROL) (0x20800a4c 0x4).",
+            HangClass.GPU_HANG,
+        ),
+        # ROCm/rccl#1034 and tinygrad#3343: ROCm's words for an illegal address
+        (
+            "Memory access fault by GPU node-8 (Agent handle: 0x23a5640) on address 0x7f461ec00000. Reason: Page not present or supervisor privilege",
+            HangClass.GPU_HANG,
+        ),
+        # openucx/ucx#4224: ranks of one host in different user namespaces
+        (
+            " mm_posix.c:445  UCX  ERROR Error returned from open in attach. Permission denied. File name is: /proc/24149/fd/16",
+            HangClass.BOOTSTRAP,
+        ),
+        (
+            "  pml_ucx.c:383  Error: ucp_ep_create(proc=6) failed: Shared memory error",
+            HangClass.BOOTSTRAP,
+        ),
+        # TensorRT-LLM's docs: an Open MPI without SLURM's PMI, started by srun
+        ("PMI2_Init failed to initialize.  Return code: 14", HangClass.BOOTSTRAP),
     ],
 )
 def test_a_line_without_nccls_prefix_is_read_as_its_cause(line: str, cause: HangClass) -> None:
