@@ -22,7 +22,7 @@ from doctor.evidence import LogEvent
 from doctor.logs import kinds
 from doctor.logs.lines import Line
 
-SAME_GPU = (
+SAME_GPU = (  # NCCL's "Duplicate GPU detected" too (doctor.verdict.log_faults)
     "two ranks of one communicator were given the same GPU; give each rank its own "
     "(torch.cuda.set_device(LOCAL_RANK) or init_process_group(device_id=...)) and "
     "check CUDA_VISIBLE_DEVICES"
@@ -82,6 +82,6 @@ def advice(text: str) -> str | None:
 
 
 def events(line: Line) -> list[LogEvent]:
-    if line.nccl:  # NCCL's own lines (its duplicate GPU warning) are doctor.logs.nccl's
+    if line.nccl:  # NCCL's own lines are doctor.logs.nccl's
         return []
     return [line.event(kinds.BOOTSTRAP)] if advice(line.text) else []

@@ -240,6 +240,7 @@ def _ras_lost_ranks(dead: Sequence[LogEvent], missing: Sequence[LogEvent]) -> tu
 
 
 _SETUP_CAUSES: tuple[tuple[Callable[[str], object], str], ...] = (
+    (lambda text: "Duplicate GPU detected" in text, setup.SAME_GPU),
     (
         nccl.invalid_call,
         "NCCL refused the call's arguments or its use: most often two ranks given one GPU, "
