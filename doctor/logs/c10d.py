@@ -178,7 +178,8 @@ _REJECTED = re.compile(
     r"(?P<anyop>Invalid reduce op)|(?P<scalar>Invalid scalar type)|"
     r"(?P<fp8>FP8 reduction support begins with sm90)|"
     r"No OpKernel was registered to support Op '(?P<kernel>\w{1,64})'|"
-    r"(?P<devices>is joining a group with incompatible device type)"
+    r"(?P<devices>is joining a group with incompatible device type)|"
+    r"(?P<backward>\w{1,40}) backward only supports '\w{1,16}' reduction, got '(?P<got>\w{1,16})'"
 )
 """torch's own refusals of a collective's tensor: ProcessGroupNCCL's tensor checks (old
 releases: ``Only CUDA dense tensor``) and its data-type table, a process group with no backend
@@ -188,7 +189,9 @@ by an MPI that is not CUDA-aware; a ``torch.distributed`` function this torch do
 ``ReduceOp.AVG``, torch_xla's ``Invalid reduce op``, NCCL's FP8 reductions before sm90); and
 gloo's data-type table (``Invalid scalar type``: bfloat16 on old releases); TensorFlow built
 without a collective's kernel (``No OpKernel ... 'NcclAllReduce'``: Windows, ROCm builds), and
-its NCCL group given CPU and GPU devices."""
+its NCCL group given CPU and GPU devices; a functional collective's backward given a
+reduction it has no gradient for (``all_reduce backward only supports 'sum' reduction, got
+'avg'``)."""
 _REFUSED = {"CUDA and dense": "a CPU or sparse tensor", "contiguous": "a non-contiguous tensor"}
 
 
@@ -214,6 +217,8 @@ def _refused(m: re.Match[str]) -> str:
         return f"{m['kernel']} (this build has no kernel for it)"
     if m["devices"]:
         return "a group of CPU and GPU devices"
+    if m["backward"]:
+        return f"the backward of {m['backward']} with ReduceOp.{m['got'].upper()}"
     return "the tensor's data type"
 
 
@@ -221,6 +226,20 @@ _STORE_CONNECT = re.compile(
     r"client socket has (?:timed out after \d+ ?m?s while trying to connect|failed to connect) "
     r"to \(?\[?([\w.:-]+?)\]?[,:] ?(\d{1,18})\)?"
 )
+_OVERCOUNTED = re.compile(
+    r"store[ _]based[ _]barrier.{0,200}?world_size=(\d{1,18}), "
+    r"(?:worker_count|num_workers_joined)=(\d{1,18})"
+)
+"""The store-based barrier's count of workers; more than the world is a store left from an
+earlier run (a ``file://`` init file reused, a store port a previous job still holds)."""
+
+
+def overcounted(text: str) -> bool:
+    """Whether ``text`` is the store-based barrier counting more workers than the world."""
+    m = _OVERCOUNTED.search(text) if "_barrier" in text or "based barrier" in text else None
+    return m is not None and int(m.group(2)) > int(m.group(1))
+
+
 _BARRIER = re.compile(
     r"store based barrier on rank:? (\d{1,18}).*?world_size=(\d{1,18}), "
     r"(?:worker_count|num_workers_joined)="
@@ -361,6 +380,8 @@ class C10dParser:
             self._event(kinds.STORE_TIMEOUT)
         elif m := _STORE_CONNECT.search(text):
             self._event(kinds.BOOTSTRAP, peer=f"{m.group(1)}:{m.group(2)}")
+        elif overcounted(text):
+            self._event(kinds.BOOTSTRAP)
         elif m := _BARRIER.search(text):
             self._event(kinds.BOOTSTRAP, rank=int(m.group(1)), nranks=int(m.group(2)))
         elif m := _BOOTSTRAP.search(text):

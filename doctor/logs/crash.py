@@ -53,12 +53,38 @@ _RECEIVED_BY = re.compile(
 """torchelastic's field (``traceback : Signal 9 (SIGKILL) received by PID 6421``), with the
 PID a user redacted (``xxx``) or the field cut after the signal's name."""
 _SHM_TOO_SMALL = re.compile(r"insufficient shared memory|out of shared memory")
+_FAILED_CHECK = re.compile(
+    r"(?:^|[\s:>\]])F\d{4} \d\d:\d\d:\d\d\.\d{1,6}\s{1,4}\d{1,10} [\w.-]{1,80}:\d{1,6}\]"
+    r"\s?(.{0,300})|"
+    r"\bCheck failed: (.{0,300})"
+)
+"""glog's FATAL line (``F0911 14:31:16.057638 5678 file.cc:54] ...``) or a failed ``CHECK``
+(glog, TVM, XLA, PaddlePaddle print ``Check failed: ...``): the process aborts itself on
+what the message says."""
+_CONNECTION_WORDS = re.compile(r"(?i)onnect|socket|broken pipe|reset|timed out|timeout|peer")
+"""A failed check about a connection is the link's or a peer's story, read as such
+elsewhere (``doctor.logs.nccl``): not the process's own fault."""
+OWN_ABORT = "aborted on its own failed check"
+"""Text an ``exit`` event starts with when a process stopped itself on a failed check."""
+
+
+def _failed_check(text: str) -> str | None:
+    """What a fatal check that failed says, "" for one about a connection, None for none."""
+    if "heck failed" not in text and "] " not in text:
+        return None
+    m = _FAILED_CHECK.search(text)
+    if m is None:
+        return None
+    said = (m.group(1) or m.group(2) or "").strip()
+    return "" if _CONNECTION_WORDS.search(said) else said
 
 
 def events(line: Line) -> list[LogEvent]:
     text = line.text
     if _SHM_TOO_SMALL.search(text):
         return [line.event(kinds.BOOTSTRAP, text="the process ran out of shared memory (/dev/shm)")]
+    if (found := _failed_check(text)) is not None:
+        return [line.event(kinds.EXIT, text=f"{OWN_ABORT}: {found}"[:400])] if found else []
     if "ignal" not in text and "(core dumped)" not in text and "Fatal Python" not in text:
         return []
     if shm.no_backing(text):  # read by doctor.logs.shm: the shared memory, not the rank

@@ -74,7 +74,7 @@ _EXITCODE_FIELD = re.compile(r"^\s*exitcode\s*:\s*(-\d{1,3})\b")
 """torchelastic's ``exitcode`` field without the ``Failures:`` table around it (a user
 pasted the one line): only a signal's code (below zero) says how the rank ended."""
 _AGENT_SIGNAL = re.compile(
-    r"SignalException: Process (\d{1,18}) got signal: (\d{1,3})|"
+    r"SignalException(?:: Process (\d{1,18}) got signal: (\d{1,3}))?|"
     r"Received Signals\.(SIG[A-Z]{2,8}) death signal, shutting down workers"
 )
 """torchelastic's agent itself got a signal and stops its workers: the job was stopped
@@ -203,7 +203,7 @@ def events(line: Line) -> list[LogEvent]:
 
 
 def _agent_stopped(line: Line, m: re.Match[str]) -> LogEvent:
-    name = m.group(3) or _signal_name(int(m.group(2)))
+    name = m.group(3) or (_signal_name(int(m.group(2))) if m.group(2) else "a signal")
     why = _STOPPED_BY.get(
         name, "something outside the job stopped it (the scheduler, a person, the host)"
     )

@@ -73,8 +73,11 @@ _PEER_GONE = re.compile(
     r"ncclRemoteError|remote process exit(?:ed|ing)|Broken pipe|"
     r"socketProgress(?:Opt)?: .*?(?:failed|closed|reset)|"
     r"Net(?:/Socket)? ?: ?(?:Connection|socket) (?:closed|reset)|"
-    r"[Cc]onnection closed by peer"
+    r"[Cc]onnection closed by peer|(?<!failed : )Connection timed out"
 )
+"""A peer's connection that ended: closed or reset by the peer, a write into a dead socket,
+or (``ETIMEDOUT``) a peer that stopped answering; not NCCL's ``Connect to ... failed :
+Connection timed out``, which is a communicator that never connected (``_BOOTSTRAP``)."""
 _BOOTSTRAP = re.compile(
     r"[Bb]ootstrap ?: ?no socket interface found|No usable interface found|"
     r"no (?:socket )?interface found|NET/Socket ?: ?No interface found|"

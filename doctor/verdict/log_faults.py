@@ -15,6 +15,7 @@ from collections.abc import Callable, Sequence
 
 from doctor.evidence import LogEvent
 from doctor.logs import c10d, cuda, kinds, nccl, setup, shm
+from doctor.logs.crash import OWN_ABORT
 from doctor.logs.kernel import XID_MEANING
 from doctor.logs.launcher import ROOT_CAUSE
 from doctor.logs.nccl import IB_STATUS
@@ -96,12 +97,16 @@ def _own_exits(view: LogView) -> tuple[list[LogEvent], list[LogEvent]]:
             continue  # a bus error where NCCL's setup failed: /dev/shm ran out (bootstrap)
         if (e.code is not None and e.code < 0) or e.rank in oom_ranks or e.pid in oom_pids:
             own.append(e)
-        elif e.rank in own_exceptions or (e.code is None and e.host):
-            own.append(e)  # its own exception, or a node that failed
+        elif e.rank in own_exceptions or (e.code is None and e.host) or own_abort(e.text):
+            own.append(e)  # its own exception or failed check, or a node that failed
         elif not _COLLATERAL_TEXT.search(e.text):
             unexplained.append(e)
     own.sort(key=lambda e: not e.text.startswith(ROOT_CAUSE))
     return own, unexplained
+
+
+def own_abort(text: str) -> bool:
+    return text.startswith(OWN_ABORT)
 
 
 def rank_loss(view: LogView) -> list[Candidate]:
@@ -266,6 +271,12 @@ _SETUP_CAUSES: tuple[tuple[Callable[[str], object], str], ...] = (
         "or was built against another version (torch, NCCL, CUDA, glibc); install matching "
         "builds (pip's torch brings its own NCCL: an LD_LIBRARY_PATH or LD_PRELOAD that puts "
         "another libnccl first is a common cause)",
+    ),
+    (
+        c10d.overcounted,
+        "the store counted more workers than the world has: a store left from an earlier "
+        "run (an init_method='file://...' file reused, a port whose store a previous job "
+        "still holds); give each run a fresh file or port",
     ),
     (
         c10d.MEMBER.search,

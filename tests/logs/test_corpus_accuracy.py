@@ -40,8 +40,11 @@ then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66, 54/79, 60/86, 67/94, 75/10
 79/115, 83/124, 83/124, 105/137, 107/137 (not held out), 110/153, 115/164, 120/174, 121/174 (a
 failed full-suite run's number) and 122/174. No rule and no word of the model came from a test
 case. The issue's target is 85 %, missed; this floor is the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 312 / 360
-"""Measured on the dev split: 312 of 360, in sample for the rules and the word model. Stop 38's
+HELDOUT_DEV_FLOOR = 324 / 382
+"""Measured on the dev split: 324 of 382, in sample for the rules and the word model. Stop 39's
+22 new dev cases, judged on arrival by the code before any change they could inform (commit
+b6c3b4b, and the stop's first code, 6f7fd95, alike): rules alone 2, with the model 6 (27 %).
+Stop 38's 312 of 360; its
 51 new dev cases, judged on arrival by the code before any change they could inform: 45 on
 commit 7c6bd04, rules alone 8, with the model 17; 6 on 71ceed8, 2 and 2 (together 19 of 51,
 37 %). Stop 37's 67, judged the same way: 35 on commit b93568b, rules alone 11, with the
@@ -56,7 +59,7 @@ def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 534
+    assert len(found) >= 556
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name

@@ -41,11 +41,41 @@ def _verdict(lines: list[str]):
         "exitcode: -9",
         # pytorch/pytorch#29889: the old torch.distributed.launch's CalledProcessError
         "subprocess.CalledProcessError: Command XXXXX (my script params) died with <Signals.SIGSEGV: 11>.",
+        # a process that stopped itself on a failed check: glog's FATAL line, and a bare
+        # CHECK as PaddlePaddle (PaddlePaddle/Paddle#5384) and TVM (sglang#38952) print it
+        "F0101 00:00:00.000000 1234 trainer.cc:12] Check failed: x == y (1 vs. 2)",
+        "Check failed: is Fail to open ./train_data_dir/20171016/dnn_instance_007855",
+        "tvm.error.InternalError: Check failed: (wl.grid_dim(0) > 0 && wl.grid_dim(1) > 0 && wl.grid_dim(2) > 0)",
     ],
 )
 def test_a_crash_banner_of_any_runtime_is_a_lost_rank(line: str) -> None:
     # GIVEN one runtime's crash line WHEN the logs are judged THEN a rank was lost
     assert _verdict([line]).hang_class is HangClass.RANK_LOSS
+
+
+@pytest.mark.parametrize(
+    ("line", "kind"),
+    [
+        # PaddlePaddle/Paddle#4043: a failed check about a socket is the connection's story
+        (
+            "Mon Sep 11 14:31:16 2017[1,37]<stderr>:F0911 14:31:16.057638  5678 SocketChannel.cpp:54] Check failed: len >= 0  peer=10.75.60.42: Connection timed out [110]",
+            kinds.PEER_GONE,
+        ),
+        (
+            "RuntimeError: tensorflow/compiler/xla/xla_client/mesh_service.cc:316 : Check failed: impl_->channel->WaitForConnected( std::chrono::system_clock::now() + std::chrono::seconds(connect_wait_seconds))",
+            None,
+        ),
+        # NCCL's connect that timed out is a communicator that never connected
+        (
+            "node1:1:1 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<43227> failed : Connection timed out",
+            kinds.BOOTSTRAP,
+        ),
+    ],
+)
+def test_a_failed_check_about_a_connection_is_not_the_processs_own_abort(
+    line: str, kind: str | None
+) -> None:
+    assert [e.kind for e in parse_text([line], "job.log").events] == ([kind] if kind else [])
 
 
 def test_a_peers_closed_connection_beside_a_crash_blames_the_crash_not_the_network() -> None:
@@ -356,6 +386,11 @@ def test_nccls_bare_system_error_is_a_set_up_failure(lines: list[str]) -> None:
             "init_process_group",
         ),
         ("RuntimeError: Distributed package doesn't have NCCL bulit in", "gloo"),
+        # wenet-e2e/wenet#1097: 287 workers counted for a world of 6, a stale init file
+        (
+            "2022-05-09 22:30:27,597 INFO Waiting in store based barrier to initialize process group for rank: 0, key: store_based_barrier_key:1 (world_size=6, worker_count=287, timeout=0:30:00)",
+            "earlier run",
+        ),
         # huggingface/trl#3487 and #3706: NCCL's invalid usage, as torch and vLLM relay it
         ("RuntimeError: NCCL error: invalid usage when only one GPU", "NCCL refused the call"),
         (
@@ -805,6 +840,8 @@ def test_a_job_the_scheduler_cancelled_lost_its_ranks_from_outside() -> None:
             "torch.distributed.elastic.multiprocessing.api.SignalException: Process 77 got signal: 2",
             "Ctrl-C",
         ),
+        # keyu-tian/SparK#19: the exception's name alone, as the title quotes it
+        ("torch.distributed.elastic.multiprocessing.api.SignalException", "outside the job"),
     ],
 )
 def test_torchruns_agent_stopped_by_a_signal_lost_its_ranks_from_outside(

@@ -563,6 +563,11 @@ def test_nvidia_research_code_s_plugin_build_that_never_says_done_is_the_hang() 
             "incompatible device typeCPU (group_key=3)",
             "a group of CPU and GPU devices",
         ),
+        # pytorch/pytorch#190224: a functional collective's backward and its reduction
+        (
+            "RuntimeError: all_reduce backward only supports 'sum' reduction, got 'avg'",
+            "the backward of all_reduce with ReduceOp.AVG",
+        ),
     ],
 )
 def test_torch_s_refusal_of_a_collective_s_tensor_is_unsupported_op(
