@@ -178,8 +178,7 @@ _REJECTED = re.compile(
     r"(?P<anyop>Invalid reduce op)|(?P<scalar>Invalid scalar type)|"
     r"(?P<fp8>FP8 reduction support begins with sm90)|"
     r"No OpKernel was registered to support Op '(?P<kernel>\w{1,64})'|"
-    r"(?P<devices>is joining a group with incompatible device type)|"
-    r"(?P<backward>\w{1,40}) backward only supports '\w{1,16}' reduction, got '(?P<got>\w{1,16})'"
+    r"(?P<devices>is joining a group with incompatible device type)"
 )
 """torch's own refusals of a collective's tensor: ProcessGroupNCCL's tensor checks (old
 releases: ``Only CUDA dense tensor``) and its data-type table, a process group with no backend
@@ -189,9 +188,10 @@ by an MPI that is not CUDA-aware; a ``torch.distributed`` function this torch do
 ``ReduceOp.AVG``, torch_xla's ``Invalid reduce op``, NCCL's FP8 reductions before sm90); and
 gloo's data-type table (``Invalid scalar type``: bfloat16 on old releases); TensorFlow built
 without a collective's kernel (``No OpKernel ... 'NcclAllReduce'``: Windows, ROCm builds), and
-its NCCL group given CPU and GPU devices; a functional collective's backward given a
-reduction it has no gradient for (``all_reduce backward only supports 'sum' reduction, got
-'avg'``)."""
+its NCCL group given CPU and GPU devices."""
+_BACKWARD = re.compile(r"(\w{1,40}) backward only supports '\w{1,16}' reduction, got '(\w{1,16})'")
+"""A functional collective's backward given a reduction it has no gradient for
+(``all_reduce backward only supports 'sum' reduction, got 'avg'``)."""
 _REFUSED = {"CUDA and dense": "a CPU or sparse tensor", "contiguous": "a non-contiguous tensor"}
 
 
@@ -217,8 +217,6 @@ def _refused(m: re.Match[str]) -> str:
         return f"{m['kernel']} (this build has no kernel for it)"
     if m["devices"]:
         return "a group of CPU and GPU devices"
-    if m["backward"]:
-        return f"the backward of {m['backward']} with ReduceOp.{m['got'].upper()}"
     return "the tensor's data type"
 
 
@@ -364,6 +362,10 @@ class C10dParser:
             self._event(kinds.UNSUPPORTED_OP, op=m.group(1) or m.group(2) or m.group(3))
         if m := _REJECTED.search(text):
             self._event(kinds.UNSUPPORTED_OP, op=_refused(m))
+        if "backward only" in text and (m := _BACKWARD.search(text)):
+            self._event(
+                kinds.UNSUPPORTED_OP, op=f"the backward of {m[1]} with ReduceOp.{m[2].upper()}"
+            )
         if m := MEMBER.search(text):
             rank = int(m.group(1))
             self._members[rank] += 1

@@ -70,8 +70,8 @@ OWN_ABORT = "aborted on its own failed check"
 
 def _failed_check(text: str) -> str | None:
     """What a fatal check that failed says, "" for one about a connection, None for none."""
-    if "heck failed" not in text and "] " not in text:
-        return None
+    if "heck failed" not in text and ("] " not in text or ("F0" not in text and "F1" not in text)):
+        return None  # glog's FATAL line starts F0 or F1 (the month), before a "] "
     m = _FAILED_CHECK.search(text)
     if m is None:
         return None

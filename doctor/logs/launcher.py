@@ -181,11 +181,11 @@ def events(line: Line) -> list[LogEvent]:
         return [line.event(kinds.EXIT, rank=int(m.group(1)), code=code)]
     if m := _OMPI_FIRST.search(text):
         return [line.event(kinds.EXIT, rank=int(m.group(1)), code=None)]
-    if m := _DIED_WITH.search(text):
+    if "died with" in text and (m := _DIED_WITH.search(text)):
         return [line.event(kinds.EXIT, rank=None, code=signal_code(m.group(1)))]
-    if m := _EXITCODE_FIELD.match(text):
+    if "exitcode" in text and (m := _EXITCODE_FIELD.match(text)):
         return [line.event(kinds.EXIT, rank=None, code=int(m.group(1)))]
-    if m := _AGENT_SIGNAL.search(text):
+    if "ignal" in text and (m := _AGENT_SIGNAL.search(text)):
         return [_agent_stopped(line, m)]
     if m := _DEEPSPEED.search(text):
         local = _LOCAL_RANK_ARG.search(text)

@@ -73,11 +73,9 @@ _PEER_GONE = re.compile(
     r"ncclRemoteError|remote process exit(?:ed|ing)|Broken pipe|"
     r"socketProgress(?:Opt)?: .*?(?:failed|closed|reset)|"
     r"Net(?:/Socket)? ?: ?(?:Connection|socket) (?:closed|reset)|"
-    r"[Cc]onnection closed by peer|(?<!failed : )Connection timed out"
+    r"[Cc]onnection closed by peer"
 )
-"""A peer's connection that ended: closed or reset by the peer, a write into a dead socket,
-or (``ETIMEDOUT``) a peer that stopped answering; not NCCL's ``Connect to ... failed :
-Connection timed out``, which is a communicator that never connected (``_BOOTSTRAP``)."""
+"""A peer's connection that ended: closed or reset by the peer, a write into a dead socket."""
 _BOOTSTRAP = re.compile(
     r"[Bb]ootstrap ?: ?no socket interface found|No usable interface found|"
     r"no (?:socket )?interface found|NET/Socket ?: ?No interface found|"
@@ -93,6 +91,12 @@ _BOOTSTRAP = re.compile(
 _SETUP_WARN = re.compile(
     r"(?:^|\s)(?:init|bootstrap|transport/nvls|channel|transport)\.cc:\d+ NCCL WARN"
 )
+_SYSTEM_ERROR = re.compile(
+    r"unhan\w{0,3}led (?:system|cuda) error|ncclSystemError|ncclUnhandledCudaError", re.IGNORECASE
+)
+"""NCCL's ``ncclSystemError`` and ``ncclUnhandledCudaError`` as PyTorch, Paddle, RCCL and
+NCCL's tests print them: "a call to an external library failed" (NCCL's troubleshooting
+guide), a system call or a CUDA call."""
 _INVALID_CALL = re.compile(
     r"(?:[NR]CCL|[NR]ccl) error\b.{0,300}?invalid (?:usage|argument)|ncclInvalid(?:Usage|Argument)"
 )
@@ -100,19 +104,8 @@ _INVALID_CALL = re.compile(
 error in: ..., invalid usage``): NCCL's argument checks refused the call, at communicator
 creation (two ranks on one GPU) or at the call (a communicator used from another device, a
 build that does not support it); every dev case that said only this was the set-up."""
-_BARE_RESULT = re.compile(
-    r"unhan\w{0,3}led (?:system|cuda) error|ncclSystemError|ncclUnhandledCudaError|"
-    r"(?:[NR]CCL|[NR]ccl) error\b.{0,300}?internal error|ncclInternalError|"
-    + _INVALID_CALL.pattern,
-    re.IGNORECASE,
-)
-"""NCCL's error classes as PyTorch, Paddle, RCCL and NCCL's tests print them, without a
-word of which call failed: ``ncclSystemError`` and ``ncclUnhandledCudaError`` ("a call to an
-external library failed", NCCL's troubleshooting guide: a system call or a CUDA call),
-``ncclInternalError``, and the invalid calls above. At start-up that is the host's set-up (a
-driver older than the build, an NCCL the GPU is too new for, NVLS the fabric does not offer,
-an interface NCCL cannot use: every dev case that said only this was one); a CUDA error of
-the GPU's own work, where printed, is read apart (``doctor.logs.cuda``) and outweighs it."""
+_INTERNAL = re.compile(r"(?:[NR]CCL|[NR]ccl) error\b.{0,300}?internal error|ncclInternalError")
+"""NCCL's ``ncclInternalError``: a check inside NCCL failed."""
 _INIT_ERROR = re.compile(r"\binit\.cc:\d+ -> [1-9]")
 """NCCL's error return path (``init.cc:1462 -> 1``): the error happened creating a communicator."""
 _CALL = re.compile(
@@ -123,14 +116,30 @@ _CALL = re.compile(
 _DIAG_OUTLIER = re.compile(r"net bw: (\S+) rank (\d{1,18}) \(([\w.-]+)\): .*?off median")
 
 
+def _stopped_answering(text: str) -> bool:
+    """A connection that timed out (``ETIMEDOUT``): a peer that stopped answering; not NCCL's
+    ``Connect to ... failed : Connection timed out``, a communicator that never connected
+    (``_BOOTSTRAP``)."""
+    return "Connection timed out" in text and "failed : Connection timed out" not in text
+
+
 def bare_result(text: str) -> bool:
-    """Whether ``text`` is one of NCCL's bare error classes (no word of which call failed)."""
-    return _BARE_RESULT.search(text) is not None
+    """Whether ``text`` is one of NCCL's error classes without a word of which call failed:
+    a system or CUDA call, an internal check, an invalid call. At start-up that is the
+    host's set-up (a driver older than the build, an NCCL the GPU is too new for, NVLS the
+    fabric does not offer, an interface NCCL cannot use: every dev case that said only this
+    was one); a CUDA error of the GPU's own work, where printed, is read apart
+    (``doctor.logs.cuda``) and outweighs it."""
+    return (
+        _SYSTEM_ERROR.search(text) is not None
+        or (("nternal" in text or "ncclI" in text) and _INTERNAL.search(text) is not None)
+        or invalid_call(text)
+    )
 
 
 def invalid_call(text: str) -> bool:
     """Whether ``text`` is NCCL refusing a call's arguments or its use."""
-    return _INVALID_CALL.search(text) is not None
+    return ("nvalid" in text) and _INVALID_CALL.search(text) is not None
 
 
 def bus_id(hex_id: str) -> str:
@@ -210,10 +219,10 @@ def events(line: Line) -> list[LogEvent]:
         return [
             event(kinds.NETWORK, peer=_peer(text), code=int(status.group(1)) if status else None)
         ]
-    if _PEER_GONE.search(text):
+    if _PEER_GONE.search(text) or _stopped_answering(text):
         return [event(kinds.PEER_GONE, peer=_peer(text))]
     if _BOOTSTRAP.search(text):
         return [event(kinds.BOOTSTRAP, peer=_peer(text))]
-    if _BARE_RESULT.search(text):
+    if bare_result(text):
         return [event(kinds.BOOTSTRAP)]
     return []

@@ -134,7 +134,7 @@ _CAPITALISED = (
     "Root Cause|Process |Thread |Job summary|Communicators|Group |Errors|Warnings|"
     "DEAD|INCOMPLETE|MISMATCH|Mismatched|NVIDIA-SMI|GPU|BAD TERMINATION|CANCELLED AT|DMAR|"
     "IO_PAGE_FAULT|Missing ranks|No backend type|Parameter indices|Aborting Ring|"
-    "joining a group|shape mismatches|GLIBC|NVML|#|{"
+    "joining a group|shape mismatches|GLIBC|NVML|Default process|#|{"
 ).split("|")
 _WORTH_A_LOOK = re.compile("|".join(map(re.escape, _CAPITALISED)))
 """Words (mostly capitalised, which keeps the scan fast) one of which a line that matters
@@ -147,8 +147,7 @@ _LOWER = (
     "'torch.distributed'|GLOBAL_RANK|"
     "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address|"
     "fabricmanager|pair closure|was encountered|PTX|assert triggered|misaligned address|baton|"
-    "_jit_compile|enough slots|spank|pyxis|ORTE was unable|libuv|process group has not|"
-    "expected, but not|ccl error|worker_count"
+    "_jit_compile|enough slots|spank|pyxis|ORTE was unable|worker_count"
 ).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
 _WORTH_A_LOOK_TOO = re.compile("|".join(map(re.escape, _LOWER)))
 """One search for them all: cheaper than a substring test each on a line that holds none
