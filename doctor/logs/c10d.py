@@ -234,7 +234,8 @@ earlier run (a ``file://`` init file reused, a store port a previous job still h
 
 def overcounted(text: str) -> bool:
     """Whether ``text`` is the store-based barrier counting more workers than the world."""
-    m = _OVERCOUNTED.search(text) if "_barrier" in text or "based barrier" in text else None
+    counted = "worker_count=" in text or "num_workers_joined=" in text
+    m = _OVERCOUNTED.search(text) if counted else None
     return m is not None and int(m.group(2)) > int(m.group(1))
 
 
