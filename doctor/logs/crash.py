@@ -1,8 +1,10 @@
 """A process's crash as each runtime a training job prints through reports it: the C
 library's or Open MPI's signal banner, UCX's handler, Python's faulthandler, the shell,
-gdb. Each becomes an ``exit`` event whose code is the negative signal number, so a crash
-printed by any of them is a rank lost, judged with the rest of the logs (a peer's closed
-connection next to it is the crash's echo, not the network's fault).
+gdb, and a fatal check that failed (glog's ``F`` line, ``Check failed:``) unless it is
+about a connection. Each becomes an ``exit`` event whose code is the negative signal number
+(a failed check's says what failed instead), so a crash printed by any of them is a rank
+lost, judged with the rest of the logs (a peer's closed connection next to it is the
+crash's echo, not the network's fault).
 
     [gpu-node09:332629:0:332629] Caught signal 11 (Segmentation fault: address not mapped ...)
     Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))

@@ -1,4 +1,4 @@
-"""Set-up failures that torch, its CUDA runtime, NVML and NCCL print in words that name the
+"""Set-up failures that torch, its CUDA runtime and NVML print in words that name the
 cause: a process started without the variables a launcher sets, CUDA initialised before the
 ranks were forked, a torch built without what the job asks of it, a node whose driver and
 NVIDIA libraries differ, no GPU visible, two ranks given one GPU, a distributed call before

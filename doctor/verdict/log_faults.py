@@ -97,16 +97,14 @@ def _own_exits(view: LogView) -> tuple[list[LogEvent], list[LogEvent]]:
             continue  # a bus error where NCCL's setup failed: /dev/shm ran out (bootstrap)
         if (e.code is not None and e.code < 0) or e.rank in oom_ranks or e.pid in oom_pids:
             own.append(e)
-        elif e.rank in own_exceptions or (e.code is None and e.host) or own_abort(e.text):
+        elif (
+            e.rank in own_exceptions or (e.code is None and e.host) or e.text.startswith(OWN_ABORT)
+        ):
             own.append(e)  # its own exception or failed check, or a node that failed
         elif not _COLLATERAL_TEXT.search(e.text):
             unexplained.append(e)
     own.sort(key=lambda e: not e.text.startswith(ROOT_CAUSE))
     return own, unexplained
-
-
-def own_abort(text: str) -> bool:
-    return text.startswith(OWN_ABORT)
 
 
 def rank_loss(view: LogView) -> list[Candidate]:
