@@ -242,8 +242,8 @@ def _ras_lost_ranks(dead: Sequence[LogEvent], missing: Sequence[LogEvent]) -> tu
     return ranked
 
 
-_SETUP_CAUSES: tuple[tuple[Callable[[str], object], str], ...] = (
-    (lambda text: "Duplicate GPU detected" in text, setup.SAME_GPU),
+_COMMUNICATOR_CAUSES: tuple[tuple[Callable[[str], object], str], ...] = (
+    (lambda text: "Duplicate GPU detected" in text or "same CUDA device" in text, setup.SAME_GPU),
     (
         nccl.invalid_call,
         "NCCL refused the call's arguments or its use: most often two ranks given one GPU, "
@@ -258,6 +258,10 @@ _SETUP_CAUSES: tuple[tuple[Callable[[str], object], str], ...] = (
         "peer access the GPUs cannot do); align the versions, or turn the feature off to "
         "confirm (NCCL_NVLS_ENABLE=0, NCCL_P2P_DISABLE=1, a custom all-reduce off)",
     ),
+)
+"""Communicator set-up failures whose cause the line itself names, with what to do, first
+match wins."""
+_JOB_CAUSES: tuple[tuple[Callable[[str], object], str], ...] = (
     (
         c10d.UNBUILT.search,
         "this torch was built without that backend (the Windows and macOS wheels have no "
@@ -284,24 +288,29 @@ _SETUP_CAUSES: tuple[tuple[Callable[[str], object], str], ...] = (
         "--ntasks-per-node, and srun)",
     ),
 )
-"""Set-up failures whose cause the line itself names, with what to do, first match wins
-(after ``doctor.logs.setup``'s, which carry their own)."""
+"""The job's set-up failures before any communicator (torch's build, the libraries, the
+store, the launch), the same way; ``doctor.logs.setup``'s carry their own advice."""
+_COMMUNICATOR = "communicator creation failed"
+_JOB = "the job's set-up failed"
 _REACH = (
     "check MASTER_ADDR/port reachability, NCCL_SOCKET_IFNAME and the host's interfaces and "
     "fabric (NVLS: fabric manager)"
 )
 
 
-def _bootstrap_cause(found: Sequence[LogEvent]) -> tuple[LogEvent | None, str]:
-    """The line that names the set-up failure's cause and the advice for it, else none and
-    the advice for a communicator that could not reach its peers."""
-    for e in found:
-        if advice := setup.advice(e.text):
-            return e, advice
-    for names, advice in _SETUP_CAUSES:
+def _bootstrap_cause(found: Sequence[LogEvent]) -> tuple[str, LogEvent | None, str]:
+    """What failed, the line that names its cause and the advice for it; else a
+    communicator that could not reach its peers, no line, and the advice for that."""
+    for names, advice in _COMMUNICATOR_CAUSES:
         if said := next((e for e in found if names(e.text)), None):
-            return said, advice
-    return None, _REACH
+            return _COMMUNICATOR, said, advice
+    for e in found:  # setup's messages carry their own advice
+        if named := setup.advice(e.text):
+            return _JOB, e, named
+    for names, advice in _JOB_CAUSES:
+        if said := next((e for e in found if names(e.text)), None):
+            return _JOB, said, advice
+    return _COMMUNICATOR, None, _REACH
 
 
 def bootstrap(view: LogView) -> list[Candidate]:
@@ -311,10 +320,10 @@ def bootstrap(view: LogView) -> list[Candidate]:
     late = view.ran_collectives()
     ranks = ranks_of(found)
     peers = sorted({e.peer for e in found if e.peer})
-    said, advice = _bootstrap_cause(found)
+    what, said, advice = _bootstrap_cause(found)
     specific = [e for e in found if not nccl.bare_result(e.text)]
     summary = (
-        f"communicator creation failed{' on ' + rank_prose(ranks) if ranks else ''}{where(found)} "
+        f"{what}{' on ' + rank_prose(ranks) if ranks else ''}{where(found)} "
         f"({quote(said or (specific or found)[0])})"
         + (f", reaching {', '.join(peers[:3])}" if peers else "")
         + f": {advice}"

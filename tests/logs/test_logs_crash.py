@@ -409,6 +409,15 @@ def test_a_set_up_failure_that_names_its_cause_says_what_to_do(line: str, advice
     assert advice in verdict.summary
 
 
+def test_a_set_up_failure_before_any_communicator_is_not_called_one() -> None:
+    # GIVEN a process started without RANK, and NCCL refusing a call
+    no_rank = "ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable RANK expected, but not set"
+    refused = "RuntimeError: NCCL error: invalid usage when only one GPU"
+    # THEN the first is the job's set-up, the second a communicator's creation
+    assert _verdict([no_rank]).summary.startswith("the job's set-up failed")
+    assert _verdict([refused]).summary.startswith("communicator creation failed")
+
+
 def test_words_of_a_set_up_message_in_other_prose_are_not_one() -> None:
     assert (
         _verdict(["usage: train.py [-h] (invalid usage of --nproc)"]).hang_class
