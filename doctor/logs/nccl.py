@@ -117,10 +117,11 @@ _DIAG_OUTLIER = re.compile(r"net bw: (\S+) rank (\d{1,18}) \(([\w.-]+)\): .*?off
 
 
 def _stopped_answering(text: str) -> bool:
-    """A connection that timed out (``ETIMEDOUT``): a peer that stopped answering; not NCCL's
-    ``Connect to ... failed : Connection timed out``, a communicator that never connected
-    (``_BOOTSTRAP``)."""
-    return "Connection timed out" in text and "failed : Connection timed out" not in text
+    """A connection that timed out (``ETIMEDOUT``): a peer that stopped answering; not a
+    connect that timed out (NCCL's ``Connect to ... failed``, the store's ``failed to
+    connect``, gloo's ``connect [addr]: Connection timed out``): a job that never connected,
+    read as set-up where it is read."""
+    return "Connection timed out" in text and "connect" not in text and "Connect to" not in text
 
 
 def bare_result(text: str) -> bool:
@@ -139,7 +140,7 @@ def bare_result(text: str) -> bool:
 
 def invalid_call(text: str) -> bool:
     """Whether ``text`` is NCCL refusing a call's arguments or its use."""
-    return ("nvalid" in text) and _INVALID_CALL.search(text) is not None
+    return "nvalid" in text and _INVALID_CALL.search(text) is not None
 
 
 def bus_id(hex_id: str) -> str:

@@ -70,6 +70,15 @@ def test_a_crash_banner_of_any_runtime_is_a_lost_rank(line: str) -> None:
             "node1:1:1 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.2<43227> failed : Connection timed out",
             kinds.BOOTSTRAP,
         ),
+        # ... and so is the store's, and gloo's: not a peer that stopped answering
+        (
+            "torch.distributed.DistNetworkError: The client socket has failed to connect to [master-0]:29500 (errno: 110 - Connection timed out).",
+            kinds.BOOTSTRAP,
+        ),
+        (
+            "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect [10.0.0.2]:39407: Connection timed out",
+            None,
+        ),
     ],
 )
 def test_a_failed_check_about_a_connection_is_not_the_processs_own_abort(
