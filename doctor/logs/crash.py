@@ -84,7 +84,7 @@ def _failed_check(text: str) -> str | None:
 def events(line: Line) -> list[LogEvent]:
     text = line.text
     if _SHM_TOO_SMALL.search(text):
-        return [line.event(kinds.BOOTSTRAP, text="the process ran out of shared memory (/dev/shm)")]
+        return [line.event(kinds.BOOTSTRAP, text=shm.SHM_SHORT)]
     if (found := _failed_check(text)) is not None:
         return [line.event(kinds.EXIT, text=f"{OWN_ABORT}: {found}"[:400])] if found else []
     if "ignal" not in text and "(core dumped)" not in text and "Fatal Python" not in text:

@@ -39,6 +39,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 from doctor.evidence import LogEvent
 from doctor.logs import kinds
@@ -69,52 +70,51 @@ def bus_code_named(text: str) -> bool:
     return _BUS_CODE.search(text) is not None
 
 
+MORE_SHM = "give the job more (docker --shm-size or --ipc=host, a larger /dev/shm mount)"
+NO_BACKING = (
+    "a bus error on a mapped page with no backing: shared memory (/dev/shm) is full or too "
+    f"small; {MORE_SHM}"
+)
+SHM_SHORT = (
+    "not enough memory in /dev/shm for a shared-memory segment (a container's default is "
+    f"64 MB); {MORE_SHM}"
+)
+_FINDINGS: tuple[tuple[Callable[[str], bool], str], ...] = (
+    (no_backing, NO_BACKING),
+    (lambda text: "/dev/shm" in text and _SHM_SHORT.search(text) is not None, SHM_SHORT),
+    (
+        lambda text: (
+            ("process_vm_" in text or "pidfd_getfd" in text)
+            and _PEER_MEMORY_REFUSED.search(text) is not None
+        ),
+        "a process was refused another's memory or file descriptors (Operation not "
+        "permitted): the kernel's ptrace_scope or the container's missing SYS_PTRACE "
+        "capability; allow it (kernel.yama.ptrace_scope=0, --cap-add SYS_PTRACE) or leave "
+        "out the transport that needs it (UCX_TLS=^cma)",
+    ),
+    (
+        lambda text: (
+            ("attach" in text or "mm" in text or "Shared" in text)
+            and _PEER_SEGMENT_REFUSED.search(text) is not None
+        ),
+        "UCX could not attach a peer's shared memory: the ranks of one host run in different "
+        "containers or user/PID namespaces; run them in one (docker --ipc=host --pid=host), "
+        "or leave UCX's shared-memory transports out (UCX_TLS)",
+    ),
+    (
+        lambda text: _NO_SPACE.search(text) is not None,
+        "no space left on device: /dev/shm (a container's default is 64 MB) or the disk the "
+        "job writes to is full; free or enlarge it",
+    ),
+)
+"""Each finding's test of a line and what the event says: the finding and what to do."""
+EXPLAINED = tuple(said for _, said in _FINDINGS)
+"""The texts of this module's events: each already says the cause, and what to do."""
+
+
 def events(line: Line) -> list[LogEvent]:
     text = line.text
     if "NCCL" in text:  # NCCL's own warnings are read by doctor.logs.nccl
         return []
-    if no_backing(text):
-        return [
-            line.event(
-                kinds.BOOTSTRAP,
-                text="a bus error on a mapped page with no backing: shared memory "
-                "(/dev/shm) is full or too small",
-            )
-        ]
-    if "/dev/shm" in text and _SHM_SHORT.search(text):
-        return [
-            line.event(
-                kinds.BOOTSTRAP,
-                text="not enough memory in /dev/shm for a shared-memory segment: a "
-                "container's default is 64 MB",
-            )
-        ]
-    if ("process_vm_" in text or "pidfd_getfd" in text) and _PEER_MEMORY_REFUSED.search(text):
-        return [
-            line.event(
-                kinds.BOOTSTRAP,
-                text="a process was refused another's memory or file descriptors (Operation "
-                "not permitted): the kernel's ptrace_scope or the container's missing "
-                "SYS_PTRACE capability",
-            )
-        ]
-    if ("attach" in text or "mm" in text or "Shared" in text) and _PEER_SEGMENT_REFUSED.search(
-        text
-    ):
-        return [
-            line.event(
-                kinds.BOOTSTRAP,
-                text="UCX could not attach a peer's shared memory: the ranks of one host run in "
-                "different containers or user/PID namespaces; run them in one (docker "
-                "--ipc=host --pid=host), or leave UCX's shared-memory transports out (UCX_TLS)",
-            )
-        ]
-    if _NO_SPACE.search(text):
-        return [
-            line.event(
-                kinds.BOOTSTRAP,
-                text="no space left on device: /dev/shm (a container's default is 64 MB) "
-                "or the disk the job writes to is full",
-            )
-        ]
-    return []
+    said = next((said for found, said in _FINDINGS if found(text)), None)
+    return [line.event(kinds.BOOTSTRAP, text=said)] if said else []

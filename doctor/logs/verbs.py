@@ -44,6 +44,14 @@ completion error its callers print around them, and libfabric's EFA provider's
 (``efa_strerror``) for a peer its device cannot reach or that never answers the handshake."""
 
 
+LOCKED_MEMORY = (
+    "an RDMA verbs object could not be created (Cannot allocate memory): the locked-memory "
+    "limit (ulimit -l, a container's --ulimit memlock) is too low; raise it (ulimit -l "
+    "unlimited, the scheduler's or container's memlock limit)"
+)
+"""The event's text: the cause and what to do."""
+
+
 def locked_memory(text: str) -> bool:
     """Whether ``text`` says a verbs object could not be created for want of memory."""
     return "ibv_" in text and _LOCKED_MEMORY.search(text) is not None
@@ -66,10 +74,4 @@ def events(line: Line) -> list[LogEvent]:
         ]
     if not locked_memory(text):
         return []
-    return [
-        line.event(
-            kinds.BOOTSTRAP,
-            text="an RDMA verbs object could not be created (Cannot allocate memory): the "
-            "locked-memory limit (ulimit -l, a container's --ulimit memlock) is too low",
-        )
-    ]
+    return [line.event(kinds.BOOTSTRAP, text=LOCKED_MEMORY)]

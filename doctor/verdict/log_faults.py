@@ -14,7 +14,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from doctor.evidence import LogEvent
-from doctor.logs import c10d, cuda, kinds, nccl, setup, shm
+from doctor.logs import c10d, cuda, kinds, nccl, setup, shm, verbs
 from doctor.logs.crash import OWN_ABORT
 from doctor.logs.kernel import XID_MEANING
 from doctor.logs.launcher import ROOT_CAUSE
@@ -196,8 +196,8 @@ def _bus_error(ranks: tuple[int, ...], found: Sequence[LogEvent]) -> Candidate:
     summary = (
         f"{rank_prose(ranks, none='a rank')}{where(found[:1])} was killed by a bus error "
         f"({_exit_text(found[0])}) and nothing else says why: most often a shared-memory "
-        "segment in a full or too small /dev/shm (a container's default is 64 MB); give the "
-        "job more (docker --shm-size or --ipc=host, a larger /dev/shm mount) and rerun"
+        "segment in a full or too small /dev/shm (a container's default is 64 MB); "
+        f"{shm.MORE_SHM} and rerun"
     )
     return Candidate(
         HangClass.BOOTSTRAP,
@@ -290,6 +290,9 @@ _JOB_CAUSES: tuple[tuple[Callable[[str], object], str], ...] = (
 )
 """The job's set-up failures before any communicator (torch's build, the libraries, the
 store, the launch), the same way; ``doctor.logs.setup``'s carry their own advice."""
+_EXPLAINED = frozenset((*shm.EXPLAINED, verbs.LOCKED_MEMORY))
+"""Events whose text already says the cause and what to do (the host's shared memory, its
+locked-memory limit): quoted whole, with no advice after them."""
 _COMMUNICATOR = "communicator creation failed"
 _JOB = "the job's set-up failed"
 _REACH = (
@@ -310,6 +313,8 @@ def _bootstrap_cause(found: Sequence[LogEvent]) -> tuple[str, LogEvent | None, s
     for names, advice in _JOB_CAUSES:
         if said := next((e for e in found if names(e.text)), None):
             return _JOB, said, advice
+    if said := next((e for e in found if e.text in _EXPLAINED), None):
+        return _JOB, said, ""
     return _COMMUNICATOR, None, _REACH
 
 
@@ -322,12 +327,15 @@ def bootstrap(view: LogView) -> list[Candidate]:
     peers = sorted({e.peer for e in found if e.peer})
     what, said, advice = _bootstrap_cause(found)
     specific = [e for e in found if not nccl.bare_result(e.text)]
-    summary = (
-        f"{what}{' on ' + rank_prose(ranks) if ranks else ''}{where(found)} "
-        f"({quote(said or (specific or found)[0])})"
-        + (f", reaching {', '.join(peers[:3])}" if peers else "")
-        + f": {advice}"
-    )
+    head = f"{what}{' on ' + rank_prose(ranks) if ranks else ''}{where(found)}"
+    if said is not None and not advice:  # its text says the cause and what to do
+        summary = f"{head}: {said.text}"
+    else:
+        summary = (
+            f"{head} ({quote(said or (specific or found)[0])})"
+            + (f", reaching {', '.join(peers[:3])}" if peers else "")
+            + f": {advice}"
+        )
     return [
         Candidate(
             HangClass.BOOTSTRAP,

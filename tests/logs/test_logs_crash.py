@@ -427,6 +427,27 @@ def test_a_set_up_failure_before_any_communicator_is_not_called_one() -> None:
     assert _verdict([refused]).summary.startswith("communicator creation failed")
 
 
+@pytest.mark.parametrize(
+    ("line", "advice"),
+    [
+        ("OSError: [Errno 28] No space left on device", "free or enlarge it"),
+        ("ERROR mlx5_0: ibv_create_cq() failed: Cannot allocate memory.", "ulimit -l unlimited"),
+        (
+            "RuntimeError: DataLoader worker (pid 16757) is killed by signal: Bus error. It is possible that dataloader's workers are out of shared memory.",
+            "--shm-size",
+        ),
+    ],
+)
+def test_a_set_up_finding_that_says_its_cause_is_quoted_whole_without_other_advice(
+    line: str, advice: str
+) -> None:
+    # GIVEN a line whose reading already says the host's cause and what to do about it
+    summary = _verdict([line]).summary
+    # THEN the summary says it whole, not cut and followed by advice about unreachable peers
+    assert summary.startswith("the job's set-up failed: ") and advice in summary
+    assert "MASTER_ADDR" not in summary
+
+
 def test_words_of_a_set_up_message_in_other_prose_are_not_one() -> None:
     assert (
         _verdict(["usage: train.py [-h] (invalid usage of --nproc)"]).hang_class
