@@ -97,14 +97,16 @@ _SYSTEM_ERROR = re.compile(
 """NCCL's ``ncclSystemError`` and ``ncclUnhandledCudaError`` as PyTorch, Paddle, RCCL and
 NCCL's tests print them: "a call to an external library failed" (NCCL's troubleshooting
 guide), a system call or a CUDA call."""
+_ERROR_THEN = r"(?:[NR]CCL|[NR]ccl) error\b.{0,300}?"
+"""How torch, Paddle and RCCL print an NCCL result: ``NCCL error in: <where>, <string>``."""
 _INVALID_CALL = re.compile(
-    r"(?:[NR]CCL|[NR]ccl) error\b.{0,300}?invalid (?:usage|argument)|ncclInvalid(?:Usage|Argument)"
+    _ERROR_THEN + r"invalid (?:usage|argument)|ncclInvalid(?:Usage|Argument)"
 )
 """NCCL's ``ncclInvalidUsage`` and ``ncclInvalidArgument`` as torch prints them (``NCCL
 error in: ..., invalid usage``): NCCL's argument checks refused the call, at communicator
 creation (two ranks on one GPU) or at the call (a communicator used from another device, a
 build that does not support it); every dev case that said only this was the set-up."""
-_INTERNAL = re.compile(r"(?:[NR]CCL|[NR]ccl) error\b.{0,300}?internal error|ncclInternalError")
+_INTERNAL = re.compile(_ERROR_THEN + r"internal error|ncclInternalError")
 """NCCL's ``ncclInternalError``: a check inside NCCL failed."""
 _INIT_ERROR = re.compile(r"\binit\.cc:\d+ -> [1-9]")
 """NCCL's error return path (``init.cc:1462 -> 1``): the error happened creating a communicator."""

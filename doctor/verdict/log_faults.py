@@ -304,18 +304,26 @@ _REACH = (
 def _bootstrap_cause(found: Sequence[LogEvent]) -> tuple[str, LogEvent | None, str]:
     """What failed, the line that names its cause and the advice for it; else a
     communicator that could not reach its peers, no line, and the advice for that."""
-    for names, advice in _COMMUNICATOR_CAUSES:
-        if said := next((e for e in found if names(e.text)), None):
-            return _COMMUNICATOR, said, advice
+    if named := _first_named(found, _COMMUNICATOR_CAUSES):
+        return _COMMUNICATOR, *named
     for e in found:  # setup's messages carry their own advice
-        if named := setup.advice(e.text):
-            return _JOB, e, named
-    for names, advice in _JOB_CAUSES:
-        if said := next((e for e in found if names(e.text)), None):
-            return _JOB, said, advice
+        if advice := setup.advice(e.text):
+            return _JOB, e, advice
+    if named := _first_named(found, _JOB_CAUSES):
+        return _JOB, *named
     if said := next((e for e in found if e.text in _EXPLAINED), None):
         return _JOB, said, ""
     return _COMMUNICATOR, None, _REACH
+
+
+def _first_named(
+    found: Sequence[LogEvent], causes: Sequence[tuple[Callable[[str], object], str]]
+) -> tuple[LogEvent, str] | None:
+    """The first of ``causes`` a line of ``found`` names: that line and the advice."""
+    for names, advice in causes:
+        if said := next((e for e in found if names(e.text)), None):
+            return said, advice
+    return None
 
 
 def bootstrap(view: LogView) -> list[Candidate]:

@@ -572,39 +572,31 @@ def straggler(view: LogView) -> list[Candidate]:
         if measured
         else f"the job's straggler detector {had}named {who}{where(named)} slower than its peers"
     )
-    evidence = lines_of([*measured, *named, *hung])
-    if not hung:
-        then = "every collective waits for it; " + (
+    if hung:
+        then = (
+            "a link that slow or failing stops collectives; check its NIC, cable and switch port"
+            if measured
+            else f"{who} is where to look first (its stacks say what it was doing)"
+        )
+        summary = f"the job hung ({quote(hung[0])}), not only slowed; {slow}: {then}"
+        judged = (HangClass.NETWORK if measured else HangClass.UNKNOWN, Confidence.LOW, 30)
+    else:
+        then = (
             "check its NIC, cable and switch port"
             if measured
             else "compare its GPU clocks, temperature and input pipeline with the others'"
         )
-        summary = f"{slow}: {then}"
-        return [
-            Candidate(
-                HangClass.STRAGGLER,
-                ranks,
-                Confidence.MEDIUM,
-                summary,
-                60,
-                evidence=evidence,
-                rule="log_straggler",
-            )
-        ]
-    then = (
-        "a link that slow or failing stops collectives; check its NIC, cable and switch port"
-        if measured
-        else f"{who} is where to look first (its stacks say what it was doing)"
-    )
-    summary = f"the job hung ({quote(hung[0])}), not only slowed; {slow}: {then}"
+        summary = f"{slow}: every collective waits for it; {then}"
+        judged = (HangClass.STRAGGLER, Confidence.MEDIUM, 60)
+    hang_class, sure, strength = judged
     return [
         Candidate(
-            HangClass.NETWORK if measured else HangClass.UNKNOWN,
+            hang_class,
             ranks,
-            Confidence.LOW,
+            sure,
             summary,
-            30,
-            evidence=evidence,
+            strength,
+            evidence=lines_of([*measured, *named, *hung]),
             rule="log_straggler",
         )
     ]
