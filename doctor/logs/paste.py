@@ -32,6 +32,40 @@ SHAPE = 8
 LABELS = (SRUN_LABEL, TORCHRUN, MPI_TAG)
 QUOTE = re.compile(r"^(?:> ?)+")
 """A reply's quote markers (``lines.PASTED`` peels them too, from a line of a big file)."""
+RUN_TOGETHER = 200
+"""A line at least this long that holds two records' starts is lines a paste ran together
+(``_apart``); a record of one line is shorter, or holds one start."""
+_RECORD = re.compile(
+    r"(?:^|(?<=\s))(?:"
+    r"\[(?:rank|default)\d{1,6}\]:?"  # torchrun's and PyTorch's rank labels
+    r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d"  # a timestamp
+    r"|\[?[EWIF]\d{4} \d\d:\d\d:\d\d"  # glog's level, date and time
+    r"|\[[EWIF] [\w.]{1,80}\.(?:cpp|cc|cu|h|py):\d{1,9}\]"  # glog without a date
+    r"|[\w.-]{1,64}:\d{1,9}:\d{1,9} \[\d{1,6}\] NCCL [A-Z]{4,5} "  # NCCL's host:pid:tid
+    r"|\[[\w.-]{1,64}:\d{1,9}\] "  # Open MPI's and glibc's [host:pid]
+    r"|\[(?:\d{1,9},)?\d{1,9}\]<std(?:out|err|diag)>:"  # mpirun --tag-output
+    r"|\(\w{1,64} pid=\d{1,18}[,)]"  # Ray's worker prefix
+    r"|\[ {0,12}\d{1,12}\.\d{6}\] "  # the kernel's ring buffer
+    r"|File \"[^\"]{1,500}\", line \d"
+    r"|(?:[a-z_]\w{0,40}\.){0,8}[A-Za-z]\w{0,60}(?:Error|Exception|Exit|Interrupt): "
+    r"|Exception raised from |frame #\d{1,9}: |Last error: "  # c10's exception, NCCL's cause
+    r"|(?:WARNING|ERROR|INFO|DEBUG|CRITICAL):[\w.]{1,100}:"  # Python's logging
+    r"|Thread 0x[0-9A-Fa-f]{1,16} |Process \d{1,18}: "  # py-spy's threads and process
+    r"|(?:time|host|rank|exitcode|error_file|traceback) {1,20}: "  # torchelastic's report
+    r"|(?:slurmstepd|srun|sbatch|salloc|mpirun|prterun|orted)(?:\[\d{1,18}\])?: "  # launchers
+    r"|NET/\w{1,20} ?: ?[A-Z]"  # NCCL's transports, their prefix cut
+    r")"
+)
+"""Where a record of a runtime a training job prints through begins; what follows at once is
+still its own (a rank's label before a timestamp, an exception after them)."""
+_TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
+"""A record that is all of its line (the user's prompt may be right before it: ``^C``)."""
+_PYSPY = re.compile(r"(?:^|\s)Thread (?:0x[0-9A-Fa-f]{1,16}|\d{1,18}) \(")
+_PYSPY_FRAME_START = re.compile(r"(?<=\s)[\w<>.$-]{1,200} \([^\s()]{1,500}:\d{1,9}\)(?!\S)")
+"""Where a py-spy frame begins, looked for only after a thread of py-spy's: elsewhere
+``name (path:line)`` is as likely a message's own words."""
+_PYSPY_FRAME = re.compile(r"[\w<>.$-]{1,200} \([^\s()]{1,500}:\d{1,9}\)$")
+_PYTHON_FRAME = re.compile(r"(File \"[^\"]{1,500}\", line \d{1,9}, in \S{1,200}) ?(.*)")
 
 
 _ASCII = str.maketrans(
@@ -67,9 +101,46 @@ def unwrapped(lines: Sequence[str]) -> list[str]:
     hard wrap undone and their common indentation and quote markers removed. A reply quotes,
     and a list indents, each row the terminal cut, so they go before the rows are joined; a
     margin inside the quote goes after."""
-    bare = [plain(line.rstrip("\r\n")) for line in lines]
+    bare = [part for line in lines for part in _apart(plain(line.rstrip("\r\n")))]
     rows = [QUOTE.sub("", row) for row in _dedented(bare)]
     return _dedented(_joined(rows))
+
+
+def _apart(line: str) -> list[str]:
+    """``line``, or the lines it ran together, cut where each record begins. A page that
+    renders a log as a paragraph, or a chat, joins its lines with spaces; then one search of a
+    line found one record's fact of each kind, and the rank labels and blocks a line opens
+    were lost."""
+    if len(line) < RUN_TOGETHER:
+        return [line]
+    found = list(_RECORD.finditer(line))
+    starts = {
+        b.start()
+        for a, b in zip(found, found[1:], strict=False)
+        if line[a.end() : b.start()].strip()
+    }
+    if starts:
+        starts.add(found[0].start())
+    for header in _TRACEBACK.finditer(line):
+        starts.update((header.start(), header.end()))
+    if thread := _PYSPY.search(line):
+        starts.update(m.start() for m in _PYSPY_FRAME_START.finditer(line, thread.end()))
+    cuts = [0, *sorted(s for s in starts if 0 < s < len(line)), len(line)]
+    if len(cuts) == 2:
+        return [line]
+    pieces = (line[a:b].strip() for a, b in zip(cuts, cuts[1:], strict=False))
+    return [row for piece in pieces if piece for row in _indented(piece)]
+
+
+def _indented(piece: str) -> list[str]:
+    """``piece`` as its runtime printed it: py-spy indents a frame by four spaces, and Python
+    a traceback's frame by two and its line of code by four, on a line of its own; the
+    parsers know a frame by that."""
+    if _PYSPY_FRAME.match(piece):
+        return ["    " + piece]
+    if frame := _PYTHON_FRAME.match(piece):
+        return ["  " + frame.group(1)] + (["    " + frame.group(2)] if frame.group(2) else [])
+    return [piece]
 
 
 def _width(lines: Sequence[str]) -> int | None:

@@ -124,8 +124,8 @@ def parse_file(path: Path, bounds: Bounds = DEFAULT_BOUNDS) -> tuple[Parsed, str
         budget, most = bounds.text_bytes(size, compressed), bounds.text_lines(size, compressed)
         if small:  # read whole, to undo a paste (one that grew since is cut at twice the size)
             budget = min(budget, 2 * bounds.word_bytes)
-        with _open(path) as f:
-            rows = read_lines(f, bounds.line_chars, budget)
+        with _open(path) as f:  # a paste's line is cut once ``paste._apart`` split it
+            rows = read_lines(f, budget if small else bounds.line_chars, budget)
             for n, raw in enumerate(unwrapped(list(rows)) if small else rows, 1):
                 parser.feed(raw)
                 if n == most:

@@ -146,8 +146,84 @@ def test_undoing_a_paste_only_joins_rows_and_removes_a_common_margin(lines: list
     assert len(out) <= len(lines)
 
 
+def _run_together(text: str) -> str:
+    """``text`` as a page that lost its line breaks shows it: one paragraph."""
+    return " ".join(line.strip() for line in text.split("\n") if line.strip())
+
+
+def test_lines_a_paste_ran_together_are_apart_again() -> None:
+    # GIVEN two ranks' watchdog lines, NCCL's cause, a traceback and a py-spy dump, every
+    # line break lost
+    lines = [
+        WATCHDOG,
+        WATCHDOG.replace("rank1", "rank2").replace("Rank 1", "Rank 2"),
+        "node7:4411:4502 [2] NCCL WARN NET/IB : Got completion from peer 10.0.0.3 with status=12",
+        "Traceback (most recent call last):",
+        '  File "train.py", line 12, in <module>',
+        "    dist.all_reduce(t)",
+        "torch.distributed.DistBackendError: NCCL communicator was aborted on rank 2.",
+        'Thread 0x7FA6E7C01740 (idle): "MainThread"',
+        "    wait (threading.py:302)",
+        "    get (queue.py:170)",
+    ]
+    # WHEN undone THEN every line is back as it was printed
+    assert unwrapped([_run_together("\n".join(lines))]) == lines
+
+
+def test_a_record_behind_its_prefix_or_naming_a_place_stays_one_line() -> None:
+    # GIVEN long lines that each hold two records' starts but are one record: a rank's label
+    # before its exception, and a message naming a function and a path (py-spy's frame
+    # shape, with no py-spy thread before it)
+    label = "[rank3]: RuntimeError: Expected to mark a variable ready only once. " + "x" * 200
+    place = (
+        "RuntimeError: [TensorRT-LLM][ERROR] CUDA runtime error in cudaSetDevice: invalid "
+        "device ordinal (/home/jenkins/agent/workspace/cpp/common/cudaUtils.h:36) " + "y" * 200
+    )
+    # WHEN undone THEN each is still one line
+    assert unwrapped([label]) == [label]
+    assert unwrapped([place]) == [place]
+
+
+def test_a_run_together_paste_longer_than_a_line_is_read_to_its_end(tmp_path: Path) -> None:
+    # GIVEN a paste that lost its line breaks, longer than a line is ever read, rank 5's
+    # watchdog line at its end
+    noise = "[rank0]:[I1129 11:50:00.000000000 ProcessGroupNCCL.cpp:900] step done " * 600
+    path = tmp_path / "paragraph.log"
+    path.write_text(noise + WATCHDOG.replace("rank1", "rank5").replace("Rank 1", "Rank 5"))
+    assert path.stat().st_size > 2 * Bounds().line_chars
+    # WHEN it is read THEN that line is read, and nothing is reported cut
+    parsed, error = parse_file(path)
+    timeouts = [e for e in parsed.events if e.kind == "watchdog_timeout"]
+    assert [(e.rank, e.seq) for e in timeouts] == [(5, 15037)]
+    assert (dict(parsed.cut), error) == ({}, "")
+
+
+RECORD_STARTS = (
+    "[rank1]: ",
+    "2024-05-01 12:00:00 ",
+    "node7:1:2 [0] NCCL INFO ",
+    "Traceback (most recent call last): ",
+    'File "a.py", line 3, in f ',
+    "RuntimeError: ",
+    "Thread 0x1F (idle): ",
+    "f (a.py:1) ",
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(RECORD_STARTS) | st.text(alphabet="ab (:).", max_size=40)))
+def test_taking_a_run_together_line_apart_keeps_every_character(parts: list[str]) -> None:
+    # GIVEN any line made of records' starts and other text WHEN taken apart THEN only
+    # spaces between records (and a frame's indentation) changed, in order
+    line = "".join(parts)
+    out = unwrapped([line])
+    assert "".join(out).replace(" ", "") == line.strip().replace(" ", "")
+    assert all(len(row) <= len(line) + 4 for row in out)
+
+
 PASTES: dict[str, Callable[[str], str]] = {
     "terminal 90 columns wide": lambda text: _cut(text, 90),
+    "a paragraph of a page that lost the line breaks": _run_together,
     "kubectl --prefix, quoted in a reply, indented": lambda text: _prefixed("    > ")(
         _prefixed("[pod/trainer-0/pytorch] ")(text)
     ),
@@ -166,7 +242,8 @@ CHANGED_AT_MOST = 0.03
 """Of the cases judged right, the share a paste may change. Measured on sixteen pastes of
 the dev and in-sample cases (docs/logs.md): at b6f927d, before pastes were undone, 159 of 295
 verdicts changed (no-break spaces alone 41, a kubectl prefix 20); 13 of 312 at the end of
-stop 37, and 11 of 352 at stop 38's."""
+stop 37, and 11 of 352 at stop 38's. Run together into one paragraph, 20 of 364 changed at
+stop 39's end, 5 once the records were taken apart again (``paste._apart``)."""
 
 
 @pytest.fixture(scope="module")
