@@ -173,11 +173,15 @@ def _joined(lines: list[str]) -> list[str]:
 def _cut(row: str, width: int, after: str) -> bool:
     """Whether the terminal cut ``row`` where ``after`` begins: as wide as the terminal, and
     cut inside a word, a number, a path or a call's arguments (a line's natural end, and
-    the next line's indented or bracketed start, are not in one)."""
+    the next line's indented or bracketed start, are not in one). At a width terminals
+    often have, a cut may also fall on a space: the rest then begins with one space, which
+    a line indented by one (DDP's statistics) does too, so not at other widths."""
     end, start = row[-1:], after[:1]
     inside = end.isalnum() or (end != "" and end in "_,(=/")
     sentence = end.islower() and start.isupper()  # a line ends, the next begins: "...ed" "Wed"
     goes_on = start.isalnum() or (start != "" and start in "_=(/,%.)]")  # no line begins so
+    if width in TERMINALS and start == " " and after[1:2].strip():
+        goes_on = True
     if goes_on and any(label.match(after) for label in LABELS):
         return False  # a launcher labels lines, never a terminal's rows
     return len(row) == width and inside and goes_on and not sentence

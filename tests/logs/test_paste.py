@@ -72,6 +72,27 @@ def test_a_line_cut_once_at_a_terminal_s_width_is_read_whole() -> None:
     assert unwrapped(natural) == natural
 
 
+def test_a_cut_on_a_space_is_joined_at_a_terminal_s_width_only() -> None:
+    # GIVEN faulthandler's frames cut by an 80-column terminal on the space before "in", and
+    # DDP's statistics, whose lines of one (other) width go on indented by one space
+    frame = (
+        'File "/opt/venv/lib/python3.12/site-packages/torch/utils/file_baton.py", line 50 in wait'
+    )
+    rows = _cut(frame + "\n" + frame.replace("50", "51"), 80).split("\n")
+    assert rows[1] == " in wait"
+    stats = [
+        "I0607 16:18:58.085681 544067 logger.cpp:344] [Rank 1 / 2] Training TwoLinLayerNet "
+        "unused_parameter_size=0",
+        " Avg forward compute time: 40838608",
+        "I0607 16:18:58.085693 544066 logger.cpp:344] [Rank 0 / 2] Training TwoLinLayerNet "
+        "unused_parameter_size=0",
+        " Avg forward compute time: 42850427",
+    ]
+    # WHEN undone THEN the frames are whole again, and the statistics stay as they were
+    assert unwrapped(rows) == [frame, frame.replace("50", "51")]
+    assert unwrapped(stats) == stats
+
+
 def test_whole_lines_of_one_length_stay_apart() -> None:
     # GIVEN a kernel log whose lines are all as long (one template), an nvidia-smi table,
     # and lines a launcher labelled, each of which ends where a word might go on
