@@ -25,7 +25,8 @@ whatever stopped. CUDA's sticky errors (illegal address, launch failure, assert,
 ``cuda_error``/``gpu_fault``; ``unknown error`` (999) tells neither and stays with them.
 CUDA's own error strings are read without a caller's prefix as well, and work refused
 during a CUDA graph capture is a program asking for what a capture cannot hold
-(``unsupported_op``).
+(``unsupported_op``). PyTorch's ROCm builds print HIP's errors in the same words, after
+``HIP error:`` (``hipError*`` for the codes): they are read alike.
 """
 
 from __future__ import annotations
@@ -37,8 +38,8 @@ from doctor.logs import kinds
 from doctor.logs.lines import Line
 
 _CUDA = re.compile(
-    r"CUDA error: ?([^.\n]{3,120})|Cuda failure '([^']{3,120})'|Cuda failure (\d{1,18})|"
-    r"CUDA driver error: ([^.\n]{3,120})|(cudaError\w+)|CUDA_ERROR_(\w+)|"
+    r"(?:CUDA|HIP) error: ?([^.\n]{3,120})|Cuda failure '([^']{3,120})'|Cuda failure (\d{1,18})|"
+    r"CUDA driver error: ([^.\n]{3,120})|((?:cuda|hip)Error\w+)|CUDA_ERROR_(\w+)|"
     r"\b(?i:(?<!unhandled )cuda(?: runtime)? error)\b(?: (\d{1,4})\b)?"  # old torch, TensorRT-LLM,
     # vLLM's custom all-reduce, NCCL's NVLS messages (``CUDA error 401``); a number in
     # parentheses (old torch's ``cuda runtime error (59)``) is CUDA 9's numbering: not read
@@ -86,10 +87,10 @@ _SETUP = re.compile(
     r"peer access is not supported|busy or unavailable|no CUDA-capable device|"
     r"forward compatibility was attempted|unsupported toolchain|PTX JIT compil|"
     r"device kernel image is invalid|stub library|unsupported display driver|illegal state|"
-    r"cudaError(?:InvalidValue|InitializationError|InvalidDeviceFunction|NoKernelImageForDevice|"
+    r"(?:cuda|hip)Error(?:InvalidValue|InitializationError|InvalidDeviceFunction|NoKernelImageForDevice|"
     r"InvalidResourceHandle|SymbolNotFound|NotSupported|PeerAccessUnsupported|DevicesUnavailable|"
     r"NoDevice|CompatNotSupportedOnDevice|UnsupportedPtxVersion|InvalidPtx|InvalidKernelImage|"
-    r"StubLibrary|SystemDriverMismatch|IllegalState)\b|"
+    r"StubLibrary|SystemDriverMismatch|IllegalState|NoBinaryForGpu)\b|"
     r"CUDA_ERROR_(?:INVALID_VALUE|NOT_INITIALIZED|NO_BINARY_FOR_GPU|INVALID_HANDLE|NOT_FOUND|"
     r"NOT_SUPPORTED|PEER_ACCESS_UNSUPPORTED|DEVICE_UNAVAILABLE|NO_DEVICE|"
     r"COMPAT_NOT_SUPPORTED_ON_DEVICE|UNSUPPORTED_PTX_VERSION|INVALID_PTX|INVALID_IMAGE|"
@@ -153,7 +154,7 @@ def events(line: Line) -> list[LogEvent]:
     text = line.text
     if ("fabricmanager" in text or "interface version" in text) and _FABRIC.search(text):
         return [line.event(kinds.BOOTSTRAP)]
-    if "CUDA" not in text and "Cuda" not in text and "cuda" not in text and "memory" not in text:
+    if not any(word in text for word in ("CUDA", "Cuda", "cuda", "memory", "HIP", "hipError")):
         return _bare(line)
     if _OOM.search(text):
         return [line.event(kinds.OOM)]

@@ -129,7 +129,9 @@ def events(line: Line) -> list[LogEvent]:
     if "probe routine failed" in text:
         return [line.event(kinds.GPU_FAULT, host=host)]
     if m := _OOM_KILL.search(text):
-        return [line.event(kinds.OOM, pid=int(m.group(1) or m.group(2)), host=host)]
+        return [
+            line.event(kinds.OOM, pid=int(m.group(1) or m.group(2)), host=host, code=kinds.KILLED)
+        ]
     return []
 
 

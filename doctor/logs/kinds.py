@@ -61,7 +61,10 @@ TRACEBACK_CUT = "traceback_cut"
 """A traceback that ends before its exception line (an excerpt cut short): ``text`` names
 its last frame (``file:line in function``). Which exception it was is what would tell."""
 OOM = "oom"
-"""Memory ran out: a CUDA allocator error, the kernel's or a cgroup's OOM killer."""
+"""Memory ran out: a CUDA allocator error, the kernel's or a cgroup's OOM killer (``code``
+``KILLED``: a process was killed, not an allocation refused)."""
+KILLED = -9
+"""SIGKILL, what the OOM killer sends."""
 BOOTSTRAP = "bootstrap"
 """Communicator or store creation failed: ``peer`` is the address or interface it names."""
 NETWORK = "network"

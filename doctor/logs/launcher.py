@@ -156,8 +156,8 @@ def events(line: Line) -> list[LogEvent]:
                 f"outside (SIGTERM, then SIGKILL): {_AFTER_CANCEL[why]}",
             )
         ]
-    if _STEP_OOM.search(text):
-        return [line.event(kinds.OOM)]
+    if _STEP_OOM.search(text):  # the cgroup's OOM killer, as SLURM's step reports it
+        return [line.event(kinds.OOM, code=kinds.KILLED)]
     if (
         "pyxis" in text or "spank" in text or "slots" in text or "unable" in text or "PMI" in text
     ) and _LAUNCH_SETUP.search(text):  # one of these words is in every line it matches

@@ -26,7 +26,7 @@ _WHERE = {
     RankState.GIL_LOOP: "in a Python loop holding the GIL",
     RankState.USER_CODE: "in its own code",
     RankState.IDLE: "idle (its main thread has no Python frames)",
-    RankState.COMPILE: "compiling (torch.compile / inductor)",
+    RankState.COMPILE: "compiling (torch.compile, a Triton kernel or a JIT extension)",
     RankState.GPU_WAIT: "waiting for its GPU to finish the work queued before it",
 }
 

@@ -21,7 +21,8 @@ cpu_stuck          82        no proof of progress; a live rank cannot move by
                              filesystem or in state D
 cpu_stuck          80        no progress; some ranks wait in a collective, others
                              are in their own code (loader, GIL, I/O, stopped)
-compile_warmup     80        the same, with the others in torch.compile/inductor
+compile_warmup     80        the same, with the others in torch.compile/inductor,
+                             a Triton build or autotune, a JIT extension build
 gpu_hang           80        the same, with the others waiting for their GPU at a
   (gpu_wait)                 CUDA synchronize (medium: the queued GPU work did not
                              finish)

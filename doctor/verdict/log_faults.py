@@ -137,6 +137,8 @@ def rank_loss(view: LogView) -> list[Candidate]:
         out.append(_loss(ranks, sure, summary, 82 if dead else 55, dead + missing, "log_ras_dead"))
     if not out and (raised := _raised_while_others_wait(view)):
         out.append(raised)
+    if not out and (killed := _oom_killed(view)):
+        out.append(killed)
     if unexplained and not out:
         ranks = ranks_of(unexplained)
         summary = (
@@ -171,6 +173,22 @@ def _raised_while_others_wait(view: LogView) -> Candidate | None:
         "fix what ended it (its traceback, the host's memory), then restart"
     )
     return _loss(ranks, Confidence.MEDIUM, summary, 62, [first, *waiting[:2]], "log_raised")
+
+
+def _oom_killed(view: LogView) -> Candidate | None:
+    """The OOM killer killed a process (the kernel's, or a cgroup's as SLURM's step reports
+    it): whatever rank it ran is gone, even where no rank was seen waiting for it."""
+    killed = [e for e in view.of_kind(kinds.OOM) if e.code == kinds.KILLED]
+    if not killed:
+        return None
+    first = killed[0]
+    victim = f"process {first.pid}" if first.pid is not None else "a process"
+    summary = (
+        f"the OOM killer killed {victim}{where(killed)} ({quote(first, 100)}): the host ran "
+        "out of memory, and a rank it killed is gone for good; give the job more host memory "
+        "(or load less at once: optimizer state, a dataset), then restart"
+    )
+    return _loss((), Confidence.MEDIUM, summary, 55, killed[:2], "log_oom_killed")
 
 
 def cancelled(view: LogView) -> list[Candidate]:

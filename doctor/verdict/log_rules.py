@@ -32,6 +32,9 @@ log_rank_loss           82/55/45  a rank's process died of its own cause (killed
 log_raised              62        a rank's own uncaught exception (or CUDA out of memory), or
                                   the OOM killer killing a process, while ranks time out
                                   waiting, no exit line needed
+log_oom_killed          55        the OOM killer (the kernel's, or a cgroup's as SLURM's step
+                                  reports it) killed a process, and nothing above explains
+                                  more: a rank is gone even where no rank timed out
 log_cancelled           40/10     the job was stopped from outside (SLURM's time limit,
                                   preemption, requeue; a signal to torchrun's agent):
                                   rank_loss, low, no culprit; 10 when a watchdog or store

@@ -10,7 +10,10 @@ its main thread, innermost first, by the first rule that matches:
    or with native frames ``cudaStreamSynchronize`` and the like, ``.item()``): with
    NCCL, whose collectives return once queued, a waiter of a hung job is found here;
 3. ``compile`` - torch.compile is tracing or inductor is compiling (running an
-   already compiled graph is not compiling);
+   already compiled graph is not compiling); a kernel build comes before ``gpu_wait``:
+   Triton lowering a kernel or its autotuner timing configs (which waits for the GPU
+   between runs), a JIT C++/CUDA extension build (``torch.utils.cpp_extension``) or
+   its lock (``FileBaton.wait``);
 4. ``data_loading`` - a ``torch.utils.data`` loader, ``__getitem__`` or a
    function named like a loader (a name only says *where*: the live rules
    decide the class from structure, never from it);
@@ -147,6 +150,21 @@ _COMPILE_FILES = re.compile(
     r"torch/_inductor/(?!output_code|runtime/)|"
     r"torch/_functorch/(?!_aot_autograd/runtime_wrappers)|torch/fx/"
 )
+_BUILDING = re.compile(
+    r"triton/backends/\w+/compiler\.py|torch/utils/cpp_extension\.py|torch/utils/file_baton\.py"
+)
+_BUILDING_CALLS = frozenset(
+    {
+        ("triton/compiler/compiler.py", "compile"),
+        ("triton/runtime/autotuner.py", "_bench"),
+        ("triton/runtime/autotuner.py", "benchmark"),
+        ("triton/runtime/autotuner.py", "prune_configs"),
+    }
+)
+"""Where a kernel is being built: Triton's backends compile (``make_ttir`` to ``make_cubin``),
+``compile`` itself, the autotuner timing or pruning configs (its ``run`` is every launch, so
+only these); torch's extension build (``load`` reaches ``_jit_compile`` only to build) and
+the lock a build holds."""
 _DATA_NAMES = re.compile(
     r"(?i)(^__getitem__$|^__next__$|data_?loader|load_batch|next_batch|"
     r"^fetch|prefetch|collate)"
@@ -207,6 +225,16 @@ def _is_gpu_sync(frame: Frame) -> bool:
     if is_native(frame):
         return bool(_GPU_SYNC_NATIVE.search(frame.name))
     return frame.name.rsplit(".", 1)[-1] == "synchronize" and "torch/cuda/" in frame.filename
+
+
+def _building(frame: Frame) -> bool:
+    filename = frame.filename
+    if "triton/" not in filename and "torch/utils/" not in filename:
+        return False
+    short = frame.name.rsplit(".", 1)[-1]
+    if _BUILDING.search(filename):
+        return True
+    return any(filename.endswith(f) and short == name for f, name in _BUILDING_CALLS)
 
 
 def _python_wait(frame: Frame) -> bool:
@@ -297,6 +325,9 @@ def _explain_frames(main: ThreadStack) -> tuple[RankState, int | None]:
     index = collective_index(main)
     if index is not None:
         return RankState.IN_COLLECTIVE, index
+    building = [i for i, f in enumerate(frames) if _building(f)]
+    if building:
+        return RankState.COMPILE, building[-1]
     sync = [i for i, f in enumerate(frames) if _is_gpu_sync(f)]
     if sync:
         return RankState.GPU_WAIT, sync[-1]

@@ -37,6 +37,46 @@ def test_unrecognised_text_is_a_verdict_not_an_error(tmp_path: Path) -> None:
     assert any("DESYNC_DEBUG" in m for m in doc["verdict"]["missing_evidence"])
 
 
+WAITING_DUMP = """Process 4242: python train.py
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 0x7F00AA001740 (idle): "MainThread"
+    all_reduce (torch/distributed/distributed_c10d.py:2501)
+    wrapper (torch/distributed/c10d_logger.py:83)
+    train_step (train.py:88)
+    <module> (train.py:120)
+"""
+AUTOTUNING_DUMP = """Process 4245: python train.py
+Python v3.11.7 (/usr/bin/python3.11)
+
+Thread 0x7F00AA001740 (active): "MainThread"
+    synchronize (torch/cuda/__init__.py:985)
+    do_bench (triton/testing.py:117)
+    _bench (triton/runtime/autotuner.py:120)
+    run (triton/runtime/autotuner.py:171)
+    chunk_gated_delta_rule_fwd (fla/ops/gated_delta_rule/chunk.py:40)
+    train_step (train.py:80)
+    <module> (train.py:120)
+"""
+
+
+def test_py_spy_dumps_of_a_rank_autotuning_a_triton_kernel_are_compile_warmup(
+    tmp_path: Path,
+) -> None:
+    # GIVEN py-spy dumps of four ranks: three wait in all_reduce, rank 3's Triton autotuner
+    # times its configs (and waits for its GPU between runs)
+    for rank in range(4):
+        dump = AUTOTUNING_DUMP if rank == 3 else WAITING_DUMP
+        (tmp_path / f"py-spy-rank{rank}.txt").write_text(dump)
+    # WHEN analyzed THEN rank 3 is compiling, not waiting for a stuck GPU
+    doc = json.loads(run_cli("analyze", str(tmp_path), "--json").stdout)
+    assert (doc["verdict"]["hang_class"], doc["verdict"]["culprit_ranks"]) == (
+        "compile_warmup",
+        [3],
+    )
+    assert "Triton" in doc["verdict"]["summary"]
+
+
 def test_xid_lines_tell_flight_recorder_which_stop_was_the_gpu(tmp_path: Path) -> None:
     # GIVEN NVIDIA's GPU-error dumps (Flight Recorder alone: ranks 12 and 14 stopped, cause
     # unknown), with the NCCL init lines of those ranks and the host's kernel log beside them

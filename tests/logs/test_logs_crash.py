@@ -547,6 +547,13 @@ def test_a_specific_nccl_warning_beside_the_system_error_still_names_the_cause()
             "  pml_ucx.c:383  Error: ucp_ep_create(proc=6) failed: Shared memory error",
             HangClass.BOOTSTRAP,
         ),
+        # PyTorch's ROCm builds: HIP's error strings, as CUDA's are read
+        ("RuntimeError: HIP error: an illegal memory access was encountered", HangClass.GPU_HANG),
+        ("RuntimeError: HIP error: invalid device ordinal", HangClass.BOOTSTRAP),
+        (
+            "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!",
+            HangClass.BOOTSTRAP,
+        ),
         # TensorRT-LLM's docs: an Open MPI without SLURM's PMI, started by srun
         ("PMI2_Init failed to initialize.  Return code: 14", HangClass.BOOTSTRAP),
     ],

@@ -110,6 +110,48 @@ def test_no_stack_is_unknown_and_an_empty_main_thread_is_idle() -> None:
     assert rank_state(empty) is RankState.IDLE
 
 
+SITE = "/usr/lib/python3.11/site-packages/"
+
+
+def _main_thread(*frames: tuple[str, str]) -> RankStack:
+    """A rank whose main thread is in ``frames`` (innermost first: name, file under SITE)."""
+    stack = tuple(Frame(name, SITE + path, 10) for name, path in frames)
+    return RankStack(0, (ThreadStack(1, "MainThread", stack, is_main=True),), "py-spy")
+
+
+LAUNCH = (("run", "triton/runtime/autotuner.py"), ("forward", "fla/ops/gated_delta_rule.py"))
+
+
+@pytest.mark.parametrize(
+    ("frames", "state"),
+    [
+        # the autotuner timing its configs waits for the GPU between runs: still a build
+        (
+            (("synchronize", "torch/cuda/__init__.py"), ("do_bench", "triton/testing.py"))
+            + (("_bench", "triton/runtime/autotuner.py"),)
+            + LAUNCH,
+            RankState.COMPILE,
+        ),
+        # Triton lowering a kernel, and torch's extension build behind its lock
+        ((("make_cubin", "triton/backends/nvidia/compiler.py"),) + LAUNCH, RankState.COMPILE),
+        ((("compile", "triton/compiler/compiler.py"),) + LAUNCH, RankState.COMPILE),
+        (
+            (
+                ("wait", "torch/utils/file_baton.py"),
+                ("_jit_compile", "torch/utils/cpp_extension.py"),
+            ),
+            RankState.COMPILE,
+        ),
+        # a launch through the autotuner's cache, then a wait for the GPU: no build
+        ((("synchronize", "torch/cuda/__init__.py"),) + LAUNCH, RankState.GPU_WAIT),
+    ],
+)
+def test_a_rank_building_a_kernel_is_compiling(
+    frames: tuple[tuple[str, str], ...], state: RankState
+) -> None:
+    assert rank_state(_main_thread(*frames)) is state
+
+
 FAULTHANDLER_TEXT = """\
 Thread 0x00007f2a1c9fe640 (most recent call first):
   File "/usr/lib/python3.11/threading.py", line 331 in wait

@@ -548,6 +548,13 @@ def test_nvidia_research_code_s_plugin_build_that_never_says_done_is_the_hang() 
         ("(RuntimeError: Cannot use ReduceOp.AVG with XPU)", "ReduceOp.AVG with XPU"),
         ("ValueError: Invalid reduce op <ReduceOp object at 0x7f0c>", "the reduction operation"),
         ("RuntimeError: Invalid scalar type", "the tensor's data type"),
+        # pytorch/pytorch#103585: gloo's data-type table, quoted alone
+        ("Invalid scalar type", "the tensor's data type"),
+        # ROCm/rccl#2022: HIP's words for work refused inside a graph capture
+        (
+            "HIP error: operation not permitted when stream is capturing",
+            "work inside a CUDA graph capture",
+        ),
         (
             "FP8 reduction support begins with sm90 capable devices.",
             "an FP8 reduction on a GPU older than sm90",
@@ -679,3 +686,23 @@ def test_two_processes_joining_as_one_global_rank_are_a_launch_that_does_not_mat
     # AND a whole 8-rank job restarted (every rank joins again after all joined) is not
     restarted = [f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8" for r in range(8)]
     assert judge(restarted * 2).hang_class is not HangClass.BOOTSTRAP
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # huggingface/accelerate#1210: SLURM's step report of the cgroup's OOM killer
+        "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=125757.batch. Some of your "
+        "processes may have been killed by the cgroup out-of-memory handler.",
+        # meta-llama/llama-cookbook#556: the kernel's, from dmesg
+        "[Sun Jun  9 11:49:36 2024] Out of memory: Killed process 7815 (pt_main_thread) "
+        "total-vm:45371652kB, anon-rss:31360488kB, file-rss:72116kB",
+    ],
+)
+def test_a_process_the_oom_killer_killed_is_a_lost_rank_even_alone(line: str) -> None:
+    # GIVEN only the OOM killer's report, pasted alone WHEN judged THEN a rank is lost
+    verdict = judge([line])
+    assert (verdict.hang_class, verdict.confidence) == (HangClass.RANK_LOSS, Confidence.MEDIUM)
+    assert verdict.summary.startswith("the OOM killer killed")
+    # AND CUDA's allocator refusing memory is no kill: it says nothing of the rank's end
+    assert "OOM killer" not in judge(["torch.OutOfMemoryError: CUDA out of memory."]).summary
