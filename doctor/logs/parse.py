@@ -45,7 +45,7 @@ from doctor.logs.pyspy_text import PyspyDump
 from doctor.logs.ras import RasText
 from doctor.logs.smi import SmiTable
 from doctor.logs.traceback import Traceback  # noqa: F401 - the module is used too
-from doctor.logs.words import add_words, telling
+from doctor.logs.words import add_words, markup, telling
 
 
 @dataclass(frozen=True)
@@ -255,7 +255,9 @@ class Parser:
         if not gated and not (self.every_line_words and telling(raw)):
             return
         line = split(raw.rstrip("\r\n"), f"{self.origin}:{result.lines}", self.file_rank)
-        if not add_words(result.words, line.text):  # a label's or a host's name is no word
+        if markup(line.text):
+            pass  # an issue template's heading, fence or tag: no word of what failed
+        elif not add_words(result.words, line.text):  # a label's or a host's name is no word
             result.cut["words"] += 1
         if not gated:
             return

@@ -27,6 +27,20 @@ _TELLING = re.compile(
 )
 
 
+_MARKUP = re.compile(
+    r"^\s{0,3}(?:#{2,6}\s|```|~~~)|"
+    r"^\s*</?(?:details|summary|pre|code|br|p|div|img|sub|sup|b|i)\b[^>]{0,200}>"
+)
+"""A Markdown heading or code fence, an HTML tag: the structure of an issue's template
+(``### Environment``, ``<details><summary>log``), whose words are the same whatever failed.
+One ``#`` is no heading here: nccl-tests prints its header that way."""
+
+
+def markup(line: str) -> bool:
+    """Whether a line is a page's structure, not a log's (its words are kept out)."""
+    return _MARKUP.search(line) is not None
+
+
 def telling(line: str) -> bool:
     """Whether a line the parsers' gate passed over still holds words worth keeping."""
     return _TELLING.search(line) is not None

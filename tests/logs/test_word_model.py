@@ -152,3 +152,20 @@ def test_an_excerpt_gives_every_telling_line_and_a_big_log_only_the_gated_ones(
     assert {"killed", "worker", "loading"} <= set(small.words)
     assert "step" not in small.words  # a line with no telling word gives none
     assert big.words == ()
+
+
+def test_an_issue_template_s_structure_gives_no_words(tmp_path: Path) -> None:
+    # GIVEN a log pasted into an issue's template: headings, a details tag, a code fence
+    log = "[rank1]: torch.distributed.DistBackendError: NCCL error: unhandled system error"
+    page = tmp_path / "issue.md"
+    page.write_text(
+        "### Describe the bug\n<details><summary>Full traceback</summary>\n\n```shell\n"
+        f"{log}\n```\n</details>\n\n### Environment\n"
+    )
+    alone = tmp_path / "log.txt"
+    alone.write_text(log + "\n")
+    # WHEN read THEN its words are the log's alone
+    assert read_logs([page]).words == read_logs([alone]).words
+    assert not {"describe", "details", "summary", "shell", "environment"} & set(
+        read_logs([page]).words
+    )
