@@ -61,10 +61,11 @@ still its own (a rank's label before a timestamp, an exception after them)."""
 _TRACEBACK = re.compile(r"Traceback \(most recent call last\):")
 """A record that is all of its line (the user's prompt may be right before it: ``^C``)."""
 _PYSPY = re.compile(r"(?:^|\s)Thread (?:0x[0-9A-Fa-f]{1,16}|\d{1,18}) \(")
-_PYSPY_FRAME_START = re.compile(r"(?<=\s)[\w<>.$-]{1,200} \([^\s()]{1,500}:\d{1,9}\)(?!\S)")
+_PYSPY_FRAME_TEXT = r"[\w<>.$-]{1,200} \([^\s()]{1,500}:\d{1,9}\)"
+_PYSPY_FRAME_START = re.compile(rf"(?<=\s){_PYSPY_FRAME_TEXT}(?!\S)")
 """Where a py-spy frame begins, looked for only after a thread of py-spy's: elsewhere
 ``name (path:line)`` is as likely a message's own words."""
-_PYSPY_FRAME = re.compile(r"[\w<>.$-]{1,200} \([^\s()]{1,500}:\d{1,9}\)$")
+_PYSPY_FRAME = re.compile(rf"{_PYSPY_FRAME_TEXT}$")
 _PYTHON_FRAME = re.compile(r"(File \"[^\"]{1,500}\", line \d{1,9}, in \S{1,200}) ?(.*)")
 
 
