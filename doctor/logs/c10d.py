@@ -99,6 +99,10 @@ RING_ABORT = r"Aborting Ring\w{1,30} with Out of range"
 """TensorFlow's ring collective aborted when a worker's input ran out (``End of sequence``)."""
 GROUP_SIZE = r"is joining a group with size \d{1,9}, but that group has size \d{1,9}"
 """TensorFlow's collective executor: workers disagree on a collective group's size."""
+MPI_TRUNCATED = r"Fatal error in PMPI_\w{1,40}: Message truncated|MPI_ERR_TRUNCATE"
+"""MPI's size check (``MPI_ERR_TRUNCATE``): a rank received more than its call posted, so its
+peers gave the collective other counts (MPICH's ``Fatal error in PMPI_Reduce_scatter_block:
+Message truncated``, Open MPI's ``MPI_ERR_TRUNCATE: message truncated``)."""
 REDUCER = (
     r"Expected to have finished reduction in the prior iteration|"
     r"parameters that were not used in producing (?:the )?loss|"
@@ -119,6 +123,8 @@ _MISMATCH = re.compile(
     + GROUP_SIZE
     + "|"
     + SHAPES_ACROSS
+    + "|"
+    + MPI_TRUNCATED
 )
 """gloo's ``op.preamble.length <= op.nbytes``: a peer sent more bytes than this rank's
 collective expects (its ranks gave different sizes, or ran different collectives); gloo since
@@ -127,7 +133,7 @@ DDP's check, at construction, that every rank built the same model
 (``_verify_params_across_processes``), and its reducer's (``REDUCER``). TensorFlow's ring
 collectives aborted when a worker's input ran out (``Out of range: End of sequence``): the
 workers were given different numbers of batches. Its collective executor's check of a
-group's size (``GROUP_SIZE``)."""
+group's size (``GROUP_SIZE``). MPI's (``MPI_TRUNCATED``)."""
 UNIQUE_ID = re.compile(r"retrieving ncclUniqueId from \[(\d{1,9})\]")
 MEMBER = re.compile(
     r"(?:initializing ddp|Initializing distributed): "

@@ -134,7 +134,7 @@ _CAPITALISED = (
     "Root Cause|Process |Thread |Job summary|Communicators|Group |Errors|Warnings|"
     "DEAD|INCOMPLETE|MISMATCH|Mismatched|NVIDIA-SMI|GPU|BAD TERMINATION|CANCELLED AT|DMAR|"
     "IO_PAGE_FAULT|Missing ranks|No backend type|Parameter indices|Aborting Ring|"
-    "joining a group|shape mismatches|GLIBC|NVML|Default process|Invalid scalar type|#|{"
+    "joining a group|shape mismatches|GLIBC|NVML|Default process|Invalid scalar type|MPI_ERR|#|{"
 ).split("|")
 _WORTH_A_LOOK = re.compile("|".join(map(re.escape, _CAPITALISED)))
 """Words (mostly capitalised, which keeps the scan fast) one of which a line that matters

@@ -215,6 +215,7 @@ _REDUCER = re.compile(c10d.REDUCER)
 _RING_ABORT = re.compile(c10d.RING_ABORT)
 _GROUP_SIZE = re.compile(c10d.GROUP_SIZE)
 _SHAPES_ACROSS = re.compile(c10d.SHAPES_ACROSS)
+_MPI_TRUNCATED = re.compile(c10d.MPI_TRUNCATED)
 
 
 def _check_said(detected: list[LogEvent]) -> str:
@@ -259,6 +260,12 @@ def _check_said(detected: list[LogEvent]) -> str:
             return (
                 f"Accelerate's debug mode found the processes' tensor shapes differ "
                 f"({m.group(0)}): every process must give the collective the same shape"
+            )
+        if m := _MPI_TRUNCATED.search(e.text):
+            return (
+                f"MPI found a rank received more of a collective than its call posted "
+                f"({m.group(0)}): the ranks gave the collective different counts (a last batch "
+                "of another size, a tensor of another shape); give every rank the same"
             )
         if m := _GROUP_SIZE.search(e.text):
             return (

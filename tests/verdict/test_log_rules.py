@@ -642,6 +642,14 @@ def test_other_frameworks_checks_of_the_workers_collectives_are_mismatches() -> 
     )
     assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
     assert "Accelerate's debug mode" in verdict.summary
+    # AND MPI's own size check, as MPICH (LBANN/lbann#182) and Open MPI print it
+    for line in (
+        "Fatal error in PMPI_Reduce_scatter_block: Message truncated, error stack:",
+        "*** MPI_ERR_TRUNCATE: message truncated",
+    ):
+        verdict = judge([line])
+        assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+        assert verdict.summary.startswith("MPI found a rank received more")
 
 
 def test_a_lone_sigabrt_is_named_as_the_watchdog_s_consequence_not_as_nothing() -> None:
