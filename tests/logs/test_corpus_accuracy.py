@@ -41,12 +41,12 @@ earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66, 
 115/164, 120/174, 121/174 (a failed full-suite run's number) and 122/174. No rule and no word
 of the model came from a test case. The issue's target is 85 %, missed; this floor is the
 measured value, not the target."""
-HELDOUT_DEV_FLOOR = 345 / 406
-"""Measured on the dev split: 345 of 406, in sample for the rules and the word model. Stop 40's
-24 new dev cases, each judged on arrival by the code before any change it could inform: 14
+HELDOUT_DEV_FLOOR = 346 / 411
+"""Measured on the dev split: 346 of 411, in sample for the rules and the word model. Stop 40's
+29 new dev cases, each judged on arrival by the code before any change it could inform: 14
 on the stop's first code (7792d00), rules alone 2, with the model 6 (the last 4 of them
-judged alike by the code of their arrival); 10 on 8c86f52, rules alone 7, with the model 8
-(together 14 of 24, 58 %). Stop 39's 324 of 382; its
+judged alike by the code of their arrival); 10 on 8c86f52, rules alone 7, with the model 8;
+5 on c529c61, 3 and 3 (together 17 of 29, 59 %). Stop 39's 324 of 382; its
 22 new dev cases, judged on arrival by the code before any change they could inform (commit
 b6c3b4b, and the stop's first code, 6f7fd95, alike): rules alone 2, with the model 6 (27 %).
 Stop 38's 312 of 360; its
@@ -64,7 +64,7 @@ def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 580
+    assert len(found) >= 585
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name
