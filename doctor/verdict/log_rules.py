@@ -265,7 +265,7 @@ def _check_said(detected: list[LogEvent]) -> str:
             return (
                 f"MPI found a rank received more of a collective than its call posted "
                 f"({m.group(0)}): the ranks gave the collective different counts (a last batch "
-                "of another size, a tensor of another shape); give every rank the same"
+                "of another size, a tensor of another shape)"
             )
         if m := _GROUP_SIZE.search(e.text):
             return (
