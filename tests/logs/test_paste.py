@@ -263,8 +263,9 @@ CHANGED_AT_MOST = 0.03
 """Of the cases judged right, the share a paste may change. Measured on sixteen pastes of
 the dev and in-sample cases (docs/logs.md): at b6f927d, before pastes were undone, 159 of 295
 verdicts changed (no-break spaces alone 41, a kubectl prefix 20); 13 of 312 at the end of
-stop 37, and 11 of 352 at stop 38's. Run together into one paragraph, 20 of 364 changed at
-stop 39's end, 5 once the records were taken apart again (``paste._apart``)."""
+stop 37, 11 of 352 at stop 38's and 7 of 386 at stop 40's. Run together into one paragraph,
+20 of 364 changed at stop 39's end, 4 of 386 at stop 40's, the records taken apart again
+(``paste._apart``)."""
 
 
 @pytest.fixture(scope="module")
