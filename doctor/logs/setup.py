@@ -78,11 +78,49 @@ _CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
 """Each message, as torch (``torch/distributed/rendezvous.py``, ``torch/cuda``, c10d's
 TCPStore, ``distributed_c10d.py``) and NVML word it, what to do about it, and a piece of it
 that a line must hold before the pattern is tried (most lines hold none)."""
+_DEVICE_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    (
+        "nvalid",
+        re.compile(r"invalid device ordinal|CUDA_ERROR_INVALID_DEVICE\b|hipErrorInvalidDevice\b"),
+        "a rank asked for a GPU this host does not have: more ranks on the node than GPUs "
+        "visible to them (torchrun's --nproc-per-node, the scheduler's GPUs per task, "
+        "CUDA_VISIBLE_DEVICES), or a device index taken from the global rank instead of "
+        "LOCAL_RANK; start one rank per visible GPU",
+    ),
+    (
+        "ot",
+        re.compile(
+            r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY"
+        ),
+        "CUDA's error 802: on an NVSwitch system (HGX, DGX) the fabric manager is not running "
+        "or failed to start (its version must match the driver's); start "
+        "nvidia-fabricmanager and read its log",
+    ),
+    (
+        "vailable",
+        re.compile(
+            r"busy or unavailable|cudaErrorDevicesUnavailable|CUDA_ERROR_DEVICE_UNAVAILABLE"
+        ),
+        "the GPUs are in Exclusive Process compute mode and another process holds them (a "
+        "parent that touched CUDA, a job still running, two ranks on one GPU), or a GPU is "
+        "unavailable; nvidia-smi shows each GPU's compute mode and its processes",
+    ),
+    (
+        "river",
+        re.compile(
+            r"driver version is insufficient for CUDA runtime|cudaErrorInsufficientDriver|"
+            r"NVIDIA driver on your system is too old"
+        ),
+        "the driver is older than the CUDA runtime this build needs: update the driver, or "
+        "install the build for this driver's CUDA (torch's +cuXXX wheels)",
+    ),
+)
+"""CUDA's set-up errors (``doctor.logs.cuda`` reads them as set-up), what to do about each."""
 
 
 def advice(text: str) -> str | None:
     """What to do about the set-up failure ``text`` names, if it names one."""
-    for needle, pattern, said in _CAUSES:
+    for needle, pattern, said in _CAUSES + _DEVICE_CAUSES:
         if needle in text and pattern.search(text):
             return said
     return None
@@ -91,4 +129,6 @@ def advice(text: str) -> str | None:
 def events(line: Line) -> list[LogEvent]:
     if line.nccl:  # NCCL's own lines are doctor.logs.nccl's
         return []
-    return [line.event(kinds.BOOTSTRAP)] if advice(line.text) else []
+    text = line.text
+    named = any(needle in text and pattern.search(text) for needle, pattern, _ in _CAUSES)
+    return [line.event(kinds.BOOTSTRAP)] if named else []  # CUDA's are doctor.logs.cuda's

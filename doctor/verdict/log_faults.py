@@ -260,8 +260,12 @@ def _ras_lost_ranks(dead: Sequence[LogEvent], missing: Sequence[LogEvent]) -> tu
     return ranked
 
 
+_SHARED_GPU: tuple[Callable[[str], object], str] = (
+    lambda text: "Duplicate GPU detected" in text or "same CUDA device" in text,
+    setup.SAME_GPU,
+)
+"""Two ranks of one communicator given one GPU: NCCL's words and torch's, first of all."""
 _COMMUNICATOR_CAUSES: tuple[tuple[Callable[[str], object], str], ...] = (
-    (lambda text: "Duplicate GPU detected" in text or "same CUDA device" in text, setup.SAME_GPU),
     (
         nccl.invalid_call,
         "NCCL refused the call's arguments or its use: most often two ranks given one GPU, "
@@ -322,11 +326,13 @@ _REACH = (
 def _bootstrap_cause(found: Sequence[LogEvent]) -> tuple[str, LogEvent | None, str]:
     """What failed, the line that names its cause and the advice for it; else a
     communicator that could not reach its peers, no line, and the advice for that."""
-    if named := _first_named(found, _COMMUNICATOR_CAUSES):
+    if named := _first_named(found, (_SHARED_GPU,)):
         return _COMMUNICATOR, *named
-    for e in found:  # setup's messages carry their own advice
+    for e in found:  # setup's messages, and CUDA's set-up errors, carry their own advice
         if advice := setup.advice(e.text):
             return _JOB, e, advice
+    if named := _first_named(found, _COMMUNICATOR_CAUSES):
+        return _COMMUNICATOR, *named
     if named := _first_named(found, _JOB_CAUSES):
         return _JOB, *named
     if said := next((e for e in found if e.text in _EXPLAINED), None):

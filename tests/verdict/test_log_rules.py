@@ -714,3 +714,29 @@ def test_a_process_the_oom_killer_killed_is_a_lost_rank_even_alone(line: str) ->
     assert verdict.summary.startswith("the OOM killer killed")
     # AND CUDA's allocator refusing memory is no kill: it says nothing of the rank's end
     assert "OOM killer" not in judge(["torch.OutOfMemoryError: CUDA out of memory."]).summary
+
+
+@pytest.mark.parametrize(
+    ("line", "advice"),
+    [
+        ("RuntimeError: CUDA error: invalid device ordinal", "LOCAL_RANK"),
+        ("RuntimeError: HIP error: invalid device ordinal", "LOCAL_RANK"),
+        ("RuntimeError: CUDA error: system not yet initialized", "nvidia-fabricmanager"),
+        (
+            "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
+            "Exclusive Process",
+        ),
+        (
+            "RuntimeError: The NVIDIA driver on your system is too old (found version 11040). "
+            "... compiled with your version of the CUDA driver.",
+            "update the driver",
+        ),
+    ],
+)
+def test_cuda_s_set_up_errors_say_what_to_fix_on_the_host(line: str, advice: str) -> None:
+    # GIVEN one of CUDA's set-up errors, pasted alone WHEN judged THEN it is the job's set-up,
+    # with what to do about that error, not advice about reaching the master's port
+    verdict = judge([line])
+    assert verdict.hang_class is HangClass.BOOTSTRAP
+    assert verdict.summary.startswith("the job's set-up failed")
+    assert advice in verdict.summary and "MASTER_ADDR" not in verdict.summary
