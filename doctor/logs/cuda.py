@@ -112,6 +112,20 @@ def setup_error(text: str) -> bool:
     return _refused(text, _CUDA.search(text))
 
 
+_NCCL_CUDA = re.compile(r"unhan\w{0,3}led cuda error|ncclUnhandledCudaError", re.IGNORECASE)
+
+
+def names_setup(text: str) -> bool:
+    """Whether ``text`` says a CUDA call did not fit this machine, for what to do about it:
+    ``setup_error``'s, the same words without the ``CUDA error:`` a caller puts before them
+    (``CUDART error: peer access is not supported``, an FAQ's ``provided PTX was compiled
+    with an unsupported toolchain``), and NCCL's ``unhandled cuda error`` (a CUDA call inside
+    NCCL failed, which at start-up is the set-up)."""
+    if _HARDWARE.search(text):
+        return False
+    return setup_error(text) or bool(_SETUP.search(text) or _NCCL_CUDA.search(text))
+
+
 def _refused(text: str, found: re.Match[str] | None) -> bool:
     if found is None or _HARDWARE.search(text):
         return False

@@ -42,7 +42,7 @@ _AFTER_CANCEL = {
     "job requeue": "it was requeued",
 }
 _STEP_OOM = re.compile(r"Detected \d+ oom[-_]kill event")
-_LAUNCH_SETUP = re.compile(
+LAUNCH_SETUP = re.compile(
     r"pyxis: (?:couldn't start container|container start failed)|"
     r"spank: required plugin \S{1,200}: \w{1,40}\(\) failed|Failed to invoke spank plugin stack|"
     r"not enough slots available in the system|"
@@ -160,7 +160,7 @@ def events(line: Line) -> list[LogEvent]:
         return [line.event(kinds.OOM, code=kinds.KILLED)]
     if (
         "pyxis" in text or "spank" in text or "slots" in text or "unable" in text or "PMI" in text
-    ) and _LAUNCH_SETUP.search(text):  # one of these words is in every line it matches
+    ) and LAUNCH_SETUP.search(text):  # one of these words is in every line it matches
         return [line.event(kinds.BOOTSTRAP)]
     if m := _MPIRUN.search(text):
         return [

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 
 from doctor.evidence import LogEvent
-from doctor.logs import kinds
+from doctor.logs import kinds, launcher, shm
 from doctor.logs.lines import Line
 
 SAME_GPU = (  # NCCL's "Duplicate GPU detected" too (doctor.verdict.log_faults)
@@ -106,6 +106,15 @@ _DEVICE_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "unavailable; nvidia-smi shows each GPU's compute mode and its processes",
     ),
     (
+        "",
+        re.compile(
+            r"nv-fabricmanager\b.{0,300}?status=\d{1,4}/FAILURE|"
+            r"driver interface version \S{1,40} (?:don'?t|does not) match with driver version"
+        ),
+        "the fabric manager did not start: its version must match the driver's exactly; "
+        "install the nvidia-fabricmanager package of the driver's version and restart it",
+    ),
+    (
         "river",
         re.compile(
             r"driver version is insufficient for CUDA runtime|cudaErrorInsufficientDriver|"
@@ -116,11 +125,73 @@ _DEVICE_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
 )
 """CUDA's set-up errors (``doctor.logs.cuda`` reads them as set-up), what to do about each."""
+_NAMED_ELSEWHERE: tuple[tuple[str, re.Pattern[str], str], ...] = (
+    (
+        "",
+        re.compile(
+            r"[Aa]ddress already in use|failed to listen on any local network address|"
+            r"errno: 98\b|code: -98\b"
+        ),
+        "the store's port is taken on this host: another job, or a run still alive, listens "
+        "on MASTER_PORT; pick a free port (torchrun --master-port, or --standalone) or stop "
+        "the old run",
+    ),
+    (
+        "",
+        re.compile(
+            r"Could not resolve hostname|Name or service not known|"
+            r"Temporary failure in name resolution|gai error|host not found"
+        ),
+        "a host name does not resolve: MASTER_ADDR, the rendezvous endpoint or a hostfile "
+        "names a host this node's DNS or /etc/hosts does not know (a container's own host "
+        "name, a Kubernetes service not created yet); give an address, or fix the name's record",
+    ),
+    (
+        "",
+        re.compile(
+            r"no socket interface found|No usable interface found|Unable to find address for|"
+            r"is neither AF_INET|Address family not supported"
+        ),
+        "NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME names no interface this host has, or its ^ "
+        "list excludes them all: set it to the interface that carries the hosts' addresses "
+        "(ip -br addr)",
+    ),
+    (
+        "",
+        re.compile(
+            r"creating shared memory segment|posix_fallocate failed|failed to extend /dev/shm|"
+            r"ncclShmOpen"
+        ),
+        "NCCL could not make its shared-memory segment in /dev/shm: full or too small (a "
+        f"container's default is 64 MB), or not writable by the job; {shm.MORE_SHM}",
+    ),
+    (
+        "unlink",
+        re.compile(r"unlink shared memory \S+ failed"),
+        "NCCL's /dev/shm segments were removed under it by another process: systemd-logind "
+        "removes a user's segments when the user's last session ends (RemoveIPC=yes); set "
+        "RemoveIPC=no in logind.conf",
+    ),
+    (
+        "open files",
+        re.compile(r"Too many open files"),
+        "a process ran out of file descriptors: raise the job's open-files limit (ulimit -n, "
+        "a container's nofile), large jobs open a socket to every peer",
+    ),
+    (
+        "",
+        launcher.LAUNCH_SETUP,
+        "the launcher could not start the ranks, as its line says: a container that did not "
+        "start (pyxis), too few slots in a hostfile (slots=), an MPI without the scheduler's "
+        "PMI (srun --mpi=pmix, or mpirun); fix the launch first",
+    ),
+)
+"""Set-up failures other parsers read whose line names the cause, what to do about each."""
 
 
 def advice(text: str) -> str | None:
     """What to do about the set-up failure ``text`` names, if it names one."""
-    for needle, pattern, said in _CAUSES + _DEVICE_CAUSES:
+    for needle, pattern, said in _CAUSES + _DEVICE_CAUSES + _NAMED_ELSEWHERE:
         if needle in text and pattern.search(text):
             return said
     return None

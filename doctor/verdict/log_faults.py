@@ -273,7 +273,7 @@ _COMMUNICATOR_CAUSES: tuple[tuple[Callable[[str], object], str], ...] = (
         "NCCL, driver or GPU does not support; NCCL_DEBUG=WARN prints which check failed",
     ),
     (
-        cuda.setup_error,
+        cuda.names_setup,
         "CUDA refused a call as not fitting this machine, not a failing GPU: the driver, "
         "the CUDA/NCCL build and the GPUs disagree (a driver older than the build needs, "
         "NVLS without the fabric manager or /dev/nvidia-caps, an NCCL older than the GPU, "
@@ -527,7 +527,7 @@ def catalogued(view: LogView) -> list[Candidate]:
         f"{quote(chosen[0])}{where(chosen)}"
         + (f" on {rank_prose(ranks)}" if ranks else "")
         + f", a message its source raises at {chosen[0].hint_at.split(' ', 1)[-1]}: "
-        + _CATALOGUE_ADVICE[cls]
+        + (setup.advice(chosen[0].text) or _CATALOGUE_ADVICE[cls])  # its cause, where named
     )
     return [
         Candidate(

@@ -716,27 +716,87 @@ def test_a_process_the_oom_killer_killed_is_a_lost_rank_even_alone(line: str) ->
     assert "OOM killer" not in judge(["torch.OutOfMemoryError: CUDA out of memory."]).summary
 
 
-@pytest.mark.parametrize(
-    ("line", "advice"),
-    [
-        ("RuntimeError: CUDA error: invalid device ordinal", "LOCAL_RANK"),
-        ("RuntimeError: HIP error: invalid device ordinal", "LOCAL_RANK"),
-        ("RuntimeError: CUDA error: system not yet initialized", "nvidia-fabricmanager"),
-        (
-            "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
-            "Exclusive Process",
-        ),
-        (
-            "RuntimeError: The NVIDIA driver on your system is too old (found version 11040). "
-            "... compiled with your version of the CUDA driver.",
-            "update the driver",
-        ),
-    ],
-)
-def test_cuda_s_set_up_errors_say_what_to_fix_on_the_host(line: str, advice: str) -> None:
-    # GIVEN one of CUDA's set-up errors, pasted alone WHEN judged THEN it is the job's set-up,
-    # with what to do about that error, not advice about reaching the master's port
+JOB = "the job's set-up failed"
+COMMUNICATOR = "communicator creation failed"
+NAMED_CAUSES = [
+    # CUDA's set-up errors
+    ("RuntimeError: CUDA error: invalid device ordinal", "LOCAL_RANK", JOB),
+    ("RuntimeError: HIP error: invalid device ordinal", "LOCAL_RANK", JOB),
+    ("RuntimeError: CUDA error: system not yet initialized", "nvidia-fabricmanager", JOB),
+    (
+        "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
+        "Exclusive Process",
+        JOB,
+    ),
+    (
+        "RuntimeError: The NVIDIA driver on your system is too old (found version 11040). "
+        "... compiled with your version of the CUDA driver.",
+        "update the driver",
+        JOB,
+    ),
+    (
+        "Process: 444114 ExecStart=/usr/bin/nv-fabricmanager -c fabricmanager.cfg "
+        "(code=exited, status=1/FAILURE)",
+        "nvidia-fabricmanager package",
+        JOB,
+    ),
+    # a port taken, a name, an interface, /dev/shm, the launcher
+    ("RuntimeError: Address already in use", "MASTER_PORT", JOB),
+    (
+        "torch.distributed.DistNetworkError: The server socket has failed to listen on any "
+        "local network address. port: 29500, useIpv6: 0, code: -98",
+        "MASTER_PORT",
+        JOB,
+    ),
+    ("ValueError: host not found: Name or service not known", "does not resolve", JOB),
+    ("node1:1:1 [0] NCCL WARN Bootstrap : no socket interface found", "names no interface", JOB),
+    (
+        "RuntimeError: [enforce fail at device.cc:83] ifa != nullptr. Unable to find "
+        "address for: ^lo",
+        "names no interface",
+        JOB,
+    ),
+    (
+        "node1:1:1 [0] NCCL WARN Error while creating shared memory segment "
+        "/dev/shm/nccl-vzIpS6 (size 9637888)",
+        "--shm-size",
+        JOB,
+    ),
+    (
+        "node1:1:1 [0] NCCL WARN unlink shared memory /dev/shm/nccl-d5rTd0 failed, error: "
+        "No such file or directory",
+        "RemoveIPC=no",
+        JOB,
+    ),
+    ("slurmstepd: error: pyxis: container start failed with error code: 1", "pyxis", JOB),
+    ("PMI2_Init failed to initialize.  Return code: 14", "srun --mpi=pmix", JOB),
+    # a communicator's CUDA call, and a limit the catalogue's message names
+    (
+        "RuntimeError: CUDART error: peer access is not supported between these two devices",
+        "CUDA refused a call",
+        COMMUNICATOR,
+    ),
+    (
+        "RuntimeError: NCCL error in: ProcessGroupNCCL.cpp:260, unhandled cuda error",
+        "CUDA refused a call",
+        COMMUNICATOR,
+    ),
+    (
+        "node1:1:1 [0] misc/socket.cc:50 NCCL WARN ncclOsSocketTryAccept: Accept failed: "
+        "Too many open files",
+        "ulimit -n",
+        "NCCL printed",
+    ),
+]
+
+
+@pytest.mark.parametrize(("line", "advice", "said"), NAMED_CAUSES)
+def test_a_set_up_failure_that_names_its_cause_gets_advice_about_that_cause(
+    line: str, advice: str, said: str
+) -> None:
+    # GIVEN a set-up failure whose line names its cause, pasted alone WHEN judged THEN the
+    # advice is about that cause, not about reaching the master's port
     verdict = judge([line])
     assert verdict.hang_class is HangClass.BOOTSTRAP
-    assert verdict.summary.startswith("the job's set-up failed")
-    assert advice in verdict.summary and "MASTER_ADDR" not in verdict.summary
+    assert verdict.summary.startswith(said)
+    assert advice in verdict.summary and "MASTER_ADDR/port" not in verdict.summary
