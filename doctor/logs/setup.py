@@ -11,7 +11,11 @@ the process group exists.
     Failed to initialize NVML: Driver/library version mismatch
 
 Each is a ``bootstrap`` event; ``advice`` says what to do about the one a line holds, for the
-verdict's summary.
+verdict's summary. It says so too for the set-up failures other parsers read whose line names
+the cause: CUDA's set-up errors (a GPU index the host lacks, the fabric manager, Exclusive
+Process mode, a driver older than the build), the store's port taken, a host name that does
+not resolve, an interface variable that names none, NCCL's ``/dev/shm`` segment, the
+launcher, a process out of file descriptors.
 """
 
 from __future__ import annotations
@@ -80,7 +84,7 @@ TCPStore, ``distributed_c10d.py``) and NVML word it, what to do about it, and a 
 that a line must hold before the pattern is tried (most lines hold none)."""
 _DEVICE_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
-        "nvalid",
+        "",
         re.compile(r"invalid device ordinal|CUDA_ERROR_INVALID_DEVICE\b|hipErrorInvalidDevice\b"),
         "a rank asked for a GPU this host does not have: more ranks on the node than GPUs "
         "visible to them (torchrun's --nproc-per-node, the scheduler's GPUs per task, "
@@ -88,7 +92,7 @@ _DEVICE_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "LOCAL_RANK; start one rank per visible GPU",
     ),
     (
-        "ot",
+        "",
         re.compile(
             r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY"
         ),
@@ -97,7 +101,7 @@ _DEVICE_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "nvidia-fabricmanager and read its log",
     ),
     (
-        "vailable",
+        "",
         re.compile(
             r"busy or unavailable|cudaErrorDevicesUnavailable|CUDA_ERROR_DEVICE_UNAVAILABLE"
         ),
@@ -115,7 +119,7 @@ _DEVICE_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "install the nvidia-fabricmanager package of the driver's version and restart it",
     ),
     (
-        "river",
+        "",
         re.compile(
             r"driver version is insufficient for CUDA runtime|cudaErrorInsufficientDriver|"
             r"NVIDIA driver on your system is too old"
@@ -166,14 +170,14 @@ _NAMED_ELSEWHERE: tuple[tuple[str, re.Pattern[str], str], ...] = (
         f"container's default is 64 MB), or not writable by the job; {shm.MORE_SHM}",
     ),
     (
-        "unlink",
+        "",
         re.compile(r"unlink shared memory \S+ failed"),
         "NCCL's /dev/shm segments were removed under it by another process: systemd-logind "
         "removes a user's segments when the user's last session ends (RemoveIPC=yes); set "
         "RemoveIPC=no in logind.conf",
     ),
     (
-        "open files",
+        "",
         re.compile(r"Too many open files"),
         "a process ran out of file descriptors: raise the job's open-files limit (ulimit -n, "
         "a container's nofile), large jobs open a socket to every peer",
@@ -186,7 +190,9 @@ _NAMED_ELSEWHERE: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "PMI (srun --mpi=pmix, or mpirun); fix the launch first",
     ),
 )
-"""Set-up failures other parsers read whose line names the cause, what to do about each."""
+"""Set-up failures other parsers read whose line names the cause, what to do about each.
+These two tables are asked only for a set-up event's advice (few lines), so they need no
+needle."""
 
 
 def advice(text: str) -> str | None:

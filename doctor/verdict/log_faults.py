@@ -527,7 +527,7 @@ def catalogued(view: LogView) -> list[Candidate]:
         f"{quote(chosen[0])}{where(chosen)}"
         + (f" on {rank_prose(ranks)}" if ranks else "")
         + f", a message its source raises at {chosen[0].hint_at.split(' ', 1)[-1]}: "
-        + (setup.advice(chosen[0].text) or _CATALOGUE_ADVICE[cls])  # its cause, where named
+        + _catalogue_advice(cls, chosen[0].text)
     )
     return [
         Candidate(
@@ -540,6 +540,12 @@ def catalogued(view: LogView) -> list[Candidate]:
             rule="log_catalogue",
         )
     ]
+
+
+def _catalogue_advice(cls: str, text: str) -> str:
+    """The class's advice, or a set-up failure's own where its line names the cause."""
+    named = setup.advice(text) if cls == HangClass.BOOTSTRAP.value else None
+    return named or _CATALOGUE_ADVICE[cls]
 
 
 _CATALOGUE_ADVICE = {

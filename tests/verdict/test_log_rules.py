@@ -722,6 +722,7 @@ NAMED_CAUSES = [
     # CUDA's set-up errors
     ("RuntimeError: CUDA error: invalid device ordinal", "LOCAL_RANK", JOB),
     ("RuntimeError: HIP error: invalid device ordinal", "LOCAL_RANK", JOB),
+    ("RuntimeError: CUDA_ERROR_INVALID_DEVICE", "LOCAL_RANK", JOB),
     ("RuntimeError: CUDA error: system not yet initialized", "nvidia-fabricmanager", JOB),
     (
         "RuntimeError: CUDA error: CUDA-capable device(s) is/are busy or unavailable",
