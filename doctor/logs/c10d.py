@@ -249,6 +249,12 @@ _BARRIER = re.compile(
     r"store based barrier on rank:? (\d{1,18}).*?world_size=(\d{1,18}), "
     r"(?:worker_count|num_workers_joined)="
 )
+PORT_IN_USE = r"[Aa]ddress already in use"
+"""The store's port is taken (``EADDRINUSE``)."""
+NO_ADDRESS = r"Unable to find address for"
+"""Gloo's: ``GLOO_SOCKET_IFNAME`` names no interface, or the host name has no address."""
+UNRESOLVED = r"host not found|Name or service not known|Temporary failure in name resolution"
+"""A host name that does not resolve (the resolver's words, as torch passes them on)."""
 UNBUILT = re.compile(r"Distributed package doesn't have \w{1,16} bu[il]{2}t in")
 """torch's word for a backend its build lacks (the Windows and macOS wheels have no NCCL);
 a user retyping it swaps letters (``bulit``)."""
@@ -262,12 +268,15 @@ without one prints, is not an ``ImportError``."""
 _BOOTSTRAP = re.compile(
     r"waiting for clients\. \d+/(\d{1,18}) clients joined|"
     r"server socket has failed to (?:listen on any local network address|bind)|"
-    r"[Aa]ddress already in use|RendezvousTimeoutError|RendezvousClosedError|"
+    + PORT_IN_USE
+    + r"|RendezvousTimeoutError|RendezvousClosedError|"
     r"Rendezvous .{0,80}timed out|DistStoreError: Socket Timeout|"
     r"ncclCommInitRank failed|NCCL communicator init(?:ialization)? (?:failed|timed out)|"
-    r"Unable to find address for|addresses of \(.{1,255}\) cannot be retrieved \(gai error|"
-    r"host not found|Name or service not known|Temporary failure in name resolution|"
-    r"nodename nor servname provided|Gloo connectFullMesh failed|" + UNBUILT.pattern
+    + NO_ADDRESS
+    + r"|addresses of \(.{1,255}\) cannot be retrieved \(gai error|"
+    + UNRESOLVED
+    + r"|nodename nor servname provided|Gloo connectFullMesh failed|"
+    + UNBUILT.pattern
 )
 _STORE_WAIT = re.compile(
     r"(?:waitForInput: socket .{0,300}? timed out after|wait timeout after) (\d{1,18}) ?ms"

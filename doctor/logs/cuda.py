@@ -34,7 +34,7 @@ from __future__ import annotations
 import re
 
 from doctor.evidence import LogEvent
-from doctor.logs import kinds
+from doctor.logs import kinds, nccl
 from doctor.logs.lines import Line
 
 _CUDA = re.compile(
@@ -71,12 +71,17 @@ _HARDWARE = re.compile(
     r"(?i)uncorrectable ECC|ECC error|GPU is lost|fallen off the bus|"
     r"NVLINK_UNCORRECTABLE|HARDWARE_STACK_ERROR|ECC_UNCORRECTABLE|uncorrectable NVLink"
 )
-_NO_SUCH_DEVICE = re.compile(r"invalid device ordinal|CUDA_ERROR_INVALID_DEVICE\b")
-_NOT_READY = re.compile(
-    r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY|"
+NO_SUCH_DEVICE = r"invalid device ordinal|CUDA_ERROR_INVALID_DEVICE\b"
+"""A GPU index the machine does not have (error 101)."""
+FABRIC_NOT_READY = r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY"
+"""Error 802: an NVSwitch machine whose fabric manager is not running."""
+DRIVER_TOO_OLD = (
     r"driver version is insufficient for CUDA runtime|cudaErrorInsufficientDriver|"
     r"NVIDIA driver on your system is too old"
 )
+"""Error 35, and torch's own warning: a driver older than the runtime the build needs."""
+_NO_SUCH_DEVICE = re.compile(NO_SUCH_DEVICE)
+_NOT_READY = re.compile(FABRIC_NOT_READY + "|" + DRIVER_TOO_OLD)
 _SETUP_CODES = frozenset(
     {1, 3, 34, 46, 98, 100, 200, 209, 217, 218, 221, 222, 400, 401, 500, 801, 803, 804}
 )
@@ -112,7 +117,7 @@ def setup_error(text: str) -> bool:
     return _refused(text, _CUDA.search(text))
 
 
-_NCCL_CUDA = re.compile(r"unhan\w{0,3}led cuda error|ncclUnhandledCudaError", re.IGNORECASE)
+_NCCL_CUDA = re.compile(nccl.UNHANDLED_CUDA, re.IGNORECASE)
 
 
 def names_setup(text: str) -> bool:

@@ -203,7 +203,7 @@ def events(line: Line) -> list[LogEvent]:
 
 
 def _agent_stopped(line: Line, m: re.Match[str]) -> LogEvent:
-    name = m.group(3) or (_signal_name(int(m.group(2))) if m.group(2) else "a signal")
+    name = m.group(3) or (signal_name(int(m.group(2))) if m.group(2) else "a signal")
     why = _STOPPED_BY.get(
         name, "something outside the job stopped it (the scheduler, a person, the host)"
     )
@@ -215,7 +215,8 @@ def _agent_stopped(line: Line, m: re.Match[str]) -> LogEvent:
     )
 
 
-def _signal_name(number: int) -> str:
+def signal_name(number: int) -> str:
+    """``9`` -> ``SIGKILL``; a number no signal has -> ``signal 99``."""
     try:
         return signal.Signals(number).name
     except ValueError:

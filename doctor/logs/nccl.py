@@ -76,23 +76,34 @@ _PEER_GONE = re.compile(
     r"[Cc]onnection closed by peer"
 )
 """A peer's connection that ended: closed or reset by the peer, a write into a dead socket."""
+NO_INTERFACE = (
+    r"no socket interface found|No usable interface found|is neither AF_INET|"
+    r"Address family not supported"
+)
+"""No interface NCCL can use: ``NCCL_SOCKET_IFNAME`` names none the host has, or excludes
+them all."""
+SHM_SEGMENT = r"creating shared memory segment|posix_fallocate failed|failed to extend /dev/shm"
+"""NCCL could not make its ``/dev/shm`` segment."""
+SHM_REMOVED = r"unlink shared memory \S+ failed"
+"""NCCL's ``/dev/shm`` segment was gone when it unlinked it: another process removed it."""
 _BOOTSTRAP = re.compile(
-    r"[Bb]ootstrap ?: ?no socket interface found|No usable interface found|"
-    r"no (?:socket )?interface found|NET/Socket ?: ?No interface found|"
+    r"[Bb]ootstrap ?: ?no socket interface found|"
+    + NO_INTERFACE
+    + r"|no (?:socket )?interface found|NET/Socket ?: ?No interface found|"
     r"socketStartConnect: Connect to .*? failed|socketPollConnect|"
     r"bootstrap\.cc:\d+ NCCL WARN|Bootstrap Root ?: ?mismatch|[Bb]ootstrap.*?(?:timeout|failed)|"
     r"Duplicate GPU detected|Failed to initialize any NET plugin|"
     r"does not contain rank|ncclInvalidUsage|Error : ring \d+ does not|"
     r"No interface found in the same subnet|NCCL_SOCKET_IFNAME.*?(?:not found|invalid)|"
-    r"Connection refused|ncclSocketInit|is neither AF_INET|Socket creation failed|"
-    r"Address family not supported|creating shared memory segment|posix_fallocate failed|"
-    r"failed to extend /dev/shm|unlink shared memory \S+ failed"
+    r"Connection refused|ncclSocketInit|Socket creation failed|" + SHM_SEGMENT + "|" + SHM_REMOVED
 )
 _SETUP_WARN = re.compile(
     r"(?:^|\s)(?:init|bootstrap|transport/nvls|channel|transport)\.cc:\d+ NCCL WARN"
 )
+UNHANDLED_CUDA = r"unhan\w{0,3}led cuda error|ncclUnhandledCudaError"
+"""NCCL's ``ncclUnhandledCudaError``: a CUDA call inside NCCL failed (case aside)."""
 _SYSTEM_ERROR = re.compile(
-    r"unhan\w{0,3}led (?:system|cuda) error|ncclSystemError|ncclUnhandledCudaError", re.IGNORECASE
+    r"unhan\w{0,3}led system error|ncclSystemError|" + UNHANDLED_CUDA, re.IGNORECASE
 )
 """NCCL's ``ncclSystemError`` and ``ncclUnhandledCudaError`` as PyTorch, Paddle, RCCL and
 NCCL's tests print them: "a call to an external library failed" (NCCL's troubleshooting

@@ -23,7 +23,7 @@ from __future__ import annotations
 import re
 
 from doctor.evidence import LogEvent
-from doctor.logs import kinds, launcher, shm
+from doctor.logs import c10d, cuda, kinds, launcher, nccl, shm
 from doctor.logs.lines import Line
 
 SAME_GPU = (  # NCCL's "Duplicate GPU detected" too (doctor.verdict.log_faults)
@@ -85,7 +85,7 @@ that a line must hold before the pattern is tried (most lines hold none)."""
 _DEVICE_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
         "",
-        re.compile(r"invalid device ordinal|CUDA_ERROR_INVALID_DEVICE\b|hipErrorInvalidDevice\b"),
+        re.compile(cuda.NO_SUCH_DEVICE + r"|hipErrorInvalidDevice\b"),
         "a rank asked for a GPU this host does not have: more ranks on the node than GPUs "
         "visible to them (torchrun's --nproc-per-node, the scheduler's GPUs per task, "
         "CUDA_VISIBLE_DEVICES), or a device index taken from the global rank instead of "
@@ -93,9 +93,7 @@ _DEVICE_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     (
         "",
-        re.compile(
-            r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY"
-        ),
+        re.compile(cuda.FABRIC_NOT_READY),
         "CUDA's error 802: on an NVSwitch system (HGX, DGX) the fabric manager is not running "
         "or failed to start (its version must match the driver's); start "
         "nvidia-fabricmanager and read its log",
@@ -120,10 +118,7 @@ _DEVICE_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     (
         "",
-        re.compile(
-            r"driver version is insufficient for CUDA runtime|cudaErrorInsufficientDriver|"
-            r"NVIDIA driver on your system is too old"
-        ),
+        re.compile(cuda.DRIVER_TOO_OLD),
         "the driver is older than the CUDA runtime this build needs: update the driver, or "
         "install the build for this driver's CUDA (torch's +cuXXX wheels)",
     ),
@@ -133,7 +128,7 @@ _NAMED_ELSEWHERE: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
         "",
         re.compile(
-            r"[Aa]ddress already in use|failed to listen on any local network address|"
+            c10d.PORT_IN_USE + r"|failed to listen on any local network address|"
             r"errno: 98\b|code: -98\b"
         ),
         "the store's port is taken on this host: another job, or a run still alive, listens "
@@ -142,36 +137,27 @@ _NAMED_ELSEWHERE: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     (
         "",
-        re.compile(
-            r"Could not resolve hostname|Name or service not known|"
-            r"Temporary failure in name resolution|gai error|host not found"
-        ),
+        re.compile(r"Could not resolve hostname|gai error|" + c10d.UNRESOLVED),
         "a host name does not resolve: MASTER_ADDR, the rendezvous endpoint or a hostfile "
         "names a host this node's DNS or /etc/hosts does not know (a container's own host "
         "name, a Kubernetes service not created yet); give an address, or fix the name's record",
     ),
     (
         "",
-        re.compile(
-            r"no socket interface found|No usable interface found|Unable to find address for|"
-            r"is neither AF_INET|Address family not supported"
-        ),
+        re.compile(nccl.NO_INTERFACE + "|" + c10d.NO_ADDRESS),
         "NCCL_SOCKET_IFNAME or GLOO_SOCKET_IFNAME names no interface this host has, or its ^ "
         "list excludes them all: set it to the interface that carries the hosts' addresses "
         "(ip -br addr)",
     ),
     (
         "",
-        re.compile(
-            r"creating shared memory segment|posix_fallocate failed|failed to extend /dev/shm|"
-            r"ncclShmOpen"
-        ),
+        re.compile(nccl.SHM_SEGMENT + "|ncclShmOpen"),
         "NCCL could not make its shared-memory segment in /dev/shm: full or too small (a "
         f"container's default is 64 MB), or not writable by the job; {shm.MORE_SHM}",
     ),
     (
         "",
-        re.compile(r"unlink shared memory \S+ failed"),
+        re.compile(nccl.SHM_REMOVED),
         "NCCL's /dev/shm segments were removed under it by another process: systemd-logind "
         "removes a user's segments when the user's last session ends (RemoveIPC=yes); set "
         "RemoveIPC=no in logind.conf",

@@ -58,12 +58,12 @@ are named and the confidence is low.
 
 from __future__ import annotations
 
-import signal
 from collections import Counter
 from collections.abc import Callable, Sequence
 
 from doctor.evidence import Evidence, GpuSample, RankStack
 from doctor.flight.align import FlightAnalysis
+from doctor.logs.launcher import signal_name
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_does, rank_prose
 from doctor.verdict import stacktree
@@ -102,12 +102,7 @@ def exit_text(code: int | None) -> str:
     """``-9`` -> ``killed by SIGKILL``; ``1`` -> ``exit code 1``."""
     if code is None:
         return ""
-    if code < 0:
-        try:
-            return f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            return f"killed by signal {-code}"
-    return f"exit code {code}"
+    return f"killed by {signal_name(-code)}" if code < 0 else f"exit code {code}"
 
 
 def rank_loss(view: LiveView) -> list[Candidate]:
