@@ -107,7 +107,7 @@ _FABRIC = re.compile(
 )
 _OOM = re.compile(
     r"CUDA out of memory|OutOfMemoryError|out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
-    r"cudaErrorMemoryAllocation|Cuda failure 2\b|OOMKilled"
+    r"cudaErrorMemoryAllocation|Cuda failure 2\b"
 )
 
 

@@ -41,7 +41,9 @@ _AFTER_CANCEL = {
     "preemption": "requeue",
     "job requeue": "it was requeued",
 }
-_STEP_OOM = re.compile(r"Detected \d+ oom[-_]kill event")
+_STEP_OOM = re.compile(r"Detected \d+ oom[-_]kill event|\bOOMKilled\b")
+"""The cgroup's OOM killer, as SLURM's step reports it and as Kubernetes gives a container's
+reason for ending (``Reason: OOMKilled``, a pod's status)."""
 LAUNCH_SETUP = re.compile(
     r"pyxis: (?:couldn't start container|container start failed)|"
     r"spank: required plugin \S{1,200}: \w{1,40}\(\) failed|Failed to invoke spank plugin stack|"
@@ -70,6 +72,10 @@ _DEEPSPEED = re.compile(r"exits with return code = (-?\d{1,18})")
 _DIED_WITH = re.compile(r"died with <Signals\.(SIG[A-Z]{2,8}): \d{1,3}>")
 """Python's ``CalledProcessError`` for a child a signal killed, as the old
 ``torch.distributed.launch`` raised it: ``Command '[...]' died with <Signals.SIGSEGV: 11>.``"""
+_SIGNALED = re.compile(r"process was signaled to shutdown with signal (\d{1,3})\b")
+"""Text Generation Inference's launcher, for its shard, download or backend process a signal
+ended (``Shard process was signaled to shutdown with signal 9``); the shard's number comes
+on its next line (``Shard 0 failed to start``)."""
 _EXITCODE_FIELD = re.compile(r"^\s*exitcode\s*:\s*(-\d{1,3})\b")
 """torchelastic's ``exitcode`` field without the ``Failures:`` table around it (a user
 pasted the one line): only a signal's code (below zero) says how the rank ended."""
@@ -156,7 +162,7 @@ def events(line: Line) -> list[LogEvent]:
                 f"outside (SIGTERM, then SIGKILL): {_AFTER_CANCEL[why]}",
             )
         ]
-    if _STEP_OOM.search(text):  # the cgroup's OOM killer, as SLURM's step reports it
+    if ("oom" in text or "OOM" in text) and _STEP_OOM.search(text):
         return [line.event(kinds.OOM, code=kinds.KILLED)]
     if (
         "pyxis" in text or "spank" in text or "slots" in text or "unable" in text or "PMI" in text
@@ -183,6 +189,8 @@ def events(line: Line) -> list[LogEvent]:
         return [line.event(kinds.EXIT, rank=int(m.group(1)), code=None)]
     if "died with" in text and (m := _DIED_WITH.search(text)):
         return [line.event(kinds.EXIT, rank=None, code=signal_code(m.group(1)))]
+    if "signaled" in text and (m := _SIGNALED.search(text)):
+        return [line.event(kinds.EXIT, rank=None, code=-int(m.group(1)))]
     if "exitcode" in text and (m := _EXITCODE_FIELD.match(text)):
         return [line.event(kinds.EXIT, rank=None, code=int(m.group(1)))]
     if "ignal" in text and (m := _AGENT_SIGNAL.search(text)):

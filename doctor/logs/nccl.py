@@ -73,9 +73,11 @@ _PEER_GONE = re.compile(
     r"ncclRemoteError|remote process exit(?:ed|ing)|Broken pipe|"
     r"socketProgress(?:Opt)?: .*?(?:failed|closed|reset)|"
     r"Net(?:/Socket)? ?: ?(?:Connection|socket) (?:closed|reset)|"
-    r"[Cc]onnection closed by peer"
+    r"[Cc]onnection closed by peer|UNAVAILABLE: Socket closed"
 )
-"""A peer's connection that ended: closed or reset by the peer, a write into a dead socket."""
+"""A peer's connection that ended: closed or reset by the peer, a write into a dead socket;
+gRPC's status for a channel whose socket the other end closed (TensorFlow's and XLA's
+runtimes)."""
 NO_INTERFACE = (
     r"no socket interface found|No usable interface found|is neither AF_INET|"
     r"Address family not supported"

@@ -32,15 +32,22 @@ _COLLATERAL_TEXT = re.compile(
     r"DistNetworkError|DistStoreError|ProcessGroup|SIGTERM|SignalException|KeyboardInterrupt|"
     r"ChildFailedError|ProcessExitedException"
 )
-_CLOSED = re.compile(r"[Cc]onnection closed by (?:remote )?peer")
-"""An orderly close: the peer's end of the socket read end of file."""
-_ABRUPT = re.compile(r"reset by (?:remote )?peer|Broken pipe|Connection timed out|No route to host")
-"""A reset, a write into a dead socket, a timeout: a link can cause these too."""
+_CLOSED = re.compile(
+    r"[Cc]onnection closed by (?:remote )?peer|[Cc]onnection reset by peer|Broken pipe|"
+    r"UNAVAILABLE: Socket closed"
+)
+"""The kernel's words for a peer whose end went away: an end of file, a reset (ECONNRESET), a
+write into a socket it closed (EPIPE); gRPC's for the same end of file. Its kernel sends these
+when its process exits (a reset when data was left unread) or its host restarts; a link that
+fails sends nothing."""
+_ABRUPT = re.compile(r"reset by remote peer|Connection timed out|No route to host")
+"""What a failing link causes: no answer, or UCX's ``UCS_ERR_CONNECTION_RESET`` ("reset by
+remote peer"), which UCX also raises when its own transport (a NIC) fails."""
 
 
-def _only_orderly_closes(gone: Sequence[LogEvent]) -> bool:
-    """Some peer closed its end in order and nothing says the connection broke otherwise
-    (NCCL's own ``remote process exited or there was a network error`` says neither)."""
+def _only_peer_closes(gone: Sequence[LogEvent]) -> bool:
+    """Some peer's end went away and nothing says the link failed (NCCL's own ``remote
+    process exited or there was a network error`` says neither)."""
     return any(_CLOSED.search(e.text) for e in gone) and not any(
         _ABRUPT.search(e.text) for e in gone
     )
@@ -184,8 +191,9 @@ def _oom_killed(view: LogView) -> Candidate | None:
     first = killed[0]
     victim = f"process {first.pid}" if first.pid is not None else "a process"
     summary = (
-        f"the OOM killer killed {victim}{where(killed)} ({quote(first, 100)}): the host ran "
-        "out of memory, and a rank it killed is gone for good; give the job more host memory "
+        f"the OOM killer killed {victim}{where(killed)} ({quote(first, 100)}): the host or "
+        "its container ran out of memory, and a rank it killed is gone for good; give the job "
+        "more host memory "
         "(or load less at once: optimizer state, a dataset), then restart"
     )
     return _loss((), Confidence.MEDIUM, summary, 55, killed[:2], "log_oom_killed")
@@ -445,7 +453,7 @@ def network(view: LogView) -> list[Candidate]:
     )
     explained = own or view.of_kind(kinds.RAS_DEAD) or view.dead
     laggard = view.of_kind(kinds.DESYNC)
-    if not errors and not explained and not laggard and _only_orderly_closes(gone):
+    if not errors and not explained and not laggard and _only_peer_closes(gone):
         return [_peer_exited(gone, tuple(sorted(named)), peers), _link(gone, culprits, summary, 30)]
     strength = 30 if explained or (laggard and not errors) else (70 if errors else 50)
     sure = Confidence.MEDIUM if errors and strength == 70 else Confidence.LOW
@@ -471,14 +479,14 @@ def _link(
 
 
 def _peer_exited(gone: Sequence[LogEvent], ranks: tuple[int, ...], peers: list[str]) -> Candidate:
-    """Only orderly closes (the socket read its end of file) and no transport error: the
+    """Only a peer's closes (end of file, reset, broken pipe) and no transport error: the
     kernel closes a process's sockets when it exits, while a failing link shows as an NCCL
-    transport error, a reset or a timeout. So the peer's process most likely ended."""
+    transport error or a timeout. So the peer's process most likely ended."""
     summary = (
         f"the peer {', '.join(peers[:3]) if peers else 'process'} closed its connections"
         f"{where(gone)} ({quote(gone[0])}) and NCCL reports no transport error: that process "
-        "most likely exited (killed, crashed, out of memory); its own log says why, and a "
-        "link fault would show as a transport error or a reset instead"
+        "most likely exited (killed, crashed, out of memory) or its host restarted; its own log "
+        "says why, and a link fault would show as a transport error or a timeout instead"
     )
     return _loss(ranks, Confidence.LOW, summary, 50, gone, "log_peer_exited")
 

@@ -618,7 +618,8 @@ def _silent_logs(files: int, view: LogView) -> Candidate:
     cut = sorted(view.of_kind(kinds.TRACEBACK_CUT), key=lambda e: not e.op)  # set-up first
     aborts = view.of_kind(kinds.NCCL_ABORT)
     aborted = [e for e in view.of_kind(kinds.EXIT) if e.code == -signal.SIGABRT]
-    told = ["watchdog timeout", "NCCL warning", *([] if cut else ["traceback"])]
+    raised = view.of_kind(kinds.EXCEPTION)
+    told = ["watchdog timeout", "NCCL warning", *([] if cut or raised else ["traceback"])]
     told += [*([] if aborted else ["launcher exit report"]), "RAS report or Xid"]
     summary = (
         f"the logs ({files} file{'s' if files > 1 else ''}) hold no line that tells: no "
@@ -631,6 +632,12 @@ def _silent_logs(files: int, view: LogView) -> Candidate:
         who = rank_prose(ranks, none="a rank")
         summary += f"; {who}'s {cut[0].text}: the exception that line names is what would tell"
         asked = ("the traceback's last lines, to its exception",)
+    if raised and not cut:
+        who = rank_prose(ranks_of(raised), none="a process")
+        summary += (
+            f"; {who} raised {quote(raised[0], 100)}, and nothing says whether a rank died "
+            "of it or who waited"
+        )
     if set_up:
         summary += (
             ". A rank that fails there failed creating its process group or NCCL communicator "

@@ -41,6 +41,9 @@ def _verdict(lines: list[str]):
         "exitcode: -9",
         # pytorch/pytorch#29889: the old torch.distributed.launch's CalledProcessError
         "subprocess.CalledProcessError: Command XXXXX (my script params) died with <Signals.SIGSEGV: 11>.",
+        # text-generation-inference's launcher, whose shard a signal ended (issue 451 and
+        # others: the OOM killer's SIGKILL)
+        "2023-07-05T19:55:21.347050Z ERROR text_generation_launcher: Shard process was signaled to shutdown with signal 9",
         # a process that stopped itself on a failed check: glog's FATAL line, and a bare
         # CHECK as PaddlePaddle (PaddlePaddle/Paddle#5384) and TVM (sglang#38952) print it
         "F0101 00:00:00.000000 1234 trainer.cc:12] Check failed: x == y (1 vs. 2)",
@@ -491,6 +494,11 @@ def test_a_specific_nccl_warning_beside_the_system_error_still_names_the_cause()
             "[2025-01-21 02:08:03.953] [warning] [channel.cc:123] desc:Failed to send RPC message request_id:19189 error:Connection reset by remote peer",
             HangClass.NETWORK,
         ),
+        # pytorch/xla#3708 (dev): gRPC's channel to a TPU host whose server had died
+        (
+            'grpc_remote_master.cc:157] RPC failed with status = "UNAVAILABLE: Socket closed" and grpc_error_string = "{"description":"Error received from peer ipv4:172.16.96.110:51011"}"',
+            HangClass.RANK_LOSS,
+        ),
         # scitix/sichek#51: the driver says a GPU needs a reset before it runs anything
         # again (NV_ERR_RESET_REQUIRED, no Xid): the GPU, not the program
         (
@@ -704,6 +712,22 @@ def test_a_timeout_no_rule_places_is_reported_not_called_silence() -> None:
     assert "no watchdog" not in verdict.summary
 
 
+def test_a_lone_traceback_is_quoted_not_called_absent() -> None:
+    # GIVEN a traceback of the script's own error and nothing else WHEN judged THEN unknown
+    # (nothing says a rank died of it or who waited), and the verdict quotes the exception
+    # instead of listing a traceback among what the logs lack
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 3, in <module>',
+        '    x = batch["labels"]',
+        "KeyError: 'labels'",
+    ]
+    verdict = _verdict(lines)
+    assert verdict.hang_class is HangClass.UNKNOWN
+    assert "raised KeyError: 'labels'" in verdict.summary
+    assert "traceback" not in verdict.summary.split(";")[0]
+
+
 @pytest.mark.parametrize(
     "lines",
     [
@@ -723,6 +747,8 @@ def test_a_timeout_no_rule_places_is_reported_not_called_silence() -> None:
             "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -7) "
             "local_rank: 0 (pid: 5275) of binary: /usr/bin/python"
         ],
+        # huggingface/text-generation-inference#446 (dev): its launcher's words, shm unmounted
+        ["Error: Download process was signaled to shutdown with signal 7"],
     ],
 )
 def test_a_bus_error_of_unnamed_kind_is_dev_shm_with_the_lost_rank_as_alternative(

@@ -166,6 +166,8 @@ def test_launchers_say_which_task_died_and_how() -> None:
             "slurmstepd: error: Detected 1 oom-kill event(s) in StepId=1234.0. Some of your "
             "processes may have been killed by the cgroup out-of-memory handler.",
             "[ 99.1] Out of memory: Killed process 4321 (python) total-vm:1kB",
+            # Kubernetes' reason for a container its cgroup's OOM killer ended
+            "      Reason:       OOMKilled",
         ]
     )
     exits = [(e.rank, e.code, e.host) for e in events if e.kind == kinds.EXIT]
@@ -178,7 +180,8 @@ def test_launchers_say_which_task_died_and_how() -> None:
         (6, -9, ""),
         (7, None, ""),
     ]
-    assert [e.pid for e in events if e.kind == kinds.OOM] == [None, 4321]
+    killed = [(e.pid, e.code) for e in events if e.kind == kinds.OOM]
+    assert killed == [(None, kinds.KILLED), (4321, kinds.KILLED), (None, kinds.KILLED)]
 
 
 def test_traceback_gives_the_exception_and_where_it_was_raised() -> None:

@@ -133,9 +133,14 @@ def test_a_peer_that_only_closed_its_sockets_most_likely_exited() -> None:
     # THEN the peer's process is the likely cause (low confidence), not the link
     assert verdict.hang_class is HangClass.RANK_LOSS
     assert verdict.confidence is Confidence.LOW
-    # AND a reset or an NCCL transport error keeps the link in question
-    reset = judge(closed + ["Call to recv from node-7<40112> failed : Connection reset by peer"])
-    assert reset.hang_class is HangClass.NETWORK
+    # AND so does a reset or a broken pipe: the kernel's answer for a process that ended
+    for ended in ("Connection reset by peer", "Broken pipe"):
+        reset = judge(closed + [f"Call to recv from node-7<40112> failed : {ended}"])
+        assert reset.hang_class is HangClass.RANK_LOSS, ended
+    # AND a timeout, UCX's transport reset or an NCCL transport error keeps the link in question
+    for link in ("Connection timed out", "Connection reset by remote peer"):
+        timeout = judge(closed + [f"Call to recv from node-7<40112> failed : {link}"])
+        assert timeout.hang_class is HangClass.NETWORK, link
     ib = judge(
         closed
         + [
