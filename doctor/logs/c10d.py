@@ -145,7 +145,7 @@ _DDP_STATS = re.compile(r"\[Rank (\d{1,18}) / (\d{1,18})\] Training \S+ unused_p
 _JIT_PRINTS = (
     r"compiling and loading fused kernels|Emitting ninja build file|Building extension module|"
     r"Lock file exists in build directory|Waited on lock file|"
-    r"Setting up PyTorch plugin \"[^\"]{1,100}\"\.\.\.\s*$"
+    r"Setting up PyTorch plugin \"[^\"]{1,100}\"\.\.\.\s*$|kernel during runtime now"
 )
 _JIT_STACK = re.compile(
     r"file_baton\.py\"?, line \d{1,9},? in wait|"
@@ -155,12 +155,14 @@ _JIT_STACK = re.compile(
 traceback's or faulthandler's frame), and a project's own baton that says it waits."""
 JIT_BUILD = re.compile(_JIT_PRINTS + "|" + _JIT_STACK.pattern)
 """A JIT extension build under way, or waiting on its lock."""
-JIT_LOADED = "Loading extension module"
-"""What torch prints once a build is done: the job went past it."""
+_JIT_DONE = r"Loading extension module|Time (?:taken )?to compile(?: or load)? \S{1,100} op:"
+JIT_LOADED = re.compile(_JIT_DONE)
+"""What torch prints once a build is done, and ColossalAI's builder (whose start is its
+``... kernel during runtime now``): the job went past it."""
 _COMPILING = re.compile(
     _JIT_PRINTS
     + "|"
-    + JIT_LOADED
+    + _JIT_DONE
     + r"|torchdynamo start tracing|calling compiler function|AUTOTUNE \w+\(|"
     r"Compiling (?:FX graph|kernels?)|torch\._inductor\.compile_fx"
 )
@@ -176,6 +178,7 @@ _UNSUPPORTED = re.compile(
 _REJECTED = re.compile(
     r"Tensors must be (?P<check>CUDA and dense|contiguous)|"
     r"(?P<dtype>Unsupported data type for NCCL process group)|"
+    r"Unsupported dtype: torch\.(?P<torchdtype>\w{1,32})|"
     r"No backend type associated with device type (?P<device>\w{1,32})|"
     r"(?P<mpi>CUDA tensor detected and the MPI used doesn't have CUDA-aware MPI support)|"
     r"module 'torch\.distributed' has no attribute '(?P<missing>\w{1,64})'|"
@@ -192,7 +195,9 @@ for the tensor's device (an NCCL group given a CPU tensor), ProcessGroupMPI give
 by an MPI that is not CUDA-aware; a ``torch.distributed`` function this torch does not have
 (code written for a newer one); a reduction a backend lacks (gloo and XPU have no
 ``ReduceOp.AVG``, torch_xla's ``Invalid reduce op``, NCCL's FP8 reductions before sm90); and
-gloo's data-type table (``Invalid scalar type``: bfloat16 on old releases); TensorFlow built
+gloo's data-type table (``Invalid scalar type``: bfloat16 on old releases), and the one of
+the NCCL wrapper vLLM and SGLang call (``pynccl``: ``Unsupported dtype: torch.float8_e4m3fn``);
+TensorFlow built
 without a collective's kernel (``No OpKernel ... 'NcclAllReduce'``: Windows, ROCm builds), and
 its NCCL group given CPU and GPU devices."""
 _BACKWARD = re.compile(r"(\w{1,40}) backward only supports '\w{1,16}' reduction, got '(\w{1,16})'")
@@ -223,6 +228,8 @@ def _refused(m: re.Match[str]) -> str:
         return f"{m['kernel']} (this build has no kernel for it)"
     if m["devices"]:
         return "a group of CPU and GPU devices"
+    if m["torchdtype"]:
+        return f"the tensor's data type ({m['torchdtype']})"
     return "the tensor's data type"
 
 

@@ -10,6 +10,7 @@ crash's echo, not the network's fault).
     Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))
     [host:01615] Signal: Segmentation fault (11)
     Fatal Python error: Segmentation fault
+    *** SIGSEGV (@0x0) received by PID 21361 (TID 0x7fc457a4c700) from PID 0; stack trace: ***
     ./run.sh: line 8:  3031 Segmentation fault      (core dumped) ./train ...
     Thread 787 "python" received signal SIGBUS, Bus error.
     traceback : Signal 11 (SIGSEGV) received by PID 6421
@@ -54,6 +55,11 @@ _RECEIVED_BY = re.compile(
 )
 """torchelastic's field (``traceback : Signal 9 (SIGKILL) received by PID 6421``), with the
 PID a user redacted (``xxx``) or the field cut after the signal's name."""
+_GLOG = re.compile(
+    r"\*\*\* (SIG[A-Z]{2,8}) \(@(?:0x)?[0-9a-fA-F]{1,16}\) received by PID (\d{1,18})"
+)
+"""glog's failure signal handler (PaddlePaddle, TensorFlow, MXNet, Caffe):
+``*** SIGSEGV (@0x0) received by PID 21361 (TID 0x7fc4...) from PID 0; stack trace: ***``."""
 _SHM_TOO_SMALL = re.compile(r"insufficient shared memory|out of shared memory")
 _FAILED_CHECK = re.compile(
     r"(?:^|[\s:>\]])F\d{4} \d\d:\d\d:\d\d\.\d{1,6}\s{1,4}\d{1,10} [\w.-]{1,80}:\d{1,6}\]"
@@ -87,6 +93,8 @@ def events(line: Line) -> list[LogEvent]:
         return [line.event(kinds.BOOTSTRAP, text=shm.SHM_SHORT)]
     if (found := _failed_check(text)) is not None:
         return [line.event(kinds.EXIT, text=f"{OWN_ABORT}: {found}"[:400])] if found else []
+    if "received by PID" in text and (m := _GLOG.search(text)):
+        return [line.event(kinds.EXIT, pid=int(m.group(2)), code=signal_code(m.group(1)))]
     if "ignal" not in text and "(core dumped)" not in text and "Fatal Python" not in text:
         return []
     if shm.no_backing(text):  # read by doctor.logs.shm: the shared memory, not the rank

@@ -14,6 +14,9 @@ FlagScale's straggler detector prints ``=== Straggler Report at Step N ===`` fro
 every few steps, then ``No stragglers detected.`` or ``Detected stragglers: [3, 5]``: it
 timed every rank's sections at that step, so the first says the ranks train in step and
 the second names the ranks slower than its threshold.
+
+A script that says one rank does a job's shared work alone (Megatron's ``building the
+indices on rank 0``) says the others wait for it at the next collective or barrier.
 """
 
 from __future__ import annotations
@@ -33,13 +36,20 @@ BUSY_SHARE = 0.9
 _NO_STRAGGLERS = re.compile(r"No stragglers detected")
 _STRAGGLERS = re.compile(r"Detected [Ss]tragglers: ?\[([\d, ]{1,4000})")
 """No closing bracket needed: a line cut at its bound still names ranks."""
+RANK0_WORK = re.compile(
+    r"\b(?:build|creat|preprocess|download|tokeniz|writ|sav|cach|convert)\w*\b.{0,60}? "
+    r"on (?:rank 0|the (?:main|master) process)\b"
+)
+"""A script's own word that rank 0 does shared work alone while the others wait."""
 MAX_STRAGGLERS = 256
 """Ranks one report may name: a report naming more says the job is slow, not who is."""
 
 
 def events(line: Line) -> list[LogEvent]:
-    """A straggler detector's conclusion, where the line is one."""
+    """A straggler detector's conclusion, or rank 0 at shared work alone."""
     text = line.text
+    if " on " in text and RANK0_WORK.search(text):
+        return [line.event(kinds.WAITS_FOR_MAIN, rank=0)]
     if _NO_STRAGGLERS.search(text):
         return [line.event(kinds.PROGRESS, rank=None)]
     if m := _STRAGGLERS.search(text):

@@ -106,7 +106,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from doctor.evidence import Evidence, LogEvent
-from doctor.logs import c10d, kinds, launcher
+from doctor.logs import c10d, kinds, launcher, training
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict import log_faults, log_waits, log_words
@@ -450,22 +450,29 @@ def nccl_calls(view: LogView) -> list[Candidate]:
 
 
 def main_first(view: LogView) -> list[Candidate]:
-    """Ranks whose stacks are in a main-process-first section wait for the main process."""
+    """Ranks whose stacks are in a main-process-first section wait for the main process; a
+    script that says rank 0 does shared work alone is read the same, less surely (no stack
+    shows the others waiting)."""
     found = view.of_kind(kinds.WAITS_FOR_MAIN)
     if not found:
         return []
+    stacks = [e for e in found if not training.RANK0_WORK.search(e.text)]
+    where_they_wait = (
+        "in main_process_first()'s barrier" if stacks else f"for it ({quote(found[0])})"
+    )
     summary = (
-        "the ranks wait in main_process_first()'s barrier while the main process (rank 0) "
-        "does its part alone (preprocessing, downloading, writing): it took longer than the "
-        "collective timeout; raise the timeout (ddp_timeout) or do that work before launch"
+        f"the ranks wait {where_they_wait} while the main process (rank 0) does its part "
+        "alone (preprocessing, downloading, building indices, writing): past the collective "
+        "timeout it is the hang; raise the timeout (ddp_timeout) or do that work before "
+        "launch, once (a cache on shared storage)"
     )
     return [
         Candidate(
             HangClass.CPU_STUCK,
             (0,),
-            Confidence.MEDIUM,
+            Confidence.MEDIUM if stacks else Confidence.LOW,
             summary,
-            72,
+            72 if stacks else 40,
             evidence=lines_of(found),
             rule="log_main_first",
         )
@@ -510,7 +517,7 @@ def lone_dump(view: LogView) -> list[Candidate]:
 
 def compiling(view: LogView) -> list[Candidate]:
     """A collective timed out while a rank said it was compiling, and nothing failed harder."""
-    found = [e for e in view.of_kind(kinds.COMPILING) if c10d.JIT_LOADED not in e.text]
+    found = [e for e in view.of_kind(kinds.COMPILING) if not c10d.JIT_LOADED.search(e.text)]
     timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
     if not found or not timeouts:
         return []
@@ -540,8 +547,8 @@ def build_unfinished(view: LogView) -> list[Candidate]:
     there. torch builds under a ``lock`` file in the build directory and every other
     process waits while it exists, so one left by an interrupted build waits forever."""
     builds = [e for e in view.of_kind(kinds.COMPILING) if c10d.JIT_BUILD.search(e.text)]
-    finished = c10d.JIT_LOADED in next(
-        (e.text for e in reversed(view.of_kind(kinds.COMPILING))), ""
+    finished = c10d.JIT_LOADED.search(
+        next((e.text for e in reversed(view.of_kind(kinds.COMPILING))), "")
     )
     if not builds or finished or view.of_kind(*(log_waits.FAULTS - {kinds.COMPILING})):
         return []

@@ -528,12 +528,51 @@ def test_nvidia_research_code_s_plugin_build_that_never_says_done_is_the_hang() 
     assert done.hang_class is not HangClass.COMPILE_WARMUP
 
 
+def test_colossalai_s_runtime_build_that_never_reports_its_time_is_the_hang() -> None:
+    # GIVEN ColossalAI's builder (hpcaitech/ColossalAI#3359, #3496; hpcaitech/Open-Sora#629,
+    # dev): its start line, and the time it prints once the build is done
+    start = "[extension] Compiling the JIT cpu_adam_x86 kernel during runtime now"
+    running = judge([start])
+    done = judge([start, "[extension] Time taken to compile cpu_adam_x86 op: 37.3 seconds"])
+    # THEN only the build still running is the hang the logs stop at
+    assert running.hang_class is HangClass.COMPILE_WARMUP
+    assert running.summary.startswith("the logs stop at a JIT extension build")
+    assert not done.summary.startswith("the logs stop at a JIT extension build")
+
+
+def test_a_script_that_says_rank_0_works_alone_is_rank_0_busy_while_the_others_wait() -> None:
+    # GIVEN Megatron's own line (NVIDIA/Megatron-LM#795, dev), or a stack in
+    # main_process_first's section (transformers' preprocessing)
+    said = judge([" > WARNING: could not find index map files, building the indices on rank 0 ..."])
+    stack = judge(
+        [
+            "Traceback (most recent call last):",
+            '  File "run.py", line 40, in main',
+            "    with training_args.main_process_first(desc='dataset map pre-processing'):",
+        ]
+    )
+    # THEN rank 0 is busy in its own code: low from its word alone, medium from the stack
+    assert (said.hang_class, said.culprit_ranks, said.confidence) == (
+        HangClass.CPU_STUCK,
+        (0,),
+        Confidence.LOW,
+    )
+    assert (stack.hang_class, stack.confidence) == (HangClass.CPU_STUCK, Confidence.MEDIUM)
+    # AND a line about rank 0 that names no shared work is not read so
+    assert judge(["Rank 0 is the problematic rank"]).hang_class is not HangClass.CPU_STUCK
+
+
 @pytest.mark.parametrize(
     ("line", "refused"),
     [
         ("RuntimeError: Tensors must be CUDA and dense", "a CPU or sparse tensor"),
         ("RuntimeError: No backend type associated with device type cpu", "a cpu tensor"),
         ("RuntimeError: Unsupported data type for NCCL process group", "the tensor's data type"),
+        # sgl-project/sglang#29039 (dev): the pynccl wrapper's table (vLLM's too)
+        (
+            "ValueError: Unsupported dtype: torch.float8_e4m3fn",
+            "the tensor's data type (float8_e4m3fn)",
+        ),
         (
             "RuntimeError: CUDA tensor detected and the MPI used doesn't have CUDA-aware MPI "
             "support",
