@@ -67,7 +67,8 @@ PAIR_TIMEOUT = "Application timeout caused pair closure"
 (``unbound_buffer.cc``), read as that timeout: its peers then read ``Connection closed by
 peer``, a timeout and not a death."""
 _ABORTING = re.compile(r"Some NCCL operations have failed or timed out")
-_STUCK = re.compile(r"watchdog got stuck for (\d{1,18}) seconds")
+_STUCK = re.compile(r"watchdog got stuck for (\d{1,18}) seconds|Heartbeat monitor timed out!")
+"""The heartbeat monitor's exit message, or the line it logs first (a paste may hold only it)."""
 _EXITING = re.compile(r"destroy_process_group\(\) was not called before program exit")
 _SEQ = re.compile(r"SeqNum=(\d{1,18})")
 _OP = re.compile(r"OpType=(\w+)")
@@ -134,7 +135,7 @@ DDP's check, at construction, that every rank built the same model
 collectives aborted when a worker's input ran out (``Out of range: End of sequence``): the
 workers were given different numbers of batches. Its collective executor's check of a
 group's size (``GROUP_SIZE``). MPI's (``MPI_TRUNCATED``)."""
-UNIQUE_ID = re.compile(r"retrieving ncclUniqueId from \[(\d{1,9})\]")
+UNIQUE_ID = re.compile(r"retr(?:ie|ei)ving ncclUniqueId from \[(\d{1,9})\]")
 MEMBER = re.compile(
     r"(?:initializing ddp|Initializing distributed): "
     r"GLOBAL_RANK: (\d{1,9}), MEMBER: \d{1,9}/(\d{1,9})"
@@ -340,7 +341,8 @@ class C10dParser:
         elif _ABORTING.search(text):
             self._event(kinds.NCCL_ABORT, process_group=pg)
         elif m := _STUCK.search(text):
-            self._event(kinds.WATCHDOG_STUCK, code=int(m.group(1)), process_group=pg)
+            seconds = int(m.group(1)) if m.group(1) else None
+            self._event(kinds.WATCHDOG_STUCK, code=seconds, process_group=pg)
         elif _EXITING.search(text):
             self._event(kinds.EXITING)
         if m := _WORK.search(text):

@@ -33,7 +33,7 @@ import re
 
 from doctor.evidence import LogEvent
 from doctor.logs import kinds, shm
-from doctor.logs.launcher import SIGNAL_WORDS, signal_code
+from doctor.logs.launcher import OWN_ABORT, SIGNAL_WORDS, signal_code
 from doctor.logs.lines import Line
 
 _UCX = re.compile(
@@ -72,8 +72,6 @@ what the message says."""
 _CONNECTION_WORDS = re.compile(r"(?i)onnect|socket|broken pipe|reset|timed out|timeout|peer")
 """A failed check about a connection is the link's or a peer's story, read as such
 elsewhere (``doctor.logs.nccl``): not the process's own fault."""
-OWN_ABORT = "aborted on its own failed check"
-"""Text an ``exit`` event starts with when a process stopped itself on a failed check."""
 
 
 def _failed_check(text: str) -> str | None:

@@ -106,7 +106,7 @@ _FABRIC = re.compile(
     r"driver interface version \S+ (?:don'?t|does not) match with driver version"
 )
 _OOM = re.compile(
-    r"CUDA out of memory|OutOfMemoryError|out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
+    r"CUDA out of memory|(?:cuda|torch)\.OutOfMemoryError|out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
     r"cudaErrorMemoryAllocation|Cuda failure 2\b"
 )
 

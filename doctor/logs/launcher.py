@@ -41,9 +41,28 @@ _AFTER_CANCEL = {
     "preemption": "requeue",
     "job requeue": "it was requeued",
 }
-_STEP_OOM = re.compile(r"Detected \d+ oom[-_]kill event|\bOOMKilled\b")
+_STEP_OOM = re.compile(
+    r"Detected \d+ oom[-_]kill event|\bOOMKilled\b|killed due to the node running low on memory"
+)
 """The cgroup's OOM killer, as SLURM's step reports it and as Kubernetes gives a container's
-reason for ending (``Reason: OOMKilled``, a pod's status)."""
+reason for ending (``Reason: OOMKilled``, a pod's status); Ray's memory monitor, which kills a
+task or actor before the kernel's would (``Task was killed due to the node running low on
+memory``)."""
+OWN_ABORT = "aborted on its own failed check"
+"""Text an ``exit`` event starts with when a process stopped itself on a failed check (a
+fatal check, ``MPI_Abort``)."""
+_MPI_ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d{1,9}) in communicator")
+"""Open MPI's report of a rank that called ``MPI_Abort``: the program stopped on its own
+error."""
+_RUNTIME_LOST = re.compile(
+    r"ORTE has lost communication with a remote daemon|"
+    r"An MPI communication peer process has unexpectedly disconnected|"
+    r"JAX distributed service detected fatal errors|"
+    r"The actor died (?:unexpectedly|because its node has died)"
+)
+"""A runtime's own word that one of the job's processes (or its node) is gone: Open MPI's
+daemon or peer lost, JAX's coordination service seeing another task die, a Ray actor (a
+trainer's worker) that died. Which one, and why, the runtime does not say here."""
 LAUNCH_SETUP = re.compile(
     r"pyxis: (?:couldn't start container|container start failed)|"
     r"spank: required plugin \S{1,200}: \w{1,40}\(\) failed|Failed to invoke spank plugin stack|"
@@ -162,7 +181,12 @@ def events(line: Line) -> list[LogEvent]:
                 f"outside (SIGTERM, then SIGKILL): {_AFTER_CANCEL[why]}",
             )
         ]
-    if ("oom" in text or "OOM" in text) and _STEP_OOM.search(text):
+    if m := _MPI_ABORT.search(text):
+        said = f"{OWN_ABORT}: {text.strip()[:300]}"
+        return [line.event(kinds.EXIT, rank=int(m.group(1)), code=None, text=said)]
+    if _RUNTIME_LOST.search(text):
+        return [line.event(kinds.EXIT, rank=None, code=None)]
+    if ("oom" in text or "OOM" in text or "memory" in text) and _STEP_OOM.search(text):
         return [line.event(kinds.OOM, code=kinds.KILLED)]
     if (
         "pyxis" in text or "spank" in text or "slots" in text or "unable" in text or "PMI" in text

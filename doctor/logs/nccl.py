@@ -110,8 +110,9 @@ _SYSTEM_ERROR = re.compile(
 """NCCL's ``ncclSystemError`` and ``ncclUnhandledCudaError`` as PyTorch, Paddle, RCCL and
 NCCL's tests print them: "a call to an external library failed" (NCCL's troubleshooting
 guide), a system call or a CUDA call."""
-_ERROR_THEN = r"(?:[NR]CCL|[NR]ccl) error\b.{0,300}?"
-"""How torch, Paddle and RCCL print an NCCL result: ``NCCL error in: <where>, <string>``."""
+_ERROR_THEN = r"(?:[NR]CCL|[NR]ccl) [Ee]rror\b.{0,300}?"
+"""How torch, Paddle and RCCL print an NCCL result: ``NCCL error in: <where>, <string>``
+(torch 1.0-1.1: ``NCCL Error 3: internal error``)."""
 _INVALID_CALL = re.compile(
     _ERROR_THEN + r"invalid (?:usage|argument)|ncclInvalid(?:Usage|Argument)"
 )

@@ -15,9 +15,8 @@ from collections.abc import Callable, Sequence
 
 from doctor.evidence import LogEvent
 from doctor.logs import c10d, cuda, kinds, nccl, setup, shm, verbs
-from doctor.logs.crash import OWN_ABORT
 from doctor.logs.kernel import XID_MEANING
-from doctor.logs.launcher import ROOT_CAUSE
+from doctor.logs.launcher import OWN_ABORT, ROOT_CAUSE
 from doctor.logs.nccl import IB_STATUS
 from doctor.logs.who import host_key
 from doctor.model import Confidence, HangClass
@@ -146,6 +145,8 @@ def rank_loss(view: LogView) -> list[Candidate]:
         out.append(raised)
     if not out and (killed := _oom_killed(view)):
         out.append(killed)
+    if not out and (short := _gpu_memory_ran_out(view)):
+        out.append(short)
     if unexplained and not out:
         ranks = ranks_of(unexplained)
         summary = (
@@ -165,7 +166,8 @@ def _raised_while_others_wait(view: LogView) -> Candidate | None:
     raised = [
         e
         for e in view.of_kind(kinds.EXCEPTION, kinds.OOM)
-        if (e.rank is not None or e.pid is not None) and not _COLLATERAL_TEXT.search(e.text)
+        if (e.rank is not None or e.pid is not None or e.kind == kinds.OOM)
+        and not _COLLATERAL_TEXT.search(e.text)
     ]
     ranks = ranks_of(raised)
     waiting = view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT)
@@ -197,6 +199,27 @@ def _oom_killed(view: LogView) -> Candidate | None:
         "(or load less at once: optimizer state, a dataset), then restart"
     )
     return _loss((), Confidence.MEDIUM, summary, 55, killed[:2], "log_oom_killed")
+
+
+_TORCH_OOM = re.compile(r"cuda\.OutOfMemoryError|CUDA out of memory|CUDA error: out of memory")
+"""torch's allocator out of GPU memory, which raises in the rank's own code (NCCL's own
+``Cuda failure 'out of memory'`` while it sets up is the set-up's)."""
+
+
+def _gpu_memory_ran_out(view: LogView) -> Candidate | None:
+    """A rank's CUDA allocation failed and nothing else is said: torch raised in that rank,
+    which ends it unless the script catches the error, and its peers wait for it."""
+    short = [e for e in view.of_kind(kinds.OOM) if _TORCH_OOM.search(e.text)]
+    if not short:
+        return None
+    ranks = ranks_of(short)
+    summary = (
+        f"{rank_prose(ranks, none='a rank')}{where(short)} ran out of GPU memory "
+        f"({quote(short[0], 100)}): torch raised in it, which ends the rank unless the "
+        "script catches it, and the others wait for it; free memory (smaller batch, "
+        "activation checkpointing, sharded optimizer state), then restart"
+    )
+    return _loss(ranks, Confidence.LOW, summary, 40, short[:2], "log_gpu_oom")
 
 
 def cancelled(view: LogView) -> list[Candidate]:

@@ -29,12 +29,14 @@ log_rank_loss           82/55/45  a rank's process died of its own cause (killed
                                   crash, its own exception; 82), RAS says a process is dead
                                   or unreachable (82/55), or a rank exited with no reason
                                   given (45)
-log_raised              62        a rank's own uncaught exception (or CUDA out of memory), or
-                                  the OOM killer killing a process, while ranks time out
-                                  waiting, no exit line needed
+log_raised              62        a rank's own uncaught exception (or CUDA out of memory, even
+                                  where no prefix names the rank), or the OOM killer killing
+                                  a process, while ranks time out waiting, no exit line needed
 log_oom_killed          55        the OOM killer (the kernel's, or a cgroup's as SLURM's step
                                   reports it) killed a process, and nothing above explains
                                   more: a rank is gone even where no rank timed out
+log_gpu_oom             40        torch's allocator ran out of GPU memory and nothing else is
+                                  said: the rank raised and ended (rank_loss, low)
 log_cancelled           40/10     the job was stopped from outside (SLURM's time limit,
                                   preemption, requeue; a signal to torchrun's agent):
                                   rank_loss, low, no culprit; 10 when a watchdog or store
@@ -49,12 +51,19 @@ log_bootstrap           76/50/40  communicator or store creation failed, or a se
                                   invalid usage or argument; 40 once a collective had run)
 log_iommu               72        the kernel's IOMMU refused a device's DMA (Intel's DMAR
                                   fault, AMD-Vi's IO_PAGE_FAULT): peer-to-peer writes blocked
-log_network             70/50/30  NCCL reports a transport error (70), or only connections
-                                  closed by a peer (50); 30 when a rank's death explains them
+log_network             70/50/30  NCCL reports a transport error (70), or connections a link
+                                  broke (timed out, no route, UCX's reset; 50); 30 when a
+                                  rank's death explains them
+log_peer_exited         50        only a peer's closes (end of file, reset, broken pipe, gRPC's
+                                  ``Socket closed``) and no transport error: the peer's
+                                  process most likely ended (rank_loss, low; the link, 30)
 log_cuda_error          60        a CUDA error stopped a rank's GPU work
 log_catalogue           35/20     a failure message NCCL or torchelastic prints that no rule
                                   above reads, known from their sources: the class of the
                                   place that raises it (20: set-up, once collectives ran)
+log_main_first          72/40     stacks in main_process_first()'s section (72), or the script
+                                  saying rank 0 does shared work alone (40, low): rank 0
+                                  busy while the others wait (cpu_stuck)
 log_compile             74        a collective timed out while a rank said it was compiling
                                   (torch.compile, a JIT kernel build)
 log_build               35        a JIT extension build (or its stale lock file) and nothing

@@ -472,8 +472,9 @@ def watchdog_stuck(view: LogView) -> list[Candidate]:
     ranks = ranks_of(stuck)
     who = rank_prose(ranks, none="a rank")
     seconds = max(e.code or 0 for e in stuck)
+    how_long = f"for {seconds} s" if seconds else "past the heartbeat timeout"
     blocked = (
-        f"{who}'s watchdog thread was itself blocked for {seconds} s in a CUDA or NCCL call "
+        f"{who}'s watchdog thread was itself blocked {how_long} in a CUDA or NCCL call "
         f"(PyTorch's heartbeat monitor: {quote(stuck[0], 80)})"
     )
     exiting = view.of_kind(kinds.EXITING)

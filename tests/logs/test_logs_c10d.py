@@ -132,8 +132,10 @@ def test_a_rank_waiting_for_a_unique_id_names_the_rank_that_never_came() -> None
         "setting up NCCL communicator and retrieving ncclUniqueId from [2] via c10d key-value "
         "store by key '1:0', but store->get('1:0') got error: wait timeout after 600000ms"
     )
+    # (and torch 1.x's, whose source spelled it "retreiving")
+    oldest = older.replace("retrieving", "retreiving")
     # THEN the rank it waited for is the one that never reached that collective
-    for line, absent, waited_out in ((older, 0, False), (newer, 2, True)):
+    for line, absent, waited_out in ((older, 0, False), (oldest, 0, False), (newer, 2, True)):
         events = [e for e in parse_lines([line]) if e.kind == kinds.DESYNC]
         assert [e.rank for e in events] == [absent]
         verdict = classify(Evidence("job", None, logs=tuple(parse_lines([line]))))
@@ -252,6 +254,16 @@ def test_a_stuck_watchdog_alone_says_what_blocked_and_asks_for_a_native_stack() 
     assert verdict.hang_class is not HangClass.COLLECTIVE_MISMATCH or "guess" in verdict.summary
     assert "watchdog thread was itself blocked for 480 s" in verdict.summary
     assert any("py-spy dump --native" in m for m in verdict.missing_evidence)
+    # AND the monitor's first line alone (a paste that stops before the exit message) is
+    # the same finding, without a duration
+    first = (
+        "[rank25]:[E ProcessGroupNCCL.cpp:1316] [PG 0 Rank 25] Heartbeat monitor timed out! "
+        "Process will be terminated after dumping debug info. workMetaList_.size()=2"
+    )
+    alone = _judged([first])
+    assert "rank 25's watchdog thread was itself blocked past the heartbeat timeout" in (
+        alone.summary
+    )
     # AND torch's exit warning alone, which every job that never destroys its group
     # prints on a clean exit, is no fault
     assert _judged([EXIT_WARNING, "step 100 | loss 2.7"]).hang_class is not (

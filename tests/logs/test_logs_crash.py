@@ -353,6 +353,8 @@ def test_a_verbs_call_that_fails_for_another_reason_is_still_the_network() -> No
             "opt-1_3b.0 [stderr] DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:1275, internal error, NCCL version 2.14.3",
             "opt-1_3b.0 [stderr] ncclInternalError: Internal check failed.",
         ],
+        # torch 1.0-1.1's own wording of an NCCL result, for the other classes too
+        ["RuntimeError: NCCL Error 3: internal error"],
     ],
 )
 def test_nccls_bare_system_error_is_a_set_up_failure(lines: list[str]) -> None:

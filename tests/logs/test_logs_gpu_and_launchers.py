@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from doctor.evidence import Evidence
 from doctor.logs import kinds, parse_lines, parse_text
 from doctor.model import HangClass
@@ -168,6 +170,11 @@ def test_launchers_say_which_task_died_and_how() -> None:
             "[ 99.1] Out of memory: Killed process 4321 (python) total-vm:1kB",
             # Kubernetes' reason for a container its cgroup's OOM killer ended
             "      Reason:       OOMKilled",
+            # Ray's memory monitor, which kills before the kernel's killer would
+            "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on "
+            "memory.",
+            # Open MPI's report of a rank that called MPI_Abort
+            "MPI_ABORT was invoked on rank 8 in communicator MPI_COMM_WORLD with errorcode 1.",
         ]
     )
     exits = [(e.rank, e.code, e.host) for e in events if e.kind == kinds.EXIT]
@@ -179,9 +186,28 @@ def test_launchers_say_which_task_died_and_how() -> None:
         (2, -11, ""),
         (6, -9, ""),
         (7, None, ""),
+        (8, None, ""),
     ]
     killed = [(e.pid, e.code) for e in events if e.kind == kinds.OOM]
-    assert killed == [(None, kinds.KILLED), (4321, kinds.KILLED), (None, kinds.KILLED)]
+    assert killed == [(None, kinds.KILLED), (4321, kinds.KILLED)] + [(None, kinds.KILLED)] * 2
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "ORTE has lost communication with a remote daemon.",
+        "An MPI communication peer process has unexpectedly disconnected.",
+        "Terminating process because the JAX distributed service detected fatal errors. This "
+        "most likely indicates that another task died; see the other task logs for more details.",
+        "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.",
+        "The actor died because its node has died. Node Id: 9f2d6c",
+    ],
+)
+def test_a_runtime_that_says_a_process_of_the_job_is_gone_is_a_lost_rank(line: str) -> None:
+    # GIVEN Open MPI's, JAX's or Ray's own word that a process (or its node) is gone
+    # WHEN judged alone THEN a rank was lost, though the line does not say which
+    verdict = classify(Evidence("job", None, logs=tuple(parse_lines([line]))))
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.RANK_LOSS, ())
 
 
 def test_traceback_gives_the_exception_and_where_it_was_raised() -> None:

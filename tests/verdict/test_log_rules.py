@@ -202,6 +202,16 @@ def test_a_rank_that_raised_while_the_others_time_out_is_lost() -> None:
         # THEN rank 0 is gone: not a rank that "logged nothing" and left the loop
         assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.RANK_LOSS, (0,))
         assert "logged nothing" not in verdict.summary
+    # AND CUDA running out of memory is one rank's end even where no prefix says whose
+    unnamed = judge([oom[0].removeprefix("[rank0]: ")] + waits)
+    assert unnamed.hang_class is HangClass.RANK_LOSS and "a process raised" in unnamed.summary
+    # AND CUDA out of memory alone is that rank's end, at low confidence; NCCL's own
+    # allocation failing while it sets up is not read so
+    alone = judge(oom)
+    assert (alone.hang_class, alone.confidence) == (HangClass.RANK_LOSS, Confidence.LOW)
+    assert "ran out of GPU memory" in alone.summary
+    nccl_oom = "node1:1:1 [0] NCCL WARN Cuda failure 'out of memory'"
+    assert "ran out of GPU memory" not in judge([nccl_oom]).summary
     # AND a process the kernel's OOM killer killed is lost too, whichever rank it was
     killed = judge(["Out of memory: Killed process 41234 (python) total-vm:1234kB"] + waits)
     assert killed.hang_class is HangClass.RANK_LOSS and "was killed" in killed.summary
