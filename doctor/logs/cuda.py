@@ -80,8 +80,15 @@ DRIVER_TOO_OLD = (
     r"NVIDIA driver on your system is too old"
 )
 """Error 35, and torch's own warning: a driver older than the runtime the build needs."""
+NO_DRIVER = (
+    r"Found no NVIDIA driver on your system|CUDA initialization: CUDA unknown error|"
+    r"Torch not compiled with CUDA enabled"
+)
+"""torch finding no usable driver (none installed, or none in the container), CUDA failing
+to start (``CUDA_VISIBLE_DEVICES`` changed after CUDA started, a driver left broken by an
+update), or a torch build without CUDA."""
 _NO_SUCH_DEVICE = re.compile(NO_SUCH_DEVICE)
-_NOT_READY = re.compile(FABRIC_NOT_READY + "|" + DRIVER_TOO_OLD)
+_NOT_READY = re.compile(FABRIC_NOT_READY + "|" + DRIVER_TOO_OLD + "|" + NO_DRIVER)
 _SETUP_CODES = frozenset(
     {1, 3, 34, 46, 98, 100, 200, 209, 217, 218, 221, 222, 400, 401, 500, 801, 803, 804}
 )
@@ -173,7 +180,10 @@ def events(line: Line) -> list[LogEvent]:
     text = line.text
     if ("fabricmanager" in text or "interface version" in text) and _FABRIC.search(text):
         return [line.event(kinds.BOOTSTRAP)]
-    if not any(word in text for word in ("CUDA", "Cuda", "cuda", "memory", "HIP", "hipError")):
+    if not any(
+        word in text
+        for word in ("CUDA", "Cuda", "cuda", "memory", "HIP", "hipError", "NVIDIA driver")
+    ):
         return _bare(line)
     if _OOM.search(text):
         return [line.event(kinds.OOM)]

@@ -179,6 +179,11 @@ _VERSIONS = re.compile(r"NCCL INFO NCCL version \d")
 """The banner line that states NCCL's version and its CUDA (kept as configuration)."""
 
 
+IOMMU_NOT_PT = re.compile(r"Missing \"iommu=pt\" from kernel command line")
+"""RCCL's warning that the host's IOMMU translates device DMA (ROCm's install FAQ: the cause
+of applications that hang at full GPU use); printed by runs that work too, so weak alone."""
+
+
 def events(line: Line) -> list[LogEvent]:
     """The events one NCCL line (or a line quoting an NCCL error) holds."""
     text = line.text
@@ -190,6 +195,8 @@ def events(line: Line) -> list[LogEvent]:
 
     if verbs.locked_memory(text):  # read by doctor.logs.verbs: the host's limit, not the link
         return []
+    if "iommu=pt" in text and IOMMU_NOT_PT.search(text):
+        return [event(kinds.IOMMU_FAULT)]
     if "ncclShmOpen" in text:  # a crash inside NCCL's /dev/shm segment: the segment is too small
         return [event(kinds.BOOTSTRAP)]
     if line.nccl == "DIAG":

@@ -122,6 +122,13 @@ _DEVICE_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "the driver is older than the CUDA runtime this build needs: update the driver, or "
         "install the build for this driver's CUDA (torch's +cuXXX wheels)",
     ),
+    (
+        "",
+        re.compile(cuda.NO_DRIVER),
+        "the process has no working CUDA: no driver in its container (run it with the NVIDIA "
+        "container runtime, --gpus), CUDA_VISIBLE_DEVICES changed after CUDA started, a driver "
+        "an update left half-loaded (reboot), or a torch built without CUDA",
+    ),
 )
 """CUDA's set-up errors (``doctor.logs.cuda`` reads them as set-up), what to do about each."""
 _NAMED_ELSEWHERE: tuple[tuple[str, re.Pattern[str], str], ...] = (

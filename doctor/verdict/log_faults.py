@@ -416,6 +416,10 @@ def iommu(view: LogView) -> list[Candidate]:
     """The IOMMU refused DMA: peer-to-peer writes between GPUs (or a NIC's RDMA) never land,
     the documented cause of NCCL hanging on hosts whose IOMMU or PCI ACS is on."""
     found = view.of_kind(kinds.IOMMU_FAULT)
+    refused = [e for e in found if not nccl.IOMMU_NOT_PT.search(e.text)]
+    if found and not refused:
+        return [_iommu_not_passthrough(found)]
+    found = refused
     if not found:
         return []
     ranks = ranks_of(found)
@@ -443,6 +447,27 @@ def iommu(view: LogView) -> list[Candidate]:
             rule="log_iommu",
         )
     ]
+
+
+def _iommu_not_passthrough(warned: Sequence[LogEvent]) -> Candidate:
+    """RCCL's warning alone: the IOMMU is on, which ROCm documents as the cause of hangs with
+    the GPUs busy; every run on such a host prints it, so it decides only where nothing else
+    in the logs does."""
+    summary = (
+        f"RCCL warned that the host's IOMMU is not in passthrough mode{where(warned)} "
+        f"({quote(warned[0])}): ROCm documents it as the cause of jobs that hang with the GPUs "
+        "busy; boot with iommu=pt, and read this only where nothing else in the logs explains "
+        "the hang (runs that work print it too)"
+    )
+    return Candidate(
+        HangClass.NETWORK,
+        ranks_of(warned),
+        Confidence.LOW,
+        summary,
+        25,
+        evidence=lines_of(warned[:1]),
+        rule="log_iommu",
+    )
 
 
 def network(view: LogView) -> list[Candidate]:

@@ -49,8 +49,9 @@ log_bootstrap           76/50/40  communicator or store creation failed, or a se
                                   that names its cause (50, low confidence, when only one of
                                   NCCL's bare error classes says so: system, CUDA, internal,
                                   invalid usage or argument; 40 once a collective had run)
-log_iommu               72        the kernel's IOMMU refused a device's DMA (Intel's DMAR
-                                  fault, AMD-Vi's IO_PAGE_FAULT): peer-to-peer writes blocked
+log_iommu               72/25     the kernel's IOMMU refused a device's DMA (Intel's DMAR
+                                  fault, AMD-Vi's IO_PAGE_FAULT): peer-to-peer writes blocked;
+                                  25, low: only RCCL's warning that iommu=pt is missing
 log_network             70/50/30  NCCL reports a transport error (70), or connections a link
                                   broke (timed out, no route, UCX's reset; 50); 30 when a
                                   rank's death explains them

@@ -564,6 +564,20 @@ def test_a_specific_nccl_warning_beside_the_system_error_still_names_the_cause()
             "hipErrorNoBinaryForGpu: Unable to find code object for all current devices!",
             HangClass.BOOTSTRAP,
         ),
+        # torch finding no driver, CUDA failing to start, a torch built without CUDA
+        (
+            "RuntimeError: Found no NVIDIA driver on your system. Please check that you have an NVIDIA GPU and installed a driver from http://www.nvidia.com/Download/index.aspx",
+            HangClass.BOOTSTRAP,
+        ),
+        (
+            "UserWarning: CUDA initialization: CUDA unknown error - this may be due to an incorrectly set up environment, e.g. changing env variable CUDA_VISIBLE_DEVICES after program start.",
+            HangClass.BOOTSTRAP,
+        ),
+        ("AssertionError: Torch not compiled with CUDA enabled", HangClass.BOOTSTRAP),
+        (
+            "RuntimeError: The NVIDIA driver on your system is too old (found version 10020).",
+            HangClass.BOOTSTRAP,
+        ),
         # TensorRT-LLM's docs: an Open MPI without SLURM's PMI, started by srun
         ("PMI2_Init failed to initialize.  Return code: 14", HangClass.BOOTSTRAP),
     ],

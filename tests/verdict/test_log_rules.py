@@ -186,6 +186,22 @@ def test_a_library_that_did_not_load_is_the_set_up() -> None:
     assert judge([info]).hang_class is not HangClass.BOOTSTRAP
 
 
+def test_rccls_iommu_warning_decides_only_where_nothing_else_does() -> None:
+    # GIVEN RCCL's warning that the IOMMU is not in passthrough mode (ROCm's install FAQ:
+    # jobs that hang with the GPUs busy), which runs that work print too
+    warned = (
+        'node:1:1 [0] /app/rccl/src/init.cc:213 NCCL WARN Missing "iommu=pt" from kernel '
+        "command line which can lead to system instablity or hang!"
+    )
+    alone = judge([warned])
+    # THEN alone it is the IOMMU, at low confidence, and says it is weak
+    assert (alone.hang_class, alone.confidence) == (HangClass.NETWORK, Confidence.LOW)
+    assert "iommu=pt" in alone.summary and "runs that work print it too" in alone.summary
+    # AND beside a rank that died of its own cause, the death decides
+    crash = "[node3:01615] Signal: Segmentation fault (11)"
+    assert judge([warned, crash]).hang_class is HangClass.RANK_LOSS
+
+
 def test_a_rank_that_raised_while_the_others_time_out_is_lost() -> None:
     # GIVEN rank 0's uncaught exception (or CUDA running out of memory) and no exit line,
     # while ranks 1 and 2 time out in a collective
