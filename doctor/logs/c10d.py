@@ -169,7 +169,12 @@ _COMPILING = re.compile(
 )
 _FR_MISSING = re.compile(r"missing ranks: \{([\d, ]+)\}")
 _FR_CULPRIT = re.compile(r"Culprit rank (\d{1,18}); Error type: (\w+)")
-_MONITORED = re.compile(r"Ranks? ([\d, ]+) failed to pass monitoredBarrier")
+_MONITORED = re.compile(
+    r"Ranks? ([\d, ]+) failed to pass monitoredBarrier|"
+    r"reached monitoredBarrier, but received errors while waiting for send/recv from rank (\d+)"
+)
+"""Gloo's monitored barrier naming the ranks that did not reach it (rank 0's report), or the
+rank whose answer failed (another rank's: ``Please check rank 0 logs for faulty rank``)."""
 _SHAPE = re.compile(r"TensorShape=\[([^\]]*)\]")
 _SEQ_FP = re.compile(r"SequenceNumber=(\d{1,18})")
 _UNSUPPORTED = re.compile(
@@ -379,8 +384,8 @@ class C10dParser:
             self._event(kinds.COMPILING)
         if m := _DDP_STATS.search(text):
             self._event(kinds.PROGRESS, rank=int(m.group(1)), nranks=int(m.group(2)))
-        if m := _MONITORED.search(text):
-            for rank in _ranks(m.group(1)):
+        if "monitoredBarrier" in text and (m := _MONITORED.search(text)):
+            for rank in _ranks(m.group(1) or m.group(2)):
                 self._event(kinds.DESYNC, rank=rank)
         if not mismatched and "support" in text and (m := _UNSUPPORTED.search(text)):
             # (not after a mismatch: DDP's reducer error lists unsupported cases as causes)

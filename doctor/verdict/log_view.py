@@ -81,7 +81,12 @@ def where(events: Sequence[LogEvent]) -> str:
 
 def quote(e: LogEvent, chars: int = 120) -> str:
     """The telling part of an event's line: without NCCL's or a logger's prefix, cut at a word."""
-    text = _NOISE.sub("", e.text, count=1).strip()
+    return quote_text(e.text, chars)
+
+
+def quote_text(text: str, chars: int = 120) -> str:
+    """``quote`` for a line's text."""
+    text = _NOISE.sub("", text, count=1).strip()
     if len(text) <= chars:
         return text
     return text[:chars].rsplit(" ", 1)[0].rstrip(",;:") + " ..."

@@ -33,7 +33,7 @@ from doctor.logs import c10d, kinds
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
-from doctor.verdict.log_view import SOURCE, LogView, lines_of, quote, ranks_of
+from doctor.verdict.log_view import SOURCE, LogView, lines_of, quote, quote_text, ranks_of
 
 STACKS_HINT = (
     "stacks of the lagging ranks (py-spy dump, or a Flight Recorder dump): in their own code "
@@ -112,7 +112,7 @@ def laggards(view: LogView) -> list[Candidate]:
         return []
     ranks = tuple(sorted(named))
     why = f"{rank_prose(ranks)} never reached the collective the others wait in "
-    why += f"({next(iter(named.values()))[:140]})"
+    why += f"({quote_text(next(iter(named.values())), 140)})"
     lines = tuple(EvidenceLine(SOURCE, r, text) for r, text in sorted(named.items())[:8])
     working = [e for e in working if e.rank is None or e.rank in ranks]
     if working:

@@ -80,6 +80,15 @@ def test_fr_trace_output_and_monitored_barrier_name_missing_ranks() -> None:
     assert [e.rank for e in of(kinds.DESYNC, parse_lines(text.splitlines()))] == [1]
     barrier = parse_lines(["RuntimeError: Ranks 1, 3 failed to pass monitoredBarrier in 2000 ms"])
     assert [e.rank for e in of(kinds.DESYNC, barrier)] == [1, 3]
+    # (and another rank's report, which names the rank whose answer failed)
+    faulty = parse_lines(
+        [
+            "[E ProcessGroupGloo.cpp:138] Rank 1 successfully reached monitoredBarrier, but "
+            "received errors while waiting for send/recv from rank 0. Please check rank 0 logs "
+            "for faulty rank."
+        ]
+    )
+    assert [e.rank for e in of(kinds.DESYNC, faulty)] == [0]
     culprit = parse_lines(["error msg: Culprit rank 2; Error type: COLLECTIVE_TYPE_MISMATCH, x"])
     assert [e.rank for e in of(kinds.MISMATCH_DETECTED, culprit)] == [2]
 
