@@ -36,9 +36,35 @@ _MARKUP = re.compile(
 One ``#`` is no heading here: nccl-tests prints its header that way."""
 
 
+_ENVIRONMENT = re.compile(
+    r"^\s*(?:[-*]\s+)?(?:Collecting environment information|PyTorch version|Is debug build|"
+    r"(?:CUDA|ROCM) used to build PyTorch|OS(?=:)|GCC version|Clang version|CMake version|"
+    r"Libc version|Python version|Python platform|Is CUDA available|CUDA runtime version|"
+    r"CUDA_MODULE_LOADING set to|GPU models and configuration|Nvidia driver version|"
+    r"cuDNN version|HIP runtime version|MIOpen runtime version|Is XNNPACK available|"
+    r"Versions of relevant libraries)\b[^:\n]{0,20}:|"
+    r"^\s*\[(?:pip3?|conda)\] |^\s*GPU \d{1,3}: (?:NVIDIA|Tesla|Quadro|AMD|Radeon)\b|"
+    r"^\s*[-*]\s+(?:PyTorch|[Tt]orch|CUDA|NCCL|Python|cuDNN|[Dd]river|GPUs?|OS|transformers|"
+    r"[Dd]eep[Ss]peed|vLLM|SGLang)\b[^\[\]=<>{}|]{0,120}\d"
+)
+"""A line of an environment report a user pastes beside the log (torch's ``collect_env``,
+``pip list``, ``nvidia-smi -L``, an issue template's bullets: ``- PyTorch 2.4, CUDA 12.4``):
+versions and device names, the same whatever failed."""
+
+
+_PROSE = re.compile(
+    r"^\s*(?:I|I'm|I've|I'd|My|We|We're|We've|Our|Hi|Hello|Thanks|Thank you|Here is|"
+    r"Here are|Here's|Below is|Any idea|Has anyone|Does anyone|Can anyone|Could anyone|"
+    r"How can|How do|Is there)\b[^\[\]=<>{}|]{0,300}$"
+)
+"""A user's own sentence around a pasted log (``My job hangs after a few steps, see the log
+below.``): first person, a greeting or a question, none of a log's brackets or fields."""
+
+
 def markup(line: str) -> bool:
-    """Whether a line is a page's structure, not a log's (its words are kept out)."""
-    return _MARKUP.search(line) is not None
+    """Whether a line is a page's structure, an environment report or the user's own prose,
+    not a log's (its words are kept out)."""
+    return any(p.search(line) is not None for p in (_MARKUP, _ENVIRONMENT, _PROSE))
 
 
 def telling(line: str) -> bool:

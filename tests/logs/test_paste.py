@@ -242,7 +242,23 @@ def test_taking_a_run_together_line_apart_keeps_every_character(parts: list[str]
     assert all(len(row) <= len(line) + 4 for row in out)
 
 
+ISSUE_AROUND = (
+    "### Describe the bug\nHi, my job hangs after a few steps, see the log below.\n\n"
+    "<details><summary>log</summary>\n\n```shell\n{log}\n```\n</details>\n\n"
+    "### Environment\n- PyTorch 2.4, CUDA 12.4, 8x H100\n\n"
+    "Collecting environment information...\nPyTorch version: 2.1.0+cu121\n"
+    "Is debug build: False\nCUDA used to build PyTorch: 12.1\nOS: Ubuntu 22.04.3 LTS (x86_64)\n"
+    "Python version: 3.10.12 (main, Nov 20 2023, 15:14:05) [GCC 11.4.0] (64-bit runtime)\n"
+    "Is CUDA available: True\nCUDA runtime version: 12.1.105\nGPU models and configuration:\n"
+    "GPU 0: NVIDIA A100-SXM4-80GB\nNvidia driver version: 535.104.05\n"
+    "Versions of relevant libraries:\n[pip3] numpy==1.24.4\n[pip3] torch==2.1.0\n"
+    "Any idea what is wrong? Thanks\n"
+)
+"""A log as an issue holds it: the reporter's words, the template, torch's collect_env."""
 PASTES: dict[str, Callable[[str], str]] = {
+    "an issue: the reporter's words, the template, torch's collect_env": lambda text: (
+        ISSUE_AROUND.format(log=text)
+    ),
     "terminal 90 columns wide": lambda text: _cut(text, 90),
     "a paragraph of a page that lost the line breaks": _run_together,
     "kubectl --prefix, quoted in a reply, indented": lambda text: _prefixed("    > ")(
@@ -265,7 +281,8 @@ the dev and in-sample cases (docs/logs.md): at b6f927d, before pastes were undon
 verdicts changed (no-break spaces alone 41, a kubectl prefix 20); 13 of 312 at the end of
 stop 37, 11 of 352 at stop 38's and 7 of 386 at stop 40's. Run together into one paragraph,
 20 of 364 changed at stop 39's end, 4 of 386 at stop 40's, the records taken apart again
-(``paste._apart``)."""
+(``paste._apart``). Inside an issue (the reporter's words, the template, collect_env), 42 of
+408 changed at stop 41 before those lines gave the word model no words, 0 after."""
 
 
 @pytest.fixture(scope="module")

@@ -169,3 +169,36 @@ def test_an_issue_template_s_structure_gives_no_words(tmp_path: Path) -> None:
     assert not {"describe", "details", "summary", "shell", "environment"} & set(
         read_logs([page]).words
     )
+
+
+def test_an_environment_report_and_the_user_s_own_sentences_give_no_words(
+    tmp_path: Path,
+) -> None:
+    # GIVEN a log pasted with torch's collect_env report, a template's version bullets and
+    # the user's own sentences around it (42 of 408 right dev verdicts changed when a
+    # collect_env report was appended to each case before these lines gave no words)
+    log = "[rank1]: torch.distributed.DistBackendError: NCCL error: unhandled system error"
+    page = tmp_path / "issue.md"
+    page.write_text(
+        "Hi, my job hangs after a few steps, see the log below.\n"
+        f"{log}\n"
+        "Any idea what is wrong? Thanks\n"
+        "- PyTorch 2.4, CUDA 12.4, 8x H100\n"
+        "Collecting environment information...\n"
+        "PyTorch version: 2.1.0+cu121\n"
+        "CUDA used to build PyTorch: 12.1\n"
+        "OS: Ubuntu 22.04.3 LTS (x86_64)\n"
+        "Is CUDA available: True\n"
+        "GPU models and configuration:\n"
+        "GPU 0: NVIDIA A100-SXM4-80GB\n"
+        "Nvidia driver version: 535.104.05\n"
+        "[pip3] torch==2.1.0\n"
+    )
+    alone = tmp_path / "log.txt"
+    alone.write_text(log + "\n")
+    # WHEN read THEN its words are the log's alone
+    assert read_logs([page]).words == read_logs([alone]).words
+    # AND a log's own lines that start alike still give theirs
+    kept = tmp_path / "kept.log"
+    kept.write_text("OSError: [Errno 28] No space left on device\nGPU 0: fell off the bus\n")
+    assert {"oserror", "space", "fell", "bus"} <= set(read_logs([kept]).words)
