@@ -108,10 +108,12 @@ _SETUP = re.compile(
     r"COMPAT_NOT_SUPPORTED_ON_DEVICE|UNSUPPORTED_PTX_VERSION|INVALID_PTX|INVALID_IMAGE|"
     r"STUB_LIBRARY|SYSTEM_DRIVER_MISMATCH|ILLEGAL_STATE)\b"
 )
-_FABRIC = re.compile(
-    r"nv-fabricmanager\b.*?status=\d+/FAILURE|"
-    r"driver interface version \S+ (?:don'?t|does not) match with driver version"
+FABRIC_FAILED = (
+    r"nv-fabricmanager\b.{0,300}?status=\d{1,4}/FAILURE|"
+    r"driver interface version \S{1,40} (?:don'?t|does not) match with driver version"
 )
+"""The fabric manager that did not start (systemd's status line, its own version check)."""
+_FABRIC = re.compile(FABRIC_FAILED)
 _OOM = re.compile(
     r"CUDA out of memory|(?:cuda|torch)\.OutOfMemoryError|out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
     r"cudaErrorMemoryAllocation|Cuda failure 2\b"

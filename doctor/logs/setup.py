@@ -109,10 +109,7 @@ _DEVICE_CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     (
         "",
-        re.compile(
-            r"nv-fabricmanager\b.{0,300}?status=\d{1,4}/FAILURE|"
-            r"driver interface version \S{1,40} (?:don'?t|does not) match with driver version"
-        ),
+        re.compile(cuda.FABRIC_FAILED),
         "the fabric manager did not start: its version must match the driver's exactly; "
         "install the nvidia-fabricmanager package of the driver's version and restart it",
     ),

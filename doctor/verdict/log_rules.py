@@ -305,7 +305,7 @@ def _waits_apart(waits: dict[int, LogEvent], ref: CollectiveRef) -> str:
         parties.setdefault(_watchdog_fingerprint(e), []).append(rank)
     told = [
         f"{rank_prose(tuple(ranks))} in {op}"
-        + (f" of {numel} elements" if numel is not None else "")
+        + (f" of {numel} element{'' if numel == 1 else 's'}" if numel is not None else "")
         for (op, numel), ranks in sorted(parties.items(), key=lambda kv: -len(kv[1]))
     ]
     return (
