@@ -93,9 +93,13 @@ _FINGERPRINT = re.compile(
     r"Rank (\d{1,18})\]? (?:is running (?:inconsistent )?collective|Running collective): "
     r"CollectiveFingerPrint\(([^)]*)\)"
 )
-SHAPES_ACROSS = r"Cannot apply desired operation due to shape mismatches"
+SHAPES_ACROSS = (
+    r"Cannot apply desired operation due to shape mismatches|"
+    r"Shape mismatch in the collective instance \d"
+)
 """Accelerate's debug mode (``ACCELERATE_DEBUG_MODE``): it compares the processes' shapes
-before each of its collectives."""
+before each of its collectives; TensorFlow's collective executor, whose group members gave
+one collective instance different shapes."""
 RING_ABORT = r"Aborting Ring\w{1,30} with Out of range"
 """TensorFlow's ring collective aborted when a worker's input ran out (``End of sequence``)."""
 GROUP_SIZE = r"is joining a group with size \d{1,9}, but that group has size \d{1,9}"
@@ -107,11 +111,15 @@ Message truncated``, Open MPI's ``MPI_ERR_TRUNCATE: message truncated``)."""
 REDUCER = (
     r"Expected to have finished reduction in the prior iteration|"
     r"parameters that were not used in producing (?:the )?loss|"
-    r"Expected to mark a variable ready only once"
+    r"Expected to mark a variable ready only once|"
+    r"Your training graph has changed in this iteration|"
+    r"Parameter indices which did not receive grad for rank \d"
 )
 """DDP's reducer, on a parameter that got no gradient in an iteration (find_unused_parameters
 off: its bucket never reduced, so the next iteration's reductions are not the ones the ranks
-expect), or got two (reentrant checkpointing, a parameter used outside ``forward``)."""
+expect; the list of such parameters it prints with ``TORCH_DISTRIBUTED_DEBUG``), got two
+(reentrant checkpointing, a parameter used outside ``forward``), or whose use changed under
+``static_graph=True``."""
 _MISMATCH = re.compile(
     r"Detected mismatch between collectives|Error when verifying shape tensors for collective "
     r"(\w+)|input shapes into the collective are mismatched|Mismatch between collective|"

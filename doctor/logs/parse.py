@@ -149,7 +149,7 @@ _LOWER = (
     "fabricmanager|pair closure|was encountered|PTX|assert triggered|misaligned address|baton|"
     "_jit_compile|enough slots|spank|pyxis|ORTE was unable|worker_count|during runtime|"
     "to compile|on rank 0|main process|received by PID|actor died|low on memory|"
-    "lost communication|unexpectedly disconnected"
+    "lost communication|unexpectedly disconnected|op.preamble|Shape mismatch"
 ).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
 _WORTH_A_LOOK_TOO = re.compile("|".join(map(re.escape, _LOWER)))
 """One search for them all: cheaper than a substring test each on a line that holds none

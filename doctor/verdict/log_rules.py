@@ -267,9 +267,10 @@ def _check_said(detected: list[LogEvent]) -> str:
                 "find_unused_parameters=True, or make every parameter take part once"
             )
         if m := _SHAPES_ACROSS.search(e.text):
+            checker = "Accelerate's debug mode" if "desired" in m.group(0) else "TensorFlow"
             return (
-                f"Accelerate's debug mode found the processes' tensor shapes differ "
-                f"({m.group(0)}): every process must give the collective the same shape"
+                f"{checker} found the processes' tensor shapes differ ({m.group(0)}): every "
+                "process must give the collective the same shape"
             )
         if m := _MPI_TRUNCATED.search(e.text):
             return (

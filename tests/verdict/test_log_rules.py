@@ -712,6 +712,27 @@ def test_other_frameworks_checks_of_the_workers_collectives_are_mismatches() -> 
     )
     assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
     assert "Accelerate's debug mode" in verdict.summary
+    # AND so is TensorFlow's collective executor's, whose members gave one instance two shapes
+    verdict = judge(
+        [
+            "Shape mismatch in the collective instance 100. Op at device "
+            "/job:worker/replica:0/task:1/device:GPU:0 expected shape [10] but another member "
+            "in the group expected shape [20]."
+        ]
+    )
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert verdict.summary.startswith("TensorFlow found the processes' tensor shapes differ")
+    # AND DDP's reducer under static_graph, and the parameters it lists, are its finding
+    for line in (
+        "RuntimeError: Your training graph has changed in this iteration, e.g., one parameter "
+        "is used in first iteration, but then got unused in the second iteration.",
+        "Parameter indices which did not receive grad for rank 1: 12 13",
+    ):
+        assert judge([line]).summary.startswith("DDP's reducer found a parameter"), line
+    # AND gloo's size check read without its source file's prefix
+    assert judge(["Gloo op.preamble.length <= op.nbytes. 8 vs 4"]).hang_class is (
+        HangClass.COLLECTIVE_MISMATCH
+    )
     # AND MPI's own size check, as MPICH (LBANN/lbann#182) and Open MPI print it
     for line in (
         "Fatal error in PMPI_Reduce_scatter_block: Message truncated, error stack:",
