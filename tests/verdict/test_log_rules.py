@@ -134,6 +134,13 @@ def test_a_peer_that_only_closed_its_sockets_most_likely_exited() -> None:
     assert verdict.hang_class is HangClass.RANK_LOSS
     assert verdict.confidence is Confidence.LOW
     # AND so does a reset or a broken pipe: the kernel's answer for a process that ended
+    # (and torch's store reading an end of file: pytorch/pytorch#153586, dev)
+    store = (
+        "[W514 18:33:36.536327028 TCPStore.cpp:138] [c10d] recvValueWithTimeout failed on "
+        "SocketImpl(fd=3, addr=[localhost]:34658, remote=[localhost]:1234): Failed to recv, got "
+        "0 bytes. Connection was likely closed. Did the remote server shutdown or crash?"
+    )
+    assert judge([store]).hang_class is HangClass.RANK_LOSS
     for ended in ("Connection reset by peer", "Broken pipe"):
         reset = judge(closed + [f"Call to recv from node-7<40112> failed : {ended}"])
         assert reset.hang_class is HangClass.RANK_LOSS, ended
