@@ -42,8 +42,13 @@ earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66, 
 115/164, 120/174, 121/174 (a failed full-suite run's number) and 122/174. No rule and no word
 of the model came from a test case. The issue's target is 85 %, missed; this floor is the
 measured value, not the target."""
-HELDOUT_DEV_FLOOR = 346 / 411
-"""Measured on the dev split: 346 of 411, in sample for the rules and the word model. Stop 40's
+HELDOUT_DEV_FLOOR = 387 / 456
+"""Measured on the dev split: 387 of 456, in sample for the rules and the word model. Stop 41's
+45 new dev cases, each judged on arrival by the code before any change it could inform: 18
+on the stop's second commit (dbb3dfc), rules alone 7, with the model 9; 7 on it with the
+ColossalAI build reading written from the first 18 (in 0a16d2d), 1 and 4; 2 on 0a16d2d's
+readings, 0 and 1; 5 on c27952a, 1 and 3; 12 on a4d2cdb, 4 and 7; 1 on a4d2cdb, 0 and 0
+(together 24 of 45, 53 %; rules alone 13). Stop 40's 346 of 411; its
 29 new dev cases, each judged on arrival by the code before any change it could inform: 14
 on the stop's first code (7792d00), rules alone 2, with the model 6 (the last 4 of them
 judged alike by the code of their arrival); 10 on 8c86f52, rules alone 7, with the model 8;
@@ -65,7 +70,7 @@ def test_every_heldout_case_sits_in_the_split_its_repository_gives() -> None:
     # GIVEN the held-out cases WHEN each one's split is recomputed from its repository alone
     found = cases(HELDOUT)
     # THEN it is the split its case.toml records: no case was moved by hand
-    assert len(found) >= 585
+    assert len(found) >= 630
     assert {c.name: c.split for c in found} == {c.name: split_of(c.repository) for c in found}
     for case in found:
         assert case.files and all(f.is_file() for f in case.files), case.name
