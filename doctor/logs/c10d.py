@@ -192,6 +192,10 @@ _UNSUPPORTED = re.compile(
 _REJECTED = re.compile(
     r"Tensors must be (?P<check>CUDA and dense|contiguous)|"
     r"(?P<dtype>Unsupported data type for NCCL process group)|"
+    r"data type is not supported for NCCL process group: (?P<nccldtype>\w{1,32})|"
+    r"(?:Could not run|The operator) 'c10d::(?P<c10dop>\w{1,40}?)_?' (?:with arguments from the "
+    r"'(?P<c10dbackend>\w{1,40})' backend|is not currently implemented for the "
+    r"(?P<c10ddevice>\w{1,20}) device)|"
     r"Unsupported dtype: torch\.(?P<torchdtype>\w{1,32})|"
     r"No backend type associated with device type (?P<device>\w{1,32})|"
     r"(?P<mpi>CUDA tensor detected and the MPI used doesn't have CUDA-aware MPI support)|"
@@ -201,7 +205,8 @@ _REJECTED = re.compile(
     r"(?P<anyop>Invalid reduce op)|(?P<scalar>Invalid scalar type)|"
     r"(?P<fp8>FP8 reduction support begins with sm90)|"
     r"No OpKernel was registered to support Op '(?P<kernel>\w{1,64})'|"
-    r"(?P<devices>is joining a group with incompatible device type)"
+    r"(?P<devices>is joining a group with incompatible device type|"
+    r"with type \w{1,8} and group_key \d{1,9} but that group has type)"
 )
 """torch's own refusals of a collective's tensor: ProcessGroupNCCL's tensor checks (old
 releases: ``Only CUDA dense tensor``) and its data-type table, a process group with no backend
@@ -213,7 +218,9 @@ gloo's data-type table (``Invalid scalar type``: bfloat16 on old releases), and 
 the NCCL wrapper vLLM and SGLang call (``pynccl``: ``Unsupported dtype: torch.float8_e4m3fn``);
 TensorFlow built
 without a collective's kernel (``No OpKernel ... 'NcclAllReduce'``: Windows, ROCm builds), and
-its NCCL group given CPU and GPU devices."""
+its NCCL group given CPU and GPU devices. A c10d op with no kernel for the tensors' device
+or dispatch key (``Could not run 'c10d::barrier' with arguments from the 'X' backend``, and
+MPS's ``is not currently implemented for the MPS device``)."""
 _BACKWARD = re.compile(r"(\w{1,40}) backward only supports '\w{1,16}' reduction, got '(\w{1,16})'")
 """A functional collective's backward given a reduction it has no gradient for
 (``all_reduce backward only supports 'sum' reduction, got 'avg'``)."""
@@ -242,8 +249,11 @@ def _refused(m: re.Match[str]) -> str:
         return f"{m['kernel']} (this build has no kernel for it)"
     if m["devices"]:
         return "a group of CPU and GPU devices"
-    if m["torchdtype"]:
-        return f"the tensor's data type ({m['torchdtype']})"
+    if m["torchdtype"] or m["nccldtype"]:
+        return f"the tensor's data type ({m['torchdtype'] or m['nccldtype']})"
+    if m["c10dop"]:
+        on = f"{m['c10dbackend']} backend's" if m["c10dbackend"] else f"{m['c10ddevice']} device's"
+        return f"c10d's {m['c10dop']} on the {on} tensors (no implementation for them)"
     return "the tensor's data type"
 
 
@@ -395,11 +405,11 @@ class C10dParser:
         if "monitoredBarrier" in text and (m := _MONITORED.search(text)):
             for rank in _ranks(m.group(1) or m.group(2)):
                 self._event(kinds.DESYNC, rank=rank)
-        if not mismatched and "support" in text and (m := _UNSUPPORTED.search(text)):
-            # (not after a mismatch: DDP's reducer error lists unsupported cases as causes)
-            self._event(kinds.UNSUPPORTED_OP, op=m.group(1) or m.group(2) or m.group(3))
         if m := _REJECTED.search(text):
             self._event(kinds.UNSUPPORTED_OP, op=_refused(m))
+        elif not mismatched and "support" in text and (m := _UNSUPPORTED.search(text)):
+            # (not after a mismatch: DDP's reducer error lists unsupported cases as causes)
+            self._event(kinds.UNSUPPORTED_OP, op=m.group(1) or m.group(2) or m.group(3))
         if "backward only" in text and (m := _BACKWARD.search(text)):
             self._event(
                 kinds.UNSUPPORTED_OP, op=f"the backward of {m[1]} with ReduceOp.{m[2].upper()}"

@@ -601,6 +601,17 @@ def test_a_script_that_says_rank_0_works_alone_is_rank_0_busy_while_the_others_w
         ("RuntimeError: Tensors must be CUDA and dense", "a CPU or sparse tensor"),
         ("RuntimeError: No backend type associated with device type cpu", "a cpu tensor"),
         ("RuntimeError: Unsupported data type for NCCL process group", "the tensor's data type"),
+        # torch 2.x's wording of the NCCL group's table, and a c10d op with no kernel
+        (
+            "TypeError: Input tensor data type is not supported for NCCL process group: "
+            "ComplexFloat",
+            "the tensor's data type (ComplexFloat)",
+        ),
+        (
+            "NotImplementedError: The operator 'c10d::allgather_' is not currently implemented "
+            "for the MPS device.",
+            "c10d's allgather on the MPS device's tensors (no implementation for them)",
+        ),
         # sgl-project/sglang#29039 (dev): the pynccl wrapper's table (vLLM's too)
         (
             "ValueError: Unsupported dtype: torch.float8_e4m3fn",
@@ -645,6 +656,14 @@ def test_a_script_that_says_rank_0_works_alone_is_rank_0_busy_while_the_others_w
             "E base_collective_executor.cc:249] BaseCollectiveExecutor::StartAbort INTERNAL: "
             "Device /job:worker/replica:0/task:1/device:GPU:0 is joining a group with "
             "incompatible device typeCPU (group_key=3)",
+            "a group of CPU and GPU devices",
+        ),
+        # tensorflow/tensorflow#37690 (dev): the same check, in its other wording
+        (
+            "tensorflow.python.framework.errors_impl.InternalError: Collective Op "
+            "CollectiveBcastSend: Broadcast(1) is assigned to device "
+            "/job:worker/replica:0/task:0/device:GPU:0 with type GPU and group_key 1 but that "
+            "group has type CPU [Op:CollectiveBcastSend]",
             "a group of CPU and GPU devices",
         ),
         # pytorch/pytorch#190224: a functional collective's backward and its reduction
