@@ -49,7 +49,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections import Counter
+from collections import Counter, defaultdict
 from typing import Any
 
 from doctor.evidence import LogEvent
@@ -192,11 +192,6 @@ _UNSUPPORTED = re.compile(
 _REJECTED = re.compile(
     r"Tensors must be (?P<check>CUDA and dense|contiguous)|"
     r"(?P<dtype>Unsupported data type for NCCL process group)|"
-    r"data type is not supported for NCCL process group: (?P<nccldtype>\w{1,32})|"
-    r"(?:Could not run|The operator) 'c10d::(?P<c10dop>\w{1,40}?)_?' (?:with arguments from the "
-    r"'(?P<c10dbackend>\w{1,40})' backend|is not currently implemented for the "
-    r"(?P<c10ddevice>\w{1,20}) device)|"
-    r"Unsupported dtype: torch\.(?P<torchdtype>\w{1,32})|"
     r"No backend type associated with device type (?P<device>\w{1,32})|"
     r"(?P<mpi>CUDA tensor detected and the MPI used doesn't have CUDA-aware MPI support)|"
     r"module 'torch\.distributed' has no attribute '(?P<missing>\w{1,64})'|"
@@ -205,8 +200,7 @@ _REJECTED = re.compile(
     r"(?P<anyop>Invalid reduce op)|(?P<scalar>Invalid scalar type)|"
     r"(?P<fp8>FP8 reduction support begins with sm90)|"
     r"No OpKernel was registered to support Op '(?P<kernel>\w{1,64})'|"
-    r"(?P<devices>is joining a group with incompatible device type|"
-    r"with type \w{1,8} and group_key \d{1,9} but that group has type)"
+    r"(?P<devices>is joining a group with incompatible device type)"
 )
 """torch's own refusals of a collective's tensor: ProcessGroupNCCL's tensor checks (old
 releases: ``Only CUDA dense tensor``) and its data-type table, a process group with no backend
@@ -218,17 +212,28 @@ gloo's data-type table (``Invalid scalar type``: bfloat16 on old releases), and 
 the NCCL wrapper vLLM and SGLang call (``pynccl``: ``Unsupported dtype: torch.float8_e4m3fn``);
 TensorFlow built
 without a collective's kernel (``No OpKernel ... 'NcclAllReduce'``: Windows, ROCm builds), and
-its NCCL group given CPU and GPU devices. A c10d op with no kernel for the tensors' device
-or dispatch key (``Could not run 'c10d::barrier' with arguments from the 'X' backend``, and
-MPS's ``is not currently implemented for the MPS device``)."""
+its NCCL group given CPU and GPU devices."""
+_REJECTED_TOO = re.compile(
+    r"Unsupported dtype: torch\.(?P<torchdtype>\w{1,32})|"
+    r"data type is not supported for NCCL process group: (?P<nccldtype>\w{1,32})|"
+    r"(?:Could not run|The operator) 'c10d::(?P<c10dop>\w{1,40}?)_?' (?:with arguments from the "
+    r"'(?P<c10dbackend>\w{1,40})' backend|is not currently implemented for the "
+    r"(?P<c10ddevice>\w{1,20}) device)|"
+    r"(?P<devices>with type \w{1,8} and group_key \d{1,9} but that group has type)"
+)
+"""More of them, tried only on a line that holds one of their words (``c10d::``, ``dtype``,
+``process group:``, ``group_key``; most lines hold none): the pynccl wrapper's table, torch
+2.x's wording of its own, a c10d op with no kernel for its tensors, TensorFlow's group given
+a device of another type."""
 _BACKWARD = re.compile(r"(\w{1,40}) backward only supports '\w{1,16}' reduction, got '(\w{1,16})'")
 """A functional collective's backward given a reduction it has no gradient for
 (``all_reduce backward only supports 'sum' reduction, got 'avg'``)."""
 _REFUSED = {"CUDA and dense": "a CPU or sparse tensor", "contiguous": "a non-contiguous tensor"}
 
 
-def _refused(m: re.Match[str]) -> str:
-    """What a refusal of ``_REJECTED`` says was refused."""
+def _refused(found: re.Match[str]) -> str:
+    """What a refusal of ``_REJECTED`` or ``_REJECTED_TOO`` says was refused."""
+    m: dict[str, str | None] = defaultdict(lambda: None, found.groupdict())
     if m["check"]:
         return _REFUSED[m["check"]]
     if m["device"]:
@@ -363,7 +368,7 @@ class C10dParser:
             self._event(kinds.WATCHDOG_TIMEOUT, process_group=pg)
         elif _ABORTING.search(text):
             self._event(kinds.NCCL_ABORT, process_group=pg)
-        elif m := _STUCK.search(text):
+        elif ("stuck" in text or "Heartbeat" in text) and (m := _STUCK.search(text)):
             seconds = int(m.group(1)) if m.group(1) else None
             self._event(kinds.WATCHDOG_STUCK, code=seconds, process_group=pg)
         elif _EXITING.search(text):
@@ -405,7 +410,8 @@ class C10dParser:
         if "monitoredBarrier" in text and (m := _MONITORED.search(text)):
             for rank in _ranks(m.group(1) or m.group(2)):
                 self._event(kinds.DESYNC, rank=rank)
-        if m := _REJECTED.search(text):
+        too = "c10d::" in text or "dtype" in text or "process group:" in text or "group_key" in text
+        if m := _REJECTED.search(text) or (_REJECTED_TOO.search(text) if too else None):
             self._event(kinds.UNSUPPORTED_OP, op=_refused(m))
         elif not mismatched and "support" in text and (m := _UNSUPPORTED.search(text)):
             # (not after a mismatch: DDP's reducer error lists unsupported cases as causes)

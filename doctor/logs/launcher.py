@@ -181,12 +181,14 @@ def events(line: Line) -> list[LogEvent]:
                 f"outside (SIGTERM, then SIGKILL): {_AFTER_CANCEL[why]}",
             )
         ]
-    if m := _MPI_ABORT.search(text):
+    if "MPI_ABORT" in text and (m := _MPI_ABORT.search(text)):
         said = f"{OWN_ABORT}: {text.strip()[:300]}"
         return [line.event(kinds.EXIT, rank=int(m.group(1)), code=None, text=said)]
-    if _RUNTIME_LOST.search(text):
+    if ("ORTE" in text or "MPI" in text or "JAX" in text or "actor" in text) and (
+        _RUNTIME_LOST.search(text)
+    ):
         return [line.event(kinds.EXIT, rank=None, code=None)]
-    if ("oom" in text or "OOM" in text or "memory" in text) and _STEP_OOM.search(text):
+    if ("oom" in text or "OOM" in text or "low on memory" in text) and _STEP_OOM.search(text):
         return [line.event(kinds.OOM, code=kinds.KILLED)]
     if (
         "pyxis" in text or "spank" in text or "slots" in text or "unable" in text or "PMI" in text

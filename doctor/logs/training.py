@@ -48,7 +48,9 @@ MAX_STRAGGLERS = 256
 def events(line: Line) -> list[LogEvent]:
     """A straggler detector's conclusion, or rank 0 at shared work alone."""
     text = line.text
-    if " on " in text and RANK0_WORK.search(text):
+    if (" on rank 0" in text or "ster process" in text or "ain process" in text) and (
+        RANK0_WORK.search(text)
+    ):
         return [line.event(kinds.WAITS_FOR_MAIN, rank=0)]
     if _NO_STRAGGLERS.search(text):
         return [line.event(kinds.PROGRESS, rank=None)]

@@ -61,10 +61,14 @@ _PROSE = re.compile(
 below.``): first person, a greeting or a question, none of a log's brackets or fields."""
 
 
+_NOT_LOG = re.compile("|".join(p.pattern for p in (_MARKUP, _ENVIRONMENT, _PROSE)))
+"""The three in one search: this runs for every line a reading keeps words of."""
+
+
 def markup(line: str) -> bool:
     """Whether a line is a page's structure, an environment report or the user's own prose,
     not a log's (its words are kept out)."""
-    return any(p.search(line) is not None for p in (_MARKUP, _ENVIRONMENT, _PROSE))
+    return _NOT_LOG.search(line) is not None
 
 
 def telling(line: str) -> bool:
