@@ -134,7 +134,8 @@ _CAPITALISED = (
     "Root Cause|Process |Thread |Job summary|Communicators|Group |Errors|Warnings|"
     "DEAD|INCOMPLETE|MISMATCH|Mismatched|NVIDIA-SMI|GPU|BAD TERMINATION|CANCELLED AT|DMAR|"
     "IO_PAGE_FAULT|Missing ranks|No backend type|Parameter indices|Aborting Ring|"
-    "joining a group|shape mismatches|GLIBC|NVML|Default process|Invalid scalar type|MPI_ERR|#|{"
+    "joining a group|shape mismatches|GLIBC|NVML|Default process|Invalid scalar type|MPI_ERR|#|{|"
+    "No pre-built|Time t|ORTE |An MPI|The actor died|Task was killed|Shape mismatch|JIT"
 ).split("|")
 _WORTH_A_LOOK = re.compile("|".join(map(re.escape, _CAPITALISED)))
 """Words (mostly capitalised, which keeps the scan fast) one of which a line that matters
@@ -147,9 +148,7 @@ _LOWER = (
     "'torch.distributed'|GLOBAL_RANK|"
     "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address|"
     "fabricmanager|pair closure|was encountered|PTX|assert triggered|misaligned address|baton|"
-    "_jit_compile|enough slots|spank|pyxis|ORTE was unable|worker_count|during runtime|"
-    "to compile|on rank 0|main process|received by PID|actor died|low on memory|"
-    "lost communication|unexpectedly disconnected|op.preamble|Shape mismatch"
+    "_jit_compile|enough slots|spank|pyxis|worker_count|*** SIG|<= op.nbytes"
 ).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
 _WORTH_A_LOOK_TOO = re.compile("|".join(map(re.escape, _LOWER)))
 """One search for them all: cheaper than a substring test each on a line that holds none

@@ -30,6 +30,8 @@ def _verdict(lines: list[str]):
         "Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))",
         "[node3:01615] Signal: Segmentation fault (11)",
         "Fatal Python error: Segmentation fault",
+        # glog's failure signal handler (PaddlePaddle, TensorFlow, MXNet), Open MPI's tag
+        "Wed Sep 20 23:55:19 2017[1,68]<stderr>:*** SIGSEGV (@0x0) received by PID 21361 (TID 0x7fc457a4c700) from PID 0; stack trace: ***",
         "./run.sh: line 8:  3031 Segmentation fault      (core dumped) ./train",
         'Thread 787 "python" received signal SIGSEGV, Segmentation fault.',
         "  traceback : Signal 11 (SIGSEGV) received by PID 6421",
