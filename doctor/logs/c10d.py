@@ -208,9 +208,7 @@ for the tensor's device (an NCCL group given a CPU tensor), ProcessGroupMPI give
 by an MPI that is not CUDA-aware; a ``torch.distributed`` function this torch does not have
 (code written for a newer one); a reduction a backend lacks (gloo and XPU have no
 ``ReduceOp.AVG``, torch_xla's ``Invalid reduce op``, NCCL's FP8 reductions before sm90); and
-gloo's data-type table (``Invalid scalar type``: bfloat16 on old releases), and the one of
-the NCCL wrapper vLLM and SGLang call (``pynccl``: ``Unsupported dtype: torch.float8_e4m3fn``);
-TensorFlow built
+gloo's data-type table (``Invalid scalar type``: bfloat16 on old releases); TensorFlow built
 without a collective's kernel (``No OpKernel ... 'NcclAllReduce'``: Windows, ROCm builds), and
 its NCCL group given CPU and GPU devices."""
 _REJECTED_TOO = re.compile(
@@ -222,9 +220,10 @@ _REJECTED_TOO = re.compile(
     r"(?P<devices>with type \w{1,8} and group_key \d{1,9} but that group has type)"
 )
 """More of them, tried only on a line that holds one of their words (``c10d::``, ``dtype``,
-``process group:``, ``group_key``; most lines hold none): the pynccl wrapper's table, torch
-2.x's wording of its own, a c10d op with no kernel for its tensors, TensorFlow's group given
-a device of another type."""
+``process group:``, ``group_key``; most lines hold none): the table of the NCCL wrapper vLLM
+and SGLang call (``pynccl``: ``Unsupported dtype: torch.float8_e4m3fn``), torch 2.x's wording
+of its own, a c10d op with no kernel for its tensors, TensorFlow's group given a device of
+another type."""
 _BACKWARD = re.compile(r"(\w{1,40}) backward only supports '\w{1,16}' reduction, got '(\w{1,16})'")
 """A functional collective's backward given a reduction it has no gradient for
 (``all_reduce backward only supports 'sum' reduction, got 'avg'``)."""

@@ -53,7 +53,7 @@ versions and device names, the same whatever failed."""
 
 
 _PROSE = re.compile(
-    r"^\s*(?:I|I'm|I've|I'd|My|We|We're|We've|Our|Hi|Hello|Thanks|Thank you|Here is|"
+    r"^\s*(?:I(?=\s)|I'm|I've|I'd|My|We|We're|We've|Our|Hi|Hello|Thanks|Thank you|Here is|"
     r"Here are|Here's|Below is|Any idea|Has anyone|Does anyone|Can anyone|Could anyone|"
     r"How can|How do|Is there)\b[^\[\]=<>{}|]{0,300}$"
 )

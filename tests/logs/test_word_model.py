@@ -200,5 +200,8 @@ def test_an_environment_report_and_the_user_s_own_sentences_give_no_words(
     assert read_logs([page]).words == read_logs([alone]).words
     # AND a log's own lines that start alike still give theirs
     kept = tmp_path / "kept.log"
-    kept.write_text("OSError: [Errno 28] No space left on device\nGPU 0: fell off the bus\n")
-    assert {"oserror", "space", "fell", "bus"} <= set(read_logs([kept]).words)
+    kept.write_text(
+        "OSError: [Errno 28] No space left on device\nGPU 0: fell off the bus\n"
+        "I/O error, dev nvme0n1, sector 0 op 0x1:(WRITE)\n"
+    )
+    assert {"oserror", "space", "fell", "bus", "dev", "sector"} <= set(read_logs([kept]).words)
