@@ -114,8 +114,11 @@ FABRIC_FAILED = (
 )
 """The fabric manager that did not start (systemd's status line, its own version check)."""
 _FABRIC = re.compile(FABRIC_FAILED)
+TORCH_OOM = r"cuda\.OutOfMemoryError|CUDA out of memory|CUDA error: out of memory"
+"""torch's allocator out of GPU memory, raised in the rank's own code (NCCL's own ``Cuda
+failure 'out of memory'`` while it sets up is not)."""
 _OOM = re.compile(
-    r"CUDA out of memory|(?:cuda|torch)\.OutOfMemoryError|out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
+    TORCH_OOM + r"|torch\.OutOfMemoryError|out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
     r"cudaErrorMemoryAllocation|Cuda failure 2\b"
 )
 

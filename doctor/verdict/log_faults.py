@@ -201,9 +201,7 @@ def _oom_killed(view: LogView) -> Candidate | None:
     return _loss((), Confidence.MEDIUM, summary, 55, killed[:2], "log_oom_killed")
 
 
-_TORCH_OOM = re.compile(r"cuda\.OutOfMemoryError|CUDA out of memory|CUDA error: out of memory")
-"""torch's allocator out of GPU memory, which raises in the rank's own code (NCCL's own
-``Cuda failure 'out of memory'`` while it sets up is the set-up's)."""
+_TORCH_OOM = re.compile(cuda.TORCH_OOM)
 
 
 def _gpu_memory_ran_out(view: LogView) -> Candidate | None:
