@@ -27,6 +27,7 @@ from doctor.logs import (
     crash,
     cuda,
     kernel,
+    kinds,
     launcher,
     nccl,
     ras,
@@ -245,6 +246,8 @@ class Parser:
         """A record whose line was cut (``_open_record``), and how many lines it took."""
         self._seen: set[tuple[object, ...]] = set()
         self._per_key: Counter[tuple[object, ...]] = Counter()
+        self._traceback_ended = ""
+        """``file:line`` of the exception line that ended a traceback (read there, once)."""
 
     def feed(self, raw: str) -> None:
         result = self.result
@@ -268,8 +271,11 @@ class Parser:
                 if isinstance(block, Traceback):
                     self._add(traceback.events(line))
                 return
-            self._add(block.take() + block.close())
+            ended = block.take() + block.close()
+            self._add(ended)
             del self._blocks[line.stream]
+            if any(isinstance(f, LogEvent) and f.kind == kinds.EXCEPTION for f in ended):
+                self._traceback_ended = line.where
         if self._feed_json(line):
             return
         if (joined := self._join_wrapped(line)) is not None:
@@ -303,6 +309,8 @@ class Parser:
             found += parse(line)
         if not found:  # the sources' catalogue fills in where no specific parser spoke
             found = catalogue.events(line)
+        if not found and line.where != self._traceback_ended:
+            found = traceback.lone_exception(line)
         self._add(found + self._bars.feed(line, found))
 
     def _feed_json(self, line: Line) -> bool:

@@ -10,6 +10,7 @@ because a peer vanished).
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 from doctor.evidence import LogEvent
 from doctor.logs import kinds
@@ -68,7 +69,8 @@ class Traceback(Collecting):
             return True  # source lines, carets, blank lines between chained tracebacks
         if _EXCEPTION.match(text.strip()):
             where = f" [at {self._frame}]" if self._frame else ""
-            self._out.append(line.event(kinds.EXCEPTION, text=text.strip()[:300] + where))
+            event = line.event(kinds.EXCEPTION, text=text.strip()[:300] + where)
+            self._out.append(replace(event, op=self._set_up) if self._set_up else event)
             self._frame = ""
         return False
 
@@ -94,3 +96,14 @@ def events(line: Line) -> list[LogEvent]:
     if m and m.group(1) in PRIMITIVES:
         return [line.event(kinds.COLLECTIVE_AT, op=m.group(1))]
     return []
+
+
+_LONE = re.compile(r"^(?:[a-z_]\w{0,60}\.){0,8}[A-Z]\w{0,80}(?:Error|Exception): \S")
+"""Python's exception line (``RuntimeError: k not in range``), the qualified name allowed."""
+
+
+def lone_exception(line: Line) -> list[LogEvent]:
+    """An exception line with no traceback above it (an excerpt that kept only its last
+    line): the process raised it, as the traceback's own last line would say."""
+    text = line.text.strip()
+    return [line.event(kinds.EXCEPTION, text=text[:300])] if _LONE.match(text) else []

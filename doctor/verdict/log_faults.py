@@ -499,6 +499,9 @@ def network(view: LogView) -> list[Candidate]:
     )
     explained = own or view.of_kind(kinds.RAS_DEAD) or view.dead
     laggard = view.of_kind(kinds.DESYNC)
+    setting_up = [e for e in view.of_kind(kinds.EXCEPTION, kinds.TRACEBACK_CUT) if e.op]
+    if not errors and setting_up and not view.ran_collectives():
+        return [_closed_in_set_up(gone, setting_up, peers), _link(gone, culprits, summary, 30)]
     if not errors and not explained and not laggard and _only_peer_closes(gone):
         return [_peer_exited(gone, tuple(sorted(named)), peers), _link(gone, culprits, summary, 30)]
     strength = 30 if explained or (laggard and not errors) else (70 if errors else 50)
@@ -521,6 +524,34 @@ def _link(
         strength,
         evidence=lines_of(found),
         rule="log_network",
+    )
+
+
+def _closed_in_set_up(
+    gone: Sequence[LogEvent], setting_up: Sequence[LogEvent], peers: list[str]
+) -> Candidate:
+    """A peer's connection ended while the rank was still setting up (its traceback runs
+    through ``init_process_group``, the store's creation or DDP's constructor) and no
+    collective had run: the peer or the store it reached never completed the set-up with it,
+    which is the set-up's failure (an address or interface the peer cannot use, a firewall,
+    ranks that disagree on the world size) far more often than a process that died there."""
+    frame = setting_up[0].op
+    summary = (
+        f"a connection{' to ' + ', '.join(peers[:3]) if peers else ''} ended "
+        f"({quote(gone[0])}) while {rank_prose(ranks_of(setting_up), none='a rank')} was "
+        f"still setting up (in {frame}) and before any collective ran: check that every rank "
+        "reaches MASTER_ADDR:MASTER_PORT and its peers on the interface NCCL and gloo use "
+        "(NCCL_SOCKET_IFNAME, GLOO_SOCKET_IFNAME), firewalls, and that all ranks agree on "
+        "the world size"
+    )
+    return Candidate(
+        HangClass.BOOTSTRAP,
+        ranks_of(setting_up),
+        Confidence.LOW,
+        summary,
+        52,
+        evidence=lines_of([*gone[:1], *setting_up[:1]]),
+        rule="log_closed_in_set_up",
     )
 
 

@@ -55,6 +55,9 @@ log_iommu               72/25     the kernel's IOMMU refused a device's DMA (Int
 log_network             70/50/30  NCCL reports a transport error (70), or connections a link
                                   broke (timed out, no route, UCX's reset; 50); 30 when a
                                   rank's death explains them
+log_closed_in_set_up    52        a peer's connection ended (a reset, a close) while a rank's
+                                  traceback was inside the set-up (init_process_group, the
+                                  store, DDP's constructor) and no collective had run
 log_peer_exited         50        only a peer's closes (end of file, reset, broken pipe, gRPC's
                                   ``Socket closed``) and no transport error: the peer's
                                   process most likely ended (rank_loss, low; the link, 30)
@@ -92,6 +95,9 @@ log_first_sync          28        every timeout is on a one-element collective a
 log_broadcast_source    27        every timeout is in a broadcast and nothing else failed: the
                                   source had not posted it, busy with its own work (cpu_stuck,
                                   low)
+log_deep_timeout        26        one rank's timeout (the logs' only position) at sequence
+                                  1,000 or later, not a broadcast, and nothing else failed: a
+                                  rank whose path left the others' (collective_mismatch, low)
 log_stalled             25        every rank that logged timed out in the same collective,
                                   all issued it: different sizes, a GPU or the network (unknown)
 log_teardown            45        a rank's watchdog blocked in a CUDA/NCCL call (the heartbeat
@@ -739,6 +745,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     log_waits.left_loop,
     log_waits.first_sync,
     log_waits.broadcast_source,
+    log_waits.deep_in_training,
     log_waits.stalled,
     log_waits.watchdog_stuck,
     log_waits.healthy,
@@ -757,4 +764,5 @@ def candidates(evidence: Evidence) -> list[Candidate]:
     said = found or [_unplaced_waits(view) or _silent_logs(len(evidence.log_files), view)]
     if any(c.hang_class is not HangClass.UNKNOWN for c in said):
         return said  # where a cut traceback stopped said enough: no guess from words
-    return log_words.refine(said, evidence.log_words)
+    failed = view.of_kind(kinds.EXCEPTION, kinds.TRACEBACK_CUT, kinds.EXIT)
+    return log_words.refine(said, evidence.log_words, silent=not failed)

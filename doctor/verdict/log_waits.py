@@ -26,6 +26,7 @@ and communicators only changing status, are a job in flight: healthy, low.
 
 from __future__ import annotations
 
+import signal
 from collections import Counter, defaultdict
 
 from doctor.evidence import LogEvent
@@ -349,6 +350,16 @@ _QUIET = frozenset(
 )
 
 
+def _quiet(view: LogView) -> bool:
+    """Whether the logs hold only waits, positions and progress: nothing else failed. A
+    rank ending on SIGABRT is ProcessGroupNCCL's watchdog taking the waiting process down
+    after its timeout (a consequence, not a failure of its own)."""
+    return all(
+        e.kind in _QUIET or (e.kind == kinds.EXIT and e.code == -signal.SIGABRT)
+        for e in view.events
+    )
+
+
 def first_sync(view: LogView) -> list[Candidate]:
     """Every timeout is on a one-element collective (a barrier, a flag, a size exchange)
     among its group's first few, and the logs say nothing else failed: the ranks wait at
@@ -362,7 +373,7 @@ def first_sync(view: LogView) -> list[Candidate]:
         not sized
         or any(e.numel != 1 for e in sized)
         or any(e.seq is not None and e.seq > EARLY_SEQ for e in timeouts)
-        or any(e.kind not in _QUIET for e in view.events)
+        or not _quiet(view)
     ):
         return []
     seq = max(e.seq or 0 for e in sized)
@@ -396,11 +407,7 @@ def broadcast_source(view: LogView) -> list[Candidate]:
     Were it in another collective instead, its own timeout or a mismatch report would say."""
     timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
     named = [e for e in timeouts if e.op]
-    if (
-        not named
-        or any((e.op or "").upper() != "BROADCAST" for e in named)
-        or any(e.kind not in _QUIET for e in view.events)
-    ):
+    if not named or any((e.op or "").upper() != "BROADCAST" for e in named) or not _quiet(view):
         return []
     first, waiting = named[0], ranks_of(timeouts)
     return [
@@ -419,6 +426,52 @@ def broadcast_source(view: LogView) -> list[Candidate]:
             evidence=lines_of(named[:4]),
             missing_evidence=(STACKS_HINT,),
             rule="log_broadcast_source",
+        )
+    ]
+
+
+DEEP_SEQ = 1_000
+"""A collective this far into its group's sequence ran after a thousand others finished on
+the same communicator: its set-up and links had proven themselves."""
+
+
+def deep_in_training(view: LogView) -> list[Candidate]:
+    """One rank's timeout (or a timeout no rank prefix names) deep into training, the only
+    position in the logs, and nothing else failed: after a thousand collectives finished on
+    the communicator, one that never completes is most often one some rank never joined, its
+    path having left the others' (its data ran out, it skipped a step, a condition only it
+    met): torch's own first guess at a timeout. A broken link or GPU would print its own
+    line, which a stronger rule reads; a broadcast is ``broadcast_source``'s."""
+    timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
+    placed = [e for e in timeouts if e.seq is not None]
+    if (
+        not placed
+        or len(ranks_of(timeouts)) > 1
+        or any((e.seq or 0) < DEEP_SEQ for e in placed)
+        or any((e.op or "").upper() == "BROADCAST" for e in placed)
+        or not _quiet(view)
+    ):
+        return []
+    first = placed[0]
+    seq = first.seq or 0
+    return [
+        Candidate(
+            HangClass.COLLECTIVE_MISMATCH,
+            (),
+            Confidence.LOW,
+            f"{rank_prose(ranks_of(timeouts), none='a rank')} timed out in collective {seq} "
+            f"of group {first.process_group or '0'}, deep into training, and nothing else "
+            "failed: after a thousand collectives had finished, the likeliest cause is a rank "
+            "that never joined this one, its path having left the others' (its data ran out, "
+            "it skipped a step, a condition only it met); the other ranks' logs or stacks say "
+            "which",
+            26,
+            collective=CollectiveRef(
+                first.process_group or "0", seq, first.op or _op_at(view, seq) or "unknown"
+            ),
+            evidence=lines_of(placed[:4]),
+            missing_evidence=(STACKS_HINT, "the other ranks' logs"),
+            rule="log_deep_timeout",
         )
     ]
 

@@ -9,6 +9,13 @@ lines, with equal priors (the corpus's mix of classes is not a user's). Its answ
 ``unknown`` log candidate into a low-confidence guess that says it is one and shows the words
 it rests on; it never says ``healthy`` or ``unsupported_op`` (a refusal the rules read in
 its own words), and it abstains below ``MIN_POSTERIOR``.
+
+Where it abstains on logs that hold words and in which no rank raised, crashed or exited,
+the guess is the model's ``fallback``: the class most common among the training cases
+whose logs no rule read. Those are hangs that printed no failure (a crash, a transport or
+GPU fault and a set-up error each print one), and a silent hang's likeliest cause is what
+such hangs mostly were. Logs without a word, or with a rank's own error no rule placed,
+stay ``unknown``.
 """
 
 from __future__ import annotations
@@ -35,6 +42,10 @@ SOURCE = "word-model"
 class WordModel:
     logp: dict[str, dict[str, float]]
     """Class -> word -> log P(word | class)."""
+    fallback: HangClass | None = None
+    """The class most common among the training cases no rule read."""
+    fallback_share: tuple[int, int] = (0, 0)
+    """(cases of ``fallback``, cases) among those."""
 
     @classmethod
     def of(cls, doc: dict[str, object]) -> WordModel:
@@ -46,7 +57,11 @@ class WordModel:
         for name, words in counts.items():
             total = sum(words.values()) + alpha * len(vocab)
             logp[name] = {w: math.log((words.get(w, 0) + alpha) / total) for w in vocab}
-        return cls(logp)
+        fallback: dict[str, str | int] = doc.get("fallback") or {}  # type: ignore[assignment]
+        if not fallback:
+            return cls(logp)
+        share = (int(fallback["cases"]), int(fallback["of"]))
+        return cls(logp, HangClass(str(fallback["class"])), share)
 
     def guess(self, words: Iterable[str], threshold: float = MIN_POSTERIOR) -> Guess | None:
         """The class ``words`` resemble most, or None when they hold no word of the model,
@@ -82,12 +97,16 @@ def model() -> WordModel:
     return WordModel.of(json.loads(text))
 
 
-def refine(candidates: list[Candidate], words: Iterable[str]) -> list[Candidate]:
+def refine(
+    candidates: list[Candidate], words: Iterable[str], *, silent: bool = False
+) -> list[Candidate]:
     """``candidates`` (``unknown`` ones from logs alone) as the class the logs' words
-    resemble, at low confidence; unchanged when the model abstains."""
+    resemble, at low confidence. Where the model abstains: the fallback class when the logs
+    are ``silent`` (no rank raised, crashed or exited) yet hold words, else unchanged."""
+    words = tuple(words)
     guess = model().guess(words)
     if guess is None:
-        return candidates
+        return _fallen_back(candidates) if words and silent else candidates
     said = ", ".join(guess.words)
     cls = guess.hang_class.value
     line = EvidenceLine(SOURCE, None, f"{cls} {guess.posterior:.0%}: {said}")
@@ -100,6 +119,28 @@ def refine(candidates: list[Candidate], words: Iterable[str]) -> list[Candidate]
             f"cases ({guess.posterior:.0%}; {said}): a guess from words, not a finding",
             evidence=c.evidence + (line,),
             rule=f"{c.rule}+words",
+        )
+        for c in candidates
+    ]
+
+
+def _fallen_back(candidates: list[Candidate]) -> list[Candidate]:
+    """``candidates`` as the model's fallback class, at low confidence, saying why."""
+    fallback, (among, of) = model().fallback, model().fallback_share
+    if fallback is None:
+        return candidates
+    cls = fallback.value
+    line = EvidenceLine(SOURCE, None, f"{cls}: {among} of {of} hangs no rule read")
+    return [
+        replace(
+            c,
+            hang_class=fallback,
+            confidence=Confidence.LOW,
+            summary=f"{c.summary}. Their words tell no class either; a hang whose logs print "
+            f"no failure was most often a {cls} in the corpus ({among} of {of} such cases): "
+            "a guess from how often, not a finding",
+            evidence=c.evidence + (line,),
+            rule=f"{c.rule}+fallback",
         )
         for c in candidates
     ]

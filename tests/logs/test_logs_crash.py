@@ -68,7 +68,7 @@ def test_a_crash_banner_of_any_runtime_is_a_lost_rank(line: str) -> None:
         ),
         (
             "RuntimeError: tensorflow/compiler/xla/xla_client/mesh_service.cc:316 : Check failed: impl_->channel->WaitForConnected( std::chrono::system_clock::now() + std::chrono::seconds(connect_wait_seconds))",
-            None,
+            kinds.EXCEPTION,  # raised, as any exception line: no abort of its own
         ),
         # NCCL's connect that timed out is a communicator that never connected
         (
@@ -82,14 +82,14 @@ def test_a_crash_banner_of_any_runtime_is_a_lost_rank(line: str) -> None:
         ),
         (
             "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:799] connect [10.0.0.2]:39407: Connection timed out",
-            None,
+            kinds.EXCEPTION,
         ),
     ],
 )
 def test_a_failed_check_about_a_connection_is_not_the_processs_own_abort(
-    line: str, kind: str | None
+    line: str, kind: str
 ) -> None:
-    assert [e.kind for e in parse_text([line], "job.log").events] == ([kind] if kind else [])
+    assert [e.kind for e in parse_text([line], "job.log").events] == [kind]
 
 
 def test_a_peers_closed_connection_beside_a_crash_blames_the_crash_not_the_network() -> None:
@@ -1071,3 +1071,50 @@ def test_a_process_refused_a_peers_memory_is_the_hosts_set_up() -> None:
         # THEN it is the host's set-up, and the summary says which setting
         assert verdict.hang_class is HangClass.BOOTSTRAP, line
         assert "ptrace_scope" in verdict.summary
+
+
+# A reset inside the rendezvous store's creation, as torch raises it from init_process_group.
+RESET_IN_SET_UP = [
+    "Traceback (most recent call last):",
+    '  File "train.py", line 40, in <module>',
+    '    dist.init_process_group(backend="nccl")',
+    '  File "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", line 1177, '
+    "in init_process_group",
+    "    store, rank, world_size = next(rendezvous_iterator)",
+    "RuntimeError: Connection reset by peer",
+]
+
+
+def test_a_connection_that_ends_while_the_rank_sets_up_is_the_set_up() -> None:
+    # GIVEN a peer's reset raised inside init_process_group, before any collective ran
+    # WHEN judged THEN the set-up failed (bootstrap), naming where, with the link beside it
+    verdict = _verdict(RESET_IN_SET_UP)
+    assert (verdict.hang_class, verdict.confidence) == (HangClass.BOOTSTRAP, Confidence.LOW)
+    assert "still setting up (in init_process_group)" in verdict.summary
+    # AND the same reset raised from the training loop is the peer's process ending
+    loop = [line.replace("init_process_group", "all_reduce") for line in RESET_IN_SET_UP]
+    assert _verdict(loop).hang_class is HangClass.RANK_LOSS
+
+
+def test_an_exception_line_without_its_traceback_is_a_raised_exception() -> None:
+    # GIVEN an excerpt that kept only a Python exception's last line
+    events = parse_text(["[rank2]: RuntimeError: k not in range for dimension"], "j.log").events
+    # THEN it is the exception rank 2 raised, and the verdict quotes it
+    assert [(e.kind, e.rank) for e in events] == [(kinds.EXCEPTION, 2)]
+    verdict = _verdict(["RuntimeError: k not in range for dimension"])
+    assert "raised RuntimeError: k not in range for dimension" in verdict.summary
+    # AND beside the others' timeouts it is the rank that raised and ended
+    waits = [
+        f"[rank{r}]:[E1121 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+        f"operation timeout: WorkNCCL(SeqNum=7, OpType=ALLTOALL, NumelIn=8, NumelOut=8, "
+        "Timeout(ms)=600000) ran for 600061 milliseconds before timing out."
+        for r in (0, 1)
+    ]
+    raised = _verdict(["[rank2]: RuntimeError: k not in range for dimension", *waits])
+    assert (raised.hang_class, raised.culprit_ranks) == (HangClass.RANK_LOSS, (2,))
+    # AND prose that merely mentions an error, or a line another parser reads, is not one
+    assert not [
+        e
+        for e in parse_text(["the RuntimeError: went away after a restart"], "j.log").events
+        if e.kind == kinds.EXCEPTION
+    ]

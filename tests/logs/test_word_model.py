@@ -205,3 +205,22 @@ def test_an_environment_report_and_the_user_s_own_sentences_give_no_words(
         "I/O error, dev nvme0n1, sector 0 op 0x1:(WRITE)\n"
     )
     assert {"oserror", "space", "fell", "bus", "dev", "sector"} <= set(read_logs([kept]).words)
+
+
+def test_a_silent_hang_whose_words_tell_nothing_is_the_commonest_unread_class() -> None:
+    shipped = json.loads(SHIPPED.read_text())["fallback"]
+    # GIVEN logs alone that no rule reads, with words the model does not know
+    [guessed] = log_rules.candidates(_silent(("zzqxw", "vvkpt")))
+    # THEN the fallback class (the commonest among the training cases no rule read), low,
+    # saying how often it was that class and that it is a guess
+    assert guessed.hang_class.value == shipped["class"] == model().fallback.value  # type: ignore[union-attr]
+    assert guessed.confidence is Confidence.LOW and guessed.rule == "log_silent+fallback"
+    assert f"{shipped['cases']} of {shipped['of']}" in guessed.summary
+    assert "a guess from how often" in guessed.summary
+    # AND logs without a word stay unknown: nothing to guess from
+    [empty] = log_rules.candidates(_silent(()))
+    assert empty.hang_class is HangClass.UNKNOWN
+    # AND so do logs where a rank raised its own error (not a silent hang)
+    raised = LogEvent(1, "exception", "[rank1]: KeyError: 'labels'")
+    [loud] = log_rules.candidates(_silent(("zzqxw",), logs=(raised,)))
+    assert loud.hang_class is HangClass.UNKNOWN and "+fallback" not in loud.rule

@@ -918,3 +918,36 @@ def test_a_set_up_failure_that_names_its_cause_gets_advice_about_that_cause(
     assert verdict.hang_class is HangClass.BOOTSTRAP
     assert verdict.summary.startswith(said)
     assert advice in verdict.summary and "MASTER_ADDR/port" not in verdict.summary
+
+
+TRANSPORT = (
+    "node1:1:2 [0] transport/net_ib.cc:1238 NCCL WARN NET/IB : Got completion from peer "
+    "10.0.0.2<3> with error 12, opcode 2, len 1, vendor err 129"
+)
+
+
+def test_one_rank_s_timeout_deep_into_training_is_a_rank_that_left_the_others_path() -> None:
+    # GIVEN one rank's watchdog timeout after a thousand collectives had finished, alone
+    deep = WATCHDOG.format(r=0, seq=129457, op="ALLREDUCE")
+    verdict = judge([deep])
+    # THEN a rank that never joined it: a collective mismatch, low, naming no culprit
+    assert (verdict.hang_class, verdict.confidence) == (
+        HangClass.COLLECTIVE_MISMATCH,
+        Confidence.LOW,
+    )
+    assert verdict.culprit_ranks == () and "deep into training" in verdict.summary
+    assert verdict.collective is not None and verdict.collective.seq == 129457
+    # AND early in the job (set-up and links not yet proven) it says nothing of the kind
+    early = judge([WATCHDOG.format(r=0, seq=42, op="ALLREDUCE")])
+    assert early.hang_class is HangClass.UNKNOWN
+    # AND a deep broadcast still waits for its busy source
+    assert judge([deep.replace("ALLREDUCE", "BROADCAST")]).hang_class is HangClass.CPU_STUCK
+    # AND beside a failing link, the link decides
+    assert judge([deep, TRANSPORT]).hang_class is HangClass.NETWORK
+    # AND the launcher's report that the rank then ended on SIGABRT (the watchdog taking it
+    # down) is the timeout's consequence: the reading stands
+    aborted = "failed (exitcode: -6) local_rank: 0 (pid: 1234) of binary: /usr/bin/python"
+    assert judge([deep, aborted]).hang_class is HangClass.COLLECTIVE_MISMATCH
+    # AND two ranks' positions are for the rules about positions, not this one
+    both = judge([deep, WATCHDOG.format(r=1, seq=129457, op="ALLREDUCE")])
+    assert "deep into training" not in both.summary
