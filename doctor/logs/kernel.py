@@ -98,10 +98,19 @@ def _host(text: str, fallback: str) -> str:
     return m.group(1) if (m := _JOURNAL_HOST.match(text)) else fallback
 
 
+_LINK_DOWN = re.compile(
+    r"\b([\w.-]{1,20}): (?:NIC )?Link (?:is )?[Dd]own\b|"
+    r"Port module event: module \d{1,3}, Cable unplugged|\b([\w.-]{1,20}): Lost carrier\b"
+)
+"""A network interface's driver saying its link went down: ``ixgbe 0000:01:00.0 eth0: NIC Link
+is Down`` (Intel's and Broadcom's drivers), ``mlx5_core 0000:3b:00.0 ens1f0: Link down``,
+mlx5's module event for a cable pulled out, systemd-networkd's ``eth0: Lost carrier``."""
+
+
 def events(line: Line) -> list[LogEvent]:
     text = line.text
     if "NVRM" not in text and "emory" not in text and "oom-kill" not in text and "GSP" not in text:
-        return _iommu(line)
+        return _iommu(line) or _link_down(line)
     host = _host(text, line.host)
     if "Timeout waiting for RPC from GSP" in text:
         return [line.event(kinds.GPU_FAULT, code=119, host=host)]
@@ -133,6 +142,24 @@ def events(line: Line) -> list[LogEvent]:
             line.event(kinds.OOM, pid=int(m.group(1) or m.group(2)), host=host, code=kinds.KILLED)
         ]
     return []
+
+
+def _link_down(line: Line) -> list[LogEvent]:
+    """A NIC that lost its link: whatever ran over it stops (``network``)."""
+    text = line.text
+    if "own" not in text and "unplugged" not in text and "carrier" not in text:
+        return []
+    if (m := _LINK_DOWN.search(text)) is None:
+        return []
+    nic = m.group(1) or m.group(2) or ""
+    said = f"the network interface {nic} lost its link" if nic else "a NIC's cable was unplugged"
+    return [
+        line.event(
+            kinds.NETWORK,
+            text=f"{said} ({text.strip()[:160]})",
+            host=_host(text, line.host),
+        )
+    ]
 
 
 def _iommu(line: Line) -> list[LogEvent]:

@@ -115,6 +115,8 @@ def _own_exits(view: LogView) -> tuple[list[LogEvent], list[LogEvent]]:
 
 def rank_loss(view: LogView) -> list[Candidate]:
     own, unexplained = _own_exits(view)
+    if set_up := _set_up_raised(view, [e for e in own + unexplained if (e.code or 0) > 0]):
+        return [set_up]
     dead = view.of_kind(kinds.RAS_DEAD)
     missing = view.of_kind(kinds.RAS_MISSING)
     out: list[Candidate] = []
@@ -182,6 +184,38 @@ def _raised_while_others_wait(view: LogView) -> Candidate | None:
         "fix what ended it (its traceback, the host's memory), then restart"
     )
     return _loss(ranks, Confidence.MEDIUM, summary, 62, [first, *waiting[:2]], "log_raised")
+
+
+def _set_up_raised(view: LogView, exited: Sequence[LogEvent]) -> Candidate | None:
+    """A rank raised inside the job's set-up (its traceback runs through
+    ``init_process_group``, ``set_device`` or DDP's constructor) before any collective ran,
+    and a process then exited with an error status or the others timed out waiting: the
+    set-up failed on that rank, whatever its words. A signal's end (a crash, a kill) is
+    still the rank's loss."""
+    raised = [
+        e for e in view.of_kind(kinds.EXCEPTION) if e.op and not _COLLATERAL_TEXT.search(e.text)
+    ]
+    ended = [*view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT), *exited]
+    if not raised or not ended or view.ran_collectives():
+        return None
+    if any((e.code or 0) < 0 for e in view.of_kind(kinds.EXIT)):
+        return None
+    first, ranks = raised[0], ranks_of(raised)
+    summary = (
+        f"{rank_prose(ranks, none='a process')}{where([first])} raised ({quote(first, 100)}) "
+        f"while setting up (in {first.op}) and before any collective ran ({quote(ended[0], 80)})"
+        ": the set-up failed on that rank; its error says what it lacked (its GPU, an "
+        "address, the same world size, memory)"
+    )
+    return Candidate(
+        HangClass.BOOTSTRAP,
+        ranks,
+        Confidence.LOW,
+        summary,
+        62,
+        evidence=lines_of([first, *ended[:2]]),
+        rule="log_raised_in_set_up",
+    )
 
 
 def _oom_killed(view: LogView) -> Candidate | None:
@@ -490,7 +524,7 @@ def network(view: LogView) -> list[Candidate]:
         else ""
     )
     summary = (
-        ("NCCL reports transport errors" if errors else "connections were closed by a peer")
+        ("the logs report transport errors" if errors else "connections were closed by a peer")
         + (f" on {rank_prose(reporters)}" if reporters else "")
         + where(found)
         + (f" with {', '.join(peers[:3])}" if peers else "")

@@ -32,6 +32,10 @@ log_rank_loss           82/55/45  a rank's process died of its own cause (killed
 log_raised              62        a rank's own uncaught exception (or CUDA out of memory, even
                                   where no prefix names the rank), or the OOM killer killing
                                   a process, while ranks time out waiting, no exit line needed
+log_raised_in_set_up    62        a rank's exception raised inside the set-up (its traceback
+                                  in init_process_group, set_device, DDP's constructor), then
+                                  waits or an exit with an error status, no collective run and
+                                  no signal's end: the set-up failed on that rank (bootstrap)
 log_oom_killed          55        the OOM killer (the kernel's, or a cgroup's as SLURM's step
                                   reports it) killed a process, and nothing above explains
                                   more: a rank is gone even where no rank timed out

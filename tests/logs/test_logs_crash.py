@@ -1118,3 +1118,30 @@ def test_an_exception_line_without_its_traceback_is_a_raised_exception() -> None
         for e in parse_text(["the RuntimeError: went away after a restart"], "j.log").events
         if e.kind == kinds.EXCEPTION
     ]
+
+
+def test_a_rank_that_raised_in_its_set_up_while_the_others_wait_is_the_set_up() -> None:
+    raised = [
+        "[rank2]: Traceback (most recent call last):",
+        '[rank2]:   File "train.py", line 22, in <module>',
+        '[rank2]:     dist.init_process_group(backend="nccl")',
+        '[rank2]:   File "/usr/lib/python3/dist-packages/torch/distributed/distributed_c10d.py", '
+        "line 1177, in init_process_group",
+        "[rank2]:     default_pg, _ = _new_process_group_helper(",
+        "[rank2]: RuntimeError: the group could not be created",
+    ]
+    wait = "[rank0]: torch.distributed.DistStoreError: wait timeout after 600000ms, keys: /x"
+    # GIVEN a rank's exception inside init_process_group while rank 0 waits on the store
+    verdict = _verdict([*raised, wait])
+    # THEN the set-up failed on that rank: bootstrap, naming it and where it was
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.BOOTSTRAP, (2,))
+    assert "while setting up (in init_process_group)" in verdict.summary
+    # AND so with no one waiting, where the launcher says a process exited with an error
+    exited = "failed (exitcode: 1) local_rank: 2 (pid: 4042) of binary: /usr/bin/python3"
+    assert _verdict([*raised, exited]).hang_class is HangClass.BOOTSTRAP
+    # AND a process that a signal ended is still a lost rank, set-up or not
+    crashed = exited.replace("exitcode: 1", "exitcode: -11")
+    assert _verdict([*raised, crashed]).hang_class is HangClass.RANK_LOSS
+    # AND the same exception from the training step is a rank that raised and ended
+    in_step = [line.replace("init_process_group", "train_step") for line in raised]
+    assert _verdict([*in_step, wait]).hang_class is HangClass.RANK_LOSS

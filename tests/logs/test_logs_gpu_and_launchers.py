@@ -297,3 +297,26 @@ def test_the_iommu_refusing_a_gpus_dma_is_a_blocked_peer_to_peer_path() -> None:
     assert verdict.hang_class is HangClass.NETWORK
     assert verdict.culprit_ranks == (2,)
     assert "IOMMU refused DMA" in verdict.summary and "iommu=pt" in verdict.summary
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "Nov 21 10:02:11 node7 kernel: ixgbe 0000:01:00.0 eth0: NIC Link is Down",
+        "kernel: mlx5_core 0000:3b:00.0 ens1f0: Link down",
+        "kernel: mlx5_core 0000:3b:00.0: mlx5_port_module_event:1114:(pid 0): Port module "
+        "event: module 0, Cable unplugged",
+        "Nov 21 10:02:11 node7 systemd-networkd[812]: eth0: Lost carrier",
+    ],
+)
+def test_a_nic_that_lost_its_link_is_the_network(line: str) -> None:
+    # GIVEN a NIC driver's (or networkd's) word that a link went down WHEN judged alone
+    verdict = classify(Evidence("job", None, logs=tuple(parse_lines([line]))))
+    # THEN the network, saying which interface where the line names it
+    assert verdict.hang_class is HangClass.NETWORK
+    assert "lost its link" in verdict.summary or "unplugged" in verdict.summary
+
+
+def test_a_link_that_came_up_or_an_nvlink_is_not_a_nic_down() -> None:
+    lines = ["kernel: ixgbe 0000:01:00.0 eth0: NIC Link is Up 10 Gbps", "GPU 0: NVLink down"]
+    assert not [e for e in parse_lines(lines) if e.kind == kinds.NETWORK]
