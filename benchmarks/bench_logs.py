@@ -58,11 +58,20 @@ def table(result: Score) -> str:
     return "\n".join(lines)
 
 
-def big_log(megabytes: int) -> tuple[float, float, int]:
-    """(seconds, MB/s, peak RSS growth in MiB) reading a generated combined log."""
+TRAINING_LINE = (
+    "[default3]:step 123456 | loss 2.71828 | lr 3.0e-04 | tokens/s 81234.5 | grad 0.98\n"
+)
+"""A training loop's line: no parser reads it (the gate drops it)."""
+NCCL_INFO_LINE = (
+    "node3:1234:1290 [3] NCCL INFO Channel 07/1 : 5[3] -> 6[3] [send] via NET/IB/3/GDRDMA\n"
+)
+"""A line of NCCL_DEBUG=INFO: past the gate, read by NCCL's parser alone."""
+
+
+def big_log(megabytes: int, line: str = TRAINING_LINE) -> tuple[float, float, int]:
+    """(seconds, MB/s, peak RSS growth in MiB) reading a generated combined log of ``line``."""
     from doctor.logs import read_logs
 
-    line = "[default3]:step 123456 | loss 2.71828 | lr 3.0e-04 | tokens/s 81234.5 | grad 0.98\n"
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "slurm-1234.out"
         with path.open("w") as f:
@@ -122,7 +131,7 @@ def main() -> int:
         print(table(part))
         guessed = [o for o in part.outcomes if o.verdict and _guessed(o.verdict)]
         print(
-            f"\nword-model guesses (logs no rule read): {len(guessed)}, "
+            f"\nword-model guesses (logs no rule read; its fallback included): {len(guessed)}, "
             f"{sum(o.class_right for o in guessed)} right"
         )
         crashed += [o.case.name for o in part.outcomes if o.error]
@@ -138,11 +147,13 @@ def main() -> int:
             print(f"- {o.case.name}: {o.case.hang_class.value}, got {got}: {said}")
         print()
     if args.big_mb:
-        seconds, rate, grown = big_log(args.big_mb)
-        print(
-            f"\n# reader: {args.big_mb} MB combined log in {seconds:.1f} s ({rate:.0f} MB/s), "
-            f"peak RSS +{grown} MiB"
-        )
+        for kind, line in (("combined", TRAINING_LINE), ("NCCL_DEBUG=INFO", NCCL_INFO_LINE)):
+            megabytes = args.big_mb if line is TRAINING_LINE else max(1, args.big_mb // 10)
+            seconds, rate, grown = big_log(megabytes, line)
+            print(
+                f"\n# reader: {megabytes} MB {kind} log in {seconds:.1f} s ({rate:.1f} MB/s), "
+                f"peak RSS +{grown} MiB"
+            )
     ok = result.accuracy >= TARGET and not crashed
     print(f"\n# target: accuracy >= {TARGET:.0%}, no crash: {'met' if ok else 'MISSED'}")
     return 0 if ok else 1

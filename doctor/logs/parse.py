@@ -136,7 +136,8 @@ _CAPITALISED = (
     "DEAD|INCOMPLETE|MISMATCH|Mismatched|NVIDIA-SMI|GPU|BAD TERMINATION|CANCELLED AT|DMAR|"
     "IO_PAGE_FAULT|Missing ranks|No backend type|Parameter indices|Aborting Ring|"
     "joining a group|shape mismatches|GLIBC|NVML|Default process|Invalid scalar type|MPI_ERR|#|{|"
-    "No pre-built|Time t|ORTE |An MPI|The actor died|Task was killed|Shape mismatch|JIT"
+    "No pre-built|Time t|ORTE |An MPI|The actor died|Task was killed|Shape mismatch|JIT|"
+    "Link is Down|Link down|Lost carrier|Cable unplugged"
 ).split("|")
 _WORTH_A_LOOK = re.compile("|".join(map(re.escape, _CAPITALISED)))
 """Words (mostly capitalised, which keeps the scan fast) one of which a line that matters
@@ -149,12 +150,18 @@ _LOWER = (
     "'torch.distributed'|GLOBAL_RANK|"
     "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address|"
     "fabricmanager|pair closure|was encountered|PTX|assert triggered|misaligned address|baton|"
-    "_jit_compile|enough slots|spank|pyxis|worker_count|*** SIG|<= op.nbytes|Link is Down|"
-    "Link down|unplugged|Lost carrier"
+    "_jit_compile|enough slots|spank|pyxis|worker_count|*** SIG|<= op.nbytes"
 ).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
 _WORTH_A_LOOK_TOO = re.compile("|".join(map(re.escape, _LOWER)))
 """One search for them all: cheaper than a substring test each on a line that holds none
 (most lines of a big log)."""
+
+
+_INFO_FAILING = re.compile(r"(?i)fail|error|refused|abort|timed? ?out|unable|cannot|not found")
+"""Words of an ``NCCL INFO`` line that may report a failure (``init.cc:1356 -> 6`` follows
+one): such a line goes through every parser. The others (rings, channels, trees, thresholds,
+the per-call trace of ``NCCL_DEBUG_SUBSYS=COLL``) are configuration and progress, which
+NCCL's own parser alone reads; a log of ``NCCL_DEBUG=INFO`` is mostly those."""
 
 
 def worth_a_look(raw: str) -> bool:
@@ -305,6 +312,9 @@ class Parser:
                 self._blocks[line.stream] = kind(line)
                 return
             self.result.cut["streams"] += 1
+        if line.nccl == "INFO" and not _INFO_FAILING.search(line.text):
+            self._add(nccl.events(line))  # configuration and progress: NCCL's parser alone
+            return
         found = list(self._c10d.feed(line))  # a list of our own: the parser's is its state
         for parse in LINE_PARSERS:
             found += parse(line)

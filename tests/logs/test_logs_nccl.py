@@ -96,3 +96,21 @@ def test_a_truncated_message_is_a_size_mismatch_in_a_job_and_mixed_versions_at_b
     verdict = classify(Evidence("job", None, logs=tuple(parse_lines([in_job]))))
     assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
     assert "696320 bytes" in verdict.summary and "NCCL_PROTO" in verdict.summary
+
+
+def test_info_lines_of_configuration_are_read_by_nccl_s_parser_and_failures_by_all() -> None:
+    # GIVEN NCCL_DEBUG=INFO lines: a ring's channel, a communicator's rank, a failure's return
+    lines = [
+        "node1:1:1 [0] NCCL INFO Channel 07/1 : 5[3] -> 6[3] [send] via NET/IB/3/GDRDMA",
+        "node1:1:1 [0] NCCL INFO comm 0x5 rank 3 nranks 4 cudaDev 0 busId 1000 - Init COMPLETE",
+        "node1:1:1 [0] NCCL INFO Call to connect returned Connection refused, retrying",
+        "node1:1:1 [0] NCCL INFO init.cc:1356 -> 6",
+    ]
+    # WHEN read THEN the channel says nothing, the rank is known, the failures are set-up
+    found = [[(e.kind, e.rank) for e in parse_lines([line])] for line in lines]
+    assert found == [
+        [],
+        [(kinds.RANK_INFO, 3)],
+        [(kinds.BOOTSTRAP, None)],
+        [(kinds.BOOTSTRAP, None)],
+    ]
