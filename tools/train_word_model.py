@@ -64,7 +64,7 @@ def examples() -> list[Example]:
         (
             c,
             frozenset(read_logs(list(c.files)).words),
-            judge(c, words=False).verdict.hang_class is UNKNOWN,  # type: ignore[union-attr]
+            judge(c, words=False).verdict.hang_class is UNKNOWN,
         )
         for c in chosen
         if c.hang_class not in LEFT_OUT
@@ -108,11 +108,11 @@ def check(rows: Sequence[Example]) -> None:
     fallen: Counter[bool] = Counter()
     for repo in sorted({repository(c) for c, _, _ in rows}):
         model = WordModel.of(train([r for r in rows if repository(r[0]) != repo]))
-        for case, words, silent in rows:
+        for case, words, unread in rows:
             if repository(case) == repo:
                 guess = model.guess(words, threshold=0.0)
                 guesses.append((guess.posterior if guess else 0.0, guess, case))
-                if silent and words and not model.guess(words):
+                if unread and words and not model.guess(words):
                     fallen[model.fallback is case.hang_class] += 1
     print(f"{len(rows)} cases, {len({repository(c) for c, _, _ in rows})} repositories")
     print(

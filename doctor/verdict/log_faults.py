@@ -191,14 +191,14 @@ def _set_up_raised(view: LogView, exited: Sequence[LogEvent]) -> Candidate | Non
     ``init_process_group``, ``set_device`` or DDP's constructor) before any collective ran,
     and a process then exited with an error status or the others timed out waiting: the
     set-up failed on that rank, whatever its words. A signal's end (a crash, a kill) is
-    still the rank's loss."""
+    still the rank's loss; the watchdog's abort and the launcher's teardown are not one."""
     raised = [
         e for e in view.of_kind(kinds.EXCEPTION) if e.op and not _COLLATERAL_TEXT.search(e.text)
     ]
     ended = [*view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT), *exited]
     if not raised or not ended or view.ran_collectives():
         return None
-    if any((e.code or 0) < 0 for e in view.of_kind(kinds.EXIT)):
+    if any((e.code or 0) < 0 and e.code not in COLLATERAL_CODES for e in view.of_kind(kinds.EXIT)):
         return None
     first, ranks = raised[0], ranks_of(raised)
     summary = (

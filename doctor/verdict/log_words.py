@@ -136,9 +136,9 @@ def _fallen_back(candidates: list[Candidate]) -> list[Candidate]:
             c,
             hang_class=fallback,
             confidence=Confidence.LOW,
-            summary=f"{c.summary}. Their words tell no class either; a hang whose logs print "
-            f"no failure was most often a {cls} in the corpus ({among} of {of} such cases): "
-            "a guess from how often, not a finding",
+            summary=f"{c.summary}. Their words tell no class either; of the corpus's hangs "
+            f"whose logs no rule read, the most were {cls} ({among} of {of}): a guess from "
+            "how often, not a finding",
             evidence=c.evidence + (line,),
             rule=f"{c.rule}+fallback",
         )
