@@ -193,10 +193,12 @@ def _set_up_raised(view: LogView, exited: Sequence[LogEvent]) -> Candidate | Non
     set-up failed on that rank, whatever its words. A signal's end (a crash, a kill) is
     still the rank's loss; the watchdog's abort and the launcher's teardown are not one."""
     raised = [
-        e for e in view.of_kind(kinds.EXCEPTION) if e.op and not _COLLATERAL_TEXT.search(e.text)
+        e
+        for e in view.raised_in_set_up()
+        if e.kind == kinds.EXCEPTION and not _COLLATERAL_TEXT.search(e.text)
     ]
     ended = [*view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT), *exited]
-    if not raised or not ended or view.ran_collectives():
+    if not raised or not ended:
         return None
     if any((e.code or 0) < 0 and e.code not in COLLATERAL_CODES for e in view.of_kind(kinds.EXIT)):
         return None
@@ -533,8 +535,8 @@ def network(view: LogView) -> list[Candidate]:
     )
     explained = own or view.of_kind(kinds.RAS_DEAD) or view.dead
     laggard = view.of_kind(kinds.DESYNC)
-    setting_up = [e for e in view.of_kind(kinds.EXCEPTION, kinds.TRACEBACK_CUT) if e.op]
-    if not errors and setting_up and not view.ran_collectives():
+    setting_up = view.raised_in_set_up()
+    if not errors and setting_up:
         return [_closed_in_set_up(gone, setting_up, peers), _link(gone, culprits, summary, 30)]
     if not errors and not explained and not laggard and _only_peer_closes(gone):
         return [_peer_exited(gone, tuple(sorted(named)), peers), _link(gone, culprits, summary, 30)]

@@ -57,6 +57,13 @@ class LogView:
             for e in self.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.WORK_PROGRESS, kinds.COLLECTIVE_AT)
         ) or bool(self.of_kind(kinds.PROGRESS))
 
+    def raised_in_set_up(self) -> list[LogEvent]:
+        """Exceptions and cut tracebacks whose frames ran through the job's set-up (their
+        ``op`` names the set-up function, ``doctor.logs.traceback``), while no collective had
+        run yet: empty once one had."""
+        found = [e for e in self.of_kind(kinds.EXCEPTION, kinds.TRACEBACK_CUT) if e.op]
+        return found if found and not self.ran_collectives() else []
+
 
 def _with_rank(e: LogEvent, rank: int | None) -> LogEvent:
     return replace(e, rank=rank)

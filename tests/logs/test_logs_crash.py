@@ -1145,3 +1145,10 @@ def test_a_rank_that_raised_in_its_set_up_while_the_others_wait_is_the_set_up() 
     # AND the same exception from the training step is a rank that raised and ended
     in_step = [line.replace("init_process_group", "train_step") for line in raised]
     assert _verdict([*in_step, wait]).hang_class is HangClass.RANK_LOSS
+    # AND once collectives had run (a peer waits in the 50th), a set-up frame tells nothing
+    late = (
+        "[rank0]:[E1121 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=50, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, "
+        "Timeout(ms)=600000) ran for 600061 milliseconds before timing out."
+    )
+    assert _verdict([*raised, late]).hang_class is HangClass.RANK_LOSS
