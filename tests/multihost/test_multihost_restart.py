@@ -72,8 +72,8 @@ def test_srun_on_three_hosts_shares_the_key_through_the_job_directory(cluster: C
     world = cluster.names.hosts * PER_HOST
     assert sorted(r["initial_rank"] for r in results) == list(range(world)), out[-4000:]
     for r in results:
-        assert r["result"]["iteration"] == 1 and r["result"]["world_size"] == world
-        assert r["result"]["value"] == r["result"]["expected"]
+        assert r["result"]["iteration"] == 1 and r["result"]["world_size"] == world, out[-4000:]
+        assert r["result"]["value"] == r["result"]["expected"], out[-4000:]
 
 
 def test_srun_on_three_hosts_without_a_shared_key_fails_at_once(cluster: Cluster) -> None:
