@@ -150,6 +150,10 @@ MEMBER = re.compile(
 )
 """Lightning's line as each process joins the job; two processes with one global rank are a
 launch whose nodes and tasks do not match the Trainer's (``num_nodes``, ``devices``)."""
+JOINING = re.compile(r"Rendezvous'ing worker group|Attempting to join next rendezvous")
+"""torchelastic's agent (its ``etcd`` rendezvous, in older releases) as it waits for the
+job's other agents; Lightning's own line is ``MEMBER``."""
+JOINED = re.compile(r"All distributed processes registered|Rendezvous complete for workers")
 _DDP_STATS = re.compile(r"\[Rank (\d{1,18}) / (\d{1,18})\] Training \S+ unused_parameter_size")
 _JIT_PRINTS = (
     r"compiling and loading fused kernels|Emitting ninja build file|Building extension module|"
@@ -423,10 +427,15 @@ class C10dParser:
             rank = int(m.group(1))
             self._members[rank] += 1
             world = int(m.group(2))
+            self._event(kinds.JOINING, rank=rank, nranks=world)
             # the same rank twice before the world is whole: two processes, one rank (a job
             # restarted whole prints every rank again, after all of them)
             if self._members[rank] == 2 and len(self._members) < world:
                 self._event(kinds.BOOTSTRAP, rank=rank, nranks=world)
+        elif "endezvous" in text and JOINING.search(text):
+            self._event(kinds.JOINING)
+        if ("registered" in text or "complete" in text) and JOINED.search(text):
+            self._event(kinds.JOINED)
         self._store(text)
         return self._out
 

@@ -100,6 +100,13 @@ CATALOGUED = "catalogued"
 """A failure message NCCL or torchelastic prints that no specific parser reads, known from
 their sources (``doctor.logs.catalogue``): ``hint_class`` is the class of the place that
 raises it, ``hint_at`` that place."""
+JOINING = "joining"
+"""A rank says it is joining the job's rendezvous, just before it blocks there until every
+rank has come (Lightning's ``Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8``,
+torchelastic's ``Rendezvous'ing worker group``)."""
+JOINED = "joined"
+"""The rendezvous completed (Lightning's ``All distributed processes registered``,
+torchelastic's ``Rendezvous complete for workers``)."""
 RAS_DEAD = "ras_dead"
 """NCCL RAS: a process is considered dead (unreachable via the RAS network)."""
 RAS_MISSING = "ras_missing"
@@ -141,6 +148,8 @@ ALL = (
     WORKING,
     STRAGGLER,
     CATALOGUED,
+    JOINING,
+    JOINED,
     RAS_DEAD,
     RAS_MISSING,
     RAS_COUNT,

@@ -147,7 +147,7 @@ _LOWER = (
     "oom-kill|exited on signal|exitcode|missing ranks|ignal|core dumped|subset of ranks|"
     "ncclShm|compiling|ninja|torchdynamo|extension module|ock file|PyTorch plugin|"
     "compiler function|AUTOTUNE|compile_fx|distributed_c10d|dist.|torch.distributed.|"
-    "'torch.distributed'|GLOBAL_RANK|"
+    "'torch.distributed'|GLOBAL_RANK|processes registered|"
     "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address|"
     "fabricmanager|pair closure|was encountered|PTX|assert triggered|misaligned address|baton|"
     "_jit_compile|enough slots|spank|pyxis|worker_count|*** SIG|<= op.nbytes"

@@ -19,12 +19,17 @@ import ctypes
 import os
 import signal
 import socket
+import sys
 import threading
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
 INTERRUPTIBLE_BACKENDS = frozenset({"gloo", "nccl"})
+ABORT_WAIT = 10.0
+"""Seconds the restart waits for the process groups' aborts (about 1 s each on an H200,
+all at once)."""
 WAKE_SIGNAL = signal.SIGRTMIN + 2
 """Delivers the restart to the main thread. A Python signal handler runs in the main
 thread between bytecodes (like an asynchronous exception) but also interrupts
@@ -75,12 +80,13 @@ def shutdown_sockets(fds: set[int]) -> int:
     return count
 
 
-def abort_process_groups() -> list[str]:
+def abort_process_groups(wait: float = ABORT_WAIT) -> list[str]:
     """``abort()`` every process group (what releases NCCL), each in its own thread; the
     backend names seen. Measured on an H200 (tests/gpu_capture/abort_time.sh): one NCCL
     communicator's abort takes about 1 s, and one after another 1, 4 and 8 groups took
     1.0, 2.5 and 4.5 s; in parallel 1.0 s each time (a Megatron rank has a group per
-    parallelism)."""
+    parallelism). An abort still running after ``wait`` seconds is left to finish on its
+    own: the restart goes on, or the rank would sit until its hard timeout ends it."""
     import torch.distributed as dist
 
     if not (dist.is_available() and dist.is_initialized()):
@@ -93,8 +99,16 @@ def abort_process_groups() -> list[str]:
     ]
     for thread in threads:
         thread.start()
+    deadline = time.monotonic() + wait
     for thread in threads:
-        thread.join()
+        thread.join(max(0.0, deadline - time.monotonic()))
+    if stuck := sum(thread.is_alive() for thread in threads):
+        print(
+            f"nccl-doctor wrapper: the abort of {stuck} of {len(threads)} process groups "
+            f"had not returned after {wait:g}s; the restart goes on without it",
+            file=sys.stderr,
+            flush=True,
+        )
     return names
 
 

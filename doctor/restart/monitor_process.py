@@ -30,12 +30,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from doctor.jobdir.agent import STACK_SIGNAL, ask_for_stacks, forget_rank
+from doctor.jobdir.thread_dump import parse_faulthandler
 from doctor.restart.exceptions import StoreAbandoned
 from doctor.restart.options import RestartOptions
 from doctor.restart.store import RestartStore
 from doctor.restart.watchdog import Phase, SharedProgress
 from doctor.trust.process_identity import ProcessId
 
+_DELIVERY = "restart/monitor_thread.py"
+"""The monitor thread's module: its frame says where a restart's delivery stands."""
 STACK_TIMEOUT = 1.0
 """Seconds for the stacks of a soft timeout: the agent's handoff, then the dump."""
 
@@ -95,11 +98,26 @@ class MonitorProcess:
 
 def _waits_in_collective(stack: str | None) -> bool:
     """Whether the main thread's innermost frame is in torch.distributed (a victim, not a cause)."""
-    for block in (stack or "").split("\n\n"):
-        if " in <module>" in block:
-            frames = [line for line in block.splitlines() if line.strip().startswith("File ")]
-            return bool(frames) and "torch/distributed/" in frames[0]
-    return False
+    threads = parse_faulthandler(stack or "", -1).threads
+    main = next((t for t in threads if t.is_main), None)
+    return (
+        main is not None and bool(main.frames) and "torch/distributed/" in main.frames[0].filename
+    )
+
+
+def _where(stack: str | None, restarting: bool) -> str:
+    """Where the rank stood, for the timeout's line: the main thread's innermost frame and,
+    when a restart was under way that the rank did not take, the innermost frame of ours in
+    its delivery (the monitor thread: a store wait, an abort)."""
+    threads = parse_faulthandler(stack or "", -1).threads
+    said = [("the main thread", next((t.frames for t in threads if t.is_main), ()))]
+    if restarting:
+        delivery = next(
+            (t for t in threads if any(_DELIVERY in f.filename for f in t.frames)), None
+        )
+        ours = tuple(f for f in delivery.frames if "/doctor/" in f.filename) if delivery else ()
+        said.append(("the restart's delivery", ours))
+    return "".join(f"; {who} is at {frames[0]}" for who, frames in said if frames)
 
 
 class _Monitor:
@@ -180,7 +198,9 @@ class _Monitor:
         ):
             return
         self.soft_fired, self.deferred_at = iteration, None
-        self._say(f"soft timeout: no progress for {stale:.1f}s")
+        restarting = self.store.fault(iteration) is not None
+        where = _where(self.stack, restarting)
+        self._say(f"soft timeout: no progress for {stale:.1f}s{where}")
         self.store.record_fault(
             iteration,
             {

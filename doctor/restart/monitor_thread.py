@@ -114,10 +114,18 @@ class MonitorThread(threading.Thread):
         ctx, shared = self.ctx, self.shared
         ctx.phases["detect"] = time.time()
         with shared.lock:
-            if ctx.fr_file is not None:
-                dump_flight_recorder(ctx.fr_file)
-            close_connections(ctx.socket_baseline)
-            abort_process_groups()
+            try:
+                if ctx.fr_file is not None:
+                    dump_flight_recorder(ctx.fr_file)
+                close_connections(ctx.socket_baseline)
+                abort_process_groups()
+            except Exception as exc:  # noqa: BLE001 - the delivery below must happen anyway
+                print(
+                    f"nccl-doctor wrapper[{ctx.initial_rank}]: releasing the process groups "
+                    f"failed ({exc!r}); the restart goes on",
+                    file=sys.stderr,
+                    flush=True,
+                )
             ctx.phases["abort"] = time.time()
             start = time.monotonic()
             while shared.armed and not shared.delivered.is_set() and not self.stop.is_set():

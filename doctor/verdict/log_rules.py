@@ -77,6 +77,9 @@ log_compile             74        a collective timed out while a rank said it wa
 log_build               35        a JIT extension build (or its stale lock file) and nothing
                                   that failed: the job stopped in the build
                                   (compile_warmup; medium when a lock file is named)
+log_rendezvous          33        the logs stop where the ranks announce they join the job's
+                                  rendezvous (Lightning, torchelastic), nothing failed: a rank
+                                  never came (bootstrap, low)
 log_straggler           60/30     NCCL's diagnostics measured one rank's link far off, or
                                   the job's straggler detector named ranks (30 once a
                                   collective timed out: a straggler is no hang, so the slow
@@ -593,6 +596,39 @@ def build_unfinished(view: LogView) -> list[Candidate]:
     ]
 
 
+def rendezvous_unfinished(view: LogView) -> list[Candidate]:
+    """The logs stop where the ranks announce they join the rendezvous, and nothing failed:
+    the job waits there for a rank that never comes. Lightning and torchelastic print that
+    line just before the wait and another once every rank came (``kinds.JOINED``)."""
+    if not view.events or view.events[-1].kind != kinds.JOINING:
+        return []
+    if view.of_kind(*log_waits.FAULTS):
+        return []
+    joining = view.of_kind(kinds.JOINING)
+    world = max((e.nranks or 0 for e in joining), default=0)
+    ranks = ranks_of(joining)
+    counted = f"; {len(ranks)} of {world} ranks announced themselves here" if world else ""
+    summary = (
+        f"the logs stop as the ranks join the job's rendezvous ({quote(joining[-1])}{counted}) "
+        "and nothing failed: the rendezvous never completed, because a rank never came: either "
+        "one the launch did not start (the scheduler's task count, or Lightning's num_nodes and "
+        "devices, short of the world size), or one that cannot reach MASTER_ADDR and "
+        "MASTER_PORT (a firewall, a wrong address); check that every rank started and "
+        "reaches the master's port"
+    )
+    return [
+        Candidate(
+            HangClass.BOOTSTRAP,
+            (),
+            Confidence.LOW,
+            summary,
+            33,
+            evidence=lines_of(joining[-2:]),
+            rule="log_rendezvous",
+        )
+    ]
+
+
 def straggler(view: LogView) -> list[Candidate]:
     """A slow rank, measured or named. A straggler slows a job and never stops it (DESIGN:
     ``straggler`` is no hang): once a collective timed out, the slow rank is where to look,
@@ -743,6 +779,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     lone_dump,
     compiling,
     build_unfinished,
+    rendezvous_unfinished,
     straggler,
     log_waits.ras_frozen,
     log_waits.laggards,

@@ -47,6 +47,8 @@ FAULTS = frozenset(kinds.ALL) - {
     kinds.WORKING,
     kinds.RAS_COUNT,
     kinds.NCCL_CALL,
+    kinds.JOINING,
+    kinds.JOINED,
 }
 
 

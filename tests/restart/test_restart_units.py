@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import os
 import signal
 import socket
@@ -15,14 +16,15 @@ from typing import Any
 import pytest
 
 from doctor.jobconfig.config import RestartConfig
+from doctor.jobdir.agent import MAIN_THREAD_LINE
 from doctor.model import Severity
 from doctor.restart import RankAssignment
 from doctor.restart.abort import socket_fds
 from doctor.restart.assignment import Assignment
 from doctor.restart.call import CallWrapper
 from doctor.restart.events import build_event
-from doctor.restart.exceptions import RestartError, StoreAbandoned
-from doctor.restart.monitor_process import MonitorProcess, MonitorSpec
+from doctor.restart.exceptions import RestartError, RestartRequested, StoreAbandoned
+from doctor.restart.monitor_process import MonitorProcess, MonitorSpec, _where
 from doctor.restart.monitor_thread import Interruptible, IterationContext, MonitorThread
 from doctor.restart.options import RestartOptions
 from doctor.restart.session import Session, await_listener, connect_store
@@ -332,3 +334,98 @@ def test_every_process_group_is_aborted_at_once(monkeypatch: pytest.MonkeyPatch)
     # THEN each was aborted in its own thread, all at once, and every backend is named
     assert names == ["gloo"] * 4 and aborted == ["nccl-doctor-abort"] * 4
     assert took < 0.9, f"{took:.2f}s: one after another would take 1.2 s"
+
+
+def test_a_soft_timeout_says_where_the_rank_and_an_untaken_restart_stand(tmp_path: Path) -> None:
+    # GIVEN a monitor thread whose fault watch is stuck (a restart it never delivers), and
+    # the rank's stacks dumped as its agent answers (faulthandler, the main thread named)
+    store = LoadedStore()
+    ctx = IterationContext(0, 2, {0, 1, 2, 3}, socket_fds(), None)
+    monitor = MonitorThread(ctx, store, store, Interruptible(threading.get_ident()))  # type: ignore[arg-type]
+    monitor.start()
+    with (tmp_path / "stacks").open("w+") as dump:
+        dump.write(f"{MAIN_THREAD_LINE}0x{threading.main_thread().ident or 0:016x}\n")
+        dump.flush()
+        faulthandler.dump_traceback(dump, all_threads=True)
+        dump.seek(0)
+        stacks = dump.read()
+    store.recorded.set()
+    monitor.join(5)
+    # THEN the line names the main thread's innermost frame (this test, dumping)
+    said = _where(stacks, restarting=False)
+    assert said.startswith("; the main thread is at test_a_soft_timeout_says_where"), said
+    assert "delivery" not in said
+    # AND, with a restart under way, our innermost frame in its delivery (the fault watch)
+    assert "; the restart's delivery is at run (" in _where(stacks, restarting=True)
+    assert "monitor_thread.py" in _where(stacks, restarting=True)
+    # AND no dump says nothing
+    assert _where(None, restarting=True) == ""
+
+
+def test_a_group_whose_abort_never_returns_does_not_hold_the_restart(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a rank in two process groups, one whose abort blocks (a communicator that
+    # never lets go)
+    import torch.distributed as dist
+
+    from doctor.restart.abort import abort_process_groups
+
+    monkeypatch.setenv("MASTER_ADDR", "127.0.0.1")
+    monkeypatch.setenv("MASTER_PORT", str(free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    released = threading.Event()
+    try:
+        stuck = dist.new_group([0])
+        monkeypatch.setattr(
+            dist.ProcessGroup, "abort", lambda group: released.wait(10) if group is stuck else None
+        )
+        # WHEN the restart aborts them, waiting at most 0.5 s
+        start = time.monotonic()
+        names = abort_process_groups(wait=0.5)
+        took = time.monotonic() - start
+    finally:
+        released.set()
+        monkeypatch.undo()
+        dist.destroy_process_group()
+    # THEN it goes on after the wait, and says which abort had not returned
+    assert names == ["gloo", "gloo"] and 0.5 <= took < 2.0, took
+    assert "the abort of 1 of 2 process groups had not returned" in capsys.readouterr().err
+
+
+def test_a_release_that_fails_still_delivers_the_restart(
+    monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # GIVEN a rank inside its function whose connections cannot be closed (the release
+    # raises), and a fault recorded by another rank
+    import doctor.restart.monitor_thread as monitor_thread
+
+    def broken(baseline: set[int]) -> int:
+        raise OSError("no /proc/self/fd in this container")
+
+    monkeypatch.setattr(monitor_thread, "close_connections", broken)
+    store = LoadedStore()
+    store.faults.append({"cause": "exception", "rank": 1, "time": time.time(), "exception": "x"})
+    took: list[str] = []
+
+    def function() -> None:
+        shared = Interruptible(threading.get_ident(), armed=True)
+        ctx = IterationContext(0, 2, {0, 1, 2, 3}, socket_fds(), None)
+        monitor = MonitorThread(ctx, store, store, shared)  # type: ignore[arg-type]
+        try:
+            monitor.start()
+            store.recorded.set()  # WHEN the fault wakes its monitor thread
+            for _ in range(500):
+                time.sleep(0.01)
+        except RestartRequested:
+            took.append("restart")
+            shared.delivered.set()
+        monitor.stop.set()
+        monitor.join(5)
+
+    rank = threading.Thread(target=function, daemon=True)
+    rank.start()
+    rank.join(10)
+    # THEN the restart still reaches the function, and the failure is said
+    assert took == ["restart"]
+    assert "releasing the process groups failed" in capsys.readouterr().err

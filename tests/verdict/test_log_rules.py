@@ -810,7 +810,9 @@ def test_two_processes_joining_as_one_global_rank_are_a_launch_that_does_not_mat
     assert "same global rank" in verdict.summary
     # AND a whole 8-rank job restarted (every rank joins again after all joined) is not
     restarted = [f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8" for r in range(8)]
-    assert judge(restarted * 2).hang_class is not HangClass.BOOTSTRAP
+    assert "same global rank" not in judge(restarted * 2).summary
+    registered = "All distributed processes registered. Starting with 8 processes"
+    assert judge([*restarted, registered] * 2).hang_class is not HangClass.BOOTSTRAP
 
 
 @pytest.mark.parametrize(
@@ -951,3 +953,35 @@ def test_one_rank_s_timeout_deep_into_training_is_a_rank_that_left_the_others_pa
     # AND two ranks' positions are for the rules about positions, not this one
     both = judge([deep, WATCHDOG.format(r=1, seq=129457, op="ALLREDUCE")])
     assert "deep into training" not in both.summary
+
+
+LIGHTNING_JOIN = "Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {m}/8"
+
+
+def test_logs_that_stop_as_the_ranks_join_the_rendezvous_are_bootstrap() -> None:
+    # GIVEN one node's half of an 8-rank Lightning job, each rank announcing it joins, and
+    # torchelastic's agent waiting for the job's other agents
+    lightning = judge([LIGHTNING_JOIN.format(r=r, m=r + 1) for r in range(4)])
+    elastic = judge(
+        [
+            "INFO:torch.distributed.elastic.agent.server.api:[default] starting workers",
+            "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous'ing worker group",
+        ]
+    )
+    # THEN the job waits in the rendezvous for a rank that never came: bootstrap, low
+    for verdict in (lightning, elastic):
+        assert (verdict.hang_class, verdict.confidence) == (HangClass.BOOTSTRAP, Confidence.LOW)
+        assert verdict.summary.startswith("the logs stop as the ranks join")
+    # AND the count of ranks that announced themselves here is said
+    assert "4 of 8 ranks announced themselves here" in lightning.summary
+
+
+def test_a_rendezvous_that_completed_or_a_failure_after_it_is_not_the_hang() -> None:
+    # GIVEN the rendezvous done (Lightning's rank 0 says every process registered), or a
+    # rank's timeout after the ranks joined
+    joined = [LIGHTNING_JOIN.format(r=r, m=r + 1) for r in range(2)]
+    done = judge([*joined, "All distributed processes registered. Starting with 8 processes"])
+    failed = judge([*joined, WATCHDOG.format(r=0, seq=3, op="ALLREDUCE")])
+    # THEN the rendezvous is not blamed
+    for verdict in (done, failed):
+        assert not verdict.summary.startswith("the logs stop as the ranks join")
