@@ -38,9 +38,12 @@ def _bundle(paths: Sequence[Path]) -> tuple[Path, Evidence, bool] | None:
     return None
 
 
-def load_evidence(paths: Sequence[Path], progress: Progress | None = None) -> Evidence:
+def load_evidence(
+    paths: Sequence[Path], progress: Progress | None = None, log_progress: Progress | None = None
+) -> Evidence:
     """Evidence from bundles, folders, archives or dump files; ``InputError`` if none is.
-    ``progress`` hears how far the reading of a large folder of dumps is."""
+    ``progress`` hears how far the reading of a large folder of dumps is (dumps read of all),
+    ``log_progress`` that of the logs (bytes read of all)."""
     for p in paths:
         if not p.exists():
             raise InputError(f"no such file or folder: {p}")
@@ -51,7 +54,11 @@ def load_evidence(paths: Sequence[Path], progress: Progress | None = None) -> Ev
     fr = read_flight((p for p in paths if p != skip), progress)
     # a bundle's log events are in its evidence.json too: its logs/ tails (and, unpacked, its
     # JSON documents) are not read again as logs
-    logs = read_logs([p for p in paths if found is None or p != found[0]], not_logs=fr.files)
+    logs = read_logs(
+        [p for p in paths if found is None or p != found[0]],
+        not_logs=fr.files,
+        progress=log_progress,
+    )
     texts = {Path(f).name for f in logs.files}
     unreadable = tuple(s for s in fr.skipped if s.reason.split(":", 1)[0] not in texts)
     if not fr.dumps and found is None and not logs.files:

@@ -75,12 +75,17 @@ def _stdin_as_file(paths: list[Path]) -> Iterator[list[Path]]:
         yield [pasted if p == STDIN else p for p in paths]
 
 
+LOG_BAR_BYTES = 16 << 20
+"""Logs this large get a bar: they read at a few MB/s where most lines say something."""
+
+
 def _read_showing_progress(paths: list[Path]) -> Evidence:
     """``load_evidence`` with a progress bar on a terminal's stderr while a large folder of
-    dumps is read (nothing when stderr is a file or a pipe, nor for a few dumps: the bar
-    starts when the worker pool starts)."""
+    dumps or large logs are read (nothing when stderr is a file or a pipe, nor for a few
+    dumps, whose bar starts when the worker pool starts, nor for logs under
+    ``LOG_BAR_BYTES``)."""
     from rich.console import Console
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TimeElapsedColumn
+    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
     from doctor.analyze.load import load_evidence
 
@@ -88,20 +93,29 @@ def _read_showing_progress(paths: list[Path]) -> Evidence:
     if not console.is_terminal:
         return load_evidence(paths)
     columns = (
-        "reading Flight Recorder dumps",
+        TextColumn("{task.description}"),
         BarColumn(),
-        MofNCompleteColumn(),
+        TextColumn("{task.fields[count]}"),
         TimeElapsedColumn(),
     )
     bar = Progress(*columns, console=console, transient=True)
-    task = bar.add_task("read", total=None)
+    tasks: dict[str, TaskID] = {}
 
-    def tell(done: int, total: int) -> None:
-        bar.update(task, completed=done, total=total)
+    def show(what: str, done: int, total: int, count: str) -> None:
+        if what not in tasks:
+            tasks[what] = bar.add_task(what, total=total, count="")
+        bar.update(tasks[what], completed=done, total=total, count=count)
         if not bar.live.is_started:
             bar.start()
 
+    def dumps(done: int, total: int) -> None:
+        show("reading Flight Recorder dumps", done, total, f"{done}/{total}")
+
+    def logs(done: int, total: int) -> None:
+        if total >= LOG_BAR_BYTES:
+            show("reading logs", done, total, f"{done / 2**20:.0f}/{total / 2**20:.0f} MB")
+
     try:
-        return load_evidence(paths, tell)
+        return load_evidence(paths, dumps, logs)
     finally:
         bar.stop()

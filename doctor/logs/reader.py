@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import gzip
 import re
-from collections.abc import Collection, Iterator, Sequence
+from collections.abc import Callable, Collection, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
@@ -46,17 +47,22 @@ def is_text(path: Path) -> bool:
     if path.name.endswith(NOT_LOGS) or path.name.endswith(".tar.gz"):
         return False
     try:
-        with _open(path) as f:
+        with _open(path) as (f, _):
             head = f.read(_BINARY_PROBE)
     except (OSError, EOFError, gzip.BadGzipFile):
         return False
     return b"\0" not in head and not head.startswith(b"\x80")  # a pickle (a dump) is not text
 
 
-def _open(path: Path) -> BinaryIO:
-    if path.suffix == ".gz":
-        return gzip.open(path, "rb")  # type: ignore[return-value]
-    return path.open("rb")
+@contextmanager
+def _open(path: Path) -> Iterator[tuple[BinaryIO, BinaryIO]]:
+    """The file's text stream, and the file itself (its position is how far the reading is)."""
+    with path.open("rb") as raw:
+        if path.suffix == ".gz":
+            with gzip.GzipFile(fileobj=raw, mode="rb") as text:
+                yield text, raw  # type: ignore[misc]
+        else:
+            yield raw, raw
 
 
 def log_files(
@@ -107,10 +113,31 @@ def read_lines(f: BinaryIO, limit: int, budget: int | None = None) -> Iterator[s
 
 
 DEFAULT_BOUNDS = Bounds()
+PROGRESS_LINES = 16384
+"""Lines between two reports of how far a file's reading is (a cheap call, not per line)."""
 
 
-def parse_file(path: Path, bounds: Bounds = DEFAULT_BOUNDS) -> tuple[Parsed, str]:
-    """One file's facts; the error text if it could not be read ('' if it could)."""
+def _within(
+    progress: Callable[[int, int], None] | None, before: int, size: int, total: int
+) -> Callable[[int], None] | None:
+    """One file's bytes read, as the bytes read of every file."""
+    if progress is None:
+        return None
+    return lambda read: progress(before + min(read, size), total)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0
+
+
+def parse_file(
+    path: Path, bounds: Bounds = DEFAULT_BOUNDS, at: Callable[[int], None] | None = None
+) -> tuple[Parsed, str]:
+    """One file's facts; the error text if it could not be read ('' if it could). ``at``
+    hears how many of the file's bytes were read, every ``PROGRESS_LINES`` lines."""
     rank = _FILE_RANK.search(path.name)
     file_rank = int(rank.group(1)) if rank else None
     try:
@@ -124,10 +151,12 @@ def parse_file(path: Path, bounds: Bounds = DEFAULT_BOUNDS) -> tuple[Parsed, str
         budget, most = bounds.text_bytes(size, compressed), bounds.text_lines(size, compressed)
         if small:  # read whole, to undo a paste (one that grew since is cut at twice the size)
             budget = min(budget, 2 * bounds.word_bytes)
-        with _open(path) as f:  # a paste's line is cut once ``paste._apart`` split it
+        with _open(path) as (f, on_disk):  # a paste's line is cut once ``paste._apart`` split it
             rows = read_lines(f, budget if small else bounds.line_chars, budget)
             for n, raw in enumerate(unwrapped(list(rows)) if small else rows, 1):
                 parser.feed(raw)
+                if at is not None and n % PROGRESS_LINES == 0:
+                    at(on_disk.tell())
                 if n == most:
                     cut = f"read its first {most} lines"
                     break
@@ -143,14 +172,23 @@ def _name(path: Path) -> str:
 
 
 def read_logs(
-    paths: Sequence[Path], bounds: Bounds = DEFAULT_BOUNDS, not_logs: Collection[Path] = frozenset()
+    paths: Sequence[Path],
+    bounds: Bounds = DEFAULT_BOUNDS,
+    not_logs: Collection[Path] = frozenset(),
+    progress: Callable[[int, int], None] | None = None,
 ) -> LogReading:
     """Every log under ``paths`` but ``not_logs``, parsed, with ranks filled in from what the
-    others state."""
+    others state. ``progress`` hears the bytes read of the files' total as it goes (a 2 GB
+    combined log takes minutes)."""
     files, skipped = log_files(paths, not_logs)
+    sizes = [_size(path) for path in files]
+    total, before = sum(sizes), 0
     parsed: list[tuple[Path, Parsed]] = []
-    for path in files:
-        result, error = parse_file(path, bounds)
+    for path, size in zip(files, sizes, strict=True):
+        result, error = parse_file(path, bounds, _within(progress, before, size, total))
+        before += size
+        if progress is not None:
+            progress(before, total)
         if error:
             skipped.append(Skipped(None, "log-reader", error))
         parsed.append((path, result))

@@ -9,7 +9,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from clitools import run_cli
+from clitools import clean_env, run_cli
 
 from doctor.analyze.load import load_evidence
 from doctor.logs import reader as logs_reader
@@ -186,3 +186,29 @@ def test_a_real_job_whose_ranks_disagree_is_a_mismatch(case: str, tmp_path: Path
     # loss of the rank that raised, and the summary says what disagreed
     assert doc["verdict"]["hang_class"] == "collective_mismatch", doc["verdict"]
     assert says in doc["verdict"]["summary"]
+
+
+def test_a_large_log_is_read_with_a_bar_and_a_small_one_without(tmp_path: Path) -> None:
+    # GIVEN a 17 MB training log with a watchdog timeout at its end, and a small one
+    step = "[rank0] step {n} loss 2.3012 lr 3.0e-04 grad_norm 1.02 tokens/s 81234\n"
+    timeout = (
+        "[rank0]:[E1121 10:02:11 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, "
+        "Timeout(ms)=600000) ran for 600061 milliseconds before timing out.\n"
+    )
+    large, small = tmp_path / "large.log", tmp_path / "small.log"
+    with large.open("w") as out:
+        for n in range(17 * 2**20 // len(step)):
+            out.write(step.format(n=n % 10))
+        out.write(timeout)
+    small.write_text(step.format(n=1) + timeout)
+    # WHEN each is analyzed with stderr on a terminal (FORCE_COLOR: rich's stand-in for one)
+    on_terminal = clean_env({"FORCE_COLOR": "1", "COLUMNS": "120"})
+    read_large = run_cli("analyze", str(large), env=on_terminal)
+    read_small = run_cli("analyze", str(small), env=on_terminal)
+    piped = run_cli("analyze", str(large))
+    # THEN the large log's reading shows its megabytes, and the verdict is the same as piped
+    assert "reading logs" in read_large.stderr and "/17 MB" in read_large.stderr
+    assert read_large.returncode == piped.returncode == 1
+    # AND neither the small log nor a pipe gets a bar
+    assert "reading logs" not in read_small.stderr + piped.stderr
