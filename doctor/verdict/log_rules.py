@@ -602,7 +602,10 @@ def rendezvous_unfinished(view: LogView) -> list[Candidate]:
     line just before the wait and another once every rank came (``kinds.JOINED``)."""
     if not view.events or view.events[-1].kind != kinds.JOINING:
         return []
-    if view.of_kind(*log_waits.FAULTS):
+    # a wait that ended, or work after it, in any file (files have no order between them)
+    if view.of_kind(
+        *log_waits.FAULTS, kinds.JOINED, kinds.PROGRESS, kinds.WORKING, kinds.NCCL_CALL
+    ):
         return []
     joining = view.of_kind(kinds.JOINING)
     world = max((e.nranks or 0 for e in joining), default=0)

@@ -985,3 +985,12 @@ def test_a_rendezvous_that_completed_or_a_failure_after_it_is_not_the_hang() -> 
     # THEN the rendezvous is not blamed
     for verdict in (done, failed):
         assert not verdict.summary.startswith("the logs stop as the ranks join")
+
+
+def test_a_rendezvous_another_file_says_completed_is_not_the_hang() -> None:
+    # GIVEN rank 0's file saying every process registered, then rank 3's ending at its join
+    # line (files have no order between them)
+    rank0 = ["All distributed processes registered. Starting with 8 processes"]
+    verdict = judge([*rank0, LIGHTNING_JOIN.format(r=3, m=4)])
+    # THEN the rendezvous is not blamed
+    assert not verdict.summary.startswith("the logs stop as the ranks join")
