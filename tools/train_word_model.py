@@ -111,8 +111,9 @@ def check(rows: Sequence[Example]) -> None:
         for case, words, unread in rows:
             if repository(case) == repo:
                 guess = model.guess(words, threshold=0.0)
-                guesses.append((guess.posterior if guess else 0.0, guess, case))
-                if unread and words and not model.guess(words):
+                posterior = guess.posterior if guess else 0.0
+                guesses.append((posterior, guess, case))
+                if unread and words and posterior < MIN_POSTERIOR:  # the model abstains
                     fallen[model.fallback is case.hang_class] += 1
     print(f"{len(rows)} cases, {len({repository(c) for c, _, _ in rows})} repositories")
     print(

@@ -98,8 +98,7 @@ class MonitorProcess:
 
 def _waits_in_collective(stack: str | None) -> bool:
     """Whether the main thread's innermost frame is in torch.distributed (a victim, not a cause)."""
-    threads = parse_faulthandler(stack or "", -1).threads
-    main = next((t for t in threads if t.is_main), None)
+    main = parse_faulthandler(stack or "", -1).main
     return (
         main is not None and bool(main.frames) and "torch/distributed/" in main.frames[0].filename
     )
@@ -109,11 +108,11 @@ def _where(stack: str | None, restarting: bool) -> str:
     """Where the rank stood, for the timeout's line: the main thread's innermost frame and,
     when a restart was under way that the rank did not take, the innermost frame of ours in
     its delivery (the monitor thread: a store wait, an abort)."""
-    threads = parse_faulthandler(stack or "", -1).threads
-    said = [("the main thread", next((t.frames for t in threads if t.is_main), ()))]
+    dump = parse_faulthandler(stack or "", -1)
+    said = [("the main thread", dump.main.frames if dump.main else ())]
     if restarting:
         delivery = next(
-            (t for t in threads if any(_DELIVERY in f.filename for f in t.frames)), None
+            (t for t in dump.threads if any(_DELIVERY in f.filename for f in t.frames)), None
         )
         ours = tuple(f for f in delivery.frames if "/doctor/" in f.filename) if delivery else ()
         said.append(("the restart's delivery", ours))

@@ -109,38 +109,46 @@ def refine(
         return _fallen_back(candidates) if words and silent else candidates
     said = ", ".join(guess.words)
     cls = guess.hang_class.value
-    line = EvidenceLine(SOURCE, None, f"{cls} {guess.posterior:.0%}: {said}")
-    return [
-        replace(
-            c,
-            hang_class=guess.hang_class,
-            confidence=Confidence.LOW,
-            summary=f"{c.summary}. The words of its lines resemble the corpus's {cls} "
-            f"cases ({guess.posterior:.0%}; {said}): a guess from words, not a finding",
-            evidence=c.evidence + (line,),
-            rule=f"{c.rule}+words",
-        )
-        for c in candidates
-    ]
+    return _as_guess(
+        candidates,
+        guess.hang_class,
+        f"The words of its lines resemble the corpus's {cls} cases ({guess.posterior:.0%}; "
+        f"{said}): a guess from words, not a finding",
+        EvidenceLine(SOURCE, None, f"{cls} {guess.posterior:.0%}: {said}"),
+        "words",
+    )
 
 
 def _fallen_back(candidates: list[Candidate]) -> list[Candidate]:
     """``candidates`` as the model's fallback class, at low confidence, saying why."""
-    fallback, (among, of) = model().fallback, model().fallback_share
+    words_model = model()
+    fallback, (among, of) = words_model.fallback, words_model.fallback_share
     if fallback is None:
         return candidates
     cls = fallback.value
-    line = EvidenceLine(SOURCE, None, f"{cls}: {among} of {of} hangs no rule read")
+    return _as_guess(
+        candidates,
+        fallback,
+        f"Their words tell no class either; of the corpus's hangs whose logs no rule read, "
+        f"the most were {cls} ({among} of {of}): a guess from how often, not a finding",
+        EvidenceLine(SOURCE, None, f"{cls}: {among} of {of} hangs no rule read"),
+        "fallback",
+    )
+
+
+def _as_guess(
+    candidates: list[Candidate], hang_class: HangClass, why: str, line: EvidenceLine, tag: str
+) -> list[Candidate]:
+    """``candidates`` as ``hang_class``, at low confidence: ``why`` ends each summary, ``line``
+    joins its evidence, ``tag`` its rule."""
     return [
         replace(
             c,
-            hang_class=fallback,
+            hang_class=hang_class,
             confidence=Confidence.LOW,
-            summary=f"{c.summary}. Their words tell no class either; of the corpus's hangs "
-            f"whose logs no rule read, the most were {cls} ({among} of {of}): a guess from "
-            "how often, not a finding",
+            summary=f"{c.summary}. {why}",
             evidence=c.evidence + (line,),
-            rule=f"{c.rule}+fallback",
+            rule=f"{c.rule}+{tag}",
         )
         for c in candidates
     ]
