@@ -51,18 +51,24 @@ NCCL_PREFIX = re.compile(
     r"NCCL (INFO|WARN|TRACE|ABORT|DIAG)"
 )
 TEXT_RANK = re.compile(r"\[(?:PG [^\]]{0,200}?)?Rank (\d{1,6})\]")
+_LEVEL = "(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|SUCCESS|TRACE)"
 PASTED = re.compile(
     r"^(?:> ?"  # a reply's quote marker
     r"|(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.+-]{8,40}Z?) "
     r"(?P<host>[\w.-]{1,64}) (?:kernel|[\w./@-]{1,64}\[\d{1,18}\]): "  # journald, syslog
     r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]? "
+    r"(?:std(?:out|err) [FP] )?"  # the container runtime's own log file (CRI)
+    rf"|\[{_LEVEL}\] "  # a logging format's level: ``[%(asctime)s] [%(levelname)s]``
+    rf"|\| {_LEVEL} {{0,8}}\| (?:[\w.<>-]{{1,200}}:){{2}}\d{{1,9}} - "  # loguru's
     r"|\[pod/[^\]\s]{1,300}\] "  # kubectl logs --prefix
     r"|[\w.-]{1,64} {1,40}\| "  # docker compose logs
     r")+"
 )
 """What a paste or a log shipper puts before a line, nested in any order: reply quote
 markers (``> ``), journald's or syslog's ``Mon DD HH:MM:SS host kernel:`` or ``proc[pid]:``
-(the host kept), a timestamp (ISO, or bracketed as Python's logging prints it),
+(the host kept), a timestamp (ISO, or bracketed as Python's logging prints it; with the
+stream and tag the container runtime writes after it in ``/var/log/pods``: ``stderr F``),
+a logging format's level after it (``[INFO]``, loguru's ``| INFO | module:function:line -``),
 ``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER]`` and ``docker compose logs``' ``NAME |``."""
 
 

@@ -263,6 +263,14 @@ class Parser:
         if len(raw) > self.bounds.line_chars:
             raw = raw[: self.bounds.line_chars]
             result.cut["line_chars"] += 1
+        if "\r" in raw and "\r" in (raw := raw.rstrip("\r\n")):
+            for piece in raw.split("\r"):  # a progress bar redrawn over itself, then a message
+                self._feed_line(piece)
+        else:
+            self._feed_line(raw)
+
+    def _feed_line(self, raw: str) -> None:
+        result = self.result
         gated = bool(self._blocks or self._json or self._wrapped) or worth_a_look(raw)
         if not gated and not (self.every_line_words and telling(raw)):
             return

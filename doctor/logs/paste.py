@@ -146,9 +146,8 @@ def _indented(piece: str) -> list[str]:
 
 def _width(lines: Sequence[str]) -> int | None:
     """The terminal's width when ``lines`` were cut at one: the longest length, shared by
-    at least ``ROWS`` lines that do not end in a space (a row padded to the width does), or
-    one of ``TERMINALS``."""
-    widest = Counter(len(line) for line in lines if line[-1:].strip() and line[-1:] not in FRAMES)
+    at least ``ROWS`` lines that end as a cut row may (``_edge``), or one of ``TERMINALS``."""
+    widest = Counter(len(line) for line in lines if _edge(line) and line[-1:] not in FRAMES)
     if not widest:
         return None
     width = max(widest)
@@ -156,6 +155,12 @@ def _width(lines: Sequence[str]) -> int | None:
     if width < NARROWEST or width != longest:
         return None
     return width if widest[width] >= ROWS or width in TERMINALS else None
+
+
+def _edge(row: str) -> bool:
+    """Whether ``row`` ends as a cut row may: in a character, or in one space after one (a
+    cut between words); a row padded to the width ends in more."""
+    return bool(row[-1:].strip() or (row[-1:] == " " and row[-2:-1].strip()))
 
 
 def _joined(lines: list[str]) -> list[str]:
@@ -175,14 +180,17 @@ def _cut(row: str, width: int, after: str) -> bool:
     """Whether the terminal cut ``row`` where ``after`` begins: as wide as the terminal, and
     cut inside a word, a number, a path or a call's arguments (a line's natural end, and
     the next line's indented or bracketed start, are not in one). At a width terminals
-    often have, a cut may also fall on a space: the rest then begins with one space, which
-    a line indented by one (DDP's statistics) does too, so not at other widths."""
+    often have, a cut may also fall between words: the row then ends in one space or a
+    colon, or the rest begins with one space, which a line indented by one (DDP's
+    statistics) does too, so not at other widths."""
     end, start = row[-1:], after[:1]
-    inside = end.isalnum() or (end != "" and end in "_,(=/")
+    inside = end.isalnum() or (end != "" and end in "_,(=/[")
     sentence = end.islower() and start.isupper()  # a line ends, the next begins: "...ed" "Wed"
-    goes_on = start.isalnum() or (start != "" and start in "_=(/,%.)]")  # no line begins so
-    if width in TERMINALS and start == " " and after[1:2].strip():
-        goes_on = True
+    goes_on = start.isalnum() or (start != "" and start in "_=(/,%.)]:")  # no line begins so
+    goes_on = goes_on or (end in ("=", "(") and start.strip() != "")  # an argument's value
+    if width in TERMINALS:
+        inside = inside or end == ":" or (end == " " and _edge(row))
+        goes_on = goes_on or (start == " " and after[1:2].strip() != "")
     if goes_on and any(label.match(after) for label in LABELS):
         return False  # a launcher labels lines, never a terminal's rows
     return len(row) == width and inside and goes_on and not sentence

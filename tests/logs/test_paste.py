@@ -93,6 +93,43 @@ def test_a_cut_on_a_space_is_joined_at_a_terminal_s_width_only() -> None:
     assert unwrapped(stats) == stats
 
 
+def test_a_cut_between_words_or_inside_an_argument_is_joined_at_a_terminal_s_width() -> None:
+    # GIVEN lines a 100-column terminal cut after a space, after a colon, and between an
+    # argument's "=" and its bracketed value
+    heads = [
+        "[rank3]: RuntimeError: Expected to mark a variable ready only once. This error is ",
+        "[rank1]:[W516 14:34:56.854597329 socket.cpp:489] [c10d] waitForInput: SocketImpl(addr=",
+        "F0911 14:31:16.029341 13958 SocketChannel.cpp:54] Check failed",
+    ]
+    tails = ["caused by one of the following reasons", "[localhost]:41170) timed out", ": len >= 0"]
+    lines = [
+        head[:-1].ljust(99, "x") + head[-1] + tail for head, tail in zip(heads, tails, strict=True)
+    ]
+    for line in lines:
+        rows = _cut(line, 100).split("\n")
+        assert len(rows) == 2 and rows[0][-1:] in (" ", "d", "=")
+        # WHEN undone THEN it is the line again
+        assert unwrapped(rows) == [line]
+    # AND at a width no terminal has by default, a row ending in a space stays a line
+    odd = ["x" * 89 + " failed ", "Retrying with the fallback"]
+    assert unwrapped(odd) == odd
+
+
+def test_a_log_saved_from_a_coloured_terminal_is_read_as_the_terminal_showed_it(
+    tmp_path: Path,
+) -> None:
+    # GIVEN a file that holds a progress bar redrawn over itself, then rank 1's watchdog line
+    # in red, and a title escape: what `script` or `tee` of a coloured run saves
+    bar = "".join(f" {p}%|##   | {p}/100 [00:0{p % 10}<00:01]\r" for p in (10, 20, 30))
+    red = "\x1b]0;train\x07\x1b[1;31m" + WATCHDOG.replace(" Watchdog", " \x1b[0mWatchdog")
+    (tmp_path / "out.log").write_text(bar + red + "\x1b[0m\n", newline="")
+    # WHEN it is read THEN the watchdog line is read, whole, without the escapes
+    parsed, error = parse_file(tmp_path / "out.log")
+    timeouts = [e for e in parsed.events if e.kind == "watchdog_timeout"]
+    assert error == "" and [(e.rank, e.seq) for e in timeouts] == [(1, 15037)]
+    assert "\x1b" not in timeouts[0].text and timeouts[0].text.startswith("[E1129")
+
+
 def test_whole_lines_of_one_length_stay_apart() -> None:
     # GIVEN a kernel log whose lines are all as long (one template), an nvidia-smi table,
     # and lines a launcher labelled, each of which ends where a word might go on
@@ -137,6 +174,9 @@ def test_a_paste_s_common_indentation_goes_and_its_relative_one_stays() -> None:
         "[2024-05-01 12:00:00,123] ",
         "2024-05-01 12:00:00 ",
         "> > ",
+        "2024-05-01T12:00:00.123456789Z stderr F ",
+        "[2024-05-01 12:00:00,123] [ERROR] ",
+        "2024-05-01 12:00:00.123 | WARNING  | train:main:42 - ",
     ],
 )
 def test_a_shipper_s_prefix_is_peeled_and_the_line_read_as_it_is(prefix: str) -> None:
@@ -268,6 +308,12 @@ PASTES: dict[str, Callable[[str], str]] = {
         _prefixed("[default0]:")(text)
     ),
     "a page's HTML source: character references": lambda text: html.escape(text),
+    "a coloured terminal's escapes, the container runtime's file": lambda text: _prefixed(
+        "2024-05-01T12:00:00.123Z stdout F \x1b[1;31m"
+    )(text.replace(" ", " \x1b[0m", 1)),
+    "terminal 100 columns wide, a progress bar redrawn before every line": lambda text: _cut(
+        _prefixed(" 45%|####   | 9/20 [00:01<00:02]\r")(text), 100
+    ),
     "a rendered page: no-break spaces, curly quotes, Markdown escapes": lambda text: (
         text.replace(" ", "\u00a0")
         .replace("'", "\u2019")
