@@ -51,6 +51,14 @@ NCCL_PREFIX = re.compile(
     r"NCCL (INFO|WARN|TRACE|ABORT|DIAG)"
 )
 TEXT_RANK = re.compile(r"\[(?:PG [^\]]{0,200}?)?Rank (\d{1,6})\]")
+ESCAPE = re.compile(
+    r"\x1b(?:\[[0-?]{0,32}[ -/]{0,8}[@-~]|\][^\x07\x1b\n]{0,512}(?:\x07|\x1b\\)?|[@-Z\\-_])"
+)
+"""A terminal's escape sequence (a colour, a cursor move, a window title): a log written
+through a coloured logger or saved from a terminal holds them between and inside its words,
+where no pattern looks for them (``\x1b[31mRuntimeError\x1b[0m: ...``). Dropped from a line
+the gate passed (its words are whole either side of them) and from a small file's rows
+before a terminal's wrap is undone."""
 _LEVEL = "(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|SUCCESS|TRACE)"
 PASTED = re.compile(
     r"^(?:> ?"  # a reply's quote marker

@@ -41,7 +41,7 @@ from doctor.logs import (
 from doctor.logs.block import Block, Fact, StackDump
 from doctor.logs.kernel import NvrmGpu
 from doctor.logs.launcher import ElasticFailures, HorovodMissing, HydraTermination
-from doctor.logs.lines import Line, split
+from doctor.logs.lines import ESCAPE, Line, split
 from doctor.logs.pyspy_text import PyspyDump
 from doctor.logs.ras import RasText
 from doctor.logs.smi import SmiTable
@@ -257,23 +257,23 @@ class Parser:
         self._traceback_ended = ""
         """``file:line`` of the exception line that ended a traceback (read there, once)."""
 
-    def feed(self, raw: str) -> None:
+    def feed(self, raw: str, piece: bool = False) -> None:
+        """Read the next line (``piece``: the next part of this line a ``\r`` ended)."""
         result = self.result
-        result.lines += 1
-        if len(raw) > self.bounds.line_chars:
-            raw = raw[: self.bounds.line_chars]
-            result.cut["line_chars"] += 1
-        if "\r" in raw and "\r" in (raw := raw.rstrip("\r\n")):
-            for piece in raw.split("\r"):  # a progress bar redrawn over itself, then a message
-                self._feed_line(piece)
-        else:
-            self._feed_line(raw)
-
-    def _feed_line(self, raw: str) -> None:
-        result = self.result
+        if not piece:
+            result.lines += 1
+            if len(raw) > self.bounds.line_chars:
+                raw = raw[: self.bounds.line_chars]
+                result.cut["line_chars"] += 1
+            if "\r" in raw and "\r" in (raw := raw.rstrip("\r\n")):
+                for part in raw.split("\r"):  # a progress bar redrawn over itself, a message
+                    self.feed(part, piece=True)
+                return
         gated = bool(self._blocks or self._json or self._wrapped) or worth_a_look(raw)
         if not gated and not (self.every_line_words and telling(raw)):
             return
+        if "\x1b" in raw:
+            raw = ESCAPE.sub("", raw)
         line = split(raw.rstrip("\r\n"), f"{self.origin}:{result.lines}", self.file_rank)
         if markup(line.text):
             pass  # an issue template's heading, fence or tag: no word of what failed

@@ -14,7 +14,7 @@ import re
 from collections import Counter
 from collections.abc import Sequence
 
-from doctor.logs.lines import MPI_TAG, SRUN_LABEL, TORCHRUN
+from doctor.logs.lines import ESCAPE, MPI_TAG, SRUN_LABEL, TORCHRUN
 
 NARROWEST = 60
 """A terminal narrower than this is not one a log was read in; shorter rows are lines."""
@@ -84,10 +84,13 @@ _ASCII = str.maketrans(
 
 
 def plain(line: str) -> str:
-    """``line`` with what a web page, a chat or an editor put in for ASCII undone: HTML's
-    character references (``&lt;``, ``&#39;``), no-break and thin spaces, curly quotes, a
-    Markdown source's ``\\_`` and ``\\*`` escapes. Every pattern of the parsers is written in
-    ASCII; a paste from a rendered page missed them all."""
+    """``line`` with what a terminal, a web page, a chat or an editor put in for ASCII undone:
+    a terminal's escapes (``lines.ESCAPE``), HTML's character references (``&lt;``,
+    ``&#39;``), no-break and thin spaces, curly quotes, a Markdown source's ``\\_`` and
+    ``\\*`` escapes. Every pattern of the parsers is written in ASCII; a paste from a
+    rendered page missed them all."""
+    if "\x1b" in line:
+        line = ESCAPE.sub("", line)
     if "&" in line and ";" in line:
         line = html.unescape(line)
     if not line.isascii():

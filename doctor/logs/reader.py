@@ -26,12 +26,6 @@ MAX_FILES = 2_000
 MAX_DEPTH = 4
 _BINARY_PROBE = 4096
 _FILE_RANK = re.compile(r"(?:^|[^a-z])rank[_-]?(\d{1,6})(?!\d)", re.IGNORECASE)
-_ESCAPE = re.compile(
-    rb"\x1b(?:\[[0-?]{0,32}[ -/]{0,8}[@-~]|\][^\x07\x1b\n]{0,512}(?:\x07|\x1b\\)?|[@-Z\\-_])"
-)
-"""A terminal's escape sequence (a colour, a cursor move, a window title): a log written
-through a coloured logger or saved from a terminal holds them between and inside its words,
-where no pattern looks for them (``\x1b[31mRuntimeError\x1b[0m: ...``)."""
 NOT_LOGS = (".pkl", ".pickle", ".pt", ".pth", ".bin", ".tar", ".tgz", ".zip", ".npz", ".so")
 
 
@@ -103,8 +97,7 @@ def log_files(
 
 def read_lines(f: BinaryIO, limit: int, budget: int | None = None) -> Iterator[str]:
     """Lines of ``f`` decoded, each at most ``limit`` characters (the rest of a longer line is
-    skipped without being held), less terminal escapes; no more once ``budget`` bytes were
-    read."""
+    skipped without being held); no more once ``budget`` bytes were read."""
     left = budget if budget is not None else -1
     while left != 0:
         raw = f.readline(limit + 1 if left < 0 else min(limit + 1, left))
@@ -116,8 +109,6 @@ def read_lines(f: BinaryIO, limit: int, budget: int | None = None) -> Iterator[s
                 left = max(left - len(rest), 0) if left > 0 else left
                 if rest.endswith(b"\n"):
                     break
-        if b"\x1b" in raw:
-            raw = _ESCAPE.sub(b"", raw)
         yield raw.decode("utf-8", errors="replace")
 
 
