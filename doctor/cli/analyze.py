@@ -9,14 +9,11 @@ import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import Annotated
 
 import typer
 
 from doctor.errors import EXIT_FOUND, EXIT_OK, UsageError
-
-if TYPE_CHECKING:
-    from doctor.evidence import Evidence
 
 
 def analyze(
@@ -37,11 +34,12 @@ def analyze(
     from rich.console import Console
 
     from doctor.analyze.load import load_evidence
+    from doctor.cli.progress import read_showing_progress
     from doctor.verdict.classify import analyse
     from doctor.verdict.render import render, to_json
 
     with _stdin_as_file(paths) as given:
-        evidence = load_evidence(given) if as_json else _read_showing_progress(given)
+        evidence = load_evidence(given) if as_json else read_showing_progress(given)
     analysis = analyse(evidence)
     if as_json:
         print(json.dumps(to_json(evidence, analysis), indent=2))
@@ -73,49 +71,3 @@ def _stdin_as_file(paths: list[Path]) -> Iterator[list[Path]]:
         if not pasted.stat().st_size:
             raise UsageError("'-' reads standard input, and it held no text")
         yield [pasted if p == STDIN else p for p in paths]
-
-
-LOG_BAR_BYTES = 16 << 20
-"""Logs this large get a bar: they read at a few MB/s where most lines say something."""
-
-
-def _read_showing_progress(paths: list[Path]) -> Evidence:
-    """``load_evidence`` with a progress bar on a terminal's stderr while a large folder of
-    dumps or large logs are read (nothing when stderr is a file or a pipe, nor for a few
-    dumps, whose bar starts when the worker pool starts, nor for logs under
-    ``LOG_BAR_BYTES``)."""
-    from rich.console import Console
-    from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
-
-    from doctor.analyze.load import load_evidence
-
-    console = Console(stderr=True)
-    if not console.is_terminal:
-        return load_evidence(paths)
-    columns = (
-        TextColumn("{task.description}"),
-        BarColumn(),
-        TextColumn("{task.fields[count]}"),
-        TimeElapsedColumn(),
-    )
-    bar = Progress(*columns, console=console, transient=True)
-    tasks: dict[str, TaskID] = {}
-
-    def show(what: str, done: int, total: int, count: str) -> None:
-        if what not in tasks:
-            tasks[what] = bar.add_task(what, total=total, count="")
-        bar.update(tasks[what], completed=done, total=total, count=count)
-        if not bar.live.is_started:
-            bar.start()
-
-    def dumps(done: int, total: int) -> None:
-        show("reading Flight Recorder dumps", done, total, f"{done}/{total}")
-
-    def logs(done: int, total: int) -> None:
-        if total >= LOG_BAR_BYTES:
-            show("reading logs", done, total, f"{done / 2**20:.0f}/{total / 2**20:.0f} MB")
-
-    try:
-        return load_evidence(paths, dumps, logs)
-    finally:
-        bar.stop()

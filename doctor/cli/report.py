@@ -29,12 +29,12 @@ def report(
     ] = "html",
 ) -> None:
     """Write an incident report: the verdict, next steps, ranks, stack tree, evidence."""
-    from doctor.analyze.load import load_evidence
+    from doctor.cli.progress import read_showing_progress
     from doctor.report.write import check_format, write_report
     from doctor.verdict.classify import analyse
 
     check_format(fmt)  # before reading anything
-    evidence = load_evidence(paths)
+    evidence = read_showing_progress(paths)  # a bar on a terminal's stderr, never in the report
     write_report(evidence, analyse(evidence), out, fmt)
     if str(out) != "-":
         typer.echo(f"report written: {out}", err=True)

@@ -207,8 +207,15 @@ def test_a_large_log_is_read_with_a_bar_and_a_small_one_without(tmp_path: Path) 
     read_large = run_cli("analyze", str(large), env=on_terminal)
     read_small = run_cli("analyze", str(small), env=on_terminal)
     piped = run_cli("analyze", str(large))
+    reported = run_cli(
+        "report", str(large), "-o", str(tmp_path / "r.md"), "--format", "md", env=on_terminal
+    )
     # THEN the large log's reading shows its megabytes, and the verdict is the same as piped
     assert "reading logs" in read_large.stderr and "/17 MB" in read_large.stderr
     assert read_large.returncode == piped.returncode == 1
     # AND neither the small log nor a pipe gets a bar
     assert "reading logs" not in read_small.stderr + piped.stderr
+    # AND the report's reading shows it too, on stderr, never in the report
+    report = (tmp_path / "r.md").read_text()
+    assert "/17 MB" in reported.stderr and "reading logs" not in report
+    assert "ALLREDUCE in pg 0 at seq 7" in report
