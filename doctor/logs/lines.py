@@ -7,7 +7,9 @@ still know whose it is:
 ==========================  =================================================
 prefix                      written by
 ==========================  =================================================
-``3: ``                     ``srun --label`` (the task id, which is the rank)
+``3: ``                     ``srun --label`` (the task id, which is the rank; not when
+                            torchrun's label follows, ``1: [default3]:``: srun then
+                            started one torchrun per node, and its task is the node's)
 ``[rank3]:``                PyTorch's C++ logger (the global rank)
 ``[default3]:``             torchrun ``--tee`` (role and *local* rank; ``[trainer3|0]:``
                             with a replica id)
@@ -118,16 +120,18 @@ def split(raw: str, where: str, file_rank: int | None = None) -> Line:
     text, rank, local, host, pid = raw, file_rank, None, "", None
     if pasted := PASTED.match(raw):
         text, host = raw[pasted.end() :], pasted["host"] or ""
-    stream = ""
+    stream, by_srun = "", False
     for _ in range(3):  # prefixes nest: `3: [rank3]:[E ...]` or `[default0]:host:pid:tid [0] NCCL`
         if m := SRUN_LABEL.match(text):
-            rank = int(m.group(1))
+            rank, by_srun = int(m.group(1)), True
         elif m := TORCHRUN.match(text):
             role, number = m.group(1) or m.group(3), int(m.group(2) or m.group(4))
             if role == "rank":
                 rank = number
             else:
                 local = number
+                if by_srun:  # srun started one torchrun per node: its task is no rank
+                    rank, by_srun = file_rank, False
         elif m := MPI_TAG.match(text):  # the writer's rank; what follows is its text
             rank = int(m.group(1))
             stream += m.group(0).strip()

@@ -164,12 +164,10 @@ def _raised_while_others_wait(view: LogView) -> Candidate | None:
     """A rank's own exception (its traceback's last line, or CUDA running out of memory),
     or the kernel's OOM killer killing a process, while ranks time out waiting: an uncaught
     exception ends the process and a kill ends it at once, so it is gone even where no
-    launcher line says it exited."""
+    launcher line says it exited. Its rank may be unknown (srun's label over torchrun's
+    gives a node's task and a local rank): then "a process" raised, and no rank is named."""
     raised = [
-        e
-        for e in view.of_kind(kinds.EXCEPTION, kinds.OOM)
-        if (e.rank is not None or e.pid is not None or e.kind == kinds.OOM)
-        and not _COLLATERAL_TEXT.search(e.text)
+        e for e in view.of_kind(kinds.EXCEPTION, kinds.OOM) if not _COLLATERAL_TEXT.search(e.text)
     ]
     ranks = ranks_of(raised)
     waiting = view.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT)

@@ -219,3 +219,33 @@ def test_a_large_log_is_read_with_a_bar_and_a_small_one_without(tmp_path: Path) 
     report = (tmp_path / "r.md").read_text()
     assert "/17 MB" in reported.stderr and "reading logs" not in report
     assert "ALLREDUCE in pg 0 at seq 7" in report
+
+
+SRUN_OVER_TORCHRUN = """\
+0: [default0]:step 100 loss 2.1
+1: [default1]:Traceback (most recent call last):
+1: [default1]:  File "/train.py", line 88, in <module>
+1: [default1]:    batch = next(it)
+1: [default1]:KeyError: 'labels'
+{timeouts}"""
+
+
+def test_srun_s_label_over_torchrun_s_names_no_wrong_rank(tmp_path: Path) -> None:
+    # GIVEN a two-node job, srun --label starting one torchrun per node: the label is the
+    # node's task (0, 1), torchrun's the local rank; node 1's second process raised, and
+    # ranks 0-2 logged watchdog timeouts with their own rank labels
+    timeouts = "\n".join(
+        f"{r // 2}: [default{r % 2}]:[rank{r}]:[E1129 11:56:57 ProcessGroupNCCL.cpp:616] "
+        f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5037, "
+        "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600024 "
+        "milliseconds before timing out."
+        for r in range(3)
+    )
+    log = tmp_path / "job.log"
+    log.write_text(SRUN_OVER_TORCHRUN.format(timeouts=timeouts) + "\n")
+    # WHEN it is analyzed
+    verdict = json.loads(run_cli("analyze", str(log), "--json").stdout)["verdict"]
+    # THEN a process was lost, and rank 1 (node 1's task id, a rank that timed out) is not
+    # named for it: the raising process's rank is not in its labels
+    assert (verdict["hang_class"], verdict["culprit_ranks"]) == ("rank_loss", [])
+    assert "a process raised (KeyError: 'labels'" in verdict["summary"]

@@ -61,6 +61,10 @@ from doctor.logs.lines import split
             "",
         ),
         ("[2]<stderr>:Missing ranks:", 2, None, "", None, ""),
+        # srun starting one torchrun per node: the task is the node's, the rank the text's
+        ("1: [default3]:[E1129 ProcessGroupNCCL.cpp:616] [Rank 11] Watchdog", 11, 3, "", None, ""),
+        ("1: [default3]:Traceback (most recent call last):", None, 3, "", None, ""),
+        ("1: [default3]:[rank11]: Traceback (most recent call last):", 11, 3, "", None, ""),
     ],
 )
 def test_prefixes_say_whose_line_it_is(raw, rank, local, host, pid, nccl) -> None:
