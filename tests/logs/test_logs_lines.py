@@ -94,8 +94,10 @@ SMI_BANNER = "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Versio
         "# nThread 1 nGpus 4 minBytes 8 " + "1" * 16_000,  # (\w+) is not supported
         "h:1:2 [0] NCCL WARN Connection refused by " + "a" * 16_000,  # an addr before <port>
         "| 0 " + " " * 16_000 + "x|",  # an nvidia-smi row with no bus id
+        "NCCL WARN " + "\x1b]" + "a" * 511 + ("\x1b[" + "0;" * 15) * 500,  # escapes, unended
+        "2024-05-01T12:00:00Z stderr F " * 500 + "NCCL WARN x",  # prefixes, nested
     ],
-    ids=["unsupported", "address", "smi-row"],
+    ids=["unsupported", "address", "smi-row", "escapes", "prefixes"],
 )
 def test_a_long_line_costs_linear_time(line: str) -> None:
     import time
