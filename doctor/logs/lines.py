@@ -61,6 +61,14 @@ through a coloured logger or saved from a terminal holds them between and inside
 where no pattern looks for them (``\x1b[31mRuntimeError\x1b[0m: ...``). Dropped from a line
 the gate passed (its words are whole either side of them) and from a small file's rows
 before a terminal's wrap is undone."""
+PDSH = re.compile(
+    r"^(?!rank\d|python\d)([a-z](?=[a-z0-9.-]{0,62}\d)[a-z0-9.-]{1,62}|\d{1,3}(?:\.\d{1,3}){3}): "
+)
+"""The host pdsh (DeepSpeed's multi-node launcher) and ClusterShell's ``clush`` put before
+each line they relay: ``worker-1: [rank3]: ...``. A host's name, told from an exception's
+(``RuntimeError: ``, ``boto3.exceptions.S3UploadFailedError: ``) by a host name's letters
+(lowercase, digits, ``-`` and ``.``, no ``_``) with a digit among them (``gpu-node-12``,
+``ip-10-0-0-5``), or an address; ``rank0:`` and ``python3:`` are words of the line."""
 _LEVEL = "(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|SUCCESS|TRACE)"
 PASTED = re.compile(
     r"^(?:> ?"  # a reply's quote marker
@@ -121,6 +129,10 @@ def split(raw: str, where: str, file_rank: int | None = None) -> Line:
     if pasted := PASTED.match(raw):
         text, host = raw[pasted.end() :], pasted["host"] or ""
     stream, by_srun = "", False
+    if ":" in text[:130] and (m := PDSH.match(text)):
+        text, host, stream = text[m.end() :], m.group(1), m.group(0).strip()
+        if pasted := PASTED.match(text):  # what the remote host printed before its line
+            text = text[pasted.end() :]
     for _ in range(3):  # prefixes nest: `3: [rank3]:[E ...]` or `[default0]:host:pid:tid [0] NCCL`
         if m := SRUN_LABEL.match(text):
             rank, by_srun = int(m.group(1)), True

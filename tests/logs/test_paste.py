@@ -177,6 +177,8 @@ def test_a_paste_s_common_indentation_goes_and_its_relative_one_stays() -> None:
         "2024-05-01T12:00:00.123456789Z stderr F ",
         "[2024-05-01 12:00:00,123] [ERROR] ",
         "2024-05-01 12:00:00.123 | WARNING  | train:main:42 - ",
+        "worker-1: ",
+        "10.0.0.5: 2024-05-01 12:00:00 ",
     ],
 )
 def test_a_shipper_s_prefix_is_peeled_and_the_line_read_as_it_is(prefix: str) -> None:
@@ -184,6 +186,18 @@ def test_a_shipper_s_prefix_is_peeled_and_the_line_read_as_it_is(prefix: str) ->
     line = split(prefix + WATCHDOG, "x:1")
     # THEN the text and the rank are the line's own
     assert (line.text, line.rank) == (WATCHDOG[len("[rank1]:") :], 1)
+
+
+def test_the_host_pdsh_relays_a_line_from_is_kept_and_an_exception_is_no_host() -> None:
+    # GIVEN lines DeepSpeed's pdsh launcher relayed, and lines that only look like it
+    relayed = split('gpu-node-12:   File "train.py", line 8, in <module>', "x:1")
+    exception = split("boto3.exceptions.S3UploadFailedError: denied", "x:2")
+    # THEN the host is kept and the line is the rank's own, its indentation too; an
+    # exception's name, a rank's label and a program's name stay words of the line
+    assert (relayed.host, relayed.text) == ("gpu-node-12", '  File "train.py", line 8, in <module>')
+    assert exception.host == "" and exception.text.startswith("boto3.")
+    for line in ("rank0: step 5", "python3: can't open file 'x.py'", "RuntimeError: x"):
+        assert (split(line, "x:3").host, split(line, "x:3").text) == ("", line)
 
 
 def test_the_journal_s_host_is_kept_for_the_kernel_s_lines() -> None:
@@ -311,6 +325,9 @@ PASTES: dict[str, Callable[[str], str]] = {
     "a coloured terminal's escapes, the container runtime's file": lambda text: _prefixed(
         "2024-05-01T12:00:00.123Z stdout F \x1b[1;31m"
     )(text.replace(" ", " \x1b[0m", 1)),
+    "DeepSpeed's multi-node launcher (pdsh): the host before every line": _prefixed(
+        "gpu-node-12: "
+    ),
     "terminal 100 columns wide, a progress bar redrawn before every line": lambda text: _cut(
         _prefixed(" 45%|####   | 9/20 [00:01<00:02]\r")(text), 100
     ),
