@@ -38,16 +38,18 @@ TEXT_CHARS = 400
 
 SRUN_LABEL = re.compile(r"^ {0,5}(\d{1,6}): ")
 TORCHRUN = re.compile(
-    r"^ {0,8}\[([A-Za-z_]+)(\d{1,6})(?:\|\d{1,6})?\]: ?|^ {0,8}\[(rank)(\d{1,6})\] "
+    r"^ {0,8}\[([A-Za-z_]+)(\d{1,6})(?:\|\d{1,6})?\]: ?|^ {0,8}\[(rank)(?:: )?(\d{1,6})\] "
 )
-"""torchrun's ``[default3]:``, PyTorch's ``[rank3]:``, and the latter as users paste it
-(``[rank3] Watchdog caught ...``, the colon dropped, or indented under a heading of their
-own: ``Ranks 4-7:`` then ``  [rank7]: ...``)."""
+"""torchrun's ``[default3]:``, PyTorch's ``[rank3]:`` (Lightning's ``[rank: 3]``), and the
+latter as users paste it (``[rank3] Watchdog caught ...``, the colon dropped, or indented
+under a heading of their own: ``Ranks 4-7:`` then ``  [rank7]: ...``)."""
 MPI_TAG = re.compile(
     r"^(?:\w{3} \w{3} {1,2}\d{1,2} \d\d:\d\d:\d\d \d{4})?\[(?:\d{1,9},)?(\d{1,9})\]"
     r"<(?:stdout|stderr|stddiag)>: ?"
 )
-RAY = re.compile(r"^\((\w+) pid=(\d{1,18})(?:, ip=([\w.:-]+))?\) ?")
+RAY = re.compile(r"^\((\w+)(?: rank=(\d{1,6}))? pid=(\d{1,18})(?:, ip=([\w.:-]+))?\) ?")
+"""Ray's worker prefix, ``(RayTrainWorker pid=7, ip=10.0.0.5)``, and vLLM's worker
+processes' (``(VllmWorker rank=2 pid=2236)``: the rank in the engine's world)."""
 NCCL_PREFIX = re.compile(
     r"(?:^|[\s\]|])([\w.-]+):(\w+)(?::\d+)?(?: \[(\d{1,18}|\?)\])? (?:[\w./-]+:\d+ )?"
     r"NCCL (INFO|WARN|TRACE|ABORT|DIAG)"
@@ -69,14 +71,19 @@ each line they relay: ``worker-1: [rank3]: ...``. A host's name, told from an ex
 (``RuntimeError: ``, ``boto3.exceptions.S3UploadFailedError: ``) by a host name's letters
 (lowercase, digits, ``-`` and ``.``, no ``_``) with a digit among them (``gpu-node-12``,
 ``ip-10-0-0-5``), or an address; ``rank0:`` and ``python3:`` are words of the line."""
+_TP_ONLY = re.compile(r" TP(\d{1,6})")
+"""SGLang's tensor-parallel rank alone: the rank in the job's one group (with a data- or
+pipeline-parallel rank beside it, which global rank it is depends on the layout)."""
 _LEVEL = "(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL|SUCCESS|TRACE)"
 PASTED = re.compile(
     r"^(?:> ?"  # a reply's quote marker
     r"|(?:[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d|\d{4}-\d\d-\d\dT[\d:.+-]{8,40}Z?) "
     r"(?P<host>[\w.-]{1,64}) (?:kernel|[\w./@-]{1,64}\[\d{1,18}\]): "  # journald, syslog
-    r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?\]? "
+    r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
+    r"(?P<parallel>(?: [DPTE]P\d{1,6}){1,4})?\]? "  # SGLang's ``[time DP1 TP3]``
     r"(?:std(?:out|err) [FP] )?"  # the container runtime's own log file (CRI)
     rf"|\[{_LEVEL}\] "  # a logging format's level: ``[%(asctime)s] [%(levelname)s]``
+    rf"|{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})? (?:\[[\w./ -]{{1,100}}:\d{{1,9}}\] )?"  # vLLM's
     rf"|\| {_LEVEL} {{0,8}}\| (?:[\w.<>-]{{1,200}}:){{2}}\d{{1,9}} - "  # loguru's
     r"|\[pod/[^\]\s]{1,300}\] "  # kubectl logs --prefix
     r"|[\w.-]{1,64} {1,40}\| "  # docker compose logs
@@ -84,9 +91,10 @@ PASTED = re.compile(
 )
 """What a paste or a log shipper puts before a line, nested in any order: reply quote
 markers (``> ``), journald's or syslog's ``Mon DD HH:MM:SS host kernel:`` or ``proc[pid]:``
-(the host kept), a timestamp (ISO, or bracketed as Python's logging prints it; with the
+(the host kept), a timestamp (ISO, or bracketed as Python's logging or SGLang prints it; with the
 stream and tag the container runtime writes after it in ``/var/log/pods``: ``stderr F``),
 a logging format's level after it (``[INFO]``, loguru's ``| INFO | module:function:line -``),
+vLLM's ``ERROR 05-01 12:00:00 [core.py:400]`` (on every line of a traceback it logs),
 ``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER]`` and ``docker compose logs``' ``NAME |``."""
 
 
@@ -128,6 +136,8 @@ def split(raw: str, where: str, file_rank: int | None = None) -> Line:
     text, rank, local, host, pid = raw, file_rank, None, "", None
     if pasted := PASTED.match(raw):
         text, host = raw[pasted.end() :], pasted["host"] or ""
+        if (parallel := pasted["parallel"]) and (tp := _TP_ONLY.fullmatch(parallel)):
+            rank = int(tp.group(1))
     stream, by_srun = "", False
     if ":" in text[:130] and (m := PDSH.match(text)):
         text, host, stream = text[m.end() :], m.group(1), m.group(0).strip()
@@ -150,11 +160,14 @@ def split(raw: str, where: str, file_rank: int | None = None) -> Line:
             text = text[m.end() :]
             break
         elif m := RAY.match(text):
-            pid, host = int(m.group(2)), m.group(3) or ""
+            pid, host = int(m.group(3)), m.group(4) or ""
+            rank = int(m.group(2)) if m.group(2) else rank
         else:
             break
         stream += m.group(0).strip()
         text = text[m.end() :]
+    if stream and (pasted := PASTED.match(text)):  # the rank's own timestamp or level
+        text = text[pasted.end() :]
     nccl = device = ""
     if "NCCL" in text and (m := NCCL_PREFIX.search(text)):
         host, device, nccl = m.group(1), m.group(3) or "", m.group(4)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from doctor.logs import parse_lines
 from doctor.logs.lines import split
 
 
@@ -61,6 +62,12 @@ from doctor.logs.lines import split
             "",
         ),
         ("[2]<stderr>:Missing ranks:", 2, None, "", None, ""),
+        # Lightning's rank prefix; vLLM's worker processes; SGLang's tensor-parallel rank in
+        # its timestamp (not with a data-parallel rank beside it: the layout decides)
+        ("[rank: 1] Traceback (most recent call last):", 1, None, "", None, ""),
+        ("(VllmWorker rank=2 pid=2236) INFO 05-01 12:00:00 [gpu.py:9] x", 2, None, "", 2236, ""),
+        ("[2025-02-23 06:04:22 TP7] Scheduler hit an exception:", 7, None, "", None, ""),
+        ("[2025-02-23 06:04:22 DP1 TP3] Scheduler hit an exception:", None, None, "", None, ""),
         # srun starting one torchrun per node: the task is the node's, the rank the text's
         ("1: [default3]:[E1129 ProcessGroupNCCL.cpp:616] [Rank 11] Watchdog", 11, 3, "", None, ""),
         ("1: [default3]:Traceback (most recent call last):", None, 3, "", None, ""),
@@ -111,3 +118,19 @@ def test_a_long_line_costs_linear_time(line: str) -> None:
     parse_text([SMI_BANNER, *[line] * 20], "long.log")
     # THEN at the pace of any other line (measured 30 ms; the bound only catches the quadratic)
     assert time.monotonic() - start < 5
+
+
+def test_a_traceback_vllm_logs_with_its_prefix_on_every_line_is_read() -> None:
+    # GIVEN a vLLM worker's exception as its logger prints it: its process, level, time and
+    # place before every line of the traceback
+    prefix = "(VllmWorker rank=1 pid=77) ERROR 05-01 12:00:00 [multiproc_executor.py:470] "
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/vllm/v1/worker/gpu_worker.py", line 88, in init_device',
+        "    torch.cuda.set_device(self.device)",
+        "RuntimeError: CUDA error: invalid device ordinal",
+    ]
+    # WHEN it is parsed THEN it is rank 1's exception, its text the exception's own
+    events = parse_lines([prefix + line for line in lines])
+    raised = [(e.rank, e.text[:40]) for e in events if e.kind == "exception"]
+    assert raised == [(1, "RuntimeError: CUDA error: invalid device")]
