@@ -83,7 +83,8 @@ PASTED = re.compile(
     r"(?P<parallel>(?: [DPTE]P\d{1,6}){1,4})?\]? "  # SGLang's ``[time DP1 TP3]``
     r"(?:std(?:out|err) [FP] )?"  # the container runtime's own log file (CRI)
     rf"|\[{_LEVEL}\] "  # a logging format's level: ``[%(asctime)s] [%(levelname)s]``
-    rf"|{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})? (?:\[[\w./ -]{{1,100}}:\d{{1,9}}\] )?"  # vLLM's
+    rf"|{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})? "  # vLLM's level, time, place
+    r"(?:\[[\w./ -]{1,100}:\d{1,9}\] )?"
     rf"|\| {_LEVEL} {{0,8}}\| (?:[\w.<>-]{{1,200}}:){{2}}\d{{1,9}} - "  # loguru's
     r"|\[pod/[^\]\s]{1,300}\] "  # kubectl logs --prefix
     r"|[\w.-]{1,64} {1,40}\| "  # docker compose logs
