@@ -64,13 +64,16 @@ where no pattern looks for them (``\x1b[31mRuntimeError\x1b[0m: ...``). Dropped 
 the gate passed (its words are whole either side of them) and from a small file's rows
 before a terminal's wrap is undone."""
 PDSH = re.compile(
-    r"^(?!rank\d|python\d)([a-z](?=[a-z0-9.-]{0,62}\d)[a-z0-9.-]{1,62}|\d{1,3}(?:\.\d{1,3}){3}): "
+    r"^(?!rank\d|python\d|(?:eth|ib|bond|br|docker|virbr|nvme|nvidia)\d|(?:en|wl|ib)[ospx]\w)"
+    r"([a-z](?=[a-z0-9.-]{0,62}\d)[a-z0-9.-]{1,62}|\d{1,3}(?:\.\d{1,3}){3}): "
 )
 """The host pdsh (DeepSpeed's multi-node launcher) and ClusterShell's ``clush`` put before
 each line they relay: ``worker-1: [rank3]: ...``. A host's name, told from an exception's
 (``RuntimeError: ``, ``boto3.exceptions.S3UploadFailedError: ``) by a host name's letters
 (lowercase, digits, ``-`` and ``.``, no ``_``) with a digit among them (``gpu-node-12``,
-``ip-10-0-0-5``), or an address; ``rank0:`` and ``python3:`` are words of the line."""
+``ip-10-0-0-5``), or an address; ``rank0:``, ``python3:`` and a kernel line's device
+(``eth0:``, ``enp94s0f0:``, ``ib0:``, ``nvme0n1:``) are words of the line. Not looked for
+where journald or syslog already named the host."""
 _TP_ONLY = re.compile(r" TP(\d{1,6})")
 """SGLang's tensor-parallel rank alone: the rank in the job's one group (with a data- or
 pipeline-parallel rank beside it, which global rank it is depends on the layout)."""
@@ -140,7 +143,7 @@ def split(raw: str, where: str, file_rank: int | None = None) -> Line:
         if (parallel := pasted["parallel"]) and (tp := _TP_ONLY.fullmatch(parallel)):
             rank = int(tp.group(1))
     stream, by_srun = "", False
-    if ":" in text[:130] and (m := PDSH.match(text)):
+    if not host and ":" in text[:130] and (m := PDSH.match(text)):
         text, host, stream = text[m.end() :], m.group(1), m.group(0).strip()
         if pasted := PASTED.match(text):  # what the remote host printed before its line
             text = text[pasted.end() :]

@@ -193,10 +193,13 @@ def test_the_host_pdsh_relays_a_line_from_is_kept_and_an_exception_is_no_host() 
     relayed = split('gpu-node-12:   File "train.py", line 8, in <module>', "x:1")
     exception = split("boto3.exceptions.S3UploadFailedError: denied", "x:2")
     # THEN the host is kept and the line is the rank's own, its indentation too; an
-    # exception's name, a rank's label and a program's name stay words of the line
+    # exception's name, a rank's label, a program's name and a kernel line's device stay
+    # words of the line
     assert (relayed.host, relayed.text) == ("gpu-node-12", '  File "train.py", line 8, in <module>')
     assert exception.host == "" and exception.text.startswith("boto3.")
-    for line in ("rank0: step 5", "python3: can't open file 'x.py'", "RuntimeError: x"):
+    words = ("rank0: step 5", "python3: can't open file 'x.py'", "RuntimeError: x")
+    devices = ("eth0: Lost carrier", "enp94s0f0: NIC Link is Down", "nvme0n1: I/O error")
+    for line in words + devices:
         assert (split(line, "x:3").host, split(line, "x:3").text) == ("", line)
 
 
