@@ -44,9 +44,11 @@ TORCHRUN = re.compile(
 latter as users paste it (``[rank3] Watchdog caught ...``, the colon dropped, or indented
 under a heading of their own: ``Ranks 4-7:`` then ``  [rank7]: ...``)."""
 MPI_TAG = re.compile(
-    r"^(?:\w{3} \w{3} {1,2}\d{1,2} \d\d:\d\d:\d\d \d{4})?\[(?:\d{1,9},)?(\d{1,9})\]"
-    r"<(?:stdout|stderr|stddiag)>: ?"
+    r"^(?:\w{3} \w{3} {1,2}\d{1,2} \d\d:\d\d:\d\d \d{4})?"
+    r"\[(?:\d{1,9},)?(?:mpirank:)?(\d{1,9})(?:,([\w.-]{1,64}))?\]<(?:stdout|stderr|stddiag)>: ?"
 )
+"""Open MPI's ``--tag-output``: ``[1,3]<stderr>:`` (job, rank), horovodrun's ``[3]<stderr>:``,
+SageMaker's ``[1,mpirank:3,algo-2]<stdout>:`` (with the host)."""
 RAY = re.compile(r"^\((\w+)(?: rank=(\d{1,6}))? pid=(\d{1,18})(?:, ip=([\w.:-]+))?\) ?")
 """Ray's worker prefix, ``(RayTrainWorker pid=7, ip=10.0.0.5)``, and vLLM's worker
 processes' (``(VllmWorker rank=2 pid=2236)``: the rank in the engine's world)."""
@@ -159,7 +161,7 @@ def split(raw: str, where: str, file_rank: int | None = None) -> Line:
                 if by_srun:  # srun started one torchrun per node: its task is no rank
                     rank, by_srun = file_rank, False
         elif m := MPI_TAG.match(text):  # the writer's rank; what follows is its text
-            rank = int(m.group(1))
+            rank, host = int(m.group(1)), m.group(2) or host
             stream += m.group(0).strip()
             text = text[m.end() :]
             break

@@ -62,6 +62,14 @@ from doctor.logs.lines import split
             "",
         ),
         ("[2]<stderr>:Missing ranks:", 2, None, "", None, ""),
+        (
+            "[1,mpirank:3,algo-2]<stderr>:Traceback (most recent call last):",
+            3,
+            None,
+            "algo-2",
+            None,
+            "",
+        ),
         # Lightning's rank prefix; vLLM's worker processes; SGLang's tensor-parallel rank in
         # its timestamp (not with a data-parallel rank beside it: the layout decides)
         ("[rank: 1] Traceback (most recent call last):", 1, None, "", None, ""),
