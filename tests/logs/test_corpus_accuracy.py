@@ -36,8 +36,8 @@ e74a95d, frozen), held out: rules alone 102; the word model 50 guesses, 32 right
 fallback 4, 3 right. The 174 cases of the last look 134 (no verdict changed class), the 4
 added this stop 3. Stop 43: 134 of 174, the thirty-sixth look (cf4c8ad), rules alone 99; the
 word model 49 guesses, 32 right; its fallback 4, 3 right; the same as the thirty-fifth
-(stop 42, 81f231c). Stop 41: 131, the thirty-fourth look (93b2072), rules alone 97; the word model 52
-guesses, 34 right. Stop 40: 132,
+(stop 42, 81f231c). Stop 41: 131, the thirty-fourth look (93b2072), rules alone 97; the
+word model 52 guesses, 34 right. Stop 40: 132,
 the thirty-third look (2caebfa), rules alone 98, the model 53 guesses, 34 right. Stop 39: 132,
 the thirty-second look (8e13558), rules alone 98, the model 52 guesses, 34 right. Stop 38: 132,
 the thirty-first look (27cc7fb), held out but for the thirtieth (130, a failed run of this
