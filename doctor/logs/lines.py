@@ -62,7 +62,7 @@ ESCAPE = re.compile(
 )
 """A terminal's escape sequence (a colour, a cursor move, a window title): a log written
 through a coloured logger or saved from a terminal holds them between and inside its words,
-where no pattern looks for them (``\x1b[31mRuntimeError\x1b[0m: ...``). Dropped from a line
+where no pattern looks for them (``\\x1b[31mRuntimeError\\x1b[0m: ...``). Dropped from a line
 the gate passed (its words are whole either side of them) and from a small file's rows
 before a terminal's wrap is undone."""
 PDSH = re.compile(
@@ -97,11 +97,11 @@ PASTED = re.compile(
 )
 """What a paste or a log shipper puts before a line, nested in any order: reply quote
 markers (``> ``), journald's or syslog's ``Mon DD HH:MM:SS host kernel:`` or ``proc[pid]:``
-(the host kept), a timestamp (ISO, or bracketed as Python's logging or SGLang prints it; with the
-stream and tag the container runtime writes after it in ``/var/log/pods``: ``stderr F``),
-a logging format's level after it (``[INFO]``, loguru's ``| INFO | module:function:line -``),
-vLLM's ``ERROR 05-01 12:00:00 [core.py:400]`` (on every line of a traceback it logs),
-``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER]`` and ``docker compose logs``' ``NAME |``."""
+(the host kept), a timestamp (ISO, or bracketed as Python's logging or SGLang prints it;
+with the stream and tag the container runtime writes after it in ``/var/log/pods``:
+``stderr F``), a logging format's level after it (``[INFO]``, loguru's ``| INFO |
+module:function:line -``), vLLM's ``ERROR 05-01 12:00:00 [core.py:400]`` (on every line of a
+traceback it logs), ``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER]`` and ``docker compose logs``' ``NAME |``."""
 
 
 @dataclass(frozen=True, slots=True)

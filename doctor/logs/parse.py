@@ -258,7 +258,7 @@ class Parser:
         """``file:line`` of the exception line that ended a traceback (read there, once)."""
 
     def feed(self, raw: str, piece: bool = False) -> None:
-        """Read the next line (``piece``: the next part of this line a ``\r`` ended)."""
+        """Read the next line (``piece``: the next part of this line a ``\\r`` ended)."""
         result = self.result
         if not piece:
             result.lines += 1
