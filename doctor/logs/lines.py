@@ -101,7 +101,8 @@ markers (``> ``), journald's or syslog's ``Mon DD HH:MM:SS host kernel:`` or ``p
 with the stream and tag the container runtime writes after it in ``/var/log/pods``:
 ``stderr F``), a logging format's level after it (``[INFO]``, loguru's ``| INFO |
 module:function:line -``), vLLM's ``ERROR 05-01 12:00:00 [core.py:400]`` (on every line of a
-traceback it logs), ``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER]`` and ``docker compose logs``' ``NAME |``."""
+traceback it logs), ``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER]`` and ``docker
+compose logs``' ``NAME |``."""
 
 
 @dataclass(frozen=True, slots=True)
