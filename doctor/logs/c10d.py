@@ -66,6 +66,8 @@ PAIR_TIMEOUT = "Application timeout caused pair closure"
 """gloo's reason for closing every pair of a process whose own operation timed out
 (``unbound_buffer.cc``), read as that timeout: its peers then read ``Connection closed by
 peer``, a timeout and not a death."""
+_WATCHDOG_WORDS = ("WorkNCCL", "Timed out waiting")
+"""One of these is in every line ``_WATCHDOG`` matches."""
 _ABORTING = re.compile(r"Some NCCL operations have failed or timed out")
 _STUCK = re.compile(r"watchdog got stuck for (\d{1,18}) seconds|Heartbeat monitor timed out!")
 """The heartbeat monitor's exit message, or the line it logs first (a paste may hold only it)."""
@@ -215,6 +217,18 @@ by an MPI that is not CUDA-aware; a ``torch.distributed`` function this torch do
 gloo's data-type table (``Invalid scalar type``: bfloat16 on old releases); TensorFlow built
 without a collective's kernel (``No OpKernel ... 'NcclAllReduce'``: Windows, ROCm builds), and
 its NCCL group given CPU and GPU devices."""
+_REJECTED_WORDS = (
+    "ensor",
+    "nsupported",
+    "backend",
+    "has no attribute",
+    "ReduceOp",
+    "Invalid",
+    "FP8",
+    "OpKernel",
+    "incompatible",
+)
+"""One of these is in every line ``_REJECTED`` matches: most lines skip its 13 alternatives."""
 _REJECTED_TOO = re.compile(
     r"Unsupported dtype: torch\.(?P<torchdtype>\w{1,32})|"
     r"data type is not supported for NCCL process group: (?P<nccldtype>\w{1,32})|"
@@ -357,7 +371,7 @@ class C10dParser:
         self._line, self._out = line, []
         text = line.text
         pg = m.group(1) if (m := _PG.search(text)) else None
-        if m := _WATCHDOG.search(text):
+        if any(word in text for word in _WATCHDOG_WORDS) and (m := _WATCHDOG.search(text)):
             work = m.group(1) or ""
             seq, op, numel = _SEQ.search(work), _OP.search(work), _NUMEL.search(work)
             self._event(
@@ -414,7 +428,8 @@ class C10dParser:
             for rank in _ranks(m.group(1) or m.group(2)):
                 self._event(kinds.DESYNC, rank=rank)
         too = "c10d::" in text or "dtype" in text or "process group:" in text or "group_key" in text
-        if m := _REJECTED.search(text) or (_REJECTED_TOO.search(text) if too else None):
+        rejected = any(word in text for word in _REJECTED_WORDS) and _REJECTED.search(text)
+        if m := rejected or (_REJECTED_TOO.search(text) if too else None):
             self._event(kinds.UNSUPPORTED_OP, op=_refused(m))
         elif not mismatched and "support" in text and (m := _UNSUPPORTED.search(text)):
             # (not after a mismatch: DDP's reducer error lists unsupported cases as causes)

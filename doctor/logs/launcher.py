@@ -168,7 +168,7 @@ def events(line: Line) -> list[LogEvent]:
         ]
     if m := _NODE_FAILURE.search(text):
         return [line.event(kinds.EXIT, host=m.group(1), rank=None)]
-    if m := _CANCELLED.search(text):
+    if "CANCELLED" in text and (m := _CANCELLED.search(text)):
         why = m.group(2).lower()
         if why == "node failure":
             return [line.event(kinds.EXIT, host=m.group(1), rank=None)]
