@@ -54,11 +54,15 @@ from typing import Any
 
 from doctor.evidence import LogEvent
 from doctor.logs import kinds
+from doctor.logs.guarded import Guarded
 from doctor.logs.lines import Line
 
-_WATCHDOG = re.compile(
-    r"(?:[Cc]aught collective operation timeout: |^\s*)WorkNCCL\(([^)]*)\)|"
-    r"Timed out waiting (\d{1,18})ms for (\w+) operation"
+_WATCHDOG = Guarded(
+    re.compile(
+        r"(?:[Cc]aught collective operation timeout: |^\s*)WorkNCCL\(([^)]*)\)|"
+        r"Timed out waiting (\d{1,18})ms for (\w+) operation"
+    ),
+    ("WorkNCCL", "Timed out waiting"),
 )
 """The watchdog's line, or its record quoted alone at the start of a line (an excerpt that
 begins there, or a user who cut the words before it); gloo's timeout."""
@@ -66,8 +70,6 @@ PAIR_TIMEOUT = "Application timeout caused pair closure"
 """gloo's reason for closing every pair of a process whose own operation timed out
 (``unbound_buffer.cc``), read as that timeout: its peers then read ``Connection closed by
 peer``, a timeout and not a death."""
-_WATCHDOG_WORDS = ("WorkNCCL", "Timed out waiting")
-"""One of these is in every line ``_WATCHDOG`` matches."""
 _ABORTING = re.compile(r"Some NCCL operations have failed or timed out")
 _STUCK = re.compile(r"watchdog got stuck for (\d{1,18}) seconds|Heartbeat monitor timed out!")
 """The heartbeat monitor's exit message, or the line it logs first (a paste may hold only it)."""
@@ -195,18 +197,31 @@ _UNSUPPORTED = re.compile(
     r"does not support (\w+)|\b(\w{1,64})[`'\"’]? is not supported (?:by|in|for) |"
     r"no support for (\w{1,64}) in \w{1,32} process group"
 )
-_REJECTED = re.compile(
-    r"Tensors must be (?P<check>CUDA and dense|contiguous)|"
-    r"(?P<dtype>Unsupported data type for NCCL process group)|"
-    r"No backend type associated with device type (?P<device>\w{1,32})|"
-    r"(?P<mpi>CUDA tensor detected and the MPI used doesn't have CUDA-aware MPI support)|"
-    r"module 'torch\.distributed' has no attribute '(?P<missing>\w{1,64})'|"
-    r"(?P<dense>Only CUDA dense tensor is supported for NCCL)|"
-    r"Cannot use ReduceOp\.(?P<redop>\w{1,32}) with (?P<with>[\w -]{1,40}?)(?:[.)]|$|\s*\()|"
-    r"(?P<anyop>Invalid reduce op)|(?P<scalar>Invalid scalar type)|"
-    r"(?P<fp8>FP8 reduction support begins with sm90)|"
-    r"No OpKernel was registered to support Op '(?P<kernel>\w{1,64})'|"
-    r"(?P<devices>is joining a group with incompatible device type)"
+_REJECTED = Guarded(
+    re.compile(
+        r"Tensors must be (?P<check>CUDA and dense|contiguous)|"
+        r"(?P<dtype>Unsupported data type for NCCL process group)|"
+        r"No backend type associated with device type (?P<device>\w{1,32})|"
+        r"(?P<mpi>CUDA tensor detected and the MPI used doesn't have CUDA-aware MPI support)|"
+        r"module 'torch\.distributed' has no attribute '(?P<missing>\w{1,64})'|"
+        r"(?P<dense>Only CUDA dense tensor is supported for NCCL)|"
+        r"Cannot use ReduceOp\.(?P<redop>\w{1,32}) with (?P<with>[\w -]{1,40}?)(?:[.)]|$|\s*\()|"
+        r"(?P<anyop>Invalid reduce op)|(?P<scalar>Invalid scalar type)|"
+        r"(?P<fp8>FP8 reduction support begins with sm90)|"
+        r"No OpKernel was registered to support Op '(?P<kernel>\w{1,64})'|"
+        r"(?P<devices>is joining a group with incompatible device type)"
+    ),
+    (
+        "ensor",
+        "nsupported",
+        "backend",
+        "has no attribute",
+        "ReduceOp",
+        "Invalid",
+        "FP8",
+        "OpKernel",
+        "incompatible",
+    ),
 )
 """torch's own refusals of a collective's tensor: ProcessGroupNCCL's tensor checks (old
 releases: ``Only CUDA dense tensor``) and its data-type table, a process group with no backend
@@ -217,18 +232,6 @@ by an MPI that is not CUDA-aware; a ``torch.distributed`` function this torch do
 gloo's data-type table (``Invalid scalar type``: bfloat16 on old releases); TensorFlow built
 without a collective's kernel (``No OpKernel ... 'NcclAllReduce'``: Windows, ROCm builds), and
 its NCCL group given CPU and GPU devices."""
-_REJECTED_WORDS = (
-    "ensor",
-    "nsupported",
-    "backend",
-    "has no attribute",
-    "ReduceOp",
-    "Invalid",
-    "FP8",
-    "OpKernel",
-    "incompatible",
-)
-"""One of these is in every line ``_REJECTED`` matches: most lines skip its 13 alternatives."""
 _REJECTED_TOO = re.compile(
     r"Unsupported dtype: torch\.(?P<torchdtype>\w{1,32})|"
     r"data type is not supported for NCCL process group: (?P<nccldtype>\w{1,32})|"
@@ -371,7 +374,7 @@ class C10dParser:
         self._line, self._out = line, []
         text = line.text
         pg = m.group(1) if (m := _PG.search(text)) else None
-        if any(word in text for word in _WATCHDOG_WORDS) and (m := _WATCHDOG.search(text)):
+        if m := _WATCHDOG.search(text):
             work = m.group(1) or ""
             seq, op, numel = _SEQ.search(work), _OP.search(work), _NUMEL.search(work)
             self._event(
@@ -428,8 +431,7 @@ class C10dParser:
             for rank in _ranks(m.group(1) or m.group(2)):
                 self._event(kinds.DESYNC, rank=rank)
         too = "c10d::" in text or "dtype" in text or "process group:" in text or "group_key" in text
-        rejected = any(word in text for word in _REJECTED_WORDS) and _REJECTED.search(text)
-        if m := rejected or (_REJECTED_TOO.search(text) if too else None):
+        if m := _REJECTED.search(text) or (_REJECTED_TOO.search(text) if too else None):
             self._event(kinds.UNSUPPORTED_OP, op=_refused(m))
         elif not mismatched and "support" in text and (m := _UNSUPPORTED.search(text)):
             # (not after a mismatch: DDP's reducer error lists unsupported cases as causes)

@@ -19,6 +19,7 @@ import signal
 from doctor.evidence import LogEvent
 from doctor.logs import kinds
 from doctor.logs.block import Collecting, Fact
+from doctor.logs.guarded import Guarded
 from doctor.logs.lines import Line
 
 ROOT_CAUSE = "first observed failure"
@@ -29,9 +30,12 @@ _SRUN = re.compile(
     r"Segmentation fault|Aborted|Bus error|Terminated|[A-Z][\w ]{2,40})"
 )
 _NODE_FAILURE = re.compile(r"srun: error: Node failure on ([\w.-]+)")
-_CANCELLED = re.compile(
-    r"(?:(?:JOB|STEP) \S+ )?(?:ON ([\w.-]+) )?CANCELLED AT \S+ DUE TO "
-    r"(TIME LIMIT|PREEMPTION|JOB REQUEUE|NODE FAILURE)"
+_CANCELLED = Guarded(
+    re.compile(
+        r"(?:(?:JOB|STEP) \S+ )?(?:ON ([\w.-]+) )?CANCELLED AT \S+ DUE TO "
+        r"(TIME LIMIT|PREEMPTION|JOB REQUEUE|NODE FAILURE)"
+    ),
+    ("CANCELLED",),
 )
 """slurmstepd's (and srun's) line when the scheduler ends a job step: its time limit ran
 out, a higher-priority job preempted it, or it was requeued (SIGTERM, then SIGKILL); or a
@@ -168,7 +172,7 @@ def events(line: Line) -> list[LogEvent]:
         ]
     if m := _NODE_FAILURE.search(text):
         return [line.event(kinds.EXIT, host=m.group(1), rank=None)]
-    if "CANCELLED" in text and (m := _CANCELLED.search(text)):
+    if m := _CANCELLED.search(text):
         why = m.group(2).lower()
         if why == "node failure":
             return [line.event(kinds.EXIT, host=m.group(1), rank=None)]

@@ -43,11 +43,13 @@ from collections.abc import Callable
 
 from doctor.evidence import LogEvent
 from doctor.logs import kinds
+from doctor.logs.guarded import Guarded
 from doctor.logs.lines import Line
 
-_NO_SPACE = re.compile(r"No space left on device|\[Errno 28\]|\bENOSPC\b")
-NO_SPACE_WORDS = ("No space", "Errno 28", "ENOSPC")
-"""One of these is in every line ``_NO_SPACE`` matches."""
+_NO_SPACE = Guarded(
+    re.compile(r"No space left on device|\[Errno 28\]|\bENOSPC\b"),
+    ("No space", "Errno 28", "ENOSPC"),
+)
 _NO_BACKING = re.compile(r"Bus error: nonexistent physical address|\bBUS_ADRERR\b")
 _BUS_CODE = re.compile(r"Bus error: \w|\bBUS_[A-Z]{3,6}\b")
 _SHM_SHORT = re.compile(r"[Nn]ot enough memory|[Oo]ut of memory")
@@ -104,9 +106,7 @@ _FINDINGS: tuple[tuple[Callable[[str], bool], str], ...] = (
         "or leave UCX's shared-memory transports out (UCX_TLS)",
     ),
     (
-        lambda text: (
-            any(word in text for word in NO_SPACE_WORDS) and _NO_SPACE.search(text) is not None
-        ),
+        lambda text: _NO_SPACE.search(text) is not None,
         "no space left on device: /dev/shm (a container's default is 64 MB) or the disk the "
         "job writes to is full; free or enlarge it",
     ),

@@ -26,6 +26,7 @@ import re
 
 from doctor.evidence import LogEvent
 from doctor.logs import kinds
+from doctor.logs.guarded import Guarded
 from doctor.logs.lines import Line
 
 _LOCKED_MEMORY = re.compile(
@@ -33,18 +34,19 @@ _LOCKED_MEMORY = re.compile(
     r"[^\n]{0,80}?(?:Cannot allocate memory|ENOMEM)"
 )
 
-_COMPLETION = re.compile(
-    r"(?i)(?:transport|RNR) retry count(?:er)? exceeded|"
-    r"remote (?:access|operation|invalid request) error|local protection error|"
-    r"completion (?:with )?error|"
-    r"(?P<efa>Unresponsive receiver|Unreachable remote)"
+_COMPLETION = Guarded(
+    re.compile(
+        r"(?i)(?:transport|RNR) retry count(?:er)? exceeded|"
+        r"remote (?:access|operation|invalid request) error|local protection error|"
+        r"completion (?:with )?error|"
+        r"(?P<efa>Unresponsive receiver|Unreachable remote)"
+    ),
+    ("retry", "error", "unre"),  # lowercased: the pattern is case-blind
+    fold=True,
 )
 """libibverbs' ``ibv_wc_status_str`` for the statuses that end a connection, the
 completion error its callers print around them, and libfabric's EFA provider's
 (``efa_strerror``) for a peer its device cannot reach or that never answers the handshake."""
-_COMPLETION_WORDS = ("retry", "error", "unre")
-"""One of these is in every line ``_COMPLETION`` matches, lowercased (retry, error,
-unresponsive, unreachable): most lines skip its case-blind alternatives."""
 
 
 LOCKED_MEMORY = (
@@ -60,20 +62,9 @@ def locked_memory(text: str) -> bool:
     return "ibv_" in text and _LOCKED_MEMORY.search(text) is not None
 
 
-def _may_complete(text: str) -> bool:
-    """Whether ``_COMPLETION`` is worth trying on ``text`` (one of its words is there)."""
-    lowered = text.lower()
-    return any(word in lowered for word in _COMPLETION_WORDS)
-
-
 def events(line: Line) -> list[LogEvent]:
     text = line.text
-    if (
-        "NCCL" not in text
-        and "NET/" not in text
-        and _may_complete(text)
-        and (m := _COMPLETION.search(text))
-    ):
+    if "NCCL" not in text and "NET/" not in text and (m := _COMPLETION.search(text)):
         efa = m.group("efa") is not None
         return [
             line.event(
