@@ -281,8 +281,11 @@ class CallWrapper:
         self.rs.arrive(iteration, self.initial_rank)
         try:
             members = self.rs.wait_entry(iteration, self.opt, self._guard)
+            self._refused_by_peer(iteration)  # the barrier may close before the first guard
         except RestartError as exc:  # a key mismatch or a tampered store: said once, here
             print(f"nccl-doctor wrapper[{self.initial_rank}]: {exc}", file=sys.stderr, flush=True)
+            if isinstance(exc, StoreTampered):
+                self._leave_refusal(iteration, str(exc))
             raise
         if members is None:
             raise RestartError(
@@ -301,6 +304,29 @@ class CallWrapper:
             self.hello.check_peers(self.session.key, missing)
         self.rs.check_intact(iteration, self.initial_rank)
         self.hello.check_run(self.run_record)
+        self._refused_by_peer(iteration)
+
+    def _leave_refusal(self, iteration: int, text: str) -> None:
+        """Record why this rank stops at the barrier as the iteration's ``refused`` fault: a
+        rank that arrives after the others left (its collective released late) would
+        otherwise find them stale, close the barrier over them and go on as a world of one."""
+        record = {
+            "cause": "refused",
+            "rank": self.initial_rank,
+            "time": time.time(),
+            "exception": text,
+        }
+        with contextlib.suppress(Exception):  # the store may be gone: said on stderr already
+            self.rs.record_fault(iteration, record)
+
+    def _refused_by_peer(self, iteration: int) -> None:
+        """Stop with the sentence of a peer that refused to go on from this barrier."""
+        for fault in self.rs.all_faults(iteration):
+            if fault["cause"] == "refused" and fault["rank"] != self.initial_rank:
+                raise RestartError(
+                    f"rank {self.initial_rank}: refused to go on: rank {fault['rank']} "
+                    f"stopped: {fault['exception']}"
+                )
 
     def _iterate(
         self, fn: Callable[..., T], args: tuple[Any, ...], kwargs: dict[str, Any], members: set[int]
