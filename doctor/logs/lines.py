@@ -49,9 +49,10 @@ MPI_TAG = re.compile(
 )
 """Open MPI's ``--tag-output``: ``[1,3]<stderr>:`` (job, rank), horovodrun's ``[3]<stderr>:``,
 SageMaker's ``[1,mpirank:3,algo-2]<stdout>:`` (with the host)."""
-RAY = re.compile(r"^\((\w+)(?: rank=(\d{1,6}))? pid=(\d{1,18})(?:, ip=([\w.:-]+))?\) ?")
-"""Ray's worker prefix, ``(RayTrainWorker pid=7, ip=10.0.0.5)``, and vLLM's worker
-processes' (``(VllmWorker rank=2 pid=2236)``: the rank in the engine's world)."""
+RAY = re.compile(r"^\((?:(\w+)(?: rank=(\d{1,6}))? )?pid=(\d{1,18})(?:, ip=([\w.:-]+))?\) ?")
+"""Ray's worker prefix, ``(RayTrainWorker pid=7, ip=10.0.0.5)`` (a task's without a name:
+``(pid=7)``), and vLLM's worker processes' (``(VllmWorker rank=2 pid=2236)``: the rank in
+the engine's world)."""
 NCCL_PREFIX = re.compile(
     r"(?:^|[\s\]|])([\w.-]+):(\w+)(?::\d+)?(?: \[(\d{1,18}|\?)\])? (?:[\w./-]+:\d+ )?"
     r"NCCL (INFO|WARN|TRACE|ABORT|DIAG)"
@@ -91,6 +92,11 @@ PASTED = re.compile(
     rf"|{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})? "  # vLLM's level, time, place
     r"(?:\[[\w./ -]{1,100}:\d{1,9}\] )?"
     rf"|\| {_LEVEL} {{0,8}}\| (?:[\w.<>-]{{1,200}}:){{2}}\d{{1,9}} - "  # loguru's
+    rf"|\d\d/\d\d/\d{{4}} \d\d:\d\d:\d\d - {_LEVEL} - (?P<logger>[\w.]{{1,200}}) - "  # HF's
+    rf"|{_LEVEL}:(?P<module>[\w.]{{1,200}}):"  # Python's logging.basicConfig: ``ERROR:root:``
+    r"|\[[\w.-]{1,200}:\d{1,9}:\w{1,200}\] "  # DeepSpeed's ``[logging.py:96:log_dist]``
+    r"|(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{1,9}: [IWEF]"  # TensorFlow's C++ logging
+    r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{1,9} {1,8}\d{1,18}) [\w./-]{1,200}:\d{1,9}\] "  # glog's
     r"|\[pod/[^\]\s]{1,300}\] "  # kubectl logs --prefix
     r"|[\w.-]{1,64} {1,40}\| "  # docker compose logs
     r")+"
@@ -125,6 +131,9 @@ class Line:
     """The prefix that identifies the writer: lines of one stream are one process's output."""
     where: str
     """``origin:line number``."""
+    logger: str = ""
+    """The logger a logging format named before the line (``WARNING:torch.distributed.run:``):
+    no parser reads it, but its words are the line's (``dynamic_rendezvous``)."""
 
     def event(self, kind: str, **fields: Any) -> LogEvent:
         """An event of ``kind`` read from this line; ``fields`` override what the line says."""
@@ -140,16 +149,16 @@ class Line:
 
 def split(raw: str, where: str, file_rank: int | None = None) -> Line:
     """Peel the prefixes off ``raw`` (which has no line ending)."""
-    text, rank, local, host, pid = raw, file_rank, None, "", None
+    text, rank, local, host, pid, logger = raw, file_rank, None, "", None, ""
     if pasted := PASTED.match(raw):
-        text, host = raw[pasted.end() :], pasted["host"] or ""
+        text, host, logger = raw[pasted.end() :], pasted["host"] or "", _logger(pasted)
         if (parallel := pasted["parallel"]) and (tp := _TP_ONLY.fullmatch(parallel)):
             rank = int(tp.group(1))
     stream, by_srun = "", False
     if not host and ":" in text[:130] and (m := PDSH.match(text)):
         text, host, stream = text[m.end() :], m.group(1), m.group(0).strip()
         if pasted := PASTED.match(text):  # what the remote host printed before its line
-            text = text[pasted.end() :]
+            text, logger = text[pasted.end() :], _logger(pasted) or logger
     for _ in range(3):  # prefixes nest: `3: [rank3]:[E ...]` or `[default0]:host:pid:tid [0] NCCL`
         if m := SRUN_LABEL.match(text):
             rank, by_srun = int(m.group(1)), True
@@ -174,7 +183,7 @@ def split(raw: str, where: str, file_rank: int | None = None) -> Line:
         stream += m.group(0).strip()
         text = text[m.end() :]
     if stream and (pasted := PASTED.match(text)):  # the rank's own timestamp or level
-        text = text[pasted.end() :]
+        text, logger = text[pasted.end() :], _logger(pasted) or logger
     nccl = device = ""
     if "NCCL" in text and (m := NCCL_PREFIX.search(text)):
         host, device, nccl = m.group(1), m.group(3) or "", m.group(4)
@@ -182,4 +191,8 @@ def split(raw: str, where: str, file_rank: int | None = None) -> Line:
         stream = stream or f"{host}:{pid}"
     if rank is None and "Rank" in text and (m := TEXT_RANK.search(text)):
         rank = int(m.group(1))
-    return Line(text, rank, local, host, pid, nccl, device, stream, where)
+    return Line(text, rank, local, host, pid, nccl, device, stream, where, logger)
+
+
+def _logger(pasted: re.Match[str]) -> str:
+    return " ".join(name for name in (pasted["logger"], pasted["module"]) if name)

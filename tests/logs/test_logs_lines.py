@@ -111,8 +111,9 @@ SMI_BANNER = "| NVIDIA-SMI 535.104.05   Driver Version: 535.104.05   CUDA Versio
         "| 0 " + " " * 16_000 + "x|",  # an nvidia-smi row with no bus id
         "NCCL WARN " + "\x1b]" + "a" * 511 + ("\x1b[" + "0;" * 15) * 500,  # escapes, unended
         "2024-05-01T12:00:00Z stderr F " * 500 + "NCCL WARN x",  # prefixes, nested
+        "ERROR:torch.x:[a.py:1:f] " * 500 + "NCCL WARN x",  # logging formats' prefixes
     ],
-    ids=["unsupported", "address", "smi-row", "escapes", "prefixes"],
+    ids=["unsupported", "address", "smi-row", "escapes", "prefixes", "loggers"],
 )
 def test_a_long_line_costs_linear_time(line: str) -> None:
     import time
@@ -128,17 +129,55 @@ def test_a_long_line_costs_linear_time(line: str) -> None:
     assert time.monotonic() - start < 5
 
 
+TRACEBACK = [
+    "Traceback (most recent call last):",
+    '  File "/vllm/v1/worker/gpu_worker.py", line 88, in init_device',
+    "    torch.cuda.set_device(self.device)",
+    "RuntimeError: CUDA error: invalid device ordinal",
+]
+
+
 def test_a_traceback_vllm_logs_with_its_prefix_on_every_line_is_read() -> None:
     # GIVEN a vLLM worker's exception as its logger prints it: its process, level, time and
     # place before every line of the traceback
     prefix = "(VllmWorker rank=1 pid=77) ERROR 05-01 12:00:00 [multiproc_executor.py:470] "
-    lines = [
-        "Traceback (most recent call last):",
-        '  File "/vllm/v1/worker/gpu_worker.py", line 88, in init_device',
-        "    torch.cuda.set_device(self.device)",
-        "RuntimeError: CUDA error: invalid device ordinal",
-    ]
     # WHEN it is parsed THEN it is rank 1's exception, its text the exception's own
-    events = parse_lines([prefix + line for line in lines])
+    events = parse_lines([prefix + line for line in TRACEBACK])
     raised = [(e.rank, e.text[:40]) for e in events if e.kind == "exception"]
     assert raised == [(1, "RuntimeError: CUDA error: invalid device")]
+
+
+@pytest.mark.parametrize(
+    "prefix",
+    [
+        "05/01/2024 12:00:00 - ERROR - transformers.trainer - ",
+        "ERROR:torch.distributed.elastic.multiprocessing.api:",
+        "[2024-05-01 12:00:00,123] [ERROR] [engine.py:96:step] ",
+        "2024-05-01 12:34:56.789012: E tensorflow/core/kernels/collective_ops.cc:88] ",
+        "E0501 12:34:56.789012   12345 trainer.cc:88] ",
+        "(pid=2345, ip=10.0.0.2) ",
+        "(pid=2345) ",
+    ],
+    ids=["transformers", "basicConfig", "deepspeed", "tensorflow", "glog", "ray", "ray-task"],
+)
+def test_a_traceback_a_logger_prints_with_its_prefix_on_every_line_is_read(prefix) -> None:
+    # GIVEN a traceback as a logging format or a launcher relays it, every line prefixed
+    # WHEN it is parsed THEN its exception is read, its text the exception's own
+    events = parse_lines([prefix + line for line in TRACEBACK])
+    raised = [e.text[:40] for e in events if e.kind == "exception"]
+    assert raised == ["RuntimeError: CUDA error: invalid device"]
+
+
+def test_the_logger_a_logging_format_names_gives_the_line_its_words() -> None:
+    from doctor.logs.parse import parse_text
+
+    # GIVEN torchelastic's warning as Python's default logging format prints it
+    line = (
+        "WARNING:torch.distributed.elastic.rendezvous.dynamic_rendezvous:The node 'n1_7_0' has "
+        "failed to send a keep-alive heartbeat to the rendezvous 'none'"
+    )
+    # WHEN it is split and parsed THEN the text is the message, and the logger's name is
+    # among the words the word model reads (it tells which part of torch spoke), not the level
+    assert split(line, "x.log:1").text.startswith("The node")
+    words = parse_text([line], "x.log").words
+    assert "dynamic_rendezvous" in words and "warning" not in words
