@@ -48,12 +48,12 @@ earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66, 
 115/164, 120/174, 121/174 (a failed full-suite run's number) and 122/174. No rule and no word
 of the model came from a test case. The issue's target is 85 %, missed; this floor is the
 measured value, not the target."""
-HELDOUT_DEV_FLOOR = 397 / 458
-"""Measured on the dev split: 397 of 458, in sample for the rules and the word model (stop 45:
-one dev case added, right on arrival by the code of stop 44's end (f409593), by rules alone;
-the model retrained, no dev verdict moved). Stop 44's 396 of 457 (one dev case added,
-judged on arrival by the stop's code of then (4badedb): rules alone unknown, with the model
-right; no other dev verdict moved). Stop 43's 395 of 456 (no case
+HELDOUT_DEV_FLOOR = 401 / 462
+"""Measured on the dev split: 401 of 462, in sample for the rules and the word model (stop 45:
+five dev cases added, each right on arrival by rules alone, one by the code of stop 44's end
+(f409593), four by ca82851; the model retrained, no dev verdict moved). Stop 44's 396 of 457
+(one dev case added, judged on arrival by the stop's code of then (4badedb): rules alone
+unknown, with the model right; no other dev verdict moved). Stop 43's 395 of 456 (no case
 added; 394 at its start, the rendezvous reading +1). Stop 42's 394 (no case added:
 388 at its start). Stop 41's 387; its
 45 new dev cases, each judged on arrival by the code before any change it could inform: 18
