@@ -92,8 +92,13 @@ PASTED = re.compile(
     rf"|{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})? "  # vLLM's level, time, place
     r"(?:\[[\w./ -]{1,100}:\d{1,9}\] )?"
     rf"|\| {_LEVEL} {{0,8}}\| (?:[\w.<>-]{{1,200}}:){{2}}\d{{1,9}} - "  # loguru's
-    rf"|\d\d/\d\d/\d{{4}} \d\d:\d\d:\d\d - {_LEVEL} - (?P<logger>[\w.]{{1,200}}) - "  # HF's
-    rf"|{_LEVEL}:(?P<module>[\w.]{{1,200}}):"  # Python's logging.basicConfig: ``ERROR:root:``
+    rf"|\d\d/\d\d/\d{{4}} \d\d:\d\d:\d\d - {_LEVEL} - (?P<logger_hf>[\w.]{{1,200}}) - "  # HF's
+    rf"|{_LEVEL}:(?P<logger_py>[\w.]{{1,200}}):"  # Python's logging.basicConfig: ``ERROR:root:``
+    rf"|(?P<logger_elastic>\w{{1,100}}(?:\.\w{{1,100}}){{1,20}}): \[{_LEVEL}\] "  # torchelastic's
+    rf"|\| {_LEVEL} \| (?P<logger_fairseq>[\w.]{{1,200}}) \| "  # fairseq's, after the time
+    rf"|\[\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{{1,9}})?\]\[(?P<logger_hydra>[\w.]{{1,200}})\]"
+    rf"\[{_LEVEL}\] - "  # Hydra's
+    r"|\[NeMo [DIWEC] \d{4}-\d\d-\d\d \d\d:\d\d:\d\d [\w.-]{1,200}:\d{1,9}\] "  # NeMo's
     r"|\[[\w.-]{1,200}:\d{1,9}:\w{1,200}\] "  # DeepSpeed's ``[logging.py:96:log_dist]``
     r"|(?:\d{4}-\d\d-\d\d \d\d:\d\d:\d\d\.\d{1,9}: [IWEF]"  # TensorFlow's C++ logging
     r"|[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{1,9} {1,8}\d{1,18}) [\w./-]{1,200}:\d{1,9}\] "  # glog's
@@ -195,4 +200,8 @@ def split(raw: str, where: str, file_rank: int | None = None) -> Line:
 
 
 def _logger(pasted: re.Match[str]) -> str:
-    return " ".join(name for name in (pasted["logger"], pasted["module"]) if name)
+    named = pasted.groupdict()
+    return " ".join(named[group] for group in _LOGGERS if named[group])
+
+
+_LOGGERS = tuple(group for group in PASTED.groupindex if group.startswith("logger_"))

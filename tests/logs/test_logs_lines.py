@@ -157,8 +157,24 @@ def test_a_traceback_vllm_logs_with_its_prefix_on_every_line_is_read() -> None:
         "E0501 12:34:56.789012   12345 trainer.cc:88] ",
         "(pid=2345, ip=10.0.0.2) ",
         "(pid=2345) ",
+        "[2024-05-01 12:00:00,123] torch.distributed.elastic.multiprocessing.api: [ERROR] ",
+        "2024-05-01 12:00:00 | ERROR | fairseq.trainer | ",
+        "[2024-05-01 12:00:00,123][__main__][ERROR] - ",
+        "[NeMo E 2024-05-01 12:34:56 exp_manager:349] ",
     ],
-    ids=["transformers", "basicConfig", "deepspeed", "tensorflow", "glog", "ray", "ray-task"],
+    ids=[
+        "transformers",
+        "basicConfig",
+        "deepspeed",
+        "tensorflow",
+        "glog",
+        "ray",
+        "ray-task",
+        "torchelastic",
+        "fairseq",
+        "hydra",
+        "nemo",
+    ],
 )
 def test_a_traceback_a_logger_prints_with_its_prefix_on_every_line_is_read(prefix) -> None:
     # GIVEN a traceback as a logging format or a launcher relays it, every line prefixed
@@ -181,3 +197,10 @@ def test_the_logger_a_logging_format_names_gives_the_line_its_words() -> None:
     assert split(line, "x.log:1").text.startswith("The node")
     words = parse_text([line], "x.log").words
     assert "dynamic_rendezvous" in words and "warning" not in words
+
+
+def test_an_exception_s_own_words_are_no_logger() -> None:
+    # GIVEN an exception whose message starts with a level in brackets WHEN it is split
+    # THEN its type stays in the text (a logger's name has dots: torch.distributed.run)
+    line = split("RuntimeError: [ERROR] the store went away", "x.log:1")
+    assert (line.text, line.logger) == ("RuntimeError: [ERROR] the store went away", "")
