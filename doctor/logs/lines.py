@@ -112,8 +112,12 @@ markers (``> ``), journald's or syslog's ``Mon DD HH:MM:SS host kernel:`` or ``p
 with the stream and tag the container runtime writes after it in ``/var/log/pods``:
 ``stderr F``), a logging format's level after it (``[INFO]``, loguru's ``| INFO |
 module:function:line -``), vLLM's ``ERROR 05-01 12:00:00 [core.py:400]`` (on every line of a
-traceback it logs), ``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER]`` and ``docker
-compose logs``' ``NAME |``."""
+traceback it logs), the logging formats of Python (``WARNING:torch.distributed.run:``),
+torchelastic, transformers, fairseq, Hydra, NeMo, DeepSpeed, TensorFlow and glog (the
+logger's name kept: ``Line.logger``), ``kubectl logs --prefix``'s ``[pod/NAME/CONTAINER]``
+and ``docker compose logs``' ``NAME |``."""
+_LOGGERS = tuple(group for group in PASTED.groupindex if group.startswith("logger_"))
+"""The groups of ``PASTED`` that hold a logger's name (``Line.logger``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,6 +206,3 @@ def split(raw: str, where: str, file_rank: int | None = None) -> Line:
 def _logger(pasted: re.Match[str]) -> str:
     named = pasted.groupdict()
     return " ".join(named[group] for group in _LOGGERS if named[group])
-
-
-_LOGGERS = tuple(group for group in PASTED.groupindex if group.startswith("logger_"))

@@ -277,7 +277,8 @@ class Parser:
         line = split(raw.rstrip("\r\n"), f"{self.origin}:{result.lines}", self.file_rank)
         if markup(line.text):
             pass  # an issue template's heading, fence or tag: no word of what failed
-        elif not add_words(result.words, f"{line.logger} {line.text}"):  # a label's is no word
+        # the text and its logger's name: a label's or a host's name is no word
+        elif not add_words(result.words, f"{line.logger} {line.text}"):
             result.cut["words"] += 1
         if not gated:
             return
