@@ -88,13 +88,13 @@ PASTED = re.compile(
     r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d)?"
     r"(?P<parallel>(?: [DPTE]P\d{1,6}){1,4})?\]? "  # SGLang's ``[time DP1 TP3]``
     r"(?:std(?:out|err) [FP] )?"  # the container runtime's own log file (CRI)
+    rf"(?:(?P<logger_elastic>\w{{1,100}}+(?:\.\w{{1,100}}+){{1,20}}+): \[{_LEVEL}\] )?"  # elastic
     rf"|\[{_LEVEL}\] "  # a logging format's level: ``[%(asctime)s] [%(levelname)s]``
     rf"|{_LEVEL} \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{{1,6}})? "  # vLLM's level, time, place
     r"(?:\[[\w./ -]{1,100}:\d{1,9}\] )?"
     rf"|\| {_LEVEL} {{0,8}}\| (?:[\w.<>-]{{1,200}}:){{2}}\d{{1,9}} - "  # loguru's
     rf"|\d\d/\d\d/\d{{4}} \d\d:\d\d:\d\d - {_LEVEL} - (?P<logger_hf>[\w.]{{1,200}}) - "  # HF's
     rf"|{_LEVEL}:(?P<logger_py>[\w.]{{1,200}}):"  # Python's logging.basicConfig: ``ERROR:root:``
-    rf"|(?P<logger_elastic>\w{{1,100}}(?:\.\w{{1,100}}){{1,20}}): \[{_LEVEL}\] "  # torchelastic's
     rf"|\| {_LEVEL} \| (?P<logger_fairseq>[\w.]{{1,200}}) \| "  # fairseq's, after the time
     rf"|\[\d{{4}}-\d\d-\d\d \d\d:\d\d:\d\d(?:[.,]\d{{1,9}})?\]\[(?P<logger_hydra>[\w.]{{1,200}})\]"
     rf"\[{_LEVEL}\] - "  # Hydra's
