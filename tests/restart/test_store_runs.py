@@ -182,7 +182,7 @@ def test_values_of_an_earlier_run_are_refused_and_deletes_are_alarms(
         assert {s["iteration"] for s in states.values()} == {0}, states
         # WHEN the owner asks for a restart while the intruder deletes the entry barrier
         # keys for 6 s, and rank 3 arrives after that (its finalize takes 8 s, as a rank
-        # whose collective its own timeout released would: CI saw it go on as a world of 1)
+        # whose collective its own timeout released would: a fresh-clone run saw one go on alone)
         deleting = threading.Thread(
             target=spy.ask, kwargs={"delete": prefix2 + "it1/entry/arrived", "seconds": 6}
         )
