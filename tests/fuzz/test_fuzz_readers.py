@@ -88,6 +88,46 @@ def test_pasted_text(lines: list[str], width: int) -> None:
     assert all(isinstance(e.text, str) for e in parsed.events)
 
 
+LINE_PREFIXES = [
+    "> ",
+    "3: ",
+    "[rank3]: ",
+    "[default0]:",
+    "worker-1: ",
+    "[1,3]<stderr>:",
+    "(pid=2345) ",
+    "(RayTrainWorker pid=7, ip=10.0.0.5) ",
+    "(VllmWorker rank=2 pid=2236) ERROR 05-01 12:00:00 [core.py:400] ",
+    "2024-05-01T12:00:00.123Z stderr F ",
+    "[2024-05-01 12:00:00,123] [INFO] ",
+    "ERROR:root:",
+    "WARNING:torch.distributed.run:",
+    "05/01/2024 12:00:00 - INFO - transformers.trainer - ",
+    "[2024-05-01 12:00:00,123] torch.distributed.elastic.multiprocessing.api: [ERROR] ",
+    "2024-05-01 12:00:00 | INFO | fairseq.trainer | ",
+    "[2024-05-01 12:00:00,123][__main__][INFO] - ",
+    "[NeMo W 2024-05-01 12:34:56 nemo_logging:349] ",
+    "[engine.py:96:step] ",
+    "2024-05-01 12:34:56.789012: E tensorflow/core/x.cc:88] ",
+    "E0501 12:34:56.789012 12345 trainer.cc:88] ",
+]
+"""Every prefix the reader peels (``doctor.logs.lines``): launchers', pastes', loggers'."""
+
+
+@given(
+    st.lists(st.sampled_from(LINE_PREFIXES) | hostile_text, max_size=10),
+    st.sampled_from(CORPUS_LINES),
+)
+def test_prefixes_in_any_order_leave_a_suffix_of_the_line(prefixes: list[str], line: str) -> None:
+    # GIVEN a real line behind prefixes nested in any order, some of them hostile text
+    raw = "".join(prefixes) + line
+    # WHEN its prefixes are peeled THEN within the bounds, what is left is the line's end,
+    # and the logger's name is the line's own characters
+    peeled = bounded("line prefixes", lambda: split(raw, "fuzz.log:1"), ())
+    assert raw.endswith(peeled.text)
+    assert all(word in raw for word in peeled.logger.split())
+
+
 RAS_KEYS = ["communicators", "event", "peer", "hash", "size", "ranks", "status", "x"]
 ras_docs = st.recursive(
     st.dictionaries(st.sampled_from(RAS_KEYS), json_values, max_size=5),
