@@ -204,5 +204,4 @@ def split(raw: str, where: str, file_rank: int | None = None) -> Line:
 
 
 def _logger(pasted: re.Match[str]) -> str:
-    named = pasted.groupdict()
-    return " ".join(named[group] for group in _LOGGERS if named[group])
+    return " ".join(name for group in _LOGGERS if (name := pasted.group(group)))

@@ -278,7 +278,9 @@ class Parser:
         if markup(line.text):
             pass  # an issue template's heading, fence or tag: no word of what failed
         # the text and its logger's name: a label's or a host's name is no word
-        elif not add_words(result.words, f"{line.logger} {line.text}"):
+        elif not add_words(
+            result.words, f"{line.logger} {line.text}" if line.logger else line.text
+        ):
             result.cut["words"] += 1
         if not gated:
             return

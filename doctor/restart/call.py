@@ -310,14 +310,8 @@ class CallWrapper:
         """Record why this rank stops at the barrier as the iteration's ``refused`` fault: a
         rank that arrives after the others left (its collective released late) would
         otherwise find them stale, close the barrier over them and go on as a world of one."""
-        record = {
-            "cause": "refused",
-            "rank": self.initial_rank,
-            "time": time.time(),
-            "exception": text,
-        }
         with contextlib.suppress(Exception):  # the store may be gone: said on stderr already
-            self.rs.record_fault(iteration, record)
+            self.rs.record_fault(iteration, self._own_fault("refused", text))
 
     def _refused_by_peer(self, iteration: int) -> None:
         """Stop with the sentence of a peer that refused to go on from this barrier."""
@@ -427,13 +421,12 @@ class CallWrapper:
         """This rank's own fault: said on stderr, kept as ``last_fault``, and recorded in
         the store, which wakes every rank's monitor thread."""
         print(f"nccl-doctor wrapper[{self.initial_rank}]: {said}", file=sys.stderr, flush=True)
-        self.last_fault = {
-            "cause": cause,
-            "rank": self.initial_rank,
-            "time": time.time(),
-            "exception": text,
-        }
+        self.last_fault = self._own_fault(cause, text)
         self.rs.record_fault(ctx.iteration, self.last_fault)
+
+    def _own_fault(self, cause: str, text: str) -> dict[str, Any]:
+        """A fault record of this rank, as the store keeps it."""
+        return {"cause": cause, "rank": self.initial_rank, "time": time.time(), "exception": text}
 
     def _await_restart(self) -> None:
         """Wait, interruptible, for the monitor thread's ``RestartRequested``."""
