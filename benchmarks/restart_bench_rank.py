@@ -2,9 +2,10 @@
 
 MODE=ours | launch | nvidia | torchrun | plain (``launch``: run by ``nccl-doctor launch
 --wrap``, the wrapper's ``current_call()``; ``ours``: the wrapper embedded, under any
-launcher). Appends ``entry <rank> <iteration> <time>`` and ``fault <time>`` lines to
-$BENCH_LOG; ``steps <rank> <mean step seconds>`` at the end. With $BENCH_ERR_DIR, the
-rank's stdout and stderr go to ``rank<RANK>.err`` there (the same under every launcher).
+launcher). Appends ``entry <rank> <iteration> <time>`` and ``fault <time> <iteration>``
+lines to $BENCH_LOG; ``steps <rank> <mean step seconds>`` at the end. With $BENCH_ERR_DIR,
+the rank's stdout and stderr go to ``rank<RANK>.err`` there (the same under every
+launcher).
 """
 
 import os
@@ -29,11 +30,19 @@ LOG = os.environ["BENCH_LOG"]
 STEPS = int(os.environ.get("STEPS", "10"))
 FAULT_STEP = int(os.environ.get("FAULT_STEP", "5"))
 HANG = os.environ.get("HANG", "")  # "gil": rank 2 deadlocks in C holding the GIL
+RESTARTS = int(os.environ.get("RESTARTS", "0"))
+"""A burst: iterations 0 .. RESTARTS-1 each end with rank (iteration % world) raising."""
 
 
 def log(line: str) -> None:
     with open(LOG, "a") as f:
         f.write(line + "\n")
+
+
+def _faulty(rank: int, world: int, iteration: int) -> bool:
+    if RESTARTS:
+        return iteration < RESTARTS and rank == iteration % world
+    return iteration == 0 and rank == 1
 
 
 def train(store, rank: int, world: int, iteration: int, ping=None) -> None:
@@ -46,8 +55,8 @@ def train(store, rank: int, world: int, iteration: int, ping=None) -> None:
     durations = []
     for step in range(STEPS):
         began = time.perf_counter()
-        if step == FAULT_STEP and iteration == 0 and rank == 1 and MODE != "plain" and not HANG:
-            log(f"fault {time.time()}")
+        if step == FAULT_STEP and _faulty(rank, world, iteration) and MODE != "plain" and not HANG:
+            log(f"fault {time.time()} {iteration}")
             raise RuntimeError("injected fault at step 5")
         if HANG and step == FAULT_STEP and rank == 2 and iteration == 0:
             import ctypes

@@ -3,9 +3,20 @@
 Measured on torch 2.13 CPU: ``ProcessGroupGloo.abort()`` and ``shutdown()``
 return at once but do not release a peer blocked in a collective, so
 ``destroy_process_group`` alone leaves the other ranks waiting for the whole
-gloo timeout. Shutting down the rank's own gloo TCP connections does: the
-local collective fails with "Connection closed by peer" and so does every peer
-connected to it (about 5 ms on 4 ranks when every rank does it). The
+gloo timeout. Shutting down the reading side of the rank's own gloo TCP
+connections does: gloo's event loop reads end-of-file and fails every operation
+pending on the connection with "Connection closed by peer" (about 5 ms on 4 ranks
+when every rank does it). Gloo's asynchronous mode has a hole that shapes the rest:
+a send that meets EPIPE or ECONNRESET is queued without failing, and nothing fails
+it later, so it waits out the whole group timeout. Such a send was posted between
+the moment its connection broke and the moment the loop read the end-of-file: when
+the writing side was shut too, or when the peer's gloo closed its end (gloo closes a
+socket as soon as it read its end-of-file). Found by py-spy and gdb in hundreds of
+restarts back to back (``benchmarks/bench_restart.py --burst``: a rank's gloo worker
+in ``UnboundBuffer::waitSend``; 12 restarts in 1,800 under load). So only the
+reading side is shut, and the rank keeps a duplicate of every shut socket until the
+next entry barrier closes (every peer has released by then): gloo's own close then
+sends nothing, and a peer's late send is accepted instead of queued forever. The
 connections are told apart as the connected TCP sockets opened since the
 iteration began; listening sockets are left alone (shutting gloo's listener
 down makes its accept thread terminate the process). NCCL communicators are
@@ -15,6 +26,7 @@ left by their own timeout, which ``timeouts.py`` checks.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import os
 import signal
@@ -40,26 +52,37 @@ the two are never mixed: the signal when the wrapper runs on the main thread,
 ``PyThreadState_SetAsyncExc`` otherwise."""
 
 
-def socket_fds() -> set[int]:
-    """File descriptors of this process that are sockets."""
-    out = set()
+def open_sockets() -> dict[int, int]:
+    """The sockets of this process: descriptor -> the socket's inode. The inode names the
+    socket itself: a descriptor number is reused as soon as it is closed (gloo closes its
+    sockets on its own, the release duplicates them), and a duplicate has its socket's inode."""
+    out = {}
     for name in os.listdir("/proc/self/fd"):
         try:
-            if os.readlink(f"/proc/self/fd/{name}").startswith("socket:"):
-                out.add(int(name))
+            link = os.readlink(f"/proc/self/fd/{name}")
         except OSError:
             continue
+        if link.startswith("socket:["):
+            out[int(name)] = int(link[8:-1])
     return out
 
 
-def close_connections(baseline: set[int]) -> int:
-    """Shut down connected TCP sockets opened since ``baseline``."""
-    return shutdown_sockets(socket_fds() - baseline)
+def socket_ids() -> set[int]:
+    """The inodes of this process's sockets (a baseline that descriptor reuse cannot fool)."""
+    return set(open_sockets().values())
 
 
-def shutdown_sockets(fds: set[int]) -> int:
-    """``shutdown()`` the connected TCP sockets among ``fds``; the fds stay open (gloo's)."""
-    count = 0
+def close_connections(baseline: set[int]) -> list[int]:
+    """Shut the connected TCP sockets opened since ``baseline`` (inodes); the duplicates
+    held."""
+    return shutdown_sockets({fd for fd, ino in open_sockets().items() if ino not in baseline})
+
+
+def shutdown_sockets(fds: set[int]) -> list[int]:
+    """Shut the reading side of the connected TCP sockets among ``fds``, first taking a
+    duplicate of each (the module's docstring says why): the duplicates, for
+    ``close_held`` once every peer has released. The fds themselves stay open (gloo's)."""
+    held = []
     for fd in fds:
         try:
             sock = socket.socket(fileno=fd)
@@ -71,13 +94,20 @@ def shutdown_sockets(fds: set[int]) -> int:
                 and sock.type == socket.SOCK_STREAM
                 and not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
             ):
-                sock.shutdown(socket.SHUT_RDWR)
-                count += 1
+                held.append(os.dup(fd))
+                sock.shutdown(socket.SHUT_RD)
         except OSError:
             pass
         finally:
             sock.detach()
-    return count
+    return held
+
+
+def close_held(held: list[int]) -> None:
+    """Close the duplicates ``shutdown_sockets`` kept, emptying ``held``."""
+    while held:
+        with contextlib.suppress(OSError):
+            os.close(held.pop())
 
 
 def abort_process_groups(wait: float = ABORT_WAIT) -> list[str]:

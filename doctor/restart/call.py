@@ -25,10 +25,11 @@ from typing import Any, TypeVar
 from doctor.jobdir.agent import Agent, running_agent
 from doctor.restart.abort import (
     clear_pending,
+    close_held,
     destroy_process_groups,
     install_wake_handler,
     restore_wake_handler,
-    socket_fds,
+    socket_ids,
 )
 from doctor.restart.assignment import Assignment
 from doctor.restart.events import report_in_background
@@ -211,6 +212,7 @@ class CallWrapper:
         self.watchdog.close()
         self.spare.close(self.opt.barrier_timeout)
         self.monitor.close(wait=0.2)
+        close_held(self.shared.held_sockets)
         self._release()
 
     def _release(self) -> None:
@@ -235,6 +237,7 @@ class CallWrapper:
         iteration = 0
         while True:
             members = self._enter(iteration)
+            close_held(self.shared.held_sockets)  # every member has released its own
             if self.opt.max_iterations is not None and iteration >= self.opt.max_iterations:
                 raise RestartLimitError(
                     f"rank {self.initial_rank}: stopping after {iteration} iterations "
@@ -327,12 +330,12 @@ class CallWrapper:
     ) -> tuple[bool, T | None]:
         # this iteration's own connection is shut by an abort (what unblocks a rendezvous
         # stuck in store.get inside init_process_group), like every socket opened since
-        connection, pg_fds = self.spare.take() or open_tracked(
+        connection, pg_sockets = self.spare.take() or open_tracked(
             lambda: self._connect().raw, self.session.port
         )
         self.store = self.rs.pg_store(self.iteration, connection)
         ctx = IterationContext(
-            self.iteration, self.initial_rank, members, socket_fds() - pg_fds, self._fr_file()
+            self.iteration, self.initial_rank, members, socket_ids() - pg_sockets, self._fr_file()
         )
         self.spare.prepare(ctx, self.shared)
         self._ctx = ctx

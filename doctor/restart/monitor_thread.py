@@ -50,6 +50,8 @@ class Interruptible:
     armed: bool = False
     """True while the main thread may be interrupted (in the function, or waiting on peers)."""
     delivered: threading.Event = field(default_factory=threading.Event)
+    held_sockets: list[int] = field(default_factory=list)
+    """Duplicates of the sockets the last release shut, closed at the next entry barrier."""
 
 
 @dataclass
@@ -61,7 +63,8 @@ class IterationContext:
     participants: set[int]
     """The iteration's frozen membership (initial ranks), spares included."""
     socket_baseline: set[int]
-    """Socket fds open before the iteration: an abort leaves them alone."""
+    """Inodes of the sockets open before the iteration (and of its spare): an abort
+    leaves them alone."""
     fr_file: Path | None
     """Where to dump Flight Recorder before aborting; None = off."""
     phases: dict[str, float] = field(default_factory=dict)
@@ -117,7 +120,7 @@ class MonitorThread(threading.Thread):
             try:
                 if ctx.fr_file is not None:
                     dump_flight_recorder(ctx.fr_file)
-                close_connections(ctx.socket_baseline)
+                shared.held_sockets.extend(close_connections(ctx.socket_baseline))
                 abort_process_groups()
             except Exception as exc:  # noqa: BLE001 - the delivery below must happen anyway
                 print(

@@ -21,23 +21,25 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from doctor.restart.abort import socket_fds
+from doctor.restart.abort import open_sockets, socket_ids
 from doctor.restart.monitor_thread import Interruptible, IterationContext
 
 Opened = tuple[Any, set[int]]
-"""A store connection and the socket descriptors it opened."""
+"""A store connection and the sockets it opened (inodes)."""
 READY_WAIT = 0.05
 """Seconds a restart waits for a spare still connecting: a connect takes about 0.5 ms,
 so one not done by then waits for a DNS answer (5 s when the query was dropped)."""
 
 
 def open_tracked(connect: Callable[[], Any], port: int) -> Opened:
-    """Open a store connection; its descriptors are the sockets that appeared meanwhile
-    connected to the store's ``port`` (the function's own gloo sockets, opened at the
-    same time, go to its peers' ports)."""
-    before = socket_fds()
+    """Open a store connection; its sockets are those that appeared meanwhile connected to
+    the store's ``port`` (the function's own gloo sockets, opened at the same time, go to
+    its peers' ports; a duplicate the release took meanwhile is of an older socket)."""
+    before = socket_ids()
     connection = connect()
-    return connection, {fd for fd in socket_fds() - before if _peer_port(fd) == port}
+    return connection, {
+        ino for fd, ino in open_sockets().items() if ino not in before and _peer_port(fd) == port
+    }
 
 
 def _peer_port(fd: int) -> int | None:

@@ -32,20 +32,24 @@ def test_recover_restarts_every_rank_of_a_healthy_job(tmp_path: Path, cli) -> No
     stop = tmp_path / "stop"
     started = start_job(tmp_path, env={"STOP_FILE": str(stop), "STEP_SLEEP": "0.05"}, job="healthy")
     job_dir = started[3]
-    wait_running(job_dir, iteration=0)
-    # WHEN recover is asked for a graceful restart
-    out = cli(
-        "recover",
-        "--job",
-        "healthy",
-        "--reason",
-        "test",
-        "--timeout",
-        "30",
-        env={"NCCL_DOCTOR_JOB_DIR": str(job_dir), "PATH": "/usr/bin:/bin"},
-    )
-    # AND the restarted ranks train again until told to stop
-    wait_running(job_dir, iteration=1)
+    try:
+        wait_running(job_dir, iteration=0)
+        # WHEN recover is asked for a graceful restart
+        out = cli(
+            "recover",
+            "--job",
+            "healthy",
+            "--reason",
+            "test",
+            "--timeout",
+            "30",
+            env={"NCCL_DOCTOR_JOB_DIR": str(job_dir), "PATH": "/usr/bin:/bin"},
+        )
+        # AND the restarted ranks train again until told to stop
+        wait_running(job_dir, iteration=1)
+    except BaseException:  # the ranks must not outlive the test and fail the next one
+        finish_job(*started, timeout=1)
+        raise
     stop.touch()
     run = finish_job(*started)
     # THEN it reports every rank re-entered, and the job finishes whole

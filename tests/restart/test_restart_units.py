@@ -19,7 +19,7 @@ from doctor.jobconfig.config import RestartConfig
 from doctor.jobdir.agent import MAIN_THREAD_LINE
 from doctor.model import Severity
 from doctor.restart import RankAssignment
-from doctor.restart.abort import socket_fds
+from doctor.restart.abort import close_connections, close_held, shutdown_sockets, socket_ids
 from doctor.restart.assignment import Assignment
 from doctor.restart.call import CallWrapper
 from doctor.restart.events import build_event
@@ -137,7 +137,7 @@ def test_a_leaving_rank_is_not_restarted_by_its_own_fault() -> None:
 
     def leave() -> None:
         call.shared = Interruptible(threading.get_ident(), armed=True)
-        ctx = IterationContext(0, 2, {0, 1, 2, 3}, socket_fds(), None)
+        ctx = IterationContext(0, 2, {0, 1, 2, 3}, socket_ids(), None)
         monitor = MonitorThread(ctx, store, store, call.shared)  # type: ignore[arg-type]
         monitor.start()
         # WHEN the function calls sys.exit and the rank records its fault on the way out
@@ -250,7 +250,7 @@ class InterruptedStore:
 def test_a_wake_landing_in_a_store_call_is_the_restart_not_a_crash(restarting: bool) -> None:
     # GIVEN a rank whose collective failed because a peer aborted (it waits out the grace
     # for the peer's monitor to name the culprit, polling the store)
-    ctx = IterationContext(0, 0, {0, 1, 2, 3}, socket_fds(), None)
+    ctx = IterationContext(0, 0, {0, 1, 2, 3}, socket_ids(), None)
     call = CallWrapper.__new__(CallWrapper)
     call._ctx, call.initial_rank, call.last_fault = ctx, 0, None
     call.rs = InterruptedStore(ctx if restarting else None)  # type: ignore[assignment]
@@ -304,6 +304,71 @@ def test_the_monitor_and_the_watcher_never_read_a_time_half_written(tmp_path: Pa
     assert _torn_reads(progress, from_file) == 0
 
 
+def test_the_release_ends_reads_and_holds_the_connection_until_peers_released() -> None:
+    # GIVEN a connected TCP socket, as gloo holds one per peer, and a listening one
+    listener = socket.create_server(("127.0.0.1", 0))
+    ours = socket.create_connection(listener.getsockname())
+    peer, _ = listener.accept()
+    peer.settimeout(1)
+    try:
+        # WHEN the release shuts them down
+        held = shutdown_sockets({ours.fileno(), listener.fileno()})
+        # THEN a read ends at once (what fails every gloo operation pending on it)
+        ours.settimeout(1)
+        assert ours.recv(1) == b""
+        # AND a send still goes out: gloo's asynchronous mode queues a send that meets
+        # EPIPE without failing it, and that send then waited out the group's timeout
+        ours.sendall(b"x")
+        assert peer.recv(1) == b"x"
+        # AND when gloo closes its socket, the peer sees nothing and its sends still go
+        ours.close()
+        peer.sendall(b"y" * 1000)
+        with pytest.raises(TimeoutError):
+            peer.recv(1)
+        # AND the listener is left alone, and the connection ends once the duplicate is
+        # closed (at the next entry barrier, when every peer has released)
+        assert len(held) == 1 and listener.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+        close_held(held)
+        assert held == [] and _ended(peer)
+    finally:
+        for sock in (ours, peer, listener):
+            sock.close()
+
+
+def test_a_socket_on_a_reused_descriptor_is_not_mistaken_for_an_old_one() -> None:
+    # GIVEN a connection open when the iteration began, closed since (gloo closes its own)
+    listener = socket.create_server(("127.0.0.1", 0))
+    old = socket.create_connection(listener.getsockname())
+    baseline = socket_ids()
+    number = old.fileno()
+    old.close()
+    # AND a connection of the iteration that got the same descriptor number
+    reused = socket.create_connection(listener.getsockname())
+    if reused.fileno() != number:  # the kernel gave another number: move it there
+        os.dup2(reused.fileno(), number)
+        reused.close()
+        reused = socket.socket(fileno=number)
+    reused.settimeout(1)
+    held: list[int] = []
+    try:
+        # WHEN the release shuts what the iteration opened
+        held = close_connections(baseline)
+        # THEN the new socket is shut though its number was in use at the start
+        assert reused.recv(1) == b""
+    finally:
+        close_held(held)
+        for sock in (reused, listener):
+            sock.close()
+
+
+def _ended(sock: socket.socket) -> bool:
+    """The peer closed: end-of-file, or a reset (a socket closed with unread data)."""
+    try:
+        return sock.recv(1) == b""
+    except ConnectionResetError:
+        return True
+
+
 def test_every_process_group_is_aborted_at_once(monkeypatch: pytest.MonkeyPatch) -> None:
     # GIVEN a rank in four process groups whose abort takes 0.3 s each (a real NCCL
     # communicator's took about 1 s on an H200, and 8 of them one after another 4.5 s)
@@ -340,7 +405,7 @@ def test_a_soft_timeout_says_where_the_rank_and_an_untaken_restart_stand(tmp_pat
     # GIVEN a monitor thread whose fault watch is stuck (a restart it never delivers), and
     # the rank's stacks dumped as its agent answers (faulthandler, the main thread named)
     store = LoadedStore()
-    ctx = IterationContext(0, 2, {0, 1, 2, 3}, socket_fds(), None)
+    ctx = IterationContext(0, 2, {0, 1, 2, 3}, socket_ids(), None)
     monitor = MonitorThread(ctx, store, store, Interruptible(threading.get_ident()))  # type: ignore[arg-type]
     monitor.start()
     with (tmp_path / "stacks").open("w+") as dump:
@@ -410,7 +475,7 @@ def test_a_release_that_fails_still_delivers_the_restart(
 
     def function() -> None:
         shared = Interruptible(threading.get_ident(), armed=True)
-        ctx = IterationContext(0, 2, {0, 1, 2, 3}, socket_fds(), None)
+        ctx = IterationContext(0, 2, {0, 1, 2, 3}, socket_ids(), None)
         monitor = MonitorThread(ctx, store, store, shared)  # type: ignore[arg-type]
         try:
             monitor.start()
