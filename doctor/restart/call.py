@@ -425,7 +425,10 @@ class CallWrapper:
         the store, which wakes every rank's monitor thread."""
         print(f"nccl-doctor wrapper[{self.initial_rank}]: {said}", file=sys.stderr, flush=True)
         self.last_fault = self._own_fault(cause, text)
-        self.rs.record_fault(ctx.iteration, self.last_fault)
+        try:
+            self.rs.record_fault(ctx.iteration, self.last_fault)
+        except SystemError:  # the store has it: this rank's monitor saw it and raised
+            self._restart_landed()  # before the call returned (a stress run lost a rank)
 
     def _own_fault(self, cause: str, text: str) -> dict[str, Any]:
         """A fault record of this rank, as the store keeps it."""

@@ -246,6 +246,19 @@ class InterruptedStore:
         raise SystemError("error return without exception set")
 
 
+class InterruptedRecord(InterruptedStore):
+    """No fault in the store yet; recording one is interrupted: the record reached the
+    store and the rank's own monitor raised at it before the call returned."""
+
+    def fault(self, iteration: int) -> dict[str, Any] | None:
+        return None
+
+    def record_fault(self, iteration: int, fault: dict[str, Any]) -> None:
+        if self.ctx is not None:
+            self.ctx.fault = fault
+        raise SystemError("error return without exception set")
+
+
 @pytest.mark.parametrize("restarting", [True, False])
 def test_a_wake_landing_in_a_store_call_is_the_restart_not_a_crash(restarting: bool) -> None:
     # GIVEN a rank whose collective failed because a peer aborted (it waits out the grace
@@ -265,6 +278,25 @@ def test_a_wake_landing_in_a_store_call_is_the_restart_not_a_crash(restarting: b
         # THEN without a restart under way the error is a real one and is raised
         with pytest.raises(SystemError):
             call._fault(ctx, peer_lost)
+
+
+@pytest.mark.parametrize("restarting", [True, False])
+def test_a_wake_landing_in_the_rank_s_own_fault_record_is_the_restart(restarting: bool) -> None:
+    # GIVEN a rank whose function raised, recording its fault in the store
+    ctx = IterationContext(0, 2, {0, 1, 2, 3}, socket_ids(), None)
+    call = CallWrapper.__new__(CallWrapper)
+    call._ctx, call.initial_rank, call.last_fault = ctx, 2, None
+    call.rs = InterruptedRecord(ctx if restarting else None)  # type: ignore[assignment]
+    # WHEN its own monitor saw the record and raised before the store call returned (a
+    # burst of restarts lost a rank to the SystemError, 2026-11-28)
+    if restarting:
+        call._fault(ctx, RuntimeError("injected"))
+        # THEN it is the restart under way, with the rank's fault kept
+        assert call.last_fault is not None and call.last_fault["rank"] == 2
+    else:
+        # THEN without a restart under way the error is a real one and is raised
+        with pytest.raises(SystemError):
+            call._fault(ctx, RuntimeError("injected"))
 
 
 def _torn_reads(progress: SharedProgress, read: Callable[[], tuple[float, float]]) -> int:
