@@ -380,26 +380,30 @@ def burst(restarts: int) -> int:
     began = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="bench-restart-burst-"))
     extra = {"RESTARTS": str(restarts), "STEPS": "6", "FAULT_STEP": "3", "STEP_SLEEP": "0.01"}
-    lines = _run_in(tmp, "ours", extra, timeout=120 + 3 * restarts)
-    faults = {int(f[2]): float(f[1]) for f in map(str.split, lines) if f[0] == "fault"}
-    entered: dict[int, list[float]] = {}
-    for f in map(str.split, lines):
-        if f[0] == "entry":
-            entered.setdefault(int(f[2]), []).append(float(f[3]))
-    took = [
-        max(entered[i + 1]) - t for i, t in faults.items() if len(entered.get(i + 1, [])) == WORLD
-    ]
-    late = sorted(t for t in took if t > LATE)
-    missing = restarts - len(took)
-    print(f"{restarts} restarts back to back (4 ranks, gloo; rank i % 4 raises in iteration i)")
-    print(f"  {describe_tail(took)}")
-    print(f"  late (> {LATE:g}s): {len(late)} {' '.join(f'{t:.1f}s' for t in late)}")
-    print(f"  missing: {missing}; load average {began:.1f} -> {os.getloadavg()[0]:.1f}")
-    if late or missing:  # the ranks' stderr and the log say which rank and why
-        where = EVIDENCE / f"burst-{time.strftime('%H%M%S')}"
-        shutil.copytree(tmp, where, dirs_exist_ok=True)
-        print(f"  evidence in {where}")
-    shutil.rmtree(tmp, ignore_errors=True)
+    try:
+        lines = _run_in(tmp, "ours", extra, timeout=120 + 3 * restarts)
+        faults = {int(f[2]): float(f[1]) for f in map(str.split, lines) if f[0] == "fault"}
+        entered: dict[int, list[float]] = {}
+        for f in map(str.split, lines):
+            if f[0] == "entry":
+                entered.setdefault(int(f[2]), []).append(float(f[3]))
+        took = [
+            max(entered[i + 1]) - t
+            for i, t in faults.items()
+            if len(entered.get(i + 1, [])) == WORLD
+        ]
+        late = sorted(t for t in took if t > LATE)
+        missing = restarts - len(took)
+        print(f"{restarts} restarts back to back (4 ranks, gloo; rank i % 4 raises in iteration i)")
+        print(f"  {describe_tail(took)}")
+        print(f"  late (> {LATE:g}s): {len(late)} {' '.join(f'{t:.1f}s' for t in late)}")
+        print(f"  missing: {missing}; load average {began:.1f} -> {os.getloadavg()[0]:.1f}")
+        if late or missing:  # the ranks' stderr and the log say which rank and why
+            where = EVIDENCE / f"burst-{time.strftime('%H%M%S')}"
+            shutil.copytree(tmp, where, dirs_exist_ok=True)
+            print(f"  evidence in {where}")
+    finally:
+        shutil.rmtree(tmp, ignore_errors=True)
     return 1 if late or missing or not took or percentile(took, 0.95) >= P95_TARGET else 0
 
 

@@ -260,43 +260,35 @@ class InterruptedRecord(InterruptedStore):
 
 
 @pytest.mark.parametrize("restarting", [True, False])
-def test_a_wake_landing_in_a_store_call_is_the_restart_not_a_crash(restarting: bool) -> None:
-    # GIVEN a rank whose collective failed because a peer aborted (it waits out the grace
-    # for the peer's monitor to name the culprit, polling the store)
-    ctx = IterationContext(0, 0, {0, 1, 2, 3}, socket_ids(), None)
-    call = CallWrapper.__new__(CallWrapper)
-    call._ctx, call.initial_rank, call.last_fault = ctx, 0, None
-    call.rs = InterruptedStore(ctx if restarting else None)  # type: ignore[assignment]
-    peer_lost = RuntimeError("Connection closed by peer [127.0.0.1]:1234")
-    # WHEN the restart's wake lands inside that store call (the CI run on 2026-11-26: rank 0
-    # died of the SystemError, its peers went on as a world of 3)
-    if restarting:
-        call._fault(ctx, peer_lost)
-        # THEN it is the restart under way: nothing recorded, the monitor raises it again
-        assert call.last_fault is None
-    else:
-        # THEN without a restart under way the error is a real one and is raised
-        with pytest.raises(SystemError):
-            call._fault(ctx, peer_lost)
-
-
-@pytest.mark.parametrize("restarting", [True, False])
-def test_a_wake_landing_in_the_rank_s_own_fault_record_is_the_restart(restarting: bool) -> None:
-    # GIVEN a rank whose function raised, recording its fault in the store
+@pytest.mark.parametrize(
+    ("store", "exc", "recorded"),
+    [
+        # a rank whose collective failed because a peer aborted waits out the grace for the
+        # peer's monitor to name the culprit, polling the store (the CI run on 2026-11-26:
+        # rank 0 died of the SystemError, its peers went on as a world of 3)
+        (InterruptedStore, RuntimeError("Connection closed by peer [127.0.0.1]:1234"), None),
+        # a rank whose function raised records its fault; its own monitor saw the record
+        # and raised before the call returned (a stress run of restarts lost a rank to it)
+        (InterruptedRecord, RuntimeError("injected"), 2),
+    ],
+)
+def test_a_wake_landing_in_a_store_call_is_the_restart_not_a_crash(
+    restarting: bool, store: type[InterruptedStore], exc: Exception, recorded: int | None
+) -> None:
+    # GIVEN rank 2 handling its function's exception
     ctx = IterationContext(0, 2, {0, 1, 2, 3}, socket_ids(), None)
     call = CallWrapper.__new__(CallWrapper)
     call._ctx, call.initial_rank, call.last_fault = ctx, 2, None
-    call.rs = InterruptedRecord(ctx if restarting else None)  # type: ignore[assignment]
-    # WHEN its own monitor saw the record and raised before the store call returned (a
-    # burst of restarts lost a rank to the SystemError, 2026-11-28)
+    call.rs = store(ctx if restarting else None)  # type: ignore[assignment]
+    # WHEN the restart's wake lands inside its store call
     if restarting:
-        call._fault(ctx, RuntimeError("injected"))
-        # THEN it is the restart under way, with the rank's fault kept
-        assert call.last_fault is not None and call.last_fault["rank"] == 2
+        call._fault(ctx, exc)
+        # THEN it is the restart under way: the monitor raises it again
+        assert (call.last_fault or {}).get("rank") == recorded
     else:
         # THEN without a restart under way the error is a real one and is raised
         with pytest.raises(SystemError):
-            call._fault(ctx, RuntimeError("injected"))
+            call._fault(ctx, exc)
 
 
 def _torn_reads(progress: SharedProgress, read: Callable[[], tuple[float, float]]) -> int:
