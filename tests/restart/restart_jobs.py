@@ -7,6 +7,8 @@ import os
 import subprocess
 import sys
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -94,6 +96,18 @@ def finish_job(
     return JobRun(
         {r: p.returncode for r, p in procs.items()}, results, stderr, job_dir, out_dir, leftovers
     )
+
+
+@contextmanager
+def reaped_on_failure(started: tuple) -> Iterator[None]:
+    """Reap the job ``start_job`` started when the block fails: ranks left running fail
+    the next test (pytest reports their ``Popen`` objects' ResourceWarnings there; the CI
+    run of 2026-11-28 lost a second test to the recover test's failure)."""
+    try:
+        yield
+    except BaseException:
+        finish_job(*started, timeout=1)
+        raise
 
 
 def run_job(

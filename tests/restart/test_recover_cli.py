@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 import pytest
-from restart_jobs import WORLD, finish_job, start_job
+from restart_jobs import WORLD, finish_job, reaped_on_failure, start_job
 
 from doctor.jobdir.registry import read_states
 
@@ -32,7 +32,7 @@ def test_recover_restarts_every_rank_of_a_healthy_job(tmp_path: Path, cli) -> No
     stop = tmp_path / "stop"
     started = start_job(tmp_path, env={"STOP_FILE": str(stop), "STEP_SLEEP": "0.05"}, job="healthy")
     job_dir = started[3]
-    try:
+    with reaped_on_failure(started):
         wait_running(job_dir, iteration=0)
         # WHEN recover is asked for a graceful restart
         out = cli(
@@ -47,9 +47,6 @@ def test_recover_restarts_every_rank_of_a_healthy_job(tmp_path: Path, cli) -> No
         )
         # AND the restarted ranks train again until told to stop
         wait_running(job_dir, iteration=1)
-    except BaseException:  # the ranks must not outlive the test and fail the next one
-        finish_job(*started, timeout=1)
-        raise
     stop.touch()
     run = finish_job(*started)
     # THEN it reports every rank re-entered, and the job finishes whole

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from restart_jobs import WORLD, finish_job, start_job
+from restart_jobs import WORLD, finish_job, reaped_on_failure, start_job
 from test_recover_cli import wait_running
 
 from doctor.jobdir.registry import read_states
@@ -115,30 +115,31 @@ def test_values_of_an_earlier_run_are_refused_and_deletes_are_alarms(
         },
         job="replay",
     )
-    try:
-        wait_running(job_dir, 0, timeout=START)
-        request_restart(job_dir, "replay", "owner's own", 30)
-        prefix1 = _prefix(job_dir)
-        iterations = {r: s["iteration"] for r, s in read_states(job_dir).items()}
-        recorded = {
-            name: spy.ask(get=prefix1 + name)
-            for name in ["it0/faults", *(f"it0/wake/{r}" for r in range(WORLD))]
-        }
-        # WHEN run 1 ends while the intruder deletes its completion log (rank 2 returns 3 s
-        # after the others: they wait at the completion barrier meanwhile)
-        deleting = threading.Thread(
-            target=lambda: deletes.append(spy.ask(delete=prefix1 + "it1/done", seconds=5))
-        )
-        deletes: list[int] = []
-        deleting.start()
-        stop1.touch()
-        start = time.monotonic()
-        finished1 = finish_job(*run1, timeout=40)
-        took1 = time.monotonic() - start
-        deleting.join(10)
-    finally:
-        spy.close()
-        stop1.touch()
+    with reaped_on_failure(run1):
+        try:
+            wait_running(job_dir, 0, timeout=START)
+            request_restart(job_dir, "replay", "owner's own", 30)
+            prefix1 = _prefix(job_dir)
+            iterations = {r: s["iteration"] for r, s in read_states(job_dir).items()}
+            recorded = {
+                name: spy.ask(get=prefix1 + name)
+                for name in ["it0/faults", *(f"it0/wake/{r}" for r in range(WORLD))]
+            }
+            # WHEN run 1 ends while the intruder deletes its completion log (rank 2 returns 3 s
+            # after the others: they wait at the completion barrier meanwhile)
+            deleting = threading.Thread(
+                target=lambda: deletes.append(spy.ask(delete=prefix1 + "it1/done", seconds=5))
+            )
+            deletes: list[int] = []
+            deleting.start()
+            stop1.touch()
+            start = time.monotonic()
+            finished1 = finish_job(*run1, timeout=40)
+            took1 = time.monotonic() - start
+            deleting.join(10)
+        finally:
+            spy.close()
+            stop1.touch()
     # THEN every rank reports the deletion and stops, instead of waiting out the 20 s
     # completion timeout (and then restarting: the old code)
     assert recorded["it0/faults"] and deletes and deletes[0] > 0, (
@@ -170,33 +171,36 @@ def test_values_of_an_earlier_run_are_refused_and_deletes_are_alarms(
         },
         job="replay",
     )
-    try:
-        wait_running(job_dir, 0, timeout=START)
-        prefix2 = _prefix(job_dir)
-        for name, value in recorded.items():
-            if value is not None:
-                spy.ask(append=prefix2 + name, hex=value)
-        time.sleep(1.5)  # a restart takes tens of milliseconds
-        # THEN run 2 did not restart: every rank still runs iteration 0
-        states = read_states(job_dir)
-        assert {s["iteration"] for s in states.values()} == {0}, states
-        # WHEN the owner asks for a restart while the intruder deletes the entry barrier
-        # keys for 6 s, and rank 3 arrives after that (its finalize takes 8 s, as a rank
-        # whose collective its own timeout released would: a fresh-clone run saw one go on alone)
-        deleting = threading.Thread(
-            target=spy.ask, kwargs={"delete": prefix2 + "it1/entry/arrived", "seconds": 6}
-        )
-        deleting.start()
-        threading.Thread(
-            target=lambda: _quietly(request_restart, job_dir, "replay", "again", 20), daemon=True
-        ).start()
-        start = time.monotonic()
-        run = finish_job(*run2, timeout=40)
-        took = time.monotonic() - start
-        deleting.join(10)
-    finally:
-        spy.close()
-        stop2.touch()
+    with reaped_on_failure(run2):
+        try:
+            wait_running(job_dir, 0, timeout=START)
+            prefix2 = _prefix(job_dir)
+            for name, value in recorded.items():
+                if value is not None:
+                    spy.ask(append=prefix2 + name, hex=value)
+            time.sleep(1.5)  # a restart takes tens of milliseconds
+            # THEN run 2 did not restart: every rank still runs iteration 0
+            states = read_states(job_dir)
+            assert {s["iteration"] for s in states.values()} == {0}, states
+            # WHEN the owner asks for a restart while the intruder deletes the entry barrier
+            # keys for 6 s, and rank 3 arrives after that (its finalize takes 8 s, as a rank
+            # whose collective its own timeout released would: a fresh-clone run saw one go
+            # on alone)
+            deleting = threading.Thread(
+                target=spy.ask, kwargs={"delete": prefix2 + "it1/entry/arrived", "seconds": 6}
+            )
+            deleting.start()
+            threading.Thread(
+                target=lambda: _quietly(request_restart, job_dir, "replay", "again", 20),
+                daemon=True,
+            ).start()
+            start = time.monotonic()
+            run = finish_job(*run2, timeout=40)
+            took = time.monotonic() - start
+            deleting.join(10)
+        finally:
+            spy.close()
+            stop2.touch()
     # THEN every rank reports the deletion and stops within seconds (not the 20 s barrier):
     # the late rank with the sentence of a rank that saw it
     alarm = "another client of the store deleted it"
