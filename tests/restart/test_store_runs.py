@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from restart_jobs import WORLD, finish_job, reaped_on_failure, start_job
+from restart_jobs import WORLD, JobRun, finish_job, reaped_on_failure, start_job
 from test_recover_cli import wait_running
 
 from doctor.jobdir.registry import read_states
@@ -95,6 +95,15 @@ def _prefix(job_dir: Path) -> str:
     return next(iter(read_states(job_dir).values()))["store_prefix"]
 
 
+def _finished_in(started: tuple, deleting: threading.Thread) -> tuple[JobRun, float]:
+    """The job's end and the seconds it took; then the intruder's deletes end too."""
+    start = time.monotonic()
+    run = finish_job(*started, timeout=40)
+    took = time.monotonic() - start
+    deleting.join(10)
+    return run, took
+
+
 def test_values_of_an_earlier_run_are_refused_and_deletes_are_alarms(
     tmp_path: Path, intruder_user: pwd.struct_passwd
 ) -> None:
@@ -133,10 +142,7 @@ def test_values_of_an_earlier_run_are_refused_and_deletes_are_alarms(
             deletes: list[int] = []
             deleting.start()
             stop1.touch()
-            start = time.monotonic()
-            finished1 = finish_job(*run1, timeout=40)
-            took1 = time.monotonic() - start
-            deleting.join(10)
+            finished1, took1 = _finished_in(run1, deleting)
         finally:
             spy.close()
             stop1.touch()
@@ -194,10 +200,7 @@ def test_values_of_an_earlier_run_are_refused_and_deletes_are_alarms(
                 target=lambda: _quietly(request_restart, job_dir, "replay", "again", 20),
                 daemon=True,
             ).start()
-            start = time.monotonic()
-            run = finish_job(*run2, timeout=40)
-            took = time.monotonic() - start
-            deleting.join(10)
+            run, took = _finished_in(run2, deleting)
         finally:
             spy.close()
             stop2.touch()
