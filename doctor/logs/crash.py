@@ -47,8 +47,12 @@ _FAULTHANDLER = re.compile(
 )
 _SHELL = re.compile(
     r"(?:^|\s)(\d{1,18}) (Segmentation fault|Aborted|Bus error|Killed)\s+\(core dumped\)|"
-    r"^(Segmentation fault|Aborted|Bus error) \(core dumped\)"
+    r"^(Segmentation fault|Aborted|Bus error) \(core dumped\)|"
+    r"^(?:.{0,200}line \d{1,9}:\s+(\d{1,18}) )?(Killed)(?:\s{2,}\S.{0,300})?$"
 )
+"""The shell's report of a child a signal ended: ``./run.sh: line 8:  3031 Segmentation fault
+(core dumped) ./train``; SIGKILL, which dumps no core, as ``Killed`` alone (bash, in front of
+a command the OOM killer ended) or ``./run.sh: line 8:  3031 Killed   python train.py``."""
 _GDB = re.compile(r"received signal (SIG[A-Z]{2,8})")
 _RECEIVED_BY = re.compile(
     r"[Ss]ignal (\d{1,3}) \((SIG[A-Z]{2,8})\)(?: received by PID (?:(\d{1,18})|\S{1,40})|\s*$)"
@@ -60,6 +64,18 @@ _GLOG = re.compile(
 )
 """glog's failure signal handler (PaddlePaddle, TensorFlow, MXNet, Caffe):
 ``*** SIGSEGV (@0x0) received by PID 21361 (TID 0x7fc4...) from PID 0; stack trace: ***``."""
+_IN_PROCESS = (_UCX, _OPEN_MPI, _FAULTHANDLER, _SHELL, _GDB, _GLOG)
+"""The banners a crashing process prints itself (or its shell or debugger prints for it),
+unlike torchelastic's report of a child's signal (``_RECEIVED_BY``)."""
+
+
+def self_reported(text: str) -> bool:
+    """Whether ``text`` is a crashing process's own banner: a watchdog's abort is reported by
+    the launcher after a timeout the logs print, a check or ``terminate`` that failed in the
+    rank itself by the rank."""
+    return any(pattern.search(text) for pattern in _IN_PROCESS)
+
+
 _SHM_TOO_SMALL = re.compile(r"insufficient shared memory|out of shared memory")
 _FAILED_CHECK = re.compile(
     r"(?:^|[\s:>\]])F\d{4} \d\d:\d\d:\d\d\.\d{1,6}\s{1,4}\d{1,10} [\w.-]{1,80}:\d{1,6}\]"
@@ -93,7 +109,12 @@ def events(line: Line) -> list[LogEvent]:
         return [line.event(kinds.EXIT, text=f"{OWN_ABORT}: {found}"[:400])] if found else []
     if "received by PID" in text and (m := _GLOG.search(text)):
         return [line.event(kinds.EXIT, pid=int(m.group(2)), code=signal_code(m.group(1)))]
-    if "ignal" not in text and "(core dumped)" not in text and "Fatal Python" not in text:
+    if (
+        "ignal" not in text
+        and "(core dumped)" not in text
+        and "Fatal Python" not in text
+        and "Killed" not in text
+    ):
         return []
     if shm.no_backing(text):  # read by doctor.logs.shm: the shared memory, not the rank
         return []
@@ -108,8 +129,8 @@ def events(line: Line) -> list[LogEvent]:
     if m := _FAULTHANDLER.search(text):
         return [line.event(kinds.EXIT, code=SIGNAL_WORDS[m.group(1)])]
     if m := _SHELL.search(text):
-        word = m.group(2) or m.group(3)
-        pid = int(m.group(1)) if m.group(1) else None
+        word = m.group(2) or m.group(3) or m.group(5)
+        pid = next((int(g) for g in (m.group(1), m.group(4)) if g), None)
         return [line.event(kinds.EXIT, pid=pid, code=SIGNAL_WORDS[word])]
     if m := _GDB.search(text):
         return [line.event(kinds.EXIT, code=signal_code(m.group(1)))]

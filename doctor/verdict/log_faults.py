@@ -10,11 +10,12 @@ collective itself (``DistBackendError``, an NCCL error, a timeout).
 from __future__ import annotations
 
 import re
+import signal
 from collections import Counter
 from collections.abc import Callable, Sequence
 
 from doctor.evidence import LogEvent
-from doctor.logs import c10d, cuda, kinds, nccl, setup, shm, verbs
+from doctor.logs import c10d, crash, cuda, kinds, nccl, setup, shm, verbs
 from doctor.logs.kernel import XID_MEANING
 from doctor.logs.launcher import OWN_ABORT, ROOT_CAUSE
 from doctor.logs.nccl import IB_STATUS
@@ -86,6 +87,30 @@ SIGBUS = -7
 """A bus error: a mapped file (NCCL's /dev/shm segment in a container) ran out under it."""
 
 
+_BESIDE_AN_OWN_ABORT = frozenset(
+    {
+        kinds.EXIT,
+        kinds.EXITING,
+        kinds.EXCEPTION,
+        kinds.TRACEBACK_CUT,
+        kinds.RANK_INFO,
+        kinds.PROGRESS,
+        kinds.WORKING,
+    }
+)
+"""What logs may hold beside a rank's own abort. Anything else (a watchdog's timeout, NCCL's,
+CUDA's or the set-up's error, a lost peer) is what ends a rank on SIGABRT as a consequence:
+ProcessGroupNCCL's watchdog, or C++ ``terminate`` on an error raised in a library's thread."""
+
+
+def _failed_alone(view: LogView) -> bool:
+    """Whether the logs hold no wait and no failure an abort could follow, nor an exception
+    of the collective's own (a ``DistBackendError``)."""
+    return all(e.kind in _BESIDE_AN_OWN_ABORT for e in view.events) and not any(
+        _COLLATERAL_TEXT.search(e.text) for e in view.of_kind(kinds.EXCEPTION)
+    )
+
+
 def _own_exits(view: LogView) -> tuple[list[LogEvent], list[LogEvent]]:
     """(exits of the ranks' own cause, exits with no cause given)."""
     oom = view.of_kind(kinds.OOM)
@@ -97,8 +122,12 @@ def _own_exits(view: LogView) -> tuple[list[LogEvent], list[LogEvent]]:
         if e.rank is not None and not _COLLATERAL_TEXT.search(e.text)
     }
     shm = bool(view.of_kind(kinds.BOOTSTRAP))
+    alone = _failed_alone(view)
     own, unexplained = [], []
     for e in view.of_kind(kinds.EXIT):
+        if alone and e.code == -signal.SIGABRT and crash.self_reported(e.text):
+            own.append(e)  # nothing waited or failed before it: the rank's own abort
+            continue
         if e.code == 0 or e.code in COLLATERAL_CODES or (shm and e.code == SIGBUS):
             continue  # a bus error where NCCL's setup failed: /dev/shm ran out (bootstrap)
         if (e.code is not None and e.code < 0) or e.rank in oom_ranks or e.pid in oom_pids:

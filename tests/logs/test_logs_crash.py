@@ -33,6 +33,11 @@ def _verdict(lines: list[str]):
         # glog's failure signal handler (PaddlePaddle, TensorFlow, MXNet), Open MPI's tag
         "Wed Sep 20 23:55:19 2017[1,68]<stderr>:*** SIGSEGV (@0x0) received by PID 21361 (TID 0x7fc457a4c700) from PID 0; stack trace: ***",
         "./run.sh: line 8:  3031 Segmentation fault      (core dumped) ./train",
+        # bash's words for a child SIGKILL ended (the OOM killer), which dumps no core:
+        # alone in front of a command (eric-mitchell/direct-preference-optimization#11), and
+        # from a script
+        "Killed",
+        "./run.sh: line 8:  3031 Killed                  python train.py",
         'Thread 787 "python" received signal SIGSEGV, Segmentation fault.',
         "  traceback : Signal 11 (SIGSEGV) received by PID 6421",
         # nvidia-cosmos/cosmos-predict2.5#72: torchelastic's fields pasted without their
@@ -687,10 +692,17 @@ def test_a_transport_error_beside_an_early_timeout_is_the_network() -> None:
     assert _verdict([*_FIRST_SYNC, error]).hang_class is HangClass.NETWORK
 
 
-def test_the_words_caught_signal_in_prose_are_not_a_crash() -> None:
-    # GIVEN a sentence that mentions a caught signal mid-line, not UCX's banner
+@pytest.mark.parametrize(
+    "line",
+    [
+        "the handler Caught signal 15 (SIGTERM) and saved a checkpoint",
+        "Killed the stale workers before the restart",
+        "Killed processes: 0",
+    ],
+)
+def test_the_words_of_a_crash_in_prose_are_not_a_crash(line: str) -> None:
+    # GIVEN a sentence that uses a crash's words, not a runtime's or the shell's banner
     # WHEN read THEN no process exit is read from it
-    line = "the handler Caught signal 15 (SIGTERM) and saved a checkpoint"
     assert [e.kind for e in parse_text([line], "job.log").events if e.kind == kinds.EXIT] == []
 
 
@@ -1152,3 +1164,46 @@ def test_a_rank_that_raised_in_its_set_up_while_the_others_wait_is_the_set_up() 
         "Timeout(ms)=600000) ran for 600061 milliseconds before timing out."
     )
     assert _verdict([*raised, late]).hang_class is HangClass.RANK_LOSS
+
+
+_OWN_ABORTS = [
+    # glog's banner after C++ terminate, Open MPI's tag (PaddlePaddle/Paddle#4235's shape)
+    [
+        "Wed Sep 20 23:55:19 2017[1,68]<stderr>:terminate called after throwing an instance of 'std::system_error'",
+        "Wed Sep 20 23:55:19 2017[1,68]<stderr>:*** SIGABRT (@0x1fb00005371) received by PID 21361 (TID 0x7fc457a4c700) from PID 21361; stack trace: ***",
+    ],
+    ["Fatal Python error: Aborted"],
+    ['Thread 1 "pt_main_thread" received signal SIGABRT, Aborted.'],
+    ["/root/run.sh: line 239:  3248 Aborted                 (core dumped) python train.py"],
+]
+
+
+_TIMEOUT = (
+    "[rank1]:[E1120 10:00:00.000000000 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, "
+    "NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds before timing out."
+)
+
+
+@pytest.mark.parametrize("lines", _OWN_ABORTS)
+def test_an_abort_the_rank_reports_is_its_own_loss_unless_a_timeout_came_first(
+    lines: list[str],
+) -> None:
+    # GIVEN a process's own abort banner, and no timeout, NCCL error or lost peer it could
+    # follow WHEN the logs are judged THEN the rank died of its own cause
+    verdict = _verdict(lines)
+    assert (verdict.hang_class, "died of its own cause" in verdict.summary) == (
+        HangClass.RANK_LOSS,
+        True,
+    )
+    # AND after ProcessGroupNCCL's watchdog timed out a collective the abort is the
+    # watchdog's: not a rank lost of its own cause
+    assert "died of its own cause" not in _verdict([_TIMEOUT, *lines]).summary
+
+
+def test_the_launchers_report_of_an_abort_alone_is_not_called_the_ranks_own() -> None:
+    # GIVEN only torchrun's report that a rank ended on SIGABRT (what the watchdog's abort
+    # looks like from outside) WHEN judged THEN it is not a rank lost of its own cause
+    verdict = _verdict(["exitcode  : -6 (pid: 4711)"])
+    assert verdict.hang_class is not HangClass.RANK_LOSS
+    assert "ended on SIGABRT" in verdict.summary
