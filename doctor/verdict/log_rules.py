@@ -26,7 +26,8 @@ log_stack_calls         66/35     tracebacks printed at a timeout are in differe
 log_gpu_fault           84        a hardware Xid, uncorrectable ECC, a GPU off the bus or
                                   ``ERR!`` in nvidia-smi, on a rank's GPU (or a host's)
 log_rank_loss           82/55/45  a rank's process died of its own cause (killed, OOM, a
-                                  crash, its own exception; 82), RAS says a process is dead
+                                  crash, its own exception, an abort with nothing before it
+                                  to follow; 82), RAS says a process is dead
                                   or unreachable (82/55), or a rank exited with no reason
                                   given (45)
 log_raised              62        a rank's own uncaught exception (or CUDA out of memory, even
