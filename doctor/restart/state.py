@@ -84,8 +84,10 @@ def _check_group(call: PublishedCall, iteration: int) -> None:
     call.pg_findings_checked = iteration
     backend, seconds = probe
     findings = judge(backend, seconds, call.opt, os.environ)
+    said_before = set(call.pg_findings)
     call.pg_findings = [f"{f.severity.value} {f.check}: {f.message}" for f in findings]
-    for line in call.pg_findings:
+    for line in (line for line in call.pg_findings if line not in said_before):
+        # each restart's new group repeats the last one's: said once, not once a restart
         shown = escape_control(line)  # findings quote the environment's values
         print(f"nccl-doctor wrapper[{call.initial_rank}]: {shown}", file=sys.stderr, flush=True)
     failed = [f for f in findings if f.severity == Severity.FAIL]
