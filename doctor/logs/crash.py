@@ -70,9 +70,8 @@ unlike torchelastic's report of a child's signal (``_RECEIVED_BY``)."""
 
 
 def self_reported(text: str) -> bool:
-    """Whether ``text`` is a crashing process's own banner: a watchdog's abort is reported by
-    the launcher after a timeout the logs print, a check or ``terminate`` that failed in the
-    rank itself by the rank."""
+    """Whether ``text`` is a banner the crashing process (or its shell or debugger) printed,
+    not a launcher's report of a child's signal."""
     return any(pattern.search(text) for pattern in _IN_PROCESS)
 
 

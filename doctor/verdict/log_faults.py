@@ -160,6 +160,13 @@ def rank_loss(view: LogView) -> list[Candidate]:
         if all(e.code == SIGBUS and not shm.bus_code_named(e.text) for e in own):
             out.append(_bus_error(ranks, own))
             out.append(_loss(ranks, Confidence.LOW, summary, 45, own, "log_rank_loss"))
+        elif all(e.code == -signal.SIGABRT for e in own):
+            summary += (
+                ". It reported the abort itself and the logs hold no timeout or error it "
+                "could follow; if the excerpt left out a watchdog timeout before it, the "
+                "abort is the watchdog's and that timeout is the story"
+            )
+            out.append(_loss(ranks, Confidence.MEDIUM, summary, 82, own, "log_rank_loss"))
         else:
             out.append(_loss(ranks, Confidence.HIGH, summary, 82, own, "log_rank_loss"))
     if dead or missing:

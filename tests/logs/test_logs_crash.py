@@ -1196,6 +1196,8 @@ def test_an_abort_the_rank_reports_is_its_own_loss_unless_a_timeout_came_first(
         HangClass.RANK_LOSS,
         True,
     )
+    # at medium confidence, saying what a cut excerpt would change
+    assert verdict.confidence is Confidence.MEDIUM and "the watchdog's" in verdict.summary
     # AND after ProcessGroupNCCL's watchdog timed out a collective the abort is the
     # watchdog's: not a rank lost of its own cause
     assert "died of its own cause" not in _verdict([_TIMEOUT, *lines]).summary
