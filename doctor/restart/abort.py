@@ -75,32 +75,50 @@ def socket_ids() -> set[int]:
 def close_connections(baseline: set[int]) -> list[int]:
     """Shut the connected TCP sockets opened since ``baseline`` (inodes); the duplicates
     held."""
-    return shutdown_sockets({fd for fd, ino in open_sockets().items() if ino not in baseline})
+    return shutdown_sockets({fd: ino for fd, ino in open_sockets().items() if ino not in baseline})
 
 
-def shutdown_sockets(fds: set[int]) -> list[int]:
-    """Shut the reading side of the connected TCP sockets among ``fds``, first taking a
-    duplicate of each (the module's docstring says why): the duplicates, for
-    ``close_held`` once every peer has released. The fds themselves stay open (gloo's)."""
+def shutdown_sockets(sockets: dict[int, int]) -> list[int]:
+    """Shut the reading side of the connected TCP sockets among ``sockets`` (descriptor ->
+    the inode it had when listed), through a duplicate of each kept for ``close_held`` once
+    every peer has released (the module's docstring says why). The duplicate is checked to
+    be the listed socket: a descriptor closed and reused since the listing (gloo and the
+    store open and close their own) names another socket, which is left alone. The
+    descriptors themselves stay open (gloo's)."""
     held = []
-    for fd in fds:
+    for fd, inode in sockets.items():
         try:
-            sock = socket.socket(fileno=fd)
+            dup = os.dup(fd)
         except OSError:
             continue
-        try:
-            if (
-                sock.family in (socket.AF_INET, socket.AF_INET6)
-                and sock.type == socket.SOCK_STREAM
-                and not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
-            ):
-                held.append(os.dup(fd))
-                sock.shutdown(socket.SHUT_RD)
-        except OSError:
-            pass
-        finally:
-            sock.detach()
+        if _shut_for_reading(dup, inode):
+            held.append(dup)
+        else:
+            os.close(dup)
     return held
+
+
+def _shut_for_reading(fd: int, inode: int) -> bool:
+    """Shut the reading side of ``fd`` if it is the socket ``inode``, TCP and connected."""
+    try:
+        if os.fstat(fd).st_ino != inode:
+            return False
+        sock = socket.socket(fileno=fd)
+    except OSError:
+        return False
+    try:
+        if (
+            sock.family in (socket.AF_INET, socket.AF_INET6)
+            and sock.type == socket.SOCK_STREAM
+            and not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN)
+        ):
+            sock.shutdown(socket.SHUT_RD)
+            return True
+        return False
+    except OSError:
+        return False
+    finally:
+        sock.detach()
 
 
 def close_held(held: list[int]) -> None:

@@ -19,7 +19,13 @@ from doctor.jobconfig.config import RestartConfig
 from doctor.jobdir.agent import MAIN_THREAD_LINE
 from doctor.model import Severity
 from doctor.restart import RankAssignment
-from doctor.restart.abort import close_connections, close_held, shutdown_sockets, socket_ids
+from doctor.restart.abort import (
+    close_connections,
+    close_held,
+    open_sockets,
+    shutdown_sockets,
+    socket_ids,
+)
 from doctor.restart.assignment import Assignment
 from doctor.restart.call import CallWrapper
 from doctor.restart.events import build_event
@@ -336,7 +342,8 @@ def test_the_release_ends_reads_and_holds_the_connection_until_peers_released() 
     peer.settimeout(1)
     try:
         # WHEN the release shuts them down
-        held = shutdown_sockets({ours.fileno(), listener.fileno()})
+        listed = open_sockets()
+        held = shutdown_sockets({fd: listed[fd] for fd in (ours.fileno(), listener.fileno())})
         # THEN a read ends at once (what fails every gloo operation pending on it)
         ours.settimeout(1)
         assert ours.recv(1) == b""
@@ -382,6 +389,34 @@ def test_a_socket_on_a_reused_descriptor_is_not_mistaken_for_an_old_one() -> Non
     finally:
         close_held(held)
         for sock in (reused, listener):
+            sock.close()
+
+
+def test_a_descriptor_reused_after_the_listing_is_left_alone() -> None:
+    # GIVEN a connection of the iteration, listed for the release
+    listener = socket.create_server(("127.0.0.1", 0))
+    listed_one = socket.create_connection(listener.getsockname())
+    listed_peer, _ = listener.accept()
+    number = listed_one.fileno()
+    listing = {number: open_sockets()[number]}
+    # AND closed after the listing, its number taken by another connection (the store's)
+    listed_one.close()
+    other = socket.create_connection(listener.getsockname())
+    peer, _ = listener.accept()
+    if other.fileno() != number:
+        os.dup2(other.fileno(), number)
+        other.close()
+        other = socket.socket(fileno=number)
+    other.settimeout(0.5)
+    try:
+        # WHEN the release shuts what it listed
+        held = shutdown_sockets(listing)
+        # THEN the other connection is not shut: nothing held, and it still reads
+        assert held == []
+        peer.sendall(b"z")
+        assert other.recv(1) == b"z"
+    finally:
+        for sock in (other, peer, listed_peer, listener):
             sock.close()
 
 
