@@ -279,22 +279,36 @@ def test_the_watcher_keeps_its_ranks_when_another_user_claims_the_job(
         _eventually(lambda: [m.target.pid for m in roster.members()] == [procs[0].pid])
         # WHEN another user's process claims the same job id mid-run
         procs.append(other.run(["sleep", "60"], env))
-        _eventually(lambda: _owned_by(procs[1].pid, other.uid))
-        # THEN the watcher keeps watching the owner's rank and names the stranger
-        assert [m.target.pid for m in roster.members()] == [procs[0].pid]
+        stranger = f"uid {other.uid}'s processes (pids {procs[1].pid})"
+        said: list[str] = []
+
+        def named() -> bool:
+            # THEN the watcher keeps watching the owner's rank on every look
+            assert [m.target.pid for m in roster.members()] == [procs[0].pid]
+            said.append(capsys.readouterr().err)
+            return stranger in "".join(said)
+
+        # AND names the stranger as soon as its process is there (setpriv's own moments as
+        # root, before it runs as the other user, are not the stranger yet), and only once
+        try:
+            _eventually(named, seconds=20)
+        except AssertionError as exc:  # what the stranger's process was, for the failure
+            state = _proc_status(procs[1].pid)
+            raise AssertionError(f"{exc}; said {said!r}; the stranger's status {state!r}") from exc
+        roster.members()
+        assert "".join(said + [capsys.readouterr().err]).count(stranger) == 1
     finally:
         for proc in procs:
             proc.kill()
             proc.wait()
-    err = capsys.readouterr().err
-    assert f"uid {other.uid}'s processes (pids {procs[1].pid})" in err
 
 
-def _owned_by(pid: int, uid: int) -> bool:
+def _proc_status(pid: int) -> str:
     try:
-        return Path(f"/proc/{pid}").stat().st_uid == uid
-    except OSError:
-        return False
+        lines = Path(f"/proc/{pid}/status").read_text().splitlines()
+    except OSError as exc:
+        return str(exc)
+    return "; ".join(line for line in lines if line.split(":")[0] in ("Name", "State", "Uid"))
 
 
 def _eventually(check: Callable[[], bool], seconds: float = 10.0) -> None:
