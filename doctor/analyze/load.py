@@ -21,6 +21,7 @@ from doctor.errors import InputError
 from doctor.evidence import SCHEMA, Evidence
 from doctor.flight.reader import Progress, read_flight
 from doctor.logs import read_logs
+from doctor.logs.reader import is_binary
 from doctor.logs.words import union
 
 
@@ -36,6 +37,23 @@ def _bundle(paths: Sequence[Path]) -> tuple[Path, Evidence, bool] | None:
         except DecodeError as exc:
             raise InputError(f"{p.name}: evidence.json is malformed ({exc})") from None
     return None
+
+
+def _nothing_read(paths: Sequence[Path], reasons: Sequence[str]) -> str:
+    """The error when nothing in ``paths`` could be read: binary data given says so (the dump
+    reader's reason, its name without a rank, would send the user the wrong way)."""
+    binary = [p for p in paths if p.is_file() and is_binary(p)]
+    if len(binary) == len(paths):
+        verb = "is" if len(paths) == 1 else "are"
+        return (
+            f"{', '.join(map(str, paths))} {verb} binary data, neither a log nor a pickled "
+            f"Flight Recorder dump"
+        )
+    why = f"{binary[0].name}: binary data" if binary else (reasons[0] if reasons else "")
+    return (
+        f"found no readable Flight Recorder dump, triage bundle or log in "
+        f"{', '.join(map(str, paths))}" + (f" ({why})" if why else "")
+    )
 
 
 def load_evidence(
@@ -62,11 +80,7 @@ def load_evidence(
     texts = {Path(f).name for f in logs.files}
     unreadable = tuple(s for s in fr.skipped if s.reason.split(":", 1)[0] not in texts)
     if not fr.dumps and found is None and not logs.files:
-        why = f" ({fr.skipped[0].reason})" if fr.skipped else ""
-        raise InputError(
-            f"found no readable Flight Recorder dump, triage bundle or log in "
-            f"{', '.join(map(str, paths))}{why}"
-        )
+        raise InputError(_nothing_read(paths, [s.reason for s in fr.skipped]))
     if found is None:
         base = Evidence(job=paths[0].name, ranks_expected=None, seconds=time.monotonic() - t0)
     else:

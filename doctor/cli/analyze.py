@@ -13,7 +13,7 @@ from typing import Annotated
 
 import typer
 
-from doctor.errors import EXIT_FOUND, EXIT_OK, UsageError
+from doctor.errors import EXIT_FOUND, EXIT_OK, InputError, UsageError
 
 
 def analyze(
@@ -70,4 +70,8 @@ def _stdin_as_file(paths: list[Path]) -> Iterator[list[Path]]:
             shutil.copyfileobj(sys.stdin.buffer, out)
         if not pasted.stat().st_size:
             raise UsageError("'-' reads standard input, and it held no text")
-        yield [pasted if p == STDIN else p for p in paths]
+        try:
+            yield [pasted if p == STDIN else p for p in paths]
+        except InputError as exc:  # its file is ours: the user gave standard input
+            said = str(exc).replace(str(pasted), "standard input")
+            raise InputError(said.replace(f"({pasted.name}:", "(standard input:")) from None

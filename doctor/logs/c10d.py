@@ -194,9 +194,17 @@ rank whose answer failed (another rank's: ``Please check rank 0 logs for faulty 
 _SHAPE = re.compile(r"TensorShape=\[([^\]]*)\]")
 _SEQ_FP = re.compile(r"SequenceNumber=(\d{1,18})")
 _UNSUPPORTED = re.compile(
-    r"does not support (\w+)|\b(\w{1,64})[`'\"’]? is not supported (?:by|in|for) |"
+    r"(?:ProcessGroup ?\w{0,20}|[Bb]ackend \w{1,20}|\b(?:NCCL|[Gg]loo|MPI|UCC|CCL))\s?"
+    r"does not support (\w+)|"
+    r"\b(\w{1,64})[`'\"’]? is not supported (?:by|in|for) (?:\w+ ){0,3}?"
+    r"(?:[Cc]ollective|NCCL|[Gg]loo|MPI|[Pp]rocess ?[Gg]roup|[Bb]ackend)|"
     r"no support for (\w{1,64}) in \w{1,32} process group"
 )
+"""A backend's refusal of an operation, in words that name the backend (``ProcessGroupNCCL
+does not support gather``, ``Backend gloo does not support alltoall``, TensorFlow's
+```IndexSlices` is not supported for Collective All-Reduce``). Whatever else "does not
+support" (torchvision's ``PyTorch does not support non-writable tensors``, a warning in
+countless logs) refuses no collective: read as a refusal, it outranked a watchdog timeout."""
 _REJECTED = Guarded(
     re.compile(
         r"Tensors must be (?P<check>CUDA and dense|contiguous)|"

@@ -46,12 +46,27 @@ def is_text(path: Path) -> bool:
     """A file worth reading as a log: not an archive or pickle, no NUL in its first bytes."""
     if path.name.endswith(NOT_LOGS) or path.name.endswith(".tar.gz"):
         return False
+    head = _head(path)
+    return head is not None and b"\0" not in head and not head.startswith(_PICKLE)
+
+
+def is_binary(path: Path) -> bool:
+    """A file neither reader can use: NUL in its first bytes, and not a pickle (a dump)."""
+    head = _head(path)
+    return head is not None and b"\0" in head and not head.startswith(_PICKLE)
+
+
+_PICKLE = b"\x80"
+"""A pickle's first byte (protocol 2 and later): a Flight Recorder dump, never text."""
+
+
+def _head(path: Path) -> bytes | None:
+    """The first bytes of the file's text (a ``.gz`` file's, unpacked); None if unreadable."""
     try:
         with _open(path) as (f, _):
-            head = f.read(_BINARY_PROBE)
+            return f.read(_BINARY_PROBE)
     except (OSError, EOFError, gzip.BadGzipFile):
-        return False
-    return b"\0" not in head and not head.startswith(b"\x80")  # a pickle (a dump) is not text
+        return None
 
 
 @contextmanager

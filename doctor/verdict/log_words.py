@@ -8,7 +8,8 @@ for one thread. It is a multinomial naive Bayes over the distinct words of the l
 lines, with equal priors (the corpus's mix of classes is not a user's). Its answer refines an
 ``unknown`` log candidate into a low-confidence guess that says it is one and shows the words
 it rests on; it never says ``healthy`` or ``unsupported_op`` (a refusal the rules read in
-its own words), and it abstains below ``MIN_POSTERIOR``.
+its own words), and it abstains below ``MIN_POSTERIOR`` and on logs that hold fewer than
+``MIN_WORDS`` of its words (``hello, my job hangs`` guessed ``rank_loss`` from ``job``).
 
 Where it abstains on logs that hold words and in which no rank raised, crashed or exited,
 the guess is the model's ``fallback``: the class most common among the training cases
@@ -32,6 +33,9 @@ from doctor.verdict.candidate import Candidate
 
 MIN_POSTERIOR = 0.4
 """Below this the words do not tell one class from another (see the tool's --check)."""
+MIN_WORDS = 2
+"""A guess from words rests on at least this many words of the model: one word (``job``) is
+any text's, a user's sentence as much as a log's."""
 SHOWN = 6
 """Words of the evidence line: those that favour the guessed class most."""
 SOURCE = "word-model"
@@ -63,11 +67,16 @@ class WordModel:
         share = (int(fallback["cases"]), int(fallback["of"]))
         return cls(logp, HangClass(str(fallback["class"])), share)
 
+    def known(self, words: Iterable[str]) -> list[str]:
+        """The words of the model among ``words``, sorted."""
+        return sorted(set(words) & next(iter(self.logp.values())).keys())
+
     def guess(self, words: Iterable[str], threshold: float = MIN_POSTERIOR) -> Guess | None:
-        """The class ``words`` resemble most, or None when they hold no word of the model,
-        no class reaches ``threshold``, or no word favours the best class over the others."""
-        known = sorted(set(words) & next(iter(self.logp.values())).keys())
-        if not known:
+        """The class ``words`` resemble most, or None when they hold fewer than ``MIN_WORDS``
+        words of the model, no class reaches ``threshold``, or no word favours the best class
+        over the others."""
+        known = self.known(words)
+        if len(known) < MIN_WORDS:
             return None
         scores = {c: sum(p[w] for w in known) for c, p in self.logp.items()}
         best = max(scores, key=lambda c: (scores[c], c))

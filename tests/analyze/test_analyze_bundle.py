@@ -138,3 +138,24 @@ def test_an_unpacked_bundle_judges_like_the_tar(tmp_path: Path) -> None:
     # WHEN the tar and the folder it unpacks to are analysed
     # THEN both hold exactly the evidence that was written: no log line read twice
     assert load_evidence([out]) == load_evidence([folder]) == evidence
+
+
+def test_binary_data_given_is_said_to_be_binary_not_a_dump_without_a_rank(tmp_path: Path) -> None:
+    # GIVEN a core file and an executable's bytes (NUL in their first bytes, no pickle), and
+    # a pickle that is no dump
+    core, exe, odd = tmp_path / "core.1234", tmp_path / "train.bin", tmp_path / "odd.pkl"
+    core.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(range(256)) * 4)
+    exe.write_bytes(b"MZ\x90\x00\x03\x00\x00\x00")
+    odd.write_bytes(b"\x80\x04\x95\x0b\x00\x00\x00\x00\x00\x00\x00}\x94\x8c\x01x\x94K\x01s.")
+    # WHEN they are given alone, together, and beside the pickle
+    said = []
+    for paths in ([core], [core, exe], [core, odd]):
+        with pytest.raises(InputError) as caught:
+            load_evidence(paths)
+        said.append(str(caught.value))
+    # THEN binary data is named as such, and the pickle still gets the dump reader's reason
+    assert said[0] == f"{core} is binary data, neither a log nor a pickled Flight Recorder dump"
+    assert said[1] == f"{core}, {exe} are binary data, neither a log nor a pickled Flight " + (
+        "Recorder dump"
+    )
+    assert said[2].endswith(f"{core}, {odd} (core.1234: binary data)")

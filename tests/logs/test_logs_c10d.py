@@ -128,6 +128,29 @@ def test_a_backend_without_the_op_is_unsupported_in_either_wording() -> None:
     ]
 
 
+def test_does_not_support_from_anything_but_a_backend_refuses_no_collective() -> None:
+    # GIVEN torchvision's warning, printed by countless data loaders, a library's prose, and
+    # a backend's refusal in each wording the backend names itself by
+    events = parse_lines(
+        [
+            "functional.py:74: UserWarning: The given NumPy array is not writable, and PyTorch "
+            "does not support non-writable tensors. This means you can write to it.",
+            "# provider (sun.security.provider.PolicyFile) does not support this property.",
+            "WARNING: this platform does not support pin_memory",
+            "Feature foo is not supported in this version of the library",
+            "RuntimeError: Backend gloo does not support alltoall",
+            "RuntimeError: ProcessGroup nccldoes not support _reduce_scatter_base",
+            "ValueError: `IndexSlices` is not supported for Collective All-Reduce.",
+        ]
+    )
+    # THEN only the refusals are the backend refusing an op
+    assert [e.op for e in of(kinds.UNSUPPORTED_OP, events)] == [
+        "alltoall",
+        "_reduce_scatter_base",
+        "IndexSlices",
+    ]
+
+
 def test_a_rank_waiting_for_a_unique_id_names_the_rank_that_never_came() -> None:
     # GIVEN rank 1's error when rank 0 never published the communicator's unique id (torch
     # publishes it at the group's first collective), in its older and its newer wording

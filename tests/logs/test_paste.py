@@ -414,6 +414,14 @@ def test_analyze_reads_a_paste_from_standard_input_and_leaves_nothing(tmp_path: 
     empty = run_cli("analyze", "-", "--json", env=env, stdin="")
     assert (empty.returncode, empty.stdout) == (2, "")
     assert empty.stderr.strip() == "nccl-doctor: '-' reads standard input, and it held no text"
+    # AND binary data piped is one sentence that names standard input, not our scratch file
+    binary = run_cli("analyze", "-", env=env, stdin="\x00\x01core\x00dump\n")
+    assert (binary.returncode, binary.stdout) == (2, "")
+    assert binary.stderr.strip() == (
+        "nccl-doctor: standard input is binary data, neither a log nor a pickled Flight "
+        "Recorder dump"
+    )
+    assert list(scratch.iterdir()) == []
     assert list(scratch.iterdir()) == []
 
 

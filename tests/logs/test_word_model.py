@@ -19,7 +19,7 @@ from doctor.logs import read_logs
 from doctor.logs.words import LONGEST, MAX_WORDS, words_in
 from doctor.model import Confidence, HangClass
 from doctor.verdict import log_rules
-from doctor.verdict.log_words import MIN_POSTERIOR, WordModel, model
+from doctor.verdict.log_words import MIN_POSTERIOR, MIN_WORDS, WordModel, model
 
 ROOT = Path(__file__).parents[2]
 SHIPPED = ROOT / "doctor" / "data" / "word_model.json"
@@ -71,6 +71,9 @@ def test_a_guess_names_the_class_and_the_words_that_favour_it() -> None:
     assert guess.words == ("killed", "signal")  # "error" favours neither
     assert tiny.guess(["unheard", "words"]) is None  # nothing the model knows
     assert tiny.guess(["error"]) is None  # 50 %: below the threshold
+    # one word of the model is any text's ("hello, my job hangs"): no guess rests on it alone
+    assert tiny.guess(["killed", "unheard"]) is None
+    assert tiny.guess(["killed", "signal"]) is not None
 
 
 @settings(max_examples=200, deadline=None)
@@ -87,6 +90,7 @@ def test_any_words_give_a_hang_class_above_the_threshold_or_nothing(words: list[
         assert guess.hang_class not in (HangClass.HEALTHY, HangClass.UNKNOWN)
         assert MIN_POSTERIOR <= guess.posterior <= 1 + 1e-9
         assert set(guess.words) <= set(words)
+        assert len(model().known(words)) >= MIN_WORDS
 
 
 @settings(max_examples=200, deadline=None)
