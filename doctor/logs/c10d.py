@@ -172,10 +172,14 @@ _JIT_STACK = re.compile(
 traceback's or faulthandler's frame), and a project's own baton that says it waits."""
 JIT_BUILD = re.compile(_JIT_PRINTS + "|" + _JIT_STACK.pattern)
 """A JIT extension build under way, or waiting on its lock."""
-_JIT_DONE = r"Loading extension module|Time (?:taken )?to compile(?: or load)? \S{1,100} op:"
+_JIT_DONE = (
+    r"Loading extension module|Time (?:taken )?to compile(?: or load)? \S{1,100} op:|"
+    r"done with compiling and loading fused kernels"
+)
 JIT_LOADED = re.compile(_JIT_DONE)
-"""What torch prints once a build is done, and ColossalAI's builder (whose start is its
-``... kernel during runtime now``): the job went past it."""
+"""What torch prints once a build is done, ColossalAI's builder (whose start is its
+``... kernel during runtime now``) and Megatron's (``>>> done with compiling and loading
+fused kernels``): the job went past it."""
 _COMPILING = re.compile(
     _JIT_PRINTS
     + "|"
@@ -292,8 +296,28 @@ def _refused(found: re.Match[str]) -> str:
 
 _STORE_CONNECT = re.compile(
     r"client socket has (?:timed out after \d+ ?m?s while trying to connect|failed to connect) "
-    r"to \(?\[?([\w.:-]+?)\]?[,:] ?(\d{1,18})\)?"
+    r"to (?:any network address of )?\(?\[?([\w.:-]+?)\]?[,:] ?(\d{1,18})\)?"
 )
+_CONNECT_RETRY = re.compile(
+    r"client socket has failed to connect to (?!any network address)|"
+    r"network addresses of \(.{1,255}\) cannot be retrieved \(gai error: -?\d{1,4} - "
+    r"(?:Address family for hostname not supported|No address associated with hostname)"
+)
+"""The store's warnings on one attempt, or one address family, that failed: the client's at
+each attempt (``[W socket.cpp] ... has failed to connect to [host]:port (errno: 99 - Cannot
+assign requested address)``; it retries until its deadline, then raises ``has timed out
+after``, in older releases ``has failed to connect to any network address of``), and a host
+with no address of one family (``The IPv6 network addresses of (node01, 29500) cannot be
+retrieved (gai error: -9 - Address family for hostname not supported)``: the other family is
+tried). Many healthy jobs print one at start. A name that does not resolve at all
+(``Name or service not known``) is no retry."""
+
+
+def connect_retry(text: str) -> bool:
+    """Whether ``text`` is the store's warning that one attempt, or one family, failed."""
+    return _CONNECT_RETRY.search(text) is not None
+
+
 _OVERCOUNTED = re.compile(
     r"store[ _]based[ _]barrier.{0,200}?world_size=(\d{1,18}), "
     r"(?:worker_count|num_workers_joined)=(\d{1,18})"

@@ -27,7 +27,6 @@ from doctor.logs import (
     crash,
     cuda,
     kernel,
-    kinds,
     launcher,
     nccl,
     ras,
@@ -293,7 +292,7 @@ class Parser:
             ended = block.take() + block.close()
             self._add(ended)
             del self._blocks[line.stream]
-            if any(isinstance(f, LogEvent) and f.kind == kinds.EXCEPTION for f in ended):
+            if isinstance(block, Traceback) and block.read_exception:
                 self._traceback_ended = line.where
         if self._feed_json(line):
             return

@@ -35,6 +35,10 @@ SET_UP = frozenset(
 DDP's constructor, whose first broadcast is where NCCL creates the communicator."""
 _C10D_FRAME = re.compile(r'distributed_c10d\.py", line \d+, in (\w+)')
 _C10D_CALL = re.compile(r"^\s+(?:dist|torch\.distributed)\.(\w+)\(")
+_IGNORED = re.compile(r"Exception ignored (?:in|on|while)\b")
+"""The interpreter's header for an exception it printed and went on past (raised in a
+``__del__``, a callback, at shutdown: the data loader's ``can only test a child process``):
+the process did not end of it."""
 MAX_LINES = 2000
 """A traceback longer than this is not one (a log that indents everything): stop reading."""
 
@@ -44,11 +48,18 @@ class Traceback(Collecting):
 
     @staticmethod
     def start(line: Line) -> bool:
-        return "Traceback (most recent call last)" in line.text
+        text = line.text
+        return "Traceback (most recent call last)" in text or (
+            "ignored" in text and _IGNORED.search(text) is not None
+        )
 
     def __init__(self, line: Line) -> None:
         super().__init__()
         self._first = line
+        self._ignored = "Traceback (most recent call last)" not in line.text
+        """Opened by ``Exception ignored in``: its exception ended nothing."""
+        self.read_exception = False
+        """Whether the exception line was this traceback's (no other parser reads it)."""
         self._frame = ""
         self._set_up = ""
         """The set-up function among the frames (``SET_UP``), if any."""
@@ -67,7 +78,13 @@ class Traceback(Collecting):
             return False
         if text.startswith((" ", "\t")) or not text.strip():
             return True  # source lines, carets, blank lines between chained tracebacks
+        if self._ignored and "Traceback (most recent call last)" in text:
+            return True  # the ignored exception's own traceback
         if _EXCEPTION.match(text.strip()):
+            self.read_exception = True
+            if self._ignored:
+                self._frame = ""
+                return False
             where = f" [at {self._frame}]" if self._frame else ""
             event = line.event(kinds.EXCEPTION, text=text.strip()[:300] + where)
             self._out.append(replace(event, op=self._set_up) if self._set_up else event)

@@ -449,11 +449,17 @@ def _first_named(
     return None
 
 
+_RETRIES = 45
+"""The store client's retry warnings alone: below a transport error (a job past its set-up)
+and a rank's own loss, which a retry, often printed by healthy jobs, does not outweigh."""
+
+
 def bootstrap(view: LogView) -> list[Candidate]:
     found = view.of_kind(kinds.BOOTSTRAP)
-    if not found:
-        return []
     late = view.ran_collectives()
+    retries = all(c10d.connect_retry(e.text) for e in found)
+    if not found or (retries and late):  # the store was reached: the job ran collectives
+        return []
     ranks = ranks_of(found)
     peers = sorted({e.peer for e in found if e.peer})
     what, said, advice = _bootstrap_cause(found)
@@ -471,9 +477,9 @@ def bootstrap(view: LogView) -> list[Candidate]:
         Candidate(
             HangClass.BOOTSTRAP,
             ranks,
-            Confidence.LOW if late or not specific else Confidence.MEDIUM,
+            Confidence.LOW if late or not specific or retries else Confidence.MEDIUM,
             summary,
-            40 if late else 76 if specific else 50,
+            40 if late else _RETRIES if retries else 76 if specific else 50,
             evidence=lines_of(found),
             rule="log_bootstrap",
         )

@@ -50,10 +50,12 @@ log_bus_error           60        ranks were killed by a bus error whose kind no
                                   (``exitcode: -7``, ``Signal 7 (SIGBUS)``) and by nothing
                                   else: /dev/shm full or too small (bootstrap, low; the lost
                                   rank, 45, the alternative)
-log_bootstrap           76/50/40  communicator or store creation failed, or a set-up error
-                                  that names its cause (50, low confidence, when only one of
+log_bootstrap           76/50/45  communicator or store creation failed, or a set-up error
+                        /40       that names its cause (50, low confidence, when only one of
                                   NCCL's bare error classes says so: system, CUDA, internal,
-                                  invalid usage or argument; 40 once a collective had run)
+                                  invalid usage or argument; 45, low, when only the store's
+                                  retry warnings do, none once a collective had run; 40 once
+                                  a collective had run)
 log_iommu               72/25     the kernel's IOMMU refused a device's DMA (Intel's DMAR
                                   fault, AMD-Vi's IO_PAGE_FAULT): peer-to-peer writes blocked;
                                   25, low: only RCCL's warning that iommu=pt is missing
@@ -74,7 +76,8 @@ log_main_first          72/40     stacks in main_process_first()'s section (72),
                                   saying rank 0 does shared work alone (40, low): rank 0
                                   busy while the others wait (cpu_stuck)
 log_compile             74        a collective timed out while a rank said it was compiling
-                                  (torch.compile, a JIT kernel build)
+                                  (torch.compile, a JIT kernel build) and had not said since
+                                  that its build was done
 log_build               35        a JIT extension build (or its stale lock file) and nothing
                                   that failed: the job stopped in the build
                                   (compile_warmup; medium when a lock file is named)
@@ -541,8 +544,11 @@ def lone_dump(view: LogView) -> list[Candidate]:
 
 
 def compiling(view: LogView) -> list[Candidate]:
-    """A collective timed out while a rank said it was compiling, and nothing failed harder."""
-    found = [e for e in view.of_kind(kinds.COMPILING) if not c10d.JIT_LOADED.search(e.text)]
+    """A collective timed out while a rank said it was compiling, and nothing failed harder.
+    A rank whose last word on compiling is that its build was done (``Loading extension
+    module``) was compiling no more."""
+    last = {e.rank: e for e in view.of_kind(kinds.COMPILING)}
+    found = [e for e in last.values() if not c10d.JIT_LOADED.search(e.text)]
     timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
     if not found or not timeouts:
         return []

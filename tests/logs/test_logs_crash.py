@@ -1209,3 +1209,77 @@ def test_the_launchers_report_of_an_abort_alone_is_not_called_the_ranks_own() ->
     verdict = _verdict(["exitcode  : -6 (pid: 4711)"])
     assert verdict.hang_class is not HangClass.RANK_LOSS
     assert "ended on SIGABRT" in verdict.summary
+
+
+_WAIT_289 = (
+    "[rank1]:[E1129 11:56:57.205862232 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
+    "collective operation timeout: WorkNCCL(SeqNum=289, OpType=ALLREDUCE, NumelIn=1, "
+    "NumelOut=1, Timeout(ms)=600000) ran for 600024 milliseconds before timing out."
+)
+
+
+def test_an_exception_the_interpreter_ignored_ended_no_rank() -> None:
+    # GIVEN the data loader's exception at shutdown that Python prints and goes on past,
+    # with its traceback and without, beside a rank's timeout
+    ignored = [
+        "Exception ignored in: <function _MultiProcessingDataLoaderIter.__del__ at 0x7f8b1234>",
+        "Traceback (most recent call last):",
+        '  File "/usr/lib/python3.10/multiprocessing/process.py", line 160, in is_alive',
+        "    assert self._parent_pid == os.getpid(), 'can only test a child process'",
+        "AssertionError: can only test a child process",
+        "Exception ignored in: <function Pool.__del__ at 0x7f00>",
+        "ResourceWarning: unclosed running multiprocessing pool",
+    ]
+    events = parse_text([*ignored, _WAIT_289], "j.log").events
+    # THEN neither is an exception a rank raised, and the verdict is not a rank's loss
+    assert [e.kind for e in events if e.kind in (kinds.EXCEPTION, kinds.TRACEBACK_CUT)] == []
+    assert _verdict([*ignored, _WAIT_289]).hang_class is not HangClass.RANK_LOSS
+    # AND the same exception raised, not ignored, still is
+    raised = ignored[1:5]
+    assert [e.kind for e in parse_text(raised, "j.log").events] == [kinds.EXCEPTION]
+    assert _verdict([*raised, _WAIT_289]).hang_class is HangClass.RANK_LOSS
+
+
+def test_a_store_connect_retry_is_set_up_only_while_nothing_says_the_job_went_past_it() -> None:
+    retry = (
+        "[W socket.cpp:663] [c10d] The client socket has failed to connect to "
+        "[localhost]:29500 (errno: 99 - Cannot assign requested address)."
+    )
+    transport = (
+        "node02:5678:5690 [3] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from "
+        "peer 10.0.0.1<43210> with error 12, opcode 0, len 0, vendor err 129 (Recv)"
+    )
+    # GIVEN the store client's retry warning alone THEN the set-up is the guess, low
+    alone = _verdict([retry])
+    assert (alone.hang_class, alone.confidence) == (HangClass.BOOTSTRAP, Confidence.LOW)
+    # AND beside a timeout 289 collectives in, or a transport error, it is history
+    assert _verdict([retry, _WAIT_289]).hang_class is not HangClass.BOOTSTRAP
+    assert _verdict([retry, transport]).hang_class is HangClass.NETWORK
+    # AND the client's final failure, in either release's words, is the set-up's still
+    for failed in (
+        "torch.distributed.DistNetworkError: The client socket has timed out after 1800000ms "
+        "while trying to connect to (10.0.0.1, 29500).",
+        "RuntimeError: The client socket has failed to connect to any network address of "
+        "(fake-host, 1234).",
+    ):
+        assert _verdict([retry, failed]).confidence is Confidence.MEDIUM
+        assert _verdict([failed]).hang_class is HangClass.BOOTSTRAP
+
+
+def test_a_build_that_said_it_was_done_is_no_compilation_under_way() -> None:
+    # GIVEN a JIT build that loaded, or Megatron's fused kernels that it says are done, then
+    # a timeout long after
+    torch_build = [
+        "Emitting ninja build file /root/.cache/torch_extensions/fused_adam/build.ninja...",
+        "Building extension module fused_adam...",
+        "Loading extension module fused_adam...",
+    ]
+    megatron = [
+        "> compiling and loading fused kernels ...",
+        ">>> done with compiling and loading fused kernels. Compilation time: 2.345 seconds",
+    ]
+    # THEN neither is compile_warmup
+    for done in (torch_build, megatron):
+        assert _verdict([*done, _WAIT_289]).hang_class is not HangClass.COMPILE_WARMUP
+    # AND a build whose last word is its start, while the collective timed out, still is
+    assert _verdict([*torch_build[:2], _WAIT_289]).hang_class is HangClass.COMPILE_WARMUP

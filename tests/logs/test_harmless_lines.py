@@ -1,0 +1,72 @@
+"""Lines that healthy training jobs print by the thousand (warnings, NCCL's INFO, progress,
+set-up chatter, shutdown noise) must not move the rules' verdict: a rule that reads one as a
+failure misjudges every log that holds it. ``harmless_lines.txt`` holds one per line, written
+from what torch, NCCL, vLLM, SGLang, Megatron, DeepSpeed, transformers, Lightning, SLURM and
+the kernel print; no corpus case was read for it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from doctor.evidence import Evidence
+from doctor.logs.parse import parse_text
+from doctor.model import Confidence, HangClass, Verdict
+from doctor.verdict.classify import classify
+
+HARMLESS = [
+    line
+    for line in (Path(__file__).parent / "harmless_lines.txt").read_text().splitlines()
+    if line.strip()
+]
+FAILURES = {
+    "a timeout": [
+        "[rank1]:[E1129 11:56:57.205862232 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=289, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600024 milliseconds before timing out."
+    ],
+    "a killed rank": [
+        "torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 2 "
+        "(pid: 4242) of binary: /usr/bin/python",
+        "Root Cause (first observed failure):",
+        "[0]:",
+        "  time      : 2024-05-01_10:00:00",
+        "  host      : node01",
+        "  rank      : 2 (local_rank: 2)",
+        "  exitcode  : -9 (pid: 4242)",
+        "  error_file: <N/A>",
+        "  traceback : Signal 9 (SIGKILL) received by PID 4242",
+    ],
+    "a transport error": [
+        "node02:5678:5690 [3] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from "
+        "peer 10.0.0.1<43210> with error 12, opcode 0, len 0, vendor err 129 (Recv) localGid "
+        "::ffff:10.0.0.2 remoteGid ::ffff:10.0.0.1",
+    ],
+}
+
+
+def _rules(lines: list[str]) -> Verdict:
+    """The rules' verdict on ``lines`` (the word model, which reads every word, given none)."""
+    events = parse_text(lines, "job.log").events
+    return classify(Evidence(job="j", ranks_expected=None, logs=events, log_files=("job.log",)))
+
+
+def test_the_failures_are_read_as_what_they_are() -> None:
+    assert [_rules(lines).hang_class for lines in FAILURES.values()] == [
+        HangClass.UNKNOWN,  # one rank's timeout alone: its cause is elsewhere
+        HangClass.RANK_LOSS,
+        HangClass.NETWORK,
+    ]
+
+
+@pytest.mark.parametrize("line", HARMLESS, ids=range(len(HARMLESS)))
+def test_a_harmless_line_moves_no_verdict(line: str) -> None:
+    # GIVEN a line healthy jobs print, alone THEN no rule is sure of a failure in it
+    alone = _rules([line])
+    assert alone.hang_class in (HangClass.UNKNOWN, HangClass.HEALTHY) or (
+        alone.confidence is Confidence.LOW
+    ), alone.summary
+    # AND beside each failure, the verdict is the failure's
+    for failure in FAILURES.values():
+        assert _rules([line, *failure]).hang_class is _rules(failure).hang_class
