@@ -27,9 +27,10 @@ from doctor.verdict.live import COLLATERAL_CODES, exit_text
 from doctor.verdict.log_view import LogView, lines_of, quote, ranks_of, where
 
 _COLLATERAL_TEXT = re.compile(
-    r"DistBackendError|NCCL (?:error|communicator)|ncclRemoteError|ncclSystemError|"
+    r"DistBackendError|NCCL (?:[Ee]rror|communicator)|remote process exited|ncclRemoteError|"
+    r"ncclSystemError|"
     r"[Tt]imed? ?out|Watchdog|watchdog|Connection (?:closed|reset)|Broken pipe|"
-    r"DistNetworkError|DistStoreError|ProcessGroup|SIGTERM|SignalException|KeyboardInterrupt|"
+    r"Dist(?:Network|Store)?Error|ProcessGroup|SIGTERM|SignalException|KeyboardInterrupt|"
     r"ChildFailedError|ProcessExitedException"
 )
 _CLOSED = re.compile(
@@ -553,6 +554,8 @@ def network(view: LogView) -> list[Candidate]:
         c10d.PAIR_TIMEOUT in e.text for e in view.of_kind(kinds.WATCHDOG_TIMEOUT)
     ):
         return []  # the closes follow a timeout, which the timeouts' rules judge
+    if not errors and len(view.after_own_timeout(gone)) == len(gone):
+        return []  # each close followed its own rank's timeout: the abort's aftermath
     own, _ = _own_exits(view)
     found = errors or gone
     named = Counter(r for e in found if e.peer for r in view.who.ranks_on(e.peer))

@@ -57,12 +57,35 @@ class LogView:
             for e in self.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.WORK_PROGRESS, kinds.COLLECTIVE_AT)
         ) or bool(self.of_kind(kinds.PROGRESS))
 
+    def after_own_timeout(self, found: Iterable[LogEvent]) -> list[LogEvent]:
+        """The events of ``found`` that follow, in their file, their own rank's watchdog
+        timeout: once a rank's watchdog aborted its communicator, its peers' closes and NCCL's
+        remote error on it are that timeout's aftermath, not a peer's death."""
+        first: dict[tuple[str, int], int] = {}
+        for e in self.of_kind(kinds.WATCHDOG_TIMEOUT):
+            if e.rank is not None and (at := _line_of(e)) is not None:
+                key = (at[0], e.rank)
+                first[key] = min(first.get(key, at[1]), at[1])
+        return [
+            e
+            for e in found
+            if e.rank is not None
+            and (at := _line_of(e)) is not None
+            and at[1] > first.get((at[0], e.rank), at[1])
+        ]
+
     def raised_in_set_up(self) -> list[LogEvent]:
         """Exceptions and cut tracebacks whose frames ran through the job's set-up (their
         ``op`` names the set-up function, ``doctor.logs.traceback``), while no collective had
         run yet: empty once one had."""
         found = [e for e in self.of_kind(kinds.EXCEPTION, kinds.TRACEBACK_CUT) if e.op]
         return found if found and not self.ran_collectives() else []
+
+
+def _line_of(e: LogEvent) -> tuple[str, int] | None:
+    """The file and line number of ``e`` (its ``origin``, ``file:N``), if it has them."""
+    file, _, line = e.origin.rpartition(":")
+    return (file, int(line)) if file and line.isdigit() else None
 
 
 def _with_rank(e: LogEvent, rank: int | None) -> LogEvent:

@@ -1283,3 +1283,37 @@ def test_a_build_that_said_it_was_done_is_no_compilation_under_way() -> None:
         assert _verdict([*done, _WAIT_289]).hang_class is not HangClass.COMPILE_WARMUP
     # AND a build whose last word is its start, while the collective timed out, still is
     assert _verdict([*torch_build[:2], _WAIT_289]).hang_class is HangClass.COMPILE_WARMUP
+
+
+def _waits(*ranks: int) -> list[str]:
+    return [_WAIT_289.replace("rank1", f"rank{r}").replace("Rank 1", f"Rank {r}") for r in ranks]
+
+
+def test_a_close_a_rank_logs_after_its_own_timeout_is_the_aborts_aftermath() -> None:
+    # GIVEN ranks 0, 1 and 3 timed out in collective 289 and rank 2 logged nothing
+    silent = _verdict(_waits(0, 1, 3))
+    assert (silent.hang_class, silent.culprit_ranks) == (HangClass.COLLECTIVE_MISMATCH, (2,))
+    closes = [
+        "[rank0]: torch.distributed.DistNetworkError: Connection reset by peer",
+        "[rank0]: RuntimeError: NCCL Error 6: remote process exited or there was a network error",
+        "[rank0]: ConnectionResetError: [Errno 104] Connection reset by peer",
+    ]
+    for close in closes:
+        # WHEN rank 0 then logs a peer's close (its watchdog aborted the communicator)
+        after = _verdict([*_waits(0, 1, 3), close])
+        # THEN the verdict is the timeouts' still
+        assert (after.hang_class, after.culprit_ranks) == (
+            silent.hang_class,
+            silent.culprit_ranks,
+        ), close
+    # AND a close logged before any timeout of its rank is still a peer gone, not the abort's
+    before = _verdict([closes[0], *_waits(1, 3)])
+    assert before.hang_class is not HangClass.COLLECTIVE_MISMATCH
+    # AND NCCL's remote error raised in a collective is the peer's, never the raiser's death
+    raised = [
+        "[rank0]: Traceback (most recent call last):",
+        '[rank0]:   File "/workspace/train.py", line 88, in train_step',
+        "[rank0]:     dist.all_reduce(t)",
+        closes[1],
+    ]
+    assert 0 not in _verdict([*_waits(0, 1, 3), *raised]).culprit_ranks
