@@ -99,6 +99,10 @@ _BOOTSTRAP = re.compile(
     r"No interface found in the same subnet|NCCL_SOCKET_IFNAME.*?(?:not found|invalid)|"
     r"Connection refused|ncclSocketInit|Socket creation failed|" + SHM_SEGMENT + "|" + SHM_REMOVED
 )
+CONNECT_RETRY = re.compile(r"Call to connect returned .{1,100}, retrying")
+"""NCCL's socket layer retrying a connection (``misc/socket.cc``): a peer not listening yet,
+or an address on the wrong interface; it fails only once the retries run out
+(``socketStartConnect: Connect to ... failed``)."""
 _SETUP_WARN = re.compile(
     r"(?:^|\s)(?:init|bootstrap|transport/nvls|channel|transport)\.cc:\d+ NCCL WARN"
 )

@@ -451,14 +451,20 @@ def _first_named(
 
 
 _RETRIES = 45
-"""The store client's retry warnings alone: below a transport error (a job past its set-up)
-and a rank's own loss, which a retry, often printed by healthy jobs, does not outweigh."""
+"""Retry warnings alone (the store client's, NCCL's socket layer's): below a transport error
+(a job past its set-up) and a rank's own loss, which a retry, often printed by healthy jobs,
+does not outweigh."""
+
+
+def _retry(text: str) -> bool:
+    """Whether ``text`` says a connection is being retried, not that it failed."""
+    return c10d.connect_retry(text) or nccl.CONNECT_RETRY.search(text) is not None
 
 
 def bootstrap(view: LogView) -> list[Candidate]:
     found = view.of_kind(kinds.BOOTSTRAP)
     late = view.ran_collectives()
-    retries = all(c10d.connect_retry(e.text) for e in found)
+    retries = all(_retry(e.text) for e in found)
     if not found or (retries and late):  # the store was reached: the job ran collectives
         return []
     ranks = ranks_of(found)

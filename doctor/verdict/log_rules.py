@@ -53,9 +53,9 @@ log_bus_error           60        ranks were killed by a bus error whose kind no
 log_bootstrap           76/50/45  communicator or store creation failed, or a set-up error
                         /40       that names its cause (50, low confidence, when only one of
                                   NCCL's bare error classes says so: system, CUDA, internal,
-                                  invalid usage or argument; 45, low, when only the store's
-                                  retry warnings do, none once a collective had run; 40 once
-                                  a collective had run)
+                                  invalid usage or argument; 45, low, when only retry
+                                  warnings do, the store's or NCCL's, none once a collective
+                                  had run; 40 once a collective had run)
 log_iommu               72/25     the kernel's IOMMU refused a device's DMA (Intel's DMAR
                                   fault, AMD-Vi's IO_PAGE_FAULT): peer-to-peer writes blocked;
                                   25, low: only RCCL's warning that iommu=pt is missing
