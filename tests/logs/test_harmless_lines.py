@@ -60,13 +60,19 @@ def test_the_failures_are_read_as_what_they_are() -> None:
     ]
 
 
+PASTED = ("", "> ", "    ", "[rank3]: ", "2024-05-01T10:00:00.123456789Z stderr F ")
+"""As printed, quoted in a reply, indented in a list, under torchrun's label, under the
+container runtime's prefix."""
+
+
 @pytest.mark.parametrize("line", HARMLESS, ids=range(len(HARMLESS)))
 def test_a_harmless_line_moves_no_verdict(line: str) -> None:
-    # GIVEN a line healthy jobs print, alone THEN no rule is sure of a failure in it
-    alone = _rules([line])
-    assert alone.hang_class in (HangClass.UNKNOWN, HangClass.HEALTHY) or (
-        alone.confidence is Confidence.LOW
-    ), alone.summary
-    # AND beside each failure, the verdict is the failure's
-    for failure in FAILURES.values():
-        assert _rules([line, *failure]).hang_class is _rules(failure).hang_class
+    for pasted in (prefix + line for prefix in PASTED):
+        # GIVEN a line healthy jobs print, alone THEN no rule is sure of a failure in it
+        alone = _rules([pasted])
+        assert alone.hang_class in (HangClass.UNKNOWN, HangClass.HEALTHY) or (
+            alone.confidence is Confidence.LOW
+        ), alone.summary
+        # AND beside each failure, the verdict is the failure's
+        for failure in FAILURES.values():
+            assert _rules([pasted, *failure]).hang_class is _rules(failure).hang_class, pasted
