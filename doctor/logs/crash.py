@@ -46,7 +46,7 @@ _FAULTHANDLER = re.compile(
     r"Fatal Python error: (Segmentation fault|Aborted|Bus error|Floating point exception)"
 )
 _SHELL = re.compile(
-    r"(?:^|\s)(\d{1,18}) (Segmentation fault|Aborted|Bus error|Killed)\s+\(core dumped\)|"
+    r"(?:^|\s)(\d{1,18}) (Segmentation fault|Aborted|Bus error)\s+\(core dumped\)|"
     r"^(Segmentation fault|Aborted|Bus error) \(core dumped\)|"
     r"^(?:.{0,200}line \d{1,9}:\s+(\d{1,18}) )?(Killed)(?:\s{2,}\S.{0,300})?$"
 )
