@@ -56,6 +56,10 @@ XID_MEANING: dict[int, str] = {
 }
 PROGRAM_XIDS = frozenset({13, 31, 43, 45, 68, 69})
 """Xids a program's own fault raises (or that follow a process's death): not hardware."""
+RECORD_XIDS = frozenset({63, 92})
+"""Xids that record, not fail: a row remapped or a page retired (63: it takes effect at the
+next reset), a high rate of corrected single-bit errors (92). The GPU keeps running; NVIDIA's
+catalogue asks for no immediate action."""
 
 _XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})?[^)]{0,40}\): (\d{1,18})"

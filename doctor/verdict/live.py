@@ -13,7 +13,8 @@ kernel names) before names: a function name only says where a rank is.
 rule               strength  fires when
 =================  ========  ====================================================
 rank_loss          90        an expected rank is dead, a zombie or missing
-gpu_hang           85        NVML reports an XID or uncorrected ECC on a rank's GPU
+gpu_hang           85/40     NVML reports an XID or uncorrected ECC on a rank's GPU
+                             (40, low: only XIDs of a program's fault or records)
 cpu_stuck          82        no proof of progress; a live rank cannot move by
   (blocked)                  itself: stopped (T/t), its main thread waiting for
                              the GIL another thread holds (most samples), or

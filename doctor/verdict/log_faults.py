@@ -15,7 +15,7 @@ from collections import Counter
 from collections.abc import Callable, Sequence
 
 from doctor.evidence import LogEvent
-from doctor.logs import c10d, crash, cuda, kinds, nccl, setup, shm, verbs
+from doctor.logs import c10d, crash, cuda, kernel, kinds, nccl, setup, shm, verbs
 from doctor.logs.kernel import XID_MEANING
 from doctor.logs.launcher import OWN_ABORT, ROOT_CAUSE
 from doctor.logs.nccl import IB_STATUS
@@ -66,22 +66,36 @@ def gpu_fault(view: LogView) -> list[Candidate]:
         else quote(found[0])
     )
     devices = sorted({e.device for e in found if e.device})
+    recorded = all(e.code in kernel.RECORD_XIDS for e in found)
     summary = (
-        f"the GPU of {rank_prose(ranks)}"
-        if ranks
-        else "a GPU" + (f" ({', '.join(devices)})" if devices else "")
-    ) + f"{where(found)} failed: {what}; drain the node and reset the GPU before restarting"
+        (
+            f"the GPU of {rank_prose(ranks)}"
+            if ranks
+            else "a GPU" + (f" ({', '.join(devices)})" if devices else "")
+        )
+        + where(found)
+        + (
+            f" recorded {what}: a record, not a failure (the GPU kept running); nothing else "
+            "in the logs failed, so it is the suspect: reset it when the job allows"
+            if recorded
+            else f" failed: {what}; drain the node and reset the GPU before restarting"
+        )
+    )
     return [
         Candidate(
             HangClass.GPU_HANG,
             ranks,
-            Confidence.HIGH,
+            Confidence.LOW if recorded else Confidence.HIGH,
             summary,
-            84,
+            _RECORDED if recorded else 84,
             evidence=lines_of(found),
             rule="log_gpu_fault",
         )
     ]
+
+
+_RECORDED = 40
+"""Only Xids that record (``kernel.RECORD_XIDS``): the GPU is a suspect, below any failure."""
 
 
 SIGBUS = -7

@@ -23,8 +23,10 @@ log_nccl_calls          84        NCCL's per-call trace (COLL) shows processes c
 log_stack_calls         66/35     tracebacks printed at a timeout are in different collectives
                                   (35: tracebacks in different collectives and no timeout
                                   line in the excerpt)
-log_gpu_fault           84        a hardware Xid, uncorrectable ECC, a GPU off the bus or
-                                  ``ERR!`` in nvidia-smi, on a rank's GPU (or a host's)
+log_gpu_fault           84/40     a hardware Xid, uncorrectable ECC, a GPU off the bus or
+                                  ``ERR!`` in nvidia-smi, on a rank's GPU (or a host's); 40,
+                                  low, when its only Xids record and do not fail (63: a row
+                                  remapped, 92: corrected errors' rate)
 log_rank_loss           82/55/45  a rank's process died of its own cause (killed, OOM, a
                                   crash, its own exception, an abort with nothing before it
                                   to follow; 82), RAS says a process is dead

@@ -1,4 +1,5 @@
-"""Rules over the signals that need no stack: NVML (gpu_hang, strength 85).
+"""Rules over the signals that need no stack: NVML (gpu_hang, strength 85; 40, low, when its
+only XIDs are a program's fault or a record).
 
 Log lines are judged by ``doctor.verdict.log_rules``; every rule writes ranks with
 ``doctor.ranks.rank_prose``.
@@ -9,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from doctor.evidence import Evidence, GpuSample
+from doctor.logs.kernel import PROGRAM_XIDS, RECORD_XIDS
 from doctor.model import Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
@@ -30,22 +32,33 @@ def gpu_candidates(evidence: Evidence) -> list[Candidate]:
         for g in bad
     )
     xids = sorted({x for g in bad for x in g.xid_events})
+    failed = any(g.ecc_uncorrected or set(g.xid_events) - _NOT_FAILURES for g in bad)
     summary = (
         f"the GPU of {rank_prose(ranks)} reported "
         + (f"XID {', '.join(map(str, xids))}" if xids else "uncorrected ECC errors")
-        + ": the collective cannot finish there; drain the node and reset the GPU"
+        + (
+            ": the collective cannot finish there; drain the node and reset the GPU"
+            if failed
+            else ": an XID a program's own fault raises, or one that only records (the GPU "
+            "kept running): a suspect, not a failure; its rank's stack and error say more"
+        )
     )
     return [
         Candidate(
             HangClass.GPU_HANG,
             ranks,
-            Confidence.HIGH,
+            Confidence.HIGH if failed else Confidence.LOW,
             summary,
-            85,
+            85 if failed else 40,
             evidence=lines,
             rule="nvml_gpu_fault",
         )
     ]
+
+
+_NOT_FAILURES = PROGRAM_XIDS | RECORD_XIDS
+"""XIDs that are no GPU failure: a program's fault (13, 31, 43, 45...) or a record (63, 92);
+the preflight check warns of them, it does not fail (``checks/gpu.py``)."""
 
 
 GPU_BUSY_PCT = 90.0

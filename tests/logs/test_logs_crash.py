@@ -1317,3 +1317,30 @@ def test_a_close_a_rank_logs_after_its_own_timeout_is_the_aborts_aftermath() -> 
         closes[1],
     ]
     assert 0 not in _verdict([*_waits(0, 1, 3), *raised]).culprit_ranks
+
+
+def test_an_xid_that_records_is_a_suspect_gpu_and_one_that_fails_is_the_cause() -> None:
+    records = [
+        "NVRM: Xid (PCI:0000:07:00): 63, pid='<unknown>', name=<unknown>, Row Remapper: New row "
+        "(0x0000000000fa1234) Marked for Remapping, reset gpu to activate.",
+        "NVRM: Xid (PCI:0000:07:00): 92, pid='<unknown>', name=<unknown>, High single-bit ECC "
+        "error rate",
+    ]
+    killed = [
+        "  rank      : 2 (local_rank: 2)",
+        "  exitcode  : -9 (pid: 4242)",
+        "  traceback : Signal 9 (SIGKILL) received by PID 4242",
+    ]
+    for record in records:
+        # GIVEN a row remapped, or corrected errors counted, alone or beside timeouts
+        # THEN the GPU is the suspect, at low confidence, said to be a record
+        for lines in ([record], [record, *_waits(0, 1)]):
+            suspect = _verdict(lines)
+            assert (suspect.hang_class, suspect.confidence) == (HangClass.GPU_HANG, Confidence.LOW)
+            assert "a record, not a failure" in suspect.summary
+        # AND a rank killed outweighs it
+        assert _verdict([record, *killed]).hang_class is HangClass.RANK_LOSS
+    # AND an Xid that fails (contained ECC: the process on it ended) is the cause, high
+    failed = records[0].replace(": 63,", ": 94,")
+    cause = _verdict([failed, *killed])
+    assert (cause.hang_class, cause.confidence) == (HangClass.GPU_HANG, Confidence.HIGH)

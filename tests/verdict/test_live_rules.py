@@ -221,6 +221,23 @@ def test_log_and_nvml_signals_become_candidates() -> None:
     assert "XID 79" in found[HangClass.GPU_HANG].summary
 
 
+def test_an_xid_of_a_programs_fault_or_a_record_is_no_gpu_failure() -> None:
+    # GIVEN NVML's XIDs on rank 3's GPU: a page fault a program caused, a row remap recorded,
+    # and a GPU off the bus
+    def judged(*xids: int):
+        evidence = Evidence("job", 4, gpus=(GpuSample(3, 3, xid_events=xids),))
+        return next(c for c in gather(evidence) if c.hang_class is HangClass.GPU_HANG)
+
+    # THEN the first two make the GPU a suspect, low and weak; the fall off the bus, a failure
+    for xids in ((31,), (63,), (31, 63)):
+        suspect = judged(*xids)
+        assert (suspect.confidence, suspect.strength) == (Confidence.LOW, 40), xids
+        assert "a suspect, not a failure" in suspect.summary
+    failed = judged(31, 79)
+    assert (failed.confidence, failed.strength) == (Confidence.HIGH, 85)
+    assert "drain the node" in failed.summary
+
+
 def test_sub_groups_named_by_flight_recorder_get_their_own_odd_ones_out() -> None:
     # GIVEN the sub-group mismatch, and Flight Recorder saying group 1 holds ranks 2 and 3
     group = GroupAlignment("1", "half", (2, 3), (), (), None)
