@@ -479,7 +479,7 @@ def bootstrap(view: LogView) -> list[Candidate]:
     found = view.of_kind(kinds.BOOTSTRAP)
     late = view.ran_collectives()
     retries = all(_retry(e.text) for e in found)
-    if not found or (retries and late):  # the store was reached: the job ran collectives
+    if not found or (retries and late):  # retried, then reached: the job ran collectives
         return []
     ranks = ranks_of(found)
     peers = sorted({e.peer for e in found if e.peer})
