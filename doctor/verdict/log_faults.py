@@ -27,10 +27,10 @@ from doctor.verdict.live import COLLATERAL_CODES, exit_text
 from doctor.verdict.log_view import LogView, lines_of, quote, ranks_of, where
 
 _COLLATERAL_TEXT = re.compile(
-    r"DistBackendError|NCCL (?:[Ee]rror|communicator)|remote process exited|ncclRemoteError|"
-    r"ncclSystemError|"
+    r"Dist(?:Backend|Network|Store)?Error|NCCL (?:[Ee]rror|communicator)|remote process exited|"
+    r"ncclRemoteError|ncclSystemError|"
     r"[Tt]imed? ?out|Watchdog|watchdog|Connection (?:closed|reset)|Broken pipe|"
-    r"Dist(?:Network|Store)?Error|ProcessGroup|SIGTERM|SignalException|KeyboardInterrupt|"
+    r"ProcessGroup|SIGTERM|SignalException|KeyboardInterrupt|"
     r"ChildFailedError|ProcessExitedException"
 )
 _CLOSED = re.compile(
@@ -477,9 +477,11 @@ def _retry(text: str) -> bool:
 
 def bootstrap(view: LogView) -> list[Candidate]:
     found = view.of_kind(kinds.BOOTSTRAP)
+    if not found:
+        return []
     late = view.ran_collectives()
     retries = all(_retry(e.text) for e in found)
-    if not found or (retries and late):  # retried, then reached: the job ran collectives
+    if retries and late:  # retried, then reached: the job ran collectives
         return []
     ranks = ranks_of(found)
     peers = sorted({e.peer for e in found if e.peer})

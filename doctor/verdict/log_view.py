@@ -63,14 +63,14 @@ class LogView:
         remote error on it are that timeout's aftermath, not a peer's death."""
         first: dict[tuple[str, int], int] = {}
         for e in self.of_kind(kinds.WATCHDOG_TIMEOUT):
-            if e.rank is not None and (at := _line_of(e)) is not None:
+            if e.rank is not None and (at := line_of(e)) is not None:
                 key = (at[0], e.rank)
                 first[key] = min(first.get(key, at[1]), at[1])
         return [
             e
             for e in found
             if e.rank is not None
-            and (at := _line_of(e)) is not None
+            and (at := line_of(e)) is not None
             and at[1] > first.get((at[0], e.rank), at[1])
         ]
 
@@ -82,10 +82,10 @@ class LogView:
         return found if found and not self.ran_collectives() else []
 
 
-def _line_of(e: LogEvent) -> tuple[str, int] | None:
+def line_of(e: LogEvent) -> tuple[str, int] | None:
     """The file and line number of ``e`` (its ``origin``, ``file:N``), if it has them."""
-    file, _, line = e.origin.rpartition(":")
-    return (file, int(line)) if file and line.isdigit() else None
+    file, colon, line = e.origin.rpartition(":")
+    return (file, int(line)) if colon and line.isdigit() else None
 
 
 def _with_rank(e: LogEvent, rank: int | None) -> LogEvent:

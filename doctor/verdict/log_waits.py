@@ -34,7 +34,15 @@ from doctor.logs import c10d, kinds
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
-from doctor.verdict.log_view import SOURCE, LogView, lines_of, quote, quote_text, ranks_of
+from doctor.verdict.log_view import (
+    SOURCE,
+    LogView,
+    line_of,
+    lines_of,
+    quote,
+    quote_text,
+    ranks_of,
+)
 
 STACKS_HINT = (
     "stacks of the lagging ranks (py-spy dump, or a Flight Recorder dump): in their own code "
@@ -574,7 +582,7 @@ def watchdog_stuck(view: LogView) -> list[Candidate]:
 
 def _report(e: LogEvent) -> str:
     """Which RAS report an event came from: its file (or live query), less the line."""
-    return e.origin.rsplit(":", 1)[0] if e.origin.rsplit(":", 1)[-1].isdigit() else e.origin
+    return at[0] if (at := line_of(e)) else e.origin
 
 
 def ras_frozen(view: LogView) -> list[Candidate]:
