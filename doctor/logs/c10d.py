@@ -213,6 +213,7 @@ _REJECTED = Guarded(
     re.compile(
         r"Tensors must be (?P<check>CUDA and dense|contiguous)|"
         r"(?P<dtype>Unsupported data type for NCCL process group)|"
+        r"Unconvertible NCCL type (?P<unconvertible>\w{1,32})|"
         r"No backend type associated with device type (?P<device>\w{1,32})|"
         r"(?P<mpi>CUDA tensor detected and the MPI used doesn't have CUDA-aware MPI support)|"
         r"module 'torch\.distributed' has no attribute '(?P<missing>\w{1,64})'|"
@@ -226,6 +227,7 @@ _REJECTED = Guarded(
     (
         "ensor",
         "nsupported",
+        "Unconvertible",
         "backend",
         "has no attribute",
         "ReduceOp",
@@ -286,8 +288,8 @@ def _refused(found: re.Match[str]) -> str:
         return f"{m['kernel']} (this build has no kernel for it)"
     if m["devices"]:
         return "a group of CPU and GPU devices"
-    if m["torchdtype"] or m["nccldtype"]:
-        return f"the tensor's data type ({m['torchdtype'] or m['nccldtype']})"
+    if dtype := m["torchdtype"] or m["nccldtype"] or m["unconvertible"]:
+        return f"the tensor's data type ({dtype})"
     if m["c10dop"]:
         on = f"{m['c10dbackend']} backend's" if m["c10dbackend"] else f"{m['c10ddevice']} device's"
         return f"c10d's {m['c10dop']} on the {on} tensors (no implementation for them)"
@@ -359,6 +361,7 @@ _BOOTSTRAP = re.compile(
     + PORT_IN_USE
     + r"|RendezvousTimeoutError|RendezvousClosedError|"
     r"Rendezvous .{0,80}timed out|DistStoreError: Socket Timeout|"
+    r"connect\(\) timed out\. Original timeout was|"
     r"ncclCommInitRank failed|NCCL communicator init(?:ialization)? (?:failed|timed out)|"
     + NO_ADDRESS
     + r"|addresses of \(.{1,255}\) cannot be retrieved \(gai error|"

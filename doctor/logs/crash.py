@@ -37,18 +37,22 @@ from doctor.logs.launcher import OWN_ABORT, SIGNAL_WORDS, signal_code
 from doctor.logs.lines import Line
 
 _UCX = re.compile(
-    r"(?:\[([\w.-]+):(\d{1,18})\s*:\d{1,18}:\d{1,18}\] |^\s*)Caught signal (\d{1,3}) \((?=\w)"
+    r"(?:\[([\w.-]+):(\d{1,18})(?:\s*:\d{1,18}){1,2}\][^\[]{0,80}?|^\s*|UCX\s+ERROR\s+)"
+    r"Caught signal (\d{1,3}) \((?=[A-Z][a-z])"
 )
 """UCX's banner; the ``[host:pid:tid:thread]`` prefix is left out by some builds (and by
-users pasting), the signal's name in parentheses after the number is always there."""
+users pasting), or comes with UCX's time stamp and log level; the signal's description in
+parentheses after the number (``Segmentation fault: ...``, never ``SIGTERM``) always."""
 _OPEN_MPI = re.compile(r"\[([\w.-]+):(\d{1,18})\] Signal: [\w ]+ \((\d{1,3})\)")
 _FAULTHANDLER = re.compile(
     r"Fatal Python error: (Segmentation fault|Aborted|Bus error|Floating point exception)"
 )
+_CORE_WORDS = "Segmentation fault|Aborted|Bus error|Illegal instruction|Floating point exception"
+"""What the shell prints for the signals that dump a core (``strsignal``)."""
 _SHELL = re.compile(
-    r"(?:^|\s)(\d{1,18}) (Segmentation fault|Aborted|Bus error)\s+\(core dumped\)|"
-    r"^(Segmentation fault|Aborted|Bus error) \(core dumped\)|"
-    r"^(?:.{0,200}line \d{1,9}:\s+(\d{1,18}) )?(Killed)(?:\s{2,}\S.{0,300})?$"
+    rf"(?:^|\s)(\d{{1,18}}) ({_CORE_WORDS})\s+\(core dumped\)|"
+    rf"^\s*({_CORE_WORDS}) \(core dumped\)|"
+    r"^\s*(?:.{0,200}line \d{1,9}:\s+(\d{1,18}) )?(Killed)(?:\s{2,}\S.{0,300})?$"
 )
 """The shell's report of a child a signal ended: ``./run.sh: line 8:  3031 Segmentation fault
 (core dumped) ./train``; SIGKILL, which dumps no core, as ``Killed`` alone (bash, in front of
@@ -75,6 +79,25 @@ def self_reported(text: str) -> bool:
     return any(pattern.search(text) for pattern in _IN_PROCESS)
 
 
+_LOADER_WORKER = re.compile(
+    r"DataLoader worker \(pids?(?:\(s\))? [\d, ]{1,200}\) (?:is killed by signal: "
+    rf"({_CORE_WORDS}|Killed|Terminated)|exited unexpectedly)|"
+    r"Unexpected (segmentation fault|bus error|floating point exception) encountered in worker"
+)
+"""PyTorch's data loader, whose worker process a signal ended (the OOM killer's ``Killed``
+most often): the rank raises it and ends too."""
+_KERNEL_TRAP = re.compile(
+    r"\b[\w.:/-]{1,40}\[(\d{1,18})\]:? (?:segfault at [0-9a-fA-F]{1,16} ip|"
+    r"(general protection fault|trap invalid opcode|trap divide error) ip:)"
+)
+"""The kernel's own line for a process it sent a fatal signal (``dmesg``): ``python[4242]:
+segfault at 0 ip ... error 4 in libc.so.6``, ``traps: python[4242] general protection fault
+ip:...``."""
+_TRAP_SIGNALS = {
+    "general protection fault": -11,
+    "trap invalid opcode": -4,
+    "trap divide error": -8,
+}
 _SHM_TOO_SMALL = re.compile(r"insufficient shared memory|out of shared memory")
 _FAILED_CHECK = re.compile(
     r"(?:^|[\s:>\]])F\d{4} \d\d:\d\d:\d\d\.\d{1,6}\s{1,4}\d{1,10} [\w.-]{1,80}:\d{1,6}\]"
@@ -108,6 +131,11 @@ def events(line: Line) -> list[LogEvent]:
         return [line.event(kinds.EXIT, text=f"{OWN_ABORT}: {found}"[:400])] if found else []
     if "received by PID" in text and (m := _GLOG.search(text)):
         return [line.event(kinds.EXIT, pid=int(m.group(2)), code=signal_code(m.group(1)))]
+    if ("segfault at" in text or "traps:" in text) and (m := _KERNEL_TRAP.search(text)):
+        return [line.event(kinds.EXIT, pid=int(m.group(1)), code=_TRAP_SIGNALS.get(m[2], -11))]
+    if "worker" in text and (m := _LOADER_WORKER.search(text)):
+        said = m.group(1) or (m.group(2) or "").capitalize()
+        return [line.event(kinds.EXIT, code=SIGNAL_WORDS.get(said))]
     if (
         "ignal" not in text
         and "(core dumped)" not in text

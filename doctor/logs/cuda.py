@@ -71,8 +71,11 @@ _HARDWARE = re.compile(
     r"(?i)uncorrectable ECC|ECC error|GPU is lost|fallen off the bus|"
     r"NVLINK_UNCORRECTABLE|HARDWARE_STACK_ERROR|ECC_UNCORRECTABLE|uncorrectable NVLink"
 )
-NO_SUCH_DEVICE = r"invalid device ordinal|CUDA_ERROR_INVALID_DEVICE\b"
-"""A GPU index the machine does not have (error 101)."""
+NO_SUCH_DEVICE = (
+    r"invalid device ordinal|CUDA_ERROR_INVALID_DEVICE\b|device >= 0 && device < num_gpus"
+)
+"""A GPU index the machine does not have (error 101; torch's own check of the index, raised
+lazily as ``DeferredCudaCallError``)."""
 FABRIC_NOT_READY = r"system not yet initialized|cudaErrorSystemNotReady|CUDA_ERROR_SYSTEM_NOT_READY"
 """Error 802: an NVSwitch machine whose fabric manager is not running."""
 DRIVER_TOO_OLD = (

@@ -62,11 +62,15 @@ _RUNTIME_LOST = re.compile(
     r"ORTE has lost communication with a remote daemon|"
     r"An MPI communication peer process has unexpectedly disconnected|"
     r"JAX distributed service detected fatal errors|"
-    r"The actor died (?:unexpectedly|because its node has died)"
+    r"The actor died (?:unexpectedly|because its node has died)|"
+    r"A worker died or was killed while executing|"
+    r"has been marked dead because the detector has missed too many heartbeats|"
+    r"Worker proc \S{1,80} died unexpectedly"
 )
 """A runtime's own word that one of the job's processes (or its node) is gone: Open MPI's
 daemon or peer lost, JAX's coordination service seeing another task die, a Ray actor (a
-trainer's worker) that died. Which one, and why, the runtime does not say here."""
+trainer's worker) or worker process that died, a Ray node its head stopped hearing from, a
+vLLM worker process that died. Which one, and why, the runtime does not say here."""
 LAUNCH_SETUP = re.compile(
     r"pyxis: (?:couldn't start container|container start failed)|"
     r"spank: required plugin \S{1,200}: \w{1,40}\(\) failed|Failed to invoke spank plugin stack|"
@@ -74,11 +78,12 @@ LAUNCH_SETUP = re.compile(
     r"(?:mpirun|prterun) was unable to (?:launch|find) the specified (?:application|executable)|"
     r"ORTE was unable to reliably start one or more daemons|"
     r"PMIX? ERROR: .{0,200}?(?:UNREACHABLE|NOT-FOUND|OUT-OF-RESOURCE)|"
-    r"PMI2?_Init failed"
+    r"PMI2?_Init failed|It looks like (?:MPI_INIT|orte_init|opal_init) failed"
 )
 """The launcher could not start the job's processes (SLURM's container plugin pyxis or
 another spank plugin, Open MPI's slots and daemons, PMI and PMIx: an MPI built without
-SLURM's PMI started by srun): the set-up, before any rank ran.
+SLURM's PMI started by srun; Open MPI's own start, ``It looks like MPI_INIT failed``): the
+set-up, before any rank ran.
 An ``Exited with exit code 1`` that follows is that failure, not a rank's."""
 _MPIRUN = re.compile(
     r"process rank (\d{1,18}) with PID (\d{1,18}) on node ([\w.-]+) exited on signal (\d{1,18})"
@@ -137,6 +142,7 @@ SIGNAL_WORDS = {
     "Bus error": -7,
     "Terminated": -15,
     "Floating point exception": -8,
+    "Illegal instruction": -4,
 }
 """The exit code (minus the signal) of the words a shell or a runtime prints for a signal."""
 
@@ -188,14 +194,20 @@ def events(line: Line) -> list[LogEvent]:
     if "MPI_ABORT" in text and (m := _MPI_ABORT.search(text)):
         said = f"{OWN_ABORT}: {text.strip()[:300]}"
         return [line.event(kinds.EXIT, rank=int(m.group(1)), code=None, text=said)]
-    if ("ORTE" in text or "MPI" in text or "JAX" in text or "actor" in text) and (
+    if ("ORTE" in text or "MPI" in text or "JAX" in text or "died" in text or "dead" in text) and (
         _RUNTIME_LOST.search(text)
     ):
         return [line.event(kinds.EXIT, rank=None, code=None)]
     if ("oom" in text or "OOM" in text or "low on memory" in text) and _STEP_OOM.search(text):
         return [line.event(kinds.OOM, code=kinds.KILLED)]
     if (
-        "pyxis" in text or "spank" in text or "slots" in text or "unable" in text or "PMI" in text
+        "pyxis" in text
+        or "spank" in text
+        or "slots" in text
+        or "unable" in text
+        or "PMI" in text
+        or "init failed" in text
+        or "INIT failed" in text
     ) and LAUNCH_SETUP.search(text):  # one of these words is in every line it matches
         return [line.event(kinds.BOOTSTRAP)]
     if m := _MPIRUN.search(text):

@@ -24,9 +24,18 @@ _LOST = re.compile(
 )
 
 
+_NVML_LOST = re.compile(r"NVMLError_GpuIsLost|NVML_ERROR_GPU_IS_LOST")
+"""NVML's own error for a GPU that dropped off, as ``pynvml`` raises it (a monitor, a
+framework's device query) without a bus id."""
+
+
 def events(line: Line) -> list[LogEvent]:
     """nvidia-smi's error lines about one GPU."""
-    if "GPU" not in line.text or not (m := _LOST.search(line.text)):
+    if "GPU" not in line.text:
+        return []
+    if _NVML_LOST.search(line.text):
+        return [line.event(kinds.GPU_FAULT, text=line.text.strip()[:300])]
+    if not (m := _LOST.search(line.text)):
         return []
     bus = next(g for g in m.groups() if g)
     return [line.event(kinds.GPU_FAULT, device=bus.lower())]

@@ -100,6 +100,11 @@ _RECORDED = 40
 
 SIGBUS = -7
 """A bus error: a mapped file (NCCL's /dev/shm segment in a container) ran out under it."""
+SIGILL = -4
+"""An illegal instruction: a trap the program set off itself (``__builtin_trap``, an assertion
+built as one) or code built for another CPU; like an abort, a rank's own end only where
+nothing failed before it."""
+_SELF_STOPS = frozenset({-signal.SIGABRT, SIGILL})
 
 
 _BESIDE_AN_OWN_ABORT = frozenset(
@@ -140,10 +145,12 @@ def _own_exits(view: LogView) -> tuple[list[LogEvent], list[LogEvent]]:
     alone = _failed_alone(view)
     own, unexplained = [], []
     for e in view.of_kind(kinds.EXIT):
-        if alone and e.code == -signal.SIGABRT and crash.self_reported(e.text):
+        if alone and e.code in _SELF_STOPS and crash.self_reported(e.text):
             own.append(e)  # nothing waited or failed before it: the rank's own abort
             continue
-        if e.code == 0 or e.code in COLLATERAL_CODES or (shm and e.code == SIGBUS):
+        if e.code == 0 or e.code in COLLATERAL_CODES or e.code == SIGILL:
+            continue
+        if shm and e.code == SIGBUS:
             continue  # a bus error where NCCL's setup failed: /dev/shm ran out (bootstrap)
         if (e.code is not None and e.code < 0) or e.rank in oom_ranks or e.pid in oom_pids:
             own.append(e)
@@ -175,7 +182,7 @@ def rank_loss(view: LogView) -> list[Candidate]:
         if all(e.code == SIGBUS and not shm.bus_code_named(e.text) for e in own):
             out.append(_bus_error(ranks, own))
             out.append(_loss(ranks, Confidence.LOW, summary, 45, own, "log_rank_loss"))
-        elif all(e.code == -signal.SIGABRT for e in own):
+        elif all(e.code in _SELF_STOPS for e in own):
             summary += (
                 ". It reported the abort itself and the logs hold no timeout or error it "
                 "could follow; if the excerpt left out a watchdog timeout before it, the "

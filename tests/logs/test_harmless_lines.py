@@ -9,11 +9,10 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+from rules_alone import PASTED
+from rules_alone import rules as _rules
 
-from doctor.evidence import Evidence
-from doctor.logs.parse import parse_text
-from doctor.model import Confidence, HangClass, Verdict
-from doctor.verdict.classify import classify
+from doctor.model import Confidence, HangClass
 
 HARMLESS = [
     line
@@ -46,23 +45,12 @@ FAILURES = {
 }
 
 
-def _rules(lines: list[str]) -> Verdict:
-    """The rules' verdict on ``lines`` (the word model, which reads every word, given none)."""
-    events = parse_text(lines, "job.log").events
-    return classify(Evidence(job="j", ranks_expected=None, logs=events, log_files=("job.log",)))
-
-
 def test_the_failures_are_read_as_what_they_are() -> None:
     assert [_rules(lines).hang_class for lines in FAILURES.values()] == [
         HangClass.UNKNOWN,  # one rank's timeout alone: its cause is elsewhere
         HangClass.RANK_LOSS,
         HangClass.NETWORK,
     ]
-
-
-PASTED = ("", "> ", "    ", "[rank3]: ", "2024-05-01T10:00:00.123456789Z stderr F ")
-"""As printed, quoted in a reply, indented in a list, under torchrun's label, under the
-container runtime's prefix."""
 
 
 @pytest.mark.parametrize("line", HARMLESS, ids=range(len(HARMLESS)))

@@ -1344,3 +1344,37 @@ def test_an_xid_that_records_is_a_suspect_gpu_and_one_that_fails_is_the_cause() 
     failed = records[0].replace(": 63,", ": 94,")
     cause = _verdict([failed, *killed])
     assert (cause.hang_class, cause.confidence) == (HangClass.GPU_HANG, Confidence.HIGH)
+
+
+def test_an_illegal_instruction_after_the_set_up_failed_is_the_set_up_not_a_lost_rank() -> None:
+    # GIVEN NCCL's set-up failing, then the process trapping on itself (a C++ runtime's
+    # assertion built as ud2)
+    lines = [
+        "node1:4242:4242 [0] init.cc:1582 NCCL WARN Cuda failure 'CUDA driver version is insufficient for CUDA runtime version'",
+        "Illegal instruction (core dumped)",
+    ]
+    # THEN the set-up is the story; alone, the trap is the rank's own end
+    assert _verdict(lines).hang_class is HangClass.BOOTSTRAP
+    alone = _verdict(lines[1:])
+    assert (alone.hang_class, alone.confidence) == (HangClass.RANK_LOSS, Confidence.MEDIUM)
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        "[ 8765.432109] python[24680]: segfault at 0 ip 00007f1e2a2a1b2c sp 00007ffd4c3b2a10 error 4 in libc.so.6[7f1e2a228000+195000]",
+        "[ 8765.432109] traps: pt_main_thread[24680] general protection fault ip:7f1e2a2a1b2c sp:7ffd4c3b2a10 error:0 in libtorch_cuda.so[7f1d00000000+40000000]",
+    ],
+)
+def test_the_kernels_line_for_a_crashed_process_names_its_pid(line: str) -> None:
+    (event,) = [e for e in parse_text([line], "dmesg.txt").events if e.kind == kinds.EXIT]
+    assert (event.pid, event.code) == (24680, -11)
+
+
+def test_a_data_loader_worker_a_signal_ended_ends_its_rank() -> None:
+    (event,) = parse_text(
+        ["[rank2]: RuntimeError: DataLoader worker (pid 24680) is killed by signal: Killed. "],
+        "job.log",
+    ).events
+    # the worker's pid is not the rank's: only the label names who ended
+    assert (event.kind, event.rank, event.pid, event.code) == (kinds.EXIT, 2, None, -9)

@@ -1,0 +1,48 @@
+"""What each runtime a training job prints through says when a rank dies, a GPU or a link
+fails, the set-up fails, ranks disagree or a backend refuses: read as that failure, alone
+and as pasted. ``failure_lines.txt`` holds one record per line (``class<TAB>text``, ``\\n``
+between the lines of a record), written from what torch, NCCL, glibc, Open MPI, MPICH, UCX,
+SLURM, the kernel, the NVIDIA driver, Ray, vLLM, DeepSpeed and Horovod print; no corpus case
+was read for it. A message whose class depends on what else the logs say (a store's
+``Socket Timeout``, a lone traceback) is not in it."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rules_alone import PASTED, rules
+
+from doctor.model import HangClass
+
+RECORDS = [
+    (HangClass(cls), text.split("\\n"))
+    for cls, text in (
+        line.split("\t", 1)
+        for line in (Path(__file__).parent / "failure_lines.txt").read_text().splitlines()
+        if line.strip() and not line.startswith("#")
+    )
+]
+
+
+@pytest.mark.parametrize(("hang_class", "lines"), RECORDS, ids=range(len(RECORDS)))
+def test_a_failure_is_read_as_what_it_is_however_pasted(
+    hang_class: HangClass, lines: list[str]
+) -> None:
+    for prefix in PASTED:
+        # GIVEN a runtime's failure record, as printed or as pasted
+        verdict = rules([prefix + line for line in lines])
+        # THEN the rules read it as its class
+        assert verdict.hang_class is hang_class, (prefix, verdict.summary)
+
+
+def test_the_catalogue_holds_every_class_a_log_can_tell() -> None:
+    assert {cls for cls, _ in RECORDS} >= {
+        HangClass.RANK_LOSS,
+        HangClass.GPU_HANG,
+        HangClass.NETWORK,
+        HangClass.BOOTSTRAP,
+        HangClass.COLLECTIVE_MISMATCH,
+        HangClass.UNSUPPORTED_OP,
+        HangClass.COMPILE_WARMUP,
+    }
