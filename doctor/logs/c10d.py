@@ -374,8 +374,12 @@ _STORE_WAIT = re.compile(
 )
 _STORE_GONE = re.compile(
     r"(?:recvValue|recvBytes|sendBytes)\w* failed .*?remote=\[([\w.:-]+)\]|"
-    r"Connection was likely closed\. Did the remote server shutdown or crash"
+    r"Connection was likely closed\. Did the remote server shutdown or crash|"
+    r"has failed to send a keep-alive heartbeat to the rendezvous"
 )
+"""The store's other end gone: its socket closed under a read or a write, or torchelastic's
+agent no longer reaching the rendezvous it keeps alive (the store's host, or its agent, is
+down)."""
 
 
 MAX_STREAMS = 4096

@@ -73,11 +73,12 @@ _RESET_REQUIRED = re.compile(r"NVRM: .*?(?:NV_ERR_RESET_REQUIRED|Reset required)
 """The resource manager's status 0x62 (``nvstatuscodes.h``): the GPU must be reset before it
 runs anything again; every later CUDA call on it fails (``cudaErrorDevicesUnavailable``)."""
 _INIT_FAILED = re.compile(
-    r"NVRM: GPU (?:at PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^:]{0,8}: "
-    r"RmInitAdapter failed"
+    r"NVRM: (?:GPU (?:at PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^:]{0,8}: )?"
+    r"(?:RmInitAdapter|rm_init_adapter) failed"
 )
-"""The driver could not bring a GPU up (``RmInitAdapter failed! (0x26:0x65:1497)``): it is
-gone to every process until the node is serviced."""
+"""The driver could not bring a GPU up (``RmInitAdapter failed! (0x26:0x65:1497)``, ``rm_init_adapter
+failed for device bearing minor number 0``): it is gone to every process until the node is
+serviced."""
 _GPU_NAMED = re.compile(r"NVRM: The NVIDIA GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})")
 _GPU_FAILED = re.compile(r"fallen off the bus|not responding to commands|probe routine failed")
 _JOURNAL_HOST = re.compile(
@@ -146,12 +147,13 @@ def events(line: Line) -> list[LogEvent]:
             )
         ]
     if m := _INIT_FAILED.search(text):
+        device = (m.group(1) or "").lower()
         return [
             line.event(
                 kinds.GPU_FAULT,
-                device=m.group(1).lower(),
+                device=device,
                 host=host,
-                text=f"NVRM: the GPU {m.group(1).lower()} failed to initialise (RmInitAdapter)",
+                text=f"NVRM: the GPU {device or 'of the node'} failed to initialise (RmInitAdapter)",
             )
         ]
     if "probe routine failed" in text:

@@ -35,12 +35,15 @@ _COLLATERAL_TEXT = re.compile(
 )
 _CLOSED = re.compile(
     r"[Cc]onnection closed by (?:remote )?peer|[Cc]onnection reset by peer|Broken pipe|"
-    r"UNAVAILABLE: Socket closed|got 0 bytes|Connection was likely closed"
+    r"UNAVAILABLE: Socket closed|got 0 bytes|Connection was likely closed|"
+    r"failed to send a keep-alive heartbeat"
 )
 """The kernel's words for a peer whose end went away: an end of file, a reset (ECONNRESET), a
 write into a socket it closed (EPIPE); gRPC's and torch's store's for the same end of file
 (``Failed to recv, got 0 bytes``). Its kernel sends these when its process exits (a reset
-when data was left unread) or its host restarts; a link that fails sends nothing."""
+when data was left unread) or its host restarts; a link that fails sends nothing. And
+torchelastic's agent that can no longer reach the rendezvous store another node's agent
+hosts: that node or its agent went away."""
 _ABRUPT = re.compile(r"reset by remote peer|Connection timed out|No route to host")
 """What a failing link causes: no answer, or UCX's ``UCS_ERR_CONNECTION_RESET`` ("reset by
 remote peer"), which UCX also raises when its own transport (a NIC) fails."""
