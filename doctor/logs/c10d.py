@@ -176,7 +176,7 @@ _JIT_DONE = (
     r"Loading extension module|Time (?:taken )?to compile(?: or load)? \S{1,100} op:|"
     r"done with compiling and loading fused kernels"
 )
-JIT_LOADED = re.compile(_JIT_DONE)
+_JIT_LOADED = re.compile(_JIT_DONE)
 """What torch prints once a build is done, ColossalAI's builder (whose start is its
 ``... kernel during runtime now``) and Megatron's (``>>> done with compiling and loading
 fused kernels``): the job went past it."""
@@ -312,12 +312,14 @@ after``, in older releases ``has failed to connect to any network address of``),
 with no address of one family (``The IPv6 network addresses of (node01, 29500) cannot be
 retrieved (gai error: -9 - Address family for hostname not supported)``: the other family is
 tried). Many healthy jobs print one at start. A name that does not resolve at all
-(``Name or service not known``) is no retry."""
+(``Name or service not known``) is no retry, nor is the same words raised (``DistNetworkError:
+The client socket has failed to connect to ...``): the client gave up."""
+_RAISED = re.compile(r"\w(?:Error|Exception): ")
 
 
 def connect_retry(text: str) -> bool:
     """Whether ``text`` is the store's warning that one attempt, or one family, failed."""
-    return _CONNECT_RETRY.search(text) is not None
+    return _CONNECT_RETRY.search(text) is not None and _RAISED.search(text) is None
 
 
 _OVERCOUNTED = re.compile(
@@ -463,7 +465,7 @@ class C10dParser:
         if _COMPILING.search(text) or (
             ("baton" in text or "_jit_compile" in text) and _JIT_STACK.search(text)
         ):  # one of these words is in every line _JIT_STACK matches: most lines skip it
-            self._event(kinds.COMPILING)
+            self._event(kinds.COMPILED if _JIT_LOADED.search(text) else kinds.COMPILING)
         if m := _DDP_STATS.search(text):
             self._event(kinds.PROGRESS, rank=int(m.group(1)), nranks=int(m.group(2)))
         if "monitoredBarrier" in text and (m := _MONITORED.search(text)):

@@ -76,9 +76,9 @@ _INIT_FAILED = re.compile(
     r"NVRM: (?:GPU (?:at PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^:]{0,8}: )?"
     r"(?:RmInitAdapter|rm_init_adapter) failed"
 )
-"""The driver could not bring a GPU up (``RmInitAdapter failed! (0x26:0x65:1497)``, ``rm_init_adapter
-failed for device bearing minor number 0``): it is gone to every process until the node is
-serviced."""
+"""The driver could not bring a GPU up (``RmInitAdapter failed! (0x26:0x65:1497)``,
+``rm_init_adapter failed for device bearing minor number 0``): it is gone to every process
+until the node is serviced."""
 _GPU_NAMED = re.compile(r"NVRM: The NVIDIA GPU ([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})")
 _GPU_FAILED = re.compile(r"fallen off the bus|not responding to commands|probe routine failed")
 _JOURNAL_HOST = re.compile(
@@ -153,7 +153,7 @@ def events(line: Line) -> list[LogEvent]:
                 kinds.GPU_FAULT,
                 device=device,
                 host=host,
-                text=f"NVRM: the GPU {device or 'of the node'} failed to initialise (RmInitAdapter)",
+                text=f"NVRM: the GPU {device or 'of the node'} failed to start (RmInitAdapter)",
             )
         ]
     if "probe routine failed" in text:

@@ -67,6 +67,9 @@ KILLED = -9
 """SIGKILL, what the OOM killer sends."""
 BOOTSTRAP = "bootstrap"
 """Communicator or store creation failed: ``peer`` is the address or interface it names."""
+CONNECT_RETRY = "connect_retry"
+"""A connection being retried (the store's client, NCCL's socket layer): healthy jobs print
+these while their peers start; a set-up failure only where nothing says it connected."""
 NETWORK = "network"
 """A transport error once the job ran: ``peer`` is the other end it names."""
 PEER_GONE = "peer_gone"
@@ -86,6 +89,9 @@ that rank's work, whether by a hardware fault or a bug in a kernel."""
 COMPILING = "compiling"
 """A rank says it is compiling: torch.compile (dynamo, inductor, autotuning) or a JIT
 extension build (torch.utils.cpp_extension, Megatron's fused kernels, DeepSpeed ops)."""
+COMPILED = "compiled"
+"""A rank says a build it ran is done (torch's ``Loading extension module``, Megatron's
+``done with compiling and loading fused kernels``): it compiles no more."""
 OUTLIER = "outlier"
 """NCCL's own diagnostics measured ``rank``'s link far from the median (``NCCL DIAG``)."""
 PROGRESS = "progress"
@@ -136,6 +142,7 @@ ALL = (
     TRACEBACK_CUT,
     OOM,
     BOOTSTRAP,
+    CONNECT_RETRY,
     NETWORK,
     PEER_GONE,
     UNSUPPORTED_OP,
@@ -143,6 +150,7 @@ ALL = (
     IOMMU_FAULT,
     CUDA_ERROR,
     COMPILING,
+    COMPILED,
     OUTLIER,
     PROGRESS,
     WORKING,
@@ -158,3 +166,7 @@ ALL = (
 
 RAS_KINDS = frozenset({RAS_DEAD, RAS_MISSING, RAS_COUNT, RAS_ERROR})
 """Kinds whose ``rank`` is a rank of the communicator ``process_group`` names."""
+
+SET_UP_PROGRESS = frozenset({RANK_INFO, JOINING, JOINED, COMPILED})
+"""Who a process is and how far its set-up got (NCCL's init line, a rendezvous joined, a
+build done): a log holds these whatever failed later, and they never say that something did."""

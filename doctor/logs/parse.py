@@ -27,6 +27,7 @@ from doctor.logs import (
     crash,
     cuda,
     kernel,
+    kinds,
     launcher,
     nccl,
     ras,
@@ -229,6 +230,11 @@ def _block_for(line: Line) -> type | None:
     return None
 
 
+def _retried(text: str) -> bool:
+    """Whether a set-up line says a connection is being retried, not that it failed."""
+    return c10d.connect_retry(text) or nccl.CONNECT_RETRY.search(text) is not None
+
+
 class Parser:
     """Feed it a text's lines one at a time; ``finish`` returns what they held."""
 
@@ -379,6 +385,8 @@ class Parser:
                 else:
                     result.cut["stacks"] += 1
                 continue
+            if fact.kind == kinds.BOOTSTRAP and _retried(fact.text):
+                fact = replace(fact, kind=kinds.CONNECT_RETRY)
             key = (fact.rank, fact.kind, fact.host, fact.pid, fact.process_group, fact.op)
             same = (*key, fact.seq, fact.text)
             if same in self._seen:

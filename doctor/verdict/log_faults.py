@@ -110,18 +110,20 @@ nothing failed before it."""
 _SELF_STOPS = frozenset({-signal.SIGABRT, SIGILL})
 
 
-_BESIDE_AN_OWN_ABORT = frozenset(
-    {
-        kinds.EXIT,
-        kinds.EXITING,
-        kinds.EXCEPTION,
-        kinds.TRACEBACK_CUT,
-        kinds.RANK_INFO,
-        kinds.PROGRESS,
-        kinds.WORKING,
-    }
-)
-"""What logs may hold beside a rank's own abort. Anything else (a watchdog's timeout, NCCL's,
+_BESIDE_AN_OWN_ABORT = kinds.SET_UP_PROGRESS | {
+    kinds.CONNECT_RETRY,
+    kinds.COMPILING,
+    kinds.EXIT,
+    kinds.EXITING,
+    kinds.EXCEPTION,
+    kinds.TRACEBACK_CUT,
+    kinds.PROGRESS,
+    kinds.WORKING,
+    kinds.NCCL_CALL,
+    kinds.COLLECTIVE_AT,
+}
+"""What logs may hold beside a rank's own abort (NCCL's and torch's traces of the calls made
+are positions, not failures). Anything else (a watchdog's timeout, NCCL's,
 CUDA's or the set-up's error, a lost peer) is what ends a rank on SIGABRT as a consequence:
 ProcessGroupNCCL's watchdog, or C++ ``terminate`` on an error raised in a library's thread."""
 
@@ -474,25 +476,20 @@ def _first_named(
     return None
 
 
-_RETRIES = 45
-"""Retry warnings alone (the store client's, NCCL's socket layer's): below a transport error
-(a job past its set-up) and a rank's own loss, which a retry, often printed by healthy jobs,
-does not outweigh."""
-
-
-def _retry(text: str) -> bool:
-    """Whether ``text`` says a connection is being retried, not that it failed."""
-    return c10d.connect_retry(text) or nccl.CONNECT_RETRY.search(text) is not None
+_RETRIES = 22
+"""Retry warnings alone (the store client's, NCCL's socket layer's), with nothing saying the
+ranks connected after them: below every other rule's finding, which a retry, printed by
+healthy jobs while their peers start, does not outweigh."""
 
 
 def bootstrap(view: LogView) -> list[Candidate]:
     found = view.of_kind(kinds.BOOTSTRAP)
-    if not found:
-        return []
+    retries = not found
+    if retries:  # only retry warnings: a failure only where nothing says they connected
+        found = view.of_kind(kinds.CONNECT_RETRY)
+        if not found or view.past_connecting():
+            return []
     late = view.ran_collectives()
-    retries = all(_retry(e.text) for e in found)
-    if retries and late:  # retried, then reached: the job ran collectives
-        return []
     ranks = ranks_of(found)
     peers = sorted({e.peer for e in found if e.peer})
     what, said, advice = _bootstrap_cause(found)

@@ -52,12 +52,13 @@ log_bus_error           60        ranks were killed by a bus error whose kind no
                                   (``exitcode: -7``, ``Signal 7 (SIGBUS)``) and by nothing
                                   else: /dev/shm full or too small (bootstrap, low; the lost
                                   rank, 45, the alternative)
-log_bootstrap           76/50/45  communicator or store creation failed, or a set-up error
-                        /40       that names its cause (50, low confidence, when only one of
+log_bootstrap           76/50/40  communicator or store creation failed, or a set-up error
+                        /22       that names its cause (50, low confidence, when only one of
                                   NCCL's bare error classes says so: system, CUDA, internal,
-                                  invalid usage or argument; 45, low, when only retry
-                                  warnings do, the store's or NCCL's, none once a collective
-                                  had run; 40 once a collective had run)
+                                  invalid usage or argument; 40 once a collective had run;
+                                  22, low, when only retry warnings do, the store's or
+                                  NCCL's, none once anything says the ranks connected: a
+                                  collective, a watchdog, NCCL's init, a stack, a barrier)
 log_iommu               72/25     the kernel's IOMMU refused a device's DMA (Intel's DMAR
                                   fault, AMD-Vi's IO_PAGE_FAULT): peer-to-peer writes blocked;
                                   25, low: only RCCL's warning that iommu=pt is missing
@@ -549,8 +550,8 @@ def compiling(view: LogView) -> list[Candidate]:
     """A collective timed out while a rank said it was compiling, and nothing failed harder.
     A rank whose last word on compiling is that its build was done (``Loading extension
     module``) was compiling no more."""
-    last = {e.rank: e for e in view.of_kind(kinds.COMPILING)}
-    found = [e for e in last.values() if not c10d.JIT_LOADED.search(e.text)]
+    last = {e.rank: e for e in view.of_kind(kinds.COMPILING, kinds.COMPILED)}
+    found = [e for e in last.values() if e.kind == kinds.COMPILING]
     timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
     if not found or not timeouts:
         return []
@@ -580,9 +581,8 @@ def build_unfinished(view: LogView) -> list[Candidate]:
     there. torch builds under a ``lock`` file in the build directory and every other
     process waits while it exists, so one left by an interrupted build waits forever."""
     builds = [e for e in view.of_kind(kinds.COMPILING) if c10d.JIT_BUILD.search(e.text)]
-    finished = c10d.JIT_LOADED.search(
-        next((e.text for e in reversed(view.of_kind(kinds.COMPILING))), "")
-    )
+    said = view.of_kind(kinds.COMPILING, kinds.COMPILED)
+    finished = bool(said) and said[-1].kind == kinds.COMPILED
     if not builds or finished or view.of_kind(*(log_waits.FAULTS - {kinds.COMPILING})):
         return []
     lock = next((e for e in builds if "ock file" in e.text), None)

@@ -57,6 +57,25 @@ class LogView:
             for e in self.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.WORK_PROGRESS, kinds.COLLECTIVE_AT)
         ) or bool(self.of_kind(kinds.PROGRESS))
 
+    def past_connecting(self) -> bool:
+        """Whether anything says the ranks got past connecting to each other: a collective
+        that ran, a process group or communicator that exists (a watchdog timing one out,
+        NCCL's init line, a rendezvous completed), ranks at a barrier or in a dumped stack."""
+        return (
+            self.ran_collectives()
+            or bool(self.dumps)
+            or bool(
+                self.of_kind(
+                    kinds.WATCHDOG_TIMEOUT,
+                    kinds.RANK_INFO,
+                    kinds.JOINED,
+                    kinds.WAITS_FOR_MAIN,
+                    kinds.COLLECTIVE_AT,
+                    kinds.NCCL_CALL,
+                )
+            )
+        )
+
     def after_own_timeout(self, found: Iterable[LogEvent]) -> list[LogEvent]:
         """The events of ``found`` that follow, in their file, their own rank's watchdog
         timeout: once a rank's watchdog aborted its communicator, its peers' closes and NCCL's

@@ -48,16 +48,18 @@ STACKS_HINT = (
     "stacks of the lagging ranks (py-spy dump, or a Flight Recorder dump): in their own code "
     "is cpu_stuck, in another collective is collective_mismatch, gone is rank_loss"
 )
-FAULTS = frozenset(kinds.ALL) - {
-    kinds.EXITING,
-    kinds.RANK_INFO,
-    kinds.PROGRESS,
-    kinds.WORKING,
-    kinds.RAS_COUNT,
-    kinds.NCCL_CALL,
-    kinds.JOINING,
-    kinds.JOINED,
-}
+FAULTS = (
+    frozenset(kinds.ALL)
+    - kinds.SET_UP_PROGRESS
+    - {
+        kinds.EXITING,
+        kinds.PROGRESS,
+        kinds.WORKING,
+        kinds.RAS_COUNT,
+        kinds.NCCL_CALL,
+        kinds.CONNECT_RETRY,
+    }
+)
 
 
 def _furthest(view: LogView, *of: str) -> dict[str, dict[int, int]]:
@@ -348,16 +350,15 @@ def left_loop(view: LogView) -> list[Candidate]:
 
 EARLY_SEQ = 5
 """A process group's first few collectives: set-up's broadcasts and the first barrier."""
-_QUIET = frozenset(
-    {
-        kinds.WATCHDOG_TIMEOUT,
-        kinds.NCCL_ABORT,
-        kinds.WORK_PROGRESS,
-        kinds.RANK_INFO,
-        kinds.PROGRESS,
-        kinds.NCCL_CALL,
-    }
-)
+_QUIET = kinds.SET_UP_PROGRESS | {
+    kinds.CONNECT_RETRY,
+    kinds.COMPILING,
+    kinds.WATCHDOG_TIMEOUT,
+    kinds.NCCL_ABORT,
+    kinds.WORK_PROGRESS,
+    kinds.PROGRESS,
+    kinds.NCCL_CALL,
+}
 
 
 def _quiet(view: LogView) -> bool:

@@ -106,11 +106,12 @@ def test_info_lines_of_configuration_are_read_by_nccl_s_parser_and_failures_by_a
         "node1:1:1 [0] NCCL INFO Call to connect returned Connection refused, retrying",
         "node1:1:1 [0] NCCL INFO init.cc:1356 -> 6",
     ]
-    # WHEN read THEN the channel says nothing, the rank is known, the failures are set-up
+    # WHEN read THEN the channel says nothing, the rank is known, the retry is one, the
+    # failure is set-up
     found = [[(e.kind, e.rank) for e in parse_lines([line])] for line in lines]
     assert found == [
         [],
         [(kinds.RANK_INFO, 3)],
-        [(kinds.BOOTSTRAP, None)],
+        [(kinds.CONNECT_RETRY, None)],
         [(kinds.BOOTSTRAP, None)],
     ]
