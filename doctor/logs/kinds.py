@@ -170,3 +170,8 @@ RAS_KINDS = frozenset({RAS_DEAD, RAS_MISSING, RAS_COUNT, RAS_ERROR})
 SET_UP_PROGRESS = frozenset({RANK_INFO, JOINING, JOINED, COMPILED})
 """Who a process is and how far its set-up got (NCCL's init line, a rendezvous joined, a
 build done): a log holds these whatever failed later, and they never say that something did."""
+BENIGN = SET_UP_PROGRESS | {EXITING, PROGRESS, WORKING, RAS_COUNT, NCCL_CALL, CONNECT_RETRY}
+"""What a log holds whatever failed: set-up's progress, a program ending, the job's progress,
+RAS's counts, NCCL's call trace, a connection retried."""
+FAULTS = frozenset(ALL) - BENIGN
+"""What says something failed, or waits (every other kind)."""

@@ -477,9 +477,9 @@ def _first_named(
 
 
 _RETRIES = 22
-"""Retry warnings alone (the store client's, NCCL's socket layer's), with nothing saying the
-ranks connected after them: below every other rule's finding, which a retry, printed by
-healthy jobs while their peers start, does not outweigh."""
+"""Retry warnings alone (the store client's, NCCL's socket layer's): nothing else failed or
+waited, and nothing says the ranks connected after them; below every other rule's finding,
+which a retry, printed by healthy jobs while their peers start, does not outweigh."""
 
 
 def bootstrap(view: LogView) -> list[Candidate]:
@@ -487,7 +487,7 @@ def bootstrap(view: LogView) -> list[Candidate]:
     retries = not found
     if retries:  # only retry warnings: a failure only where nothing says they connected
         found = view.of_kind(kinds.CONNECT_RETRY)
-        if not found or view.past_connecting():
+        if not found or view.past_connecting() or view.of_kind(*kinds.FAULTS):
             return []
     late = view.ran_collectives()
     ranks = ranks_of(found)

@@ -583,7 +583,7 @@ def build_unfinished(view: LogView) -> list[Candidate]:
     builds = [e for e in view.of_kind(kinds.COMPILING) if c10d.JIT_BUILD.search(e.text)]
     said = view.of_kind(kinds.COMPILING, kinds.COMPILED)
     finished = bool(said) and said[-1].kind == kinds.COMPILED
-    if not builds or finished or view.of_kind(*(log_waits.FAULTS - {kinds.COMPILING})):
+    if not builds or finished or view.of_kind(*(kinds.FAULTS - {kinds.COMPILING})):
         return []
     lock = next((e for e in builds if "ock file" in e.text), None)
     summary = (
@@ -612,9 +612,7 @@ def rendezvous_unfinished(view: LogView) -> list[Candidate]:
     if not view.events or view.events[-1].kind != kinds.JOINING:
         return []
     # a wait that ended, or work after it, in any file (files have no order between them)
-    if view.of_kind(
-        *log_waits.FAULTS, kinds.JOINED, kinds.PROGRESS, kinds.WORKING, kinds.NCCL_CALL
-    ):
+    if view.of_kind(*kinds.FAULTS, kinds.JOINED, kinds.PROGRESS, kinds.WORKING, kinds.NCCL_CALL):
         return []
     joining = view.of_kind(kinds.JOINING)
     world = max((e.nranks or 0 for e in joining), default=0)

@@ -48,18 +48,6 @@ STACKS_HINT = (
     "stacks of the lagging ranks (py-spy dump, or a Flight Recorder dump): in their own code "
     "is cpu_stuck, in another collective is collective_mismatch, gone is rank_loss"
 )
-FAULTS = (
-    frozenset(kinds.ALL)
-    - kinds.SET_UP_PROGRESS
-    - {
-        kinds.EXITING,
-        kinds.PROGRESS,
-        kinds.WORKING,
-        kinds.RAS_COUNT,
-        kinds.NCCL_CALL,
-        kinds.CONNECT_RETRY,
-    }
-)
 
 
 def _furthest(view: LogView, *of: str) -> dict[str, dict[int, int]]:
@@ -631,7 +619,9 @@ def _ras_moved(view: LogView) -> bool:
 
 def healthy(view: LogView) -> list[Candidate]:
     """Nothing failed, and something says the job runs (RAS, DIAG, DDP's statistics)."""
-    if any(e.kind in FAULTS for e in view.events) or (_ras_laggards(view) and not _ras_moved(view)):
+    if any(e.kind in kinds.FAULTS for e in view.events) or (
+        _ras_laggards(view) and not _ras_moved(view)
+    ):
         return []
     progress = view.of_kind(kinds.PROGRESS)
     in_flight = [e for e in view.of_kind(kinds.RAS_COUNT) if e.rank is None]

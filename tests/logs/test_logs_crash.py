@@ -1266,6 +1266,47 @@ def test_a_store_connect_retry_is_set_up_only_while_nothing_says_the_job_went_pa
         assert _verdict([failed]).hang_class is HangClass.BOOTSTRAP
 
 
+def test_a_retry_yields_to_anything_that_says_the_ranks_connected_or_something_failed() -> None:
+    retry = "node01:1234:1290 [0] NCCL INFO Call to connect returned Connection refused, retrying"
+    # GIVEN NCCL's retry, then NCCL's communicator up, or a rank's own error in its training
+    connected = (
+        "node01:1:1 [0] NCCL INFO comm 0x5 rank 0 nranks 4 cudaDev 0 busId 1000 - Init COMPLETE"
+    )
+    raised = [
+        "Traceback (most recent call last):",
+        '  File "train.py", line 88, in step',
+        "    bucket = self.buckets[id(param)]",
+        "KeyError: 139779067778824",
+    ]
+    # THEN the retry is no finding of its own
+    assert _verdict([retry, connected]).hang_class is not HangClass.BOOTSTRAP
+    assert _verdict([retry, *raised]).hang_class is not HangClass.BOOTSTRAP
+    # AND it outweighs no finding: the job stopped from outside is still that
+    stopped = "WARNING:torch.distributed.elastic.agent.server.api:Received Signals.SIGHUP death signal, shutting down workers"
+    assert _verdict([retry, stopped]).hang_class is HangClass.RANK_LOSS
+
+
+@pytest.mark.parametrize(
+    "progress",
+    [
+        "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8",
+        ">>> done with compiling and loading fused kernels. Compilation time: 2.345 seconds",
+        "node01:1:1 [0] NCCL INFO AllReduce: opCount 0 sendbuff 0x7f00 recvbuff 0x7f00 count 1 datatype 7 op 0 root 0 comm 0x55d4c8 [nranks=8] stream 0x5",
+    ],
+)
+def test_lines_that_say_how_far_the_job_got_undo_no_finding(progress: str) -> None:
+    deep = _WAIT_289.replace("SeqNum=289", "SeqNum=48211")
+    # GIVEN a lone timeout deep into training, or a rank's abort with nothing before it
+    for lines, finding in (
+        ([deep], HangClass.COLLECTIVE_MISMATCH),
+        (["Aborted (core dumped)"], HangClass.RANK_LOSS),
+    ):
+        assert _verdict(lines).hang_class is finding
+        # WHEN the set-up's progress, a finished build or NCCL's call trace comes first
+        # THEN the finding stands
+        assert _verdict([progress, *lines]).hang_class is finding
+
+
 def test_a_build_that_said_it_was_done_is_no_compilation_under_way() -> None:
     # GIVEN a JIT build that loaded, or Megatron's fused kernels that it says are done, then
     # a timeout long after
