@@ -298,10 +298,12 @@ def _refused(found: re.Match[str]) -> str:
 
 _STORE_CONNECT = re.compile(
     r"client socket has (?:timed out after \d+ ?m?s while trying to connect|failed to connect) "
-    r"to (?:any network address of )?\(?\[?([\w.:-]+?)\]?[,:] ?(\d{1,18})\)?"
+    r"to (?:any network address of )?\(?\[?([\w.:-]+?)\]?[,:] ?(\d{1,18})\)?|"
+    r"Retry to connect to ([\w.:-]+?):(\d{1,18}) while the server is not yet listening"
 )
 _CONNECT_RETRY = re.compile(
     r"client socket has failed to connect to (?!any network address)|"
+    r"Retry to connect to \S{1,300} while the server is not yet listening|"
     r"network addresses of \(.{1,255}\) cannot be retrieved \(gai error: -?\d{1,4} - "
     r"(?:Address family for hostname not supported|No address associated with hostname)"
 )
@@ -311,9 +313,10 @@ assign requested address)``; it retries until its deadline, then raises ``has ti
 after``, in older releases ``has failed to connect to any network address of``), and a host
 with no address of one family (``The IPv6 network addresses of (node01, 29500) cannot be
 retrieved (gai error: -9 - Address family for hostname not supported)``: the other family is
-tried). Many healthy jobs print one at start. A name that does not resolve at all
-(``Name or service not known``) is no retry, nor is the same words raised (``DistNetworkError:
-The client socket has failed to connect to ...``): the client gave up."""
+tried), and PaddlePaddle's store client at each attempt (``Retry to connect to host:port while
+the server is not yet listening``). Many healthy jobs print one at start. A name that does not
+resolve at all (``Name or service not known``) is no retry, nor is the same words raised
+(``DistNetworkError: The client socket has failed to connect to ...``): the client gave up."""
 _RAISED = re.compile(r"\w(?:Error|Exception): ")
 
 
@@ -501,7 +504,8 @@ class C10dParser:
         if _STORE_WAIT.search(text):
             self._event(kinds.STORE_TIMEOUT)
         elif m := _STORE_CONNECT.search(text):
-            self._event(kinds.BOOTSTRAP, peer=f"{m.group(1)}:{m.group(2)}")
+            host, port = (m.group(1), m.group(2)) if m.group(1) else (m.group(3), m.group(4))
+            self._event(kinds.BOOTSTRAP, peer=f"{host}:{port}")
         elif overcounted(text):
             self._event(kinds.BOOTSTRAP)
         elif m := _BARRIER.search(text):

@@ -30,6 +30,8 @@ _SRUN = re.compile(
     r"Segmentation fault|Aborted|Bus error|Terminated|[A-Z][\w ]{2,40})"
 )
 _NODE_FAILURE = re.compile(r"srun: error: Node failure on ([\w.-]+)")
+_FIRST_EXITED = re.compile(r"srun: First task exited \d{1,9}s ago")
+"""srun's word (``--wait``) that one of the step's tasks ended while the others still run."""
 _CANCELLED = Guarded(
     re.compile(
         r"(?:(?:JOB|STEP) \S+ )?(?:ON ([\w.-]+) )?CANCELLED AT \S+ DUE TO "
@@ -178,6 +180,8 @@ def events(line: Line) -> list[LogEvent]:
         ]
     if m := _NODE_FAILURE.search(text):
         return [line.event(kinds.EXIT, host=m.group(1), rank=None)]
+    if "First task" in text and _FIRST_EXITED.search(text):
+        return [line.event(kinds.EXIT, rank=None)]
     if m := _CANCELLED.search(text):
         why = m.group(2).lower()
         if why == "node failure":

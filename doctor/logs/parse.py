@@ -137,7 +137,7 @@ _CAPITALISED = (
     "IO_PAGE_FAULT|Missing ranks|No backend type|Parameter indices|Aborting Ring|"
     "joining a group|shape mismatches|GLIBC|NVML|Default process|Invalid scalar type|MPI_ERR|#|{|"
     "No pre-built|Time t|ORTE |An MPI|The actor died|Task was killed|Shape mismatch|JIT|"
-    "Link is Down|Link down|Lost carrier|Cable unplugged"
+    "Link is Down|Link down|Lost carrier|Cable unplugged|Retry to connect"
 ).split("|")
 _WORTH_A_LOOK = re.compile("|".join(map(re.escape, _CAPITALISED)))
 """Words (mostly capitalised, which keeps the scan fast) one of which a line that matters

@@ -18,6 +18,10 @@ the error quoted bare in a thread's title.
     ERROR mlx5_0: ibv_create_cq() failed: Cannot allocate memory.
     ibv_create_cq(cqe=4096) failed: Cannot allocate memory
     rc_verbs_iface.c:52   UCX  ERROR Send completion with error: transport retry counter exceeded
+    ud_iface.c:781  Fatal: transport error: Endpoint timeout
+
+UCX's UD transport gives up on a peer that stopped answering (``Endpoint timeout``), its EFA
+SRD transport on a send that failed (``send completion[0] with error``): the same.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ _COMPLETION = Guarded(
     re.compile(
         r"(?i)(?:transport|RNR) retry count(?:er)? exceeded|"
         r"remote (?:access|operation|invalid request) error|local protection error|"
-        r"completion (?:with )?error|"
+        r"completion(?:\[\d{1,4}\])? (?:with )?error|transport error: Endpoint timeout|"
         r"(?P<efa>Unresponsive receiver|Unreachable remote)"
     ),
     ("retry", "error", "unre"),  # lowercased: the pattern is case-blind
