@@ -150,7 +150,8 @@ _LOWER = (
     "'torch.distributed'|GLOBAL_RANK|processes registered|"
     "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address|"
     "fabricmanager|pair closure|was encountered|PTX|assert triggered|misaligned address|baton|"
-    "_jit_compile|enough slots|spank|pyxis|worker_count|*** SIG|<= op.nbytes"
+    "_jit_compile|enough slots|spank|pyxis|worker_count|*** SIG|<= op.nbytes|marked dead|"
+    "died unexpectedly"
 ).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
 _WORTH_A_LOOK_TOO = re.compile("|".join(map(re.escape, _LOWER)))
 """One search for them all: cheaper than a substring test each on a line that holds none

@@ -122,10 +122,11 @@ _BESIDE_AN_OWN_ABORT = kinds.SET_UP_PROGRESS | {
     kinds.NCCL_CALL,
     kinds.COLLECTIVE_AT,
 }
-"""What logs may hold beside a rank's own abort (NCCL's and torch's traces of the calls made
-are positions, not failures). Anything else (a watchdog's timeout, NCCL's,
-CUDA's or the set-up's error, a lost peer) is what ends a rank on SIGABRT as a consequence:
-ProcessGroupNCCL's watchdog, or C++ ``terminate`` on an error raised in a library's thread."""
+"""What logs may hold beside a rank's own abort: how far it got, a retry, a build, NCCL's and
+torch's traces of the calls made (positions, not failures). Anything else (a watchdog's
+timeout, NCCL's, CUDA's or the set-up's error, a lost peer) is what ends a rank on SIGABRT as
+a consequence: ProcessGroupNCCL's watchdog, or C++ ``terminate`` on an error raised in a
+library's thread."""
 
 
 def _failed_alone(view: LogView) -> bool:
