@@ -444,6 +444,7 @@ _EXPLAINED = frozenset((*shm.EXPLAINED, verbs.LOCKED_MEMORY))
 locked-memory limit): quoted whole, with no advice after them."""
 _COMMUNICATOR = "communicator creation failed"
 _JOB = "the job's set-up failed"
+_RETRYING = "the logs end with a connection still retried, and nothing says the ranks connected"
 _REACH = (
     "check MASTER_ADDR/port reachability, NCCL_SOCKET_IFNAME and the host's interfaces and "
     "fabric (NVLS: fabric manager)"
@@ -493,7 +494,8 @@ def bootstrap(view: LogView) -> list[Candidate]:
     late = view.ran_collectives()
     ranks = ranks_of(found)
     peers = sorted({e.peer for e in found if e.peer})
-    what, said, advice = _bootstrap_cause(found)
+    # a retry names no cause: the host it retries may still be starting, or out of reach
+    what, said, advice = (_RETRYING, None, _REACH) if retries else _bootstrap_cause(found)
     specific = [e for e in found if not nccl.bare_result(e.text)]
     head = f"{what}{' on ' + rank_prose(ranks) if ranks else ''}{where(found)}"
     if said is not None and not advice:  # its text says the cause and what to do

@@ -1252,6 +1252,8 @@ def test_a_store_connect_retry_is_set_up_only_while_nothing_says_the_job_went_pa
     # GIVEN the store client's retry warning alone THEN the set-up is the guess, low
     alone = _verdict([retry])
     assert (alone.hang_class, alone.confidence) == (HangClass.BOOTSTRAP, Confidence.LOW)
+    # AND it says a connection was still retried, not that a communicator failed
+    assert alone.summary.startswith("the logs end with a connection still retried")
     # AND beside a timeout 289 collectives in, or a transport error, it is history
     assert _verdict([retry, _WAIT_289]).hang_class is not HangClass.BOOTSTRAP
     assert _verdict([retry, transport]).hang_class is HangClass.NETWORK
