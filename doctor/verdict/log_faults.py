@@ -489,7 +489,7 @@ def bootstrap(view: LogView) -> list[Candidate]:
     retries = not found
     if retries:  # only retry warnings: a failure only where nothing says they connected
         found = view.of_kind(kinds.CONNECT_RETRY)
-        if not found or view.past_connecting() or view.of_kind(*kinds.FAULTS):
+        if not found or view.past_connecting(found[-1]) or view.of_kind(*kinds.FAULTS):
             return []
     late = view.ran_collectives()
     ranks = ranks_of(found)

@@ -141,7 +141,7 @@ from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict import log_faults, log_waits, log_words
 from doctor.verdict.candidate import Candidate
-from doctor.verdict.log_view import LogView, lines_of, quote, ranks_of, where
+from doctor.verdict.log_view import LogView, later, lines_of, quote, ranks_of, where
 from doctor.verdict.view import FR_HINT
 
 
@@ -611,8 +611,11 @@ def rendezvous_unfinished(view: LogView) -> list[Candidate]:
     line just before the wait and another once every rank came (``kinds.JOINED``)."""
     if not view.events or view.events[-1].kind != kinds.JOINING:
         return []
-    # a wait that ended, or work after it, in any file (files have no order between them)
-    if view.of_kind(*kinds.FAULTS, kinds.JOINED, kinds.PROGRESS, kinds.WORKING, kinds.NCCL_CALL):
+    # anything that failed, or a wait that ended or work after the last joining (an earlier
+    # rendezvous of its own file ended before it)
+    last = view.events[-1]
+    moved_on = view.of_kind(kinds.JOINED, kinds.PROGRESS, kinds.WORKING, kinds.NCCL_CALL)
+    if view.of_kind(*kinds.FAULTS) or any(later(e, last) for e in moved_on):
         return []
     joining = view.of_kind(kinds.JOINING)
     world = max((e.nranks or 0 for e in joining), default=0)

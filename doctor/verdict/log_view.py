@@ -57,23 +57,29 @@ class LogView:
             for e in self.of_kind(kinds.WATCHDOG_TIMEOUT, kinds.WORK_PROGRESS, kinds.COLLECTIVE_AT)
         ) or bool(self.of_kind(kinds.PROGRESS))
 
-    def past_connecting(self) -> bool:
-        """Whether anything says the ranks got past connecting to each other: a collective
-        that ran, a process group or communicator that exists (a watchdog timing one out,
-        NCCL's init line, a rendezvous completed), ranks at a barrier or in a dumped stack."""
-        return (
-            self.ran_collectives()
-            or bool(self.dumps)
-            or bool(
-                self.of_kind(
-                    kinds.WATCHDOG_TIMEOUT,
-                    kinds.RANK_INFO,
-                    kinds.JOINED,
-                    kinds.WAITS_FOR_MAIN,
-                    kinds.COLLECTIVE_AT,
-                    kinds.NCCL_CALL,
-                )
+    def past_connecting(self, since: LogEvent) -> bool:
+        """Whether anything after ``since`` says the ranks got past connecting to each other:
+        a collective that ran, a process group or communicator that exists (a watchdog timing
+        one out, NCCL's line for a communicator's rank, not its first ``Bootstrap : Using``, a
+        rendezvous completed, RAS reporting on it), ranks at a barrier or in a dumped stack.
+        What comes before ``since`` in its own file was before it."""
+        told = [
+            e
+            for e in self.of_kind(
+                kinds.WATCHDOG_TIMEOUT,
+                kinds.WORK_PROGRESS,
+                kinds.COLLECTIVE_AT,
+                kinds.PROGRESS,
+                kinds.RANK_INFO,
+                kinds.JOINED,
+                kinds.WAITS_FOR_MAIN,
+                kinds.NCCL_CALL,
+                *kinds.RAS_KINDS,
             )
+            if later(e, since)
+        ]
+        return bool(self.dumps) or any(
+            e.kind != kinds.RANK_INFO or e.rank is not None or e.nranks for e in told
         )
 
     def after_own_timeout(self, found: Iterable[LogEvent]) -> list[LogEvent]:
@@ -105,6 +111,13 @@ def line_of(e: LogEvent) -> tuple[str, int] | None:
     """The file and line number of ``e`` (its ``origin``, ``file:N``), if it has them."""
     file, colon, line = e.origin.rpartition(":")
     return (file, int(line)) if colon and line.isdigit() else None
+
+
+def later(e: LogEvent, than: LogEvent) -> bool:
+    """Whether ``e`` may come after ``than``: later in its file, or in another file (files
+    have no order between them), or where either's place is unknown."""
+    at, ref = line_of(e), line_of(than)
+    return at is None or ref is None or at[0] != ref[0] or at[1] > ref[1]
 
 
 def _with_rank(e: LogEvent, rank: int | None) -> LogEvent:

@@ -1288,6 +1288,34 @@ def test_a_retry_yields_to_anything_that_says_the_ranks_connected_or_something_f
     assert _verdict([retry, stopped]).hang_class is HangClass.RANK_LOSS
 
 
+def test_only_what_comes_after_a_retry_says_it_connected() -> None:
+    retry = "node01:1234:1290 [0] NCCL INFO Call to connect returned Connection refused, retrying"
+    registered = "All distributed processes registered. Starting with 4 processes"
+    nccl_start = "node01:1234:1234 [0] NCCL INFO Bootstrap : Using eth0:10.0.0.1<0>"
+    # GIVEN the rendezvous done and NCCL starting, then NCCL's own connection retried
+    # THEN the retry is still the finding: nothing after it says NCCL connected
+    for before in (registered, nccl_start):
+        assert _verdict([before, retry]).hang_class is HangClass.BOOTSTRAP
+    # AND the rendezvous done after it, in the same file, says the ranks connected
+    assert _verdict([retry, registered]).hang_class is not HangClass.BOOTSTRAP
+
+
+def test_a_rendezvous_that_ended_before_the_last_joining_does_not_end_it() -> None:
+    # GIVEN a job whose first rendezvous completed, then whose agent announced joining anew
+    # (a restart of its workers)
+    lines = [
+        "All distributed processes registered. Starting with 2 processes",
+        "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous'ing worker group",
+    ]
+    # THEN the logs stop as the ranks join again: the rendezvous never completed
+    assert _verdict(lines).hang_class is HangClass.BOOTSTRAP
+    # AND once it completes again, it is no finding
+    done = (
+        "INFO:torch.distributed.elastic.agent.server.api:[default] Rendezvous complete for workers."
+    )
+    assert _verdict([*lines, done]).hang_class is not HangClass.BOOTSTRAP
+
+
 @pytest.mark.parametrize(
     "progress",
     [
