@@ -114,10 +114,13 @@ def line_of(e: LogEvent) -> tuple[str, int] | None:
 
 
 def later(e: LogEvent, than: LogEvent) -> bool:
-    """Whether ``e`` may come after ``than``: later in its file, or in another file (files
-    have no order between them), or where either's place is unknown."""
+    """Whether ``e`` may come after ``than``: later in its file; in another file, or from
+    another rank (files, and the ranks' lines a combined log interleaves, have no order
+    between them); or where either's place is unknown."""
     at, ref = line_of(e), line_of(than)
-    return at is None or ref is None or at[0] != ref[0] or at[1] > ref[1]
+    if at is None or ref is None or at[0] != ref[0] or e.rank != than.rank:
+        return True
+    return at[1] > ref[1]
 
 
 def _with_rank(e: LogEvent, rank: int | None) -> LogEvent:
