@@ -15,5 +15,11 @@ container runtime's prefix."""
 
 def rules(lines: list[str]) -> Verdict:
     """The rules' verdict on ``lines`` (the word model, which reads every word, given none)."""
-    events = parse_text(lines, "job.log").events
-    return classify(Evidence(job="j", ranks_expected=None, logs=events, log_files=("job.log",)))
+    return rules_on([("job.log", lines)])
+
+
+def rules_on(files: list[tuple[str, list[str]]]) -> Verdict:
+    """The rules' verdict on several files, each ``(name, lines)``."""
+    events = [e for name, lines in files for e in parse_text(lines, name).events]
+    names = tuple(name for name, _ in files)
+    return classify(Evidence(job="j", ranks_expected=None, logs=tuple(events), log_files=names))

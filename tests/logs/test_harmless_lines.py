@@ -10,14 +10,12 @@ from pathlib import Path
 
 import pytest
 from corpus import Case, cases
-from rules_alone import PASTED
+from rules_alone import PASTED, rules_on
 from rules_alone import rules as _rules
 
-from doctor.evidence import Evidence
 from doctor.logs import kinds
 from doctor.logs.parse import parse_text
-from doctor.model import Confidence, HangClass, Verdict
-from doctor.verdict.classify import classify
+from doctor.model import Confidence, HangClass
 
 HARMLESS = [
     line
@@ -79,17 +77,11 @@ def _benign(line: str) -> bool:
     return all(e.kind in kinds.BENIGN for e in events) and "Exception ignored in" not in line
 
 
-def _rules_on(files: list[tuple[str, list[str]]]) -> Verdict:
-    events = [e for name, lines in files for e in parse_text(lines, name).events]
-    names = tuple(name for name, _ in files)
-    return classify(Evidence(job="j", ranks_expected=None, logs=tuple(events), log_files=names))
-
-
 @pytest.mark.parametrize("case", cases(), ids=lambda c: c.name)
 def test_a_harmless_line_put_first_keeps_each_in_sample_case_s_finding(case: Case) -> None:
     # GIVEN an in-sample case the rules read as a finding
     files = [(f.name, f.read_text(errors="replace").splitlines()) for f in case.files]
-    found = _rules_on(files).hang_class
+    found = rules_on(files).hang_class
     if found is HangClass.UNKNOWN:
         return
     (name, lines), rest = files[0], files[1:]
@@ -97,7 +89,7 @@ def test_a_harmless_line_put_first_keeps_each_in_sample_case_s_finding(case: Cas
     moved = [
         line
         for line in filter(_benign, HARMLESS)
-        if _rules_on([(name, [line, *lines]), *rest]).hang_class is not found
+        if rules_on([(name, [line, *lines]), *rest]).hang_class is not found
     ]
     # THEN the finding stands
     assert moved == []
