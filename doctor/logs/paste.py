@@ -32,6 +32,12 @@ SHAPE = 8
 LABELS = (SRUN_LABEL, TORCHRUN, MPI_TAG)
 QUOTE = re.compile(r"^(?:> ?)+")
 """A reply's quote markers (``lines.PASTED`` peels them too, from a line of a big file)."""
+GUTTERED = 3
+"""Lines that, all numbered one after another, are a viewer's or ``cat -n``'s gutter; fewer
+may be a log's own numbered lines."""
+_GUTTER = re.compile(r"^ *(\d{1,9})(?:\t| *\| ?|$)")
+"""A line number and what sets it off (``cat -n``'s tab, a viewer's bar); not a colon, which
+``srun --label`` puts after a rank."""
 RUN_TOGETHER = 200
 """A line at least this long that holds two records' starts is lines a paste ran together
 (``_apart``); a record of one line is shorter, or holds one start."""
@@ -105,9 +111,22 @@ def unwrapped(lines: Sequence[str]) -> list[str]:
     hard wrap undone and their common indentation and quote markers removed. A reply quotes,
     and a list indents, each row the terminal cut, so they go before the rows are joined; a
     margin inside the quote goes after."""
-    bare = [part for line in lines for part in _apart(plain(line.rstrip("\r\n")))]
+    bare = [part for line in _unnumbered(lines) for part in _apart(plain(line.rstrip("\r\n")))]
     rows = [QUOTE.sub("", row) for row in _dedented(bare)]
     return _dedented(_joined(rows))
+
+
+def _unnumbered(lines: Sequence[str]) -> Sequence[str]:
+    """``lines`` without the line numbers a viewer, an editor or ``cat -n`` put before each
+    when every line has one and they count up by one: a number before ``Segmentation
+    fault`` hid it from every pattern anchored at a line's start."""
+    found = [_GUTTER.match(line) for line in lines if line.strip()]
+    numbers = [int(m.group(1)) for m in found if m]
+    if len(numbers) < max(GUTTERED, len(found)) or numbers != list(
+        range(numbers[0], numbers[0] + len(numbers))
+    ):
+        return lines
+    return [m.string[m.end() :] for m in found if m]
 
 
 def _apart(line: str) -> list[str]:

@@ -512,7 +512,7 @@ def bootstrap(view: LogView) -> list[Candidate]:
             ranks,
             Confidence.LOW if late or not specific or retries else Confidence.MEDIUM,
             summary,
-            40 if late else _RETRIES if retries else 76 if specific else 50,
+            _RETRIES if retries else 40 if late else 76 if specific else 50,
             evidence=lines_of(found),
             rule="log_bootstrap",
         )

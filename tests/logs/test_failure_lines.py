@@ -13,6 +13,7 @@ from pathlib import Path
 import pytest
 from rules_alone import PASTED, rules
 
+from doctor.logs.paste import unwrapped
 from doctor.model import HangClass
 
 RECORDS = [
@@ -34,6 +35,31 @@ def test_a_failure_is_read_as_what_it_is_however_pasted(
         verdict = rules([prefix + line for line in lines])
         # THEN the rules read it as its class
         assert verdict.hang_class is hang_class, (prefix, verdict.summary)
+
+
+GUTTERS = ("{:6d}\t{}", "{:4d} | {}", "{}|{}")
+"""``cat -n``'s line numbers, a viewer's, a terse viewer's."""
+
+
+@pytest.mark.parametrize(("hang_class", "lines"), RECORDS, ids=range(len(RECORDS)))
+def test_a_failure_is_read_under_a_gutter_of_line_numbers(
+    hang_class: HangClass, lines: list[str]
+) -> None:
+    pasted = ["starting training", "loading checkpoint shards", *lines]
+    for gutter in GUTTERS:
+        # GIVEN a runtime's failure record after two lines, each numbered as a viewer does
+        numbered = [gutter.format(n, line) for n, line in enumerate(pasted, 41)]
+        # WHEN read as a pasted file is THEN the rules read it as its class
+        verdict = rules(unwrapped(numbered))
+        assert verdict.hang_class is hang_class, (gutter, verdict.summary)
+
+
+def test_numbers_that_do_not_count_up_by_one_are_the_log_s_own() -> None:
+    # GIVEN srun's rank labels, two numbered lines, numbers that skip THEN they stay
+    for lines in (["0: a", "1: b", "2: c"], ["1\tx", "2\ty"], ["1 | a", "3 | b", "4 | c"]):
+        assert unwrapped(lines) == lines
+    # AND a gutter's numbered blank line stays blank, the file's blank last line goes
+    assert unwrapped(["  7 | a", "  8 |", "  9 | b", ""]) == ["a", "", "b"]
 
 
 def test_the_catalogue_holds_every_class_a_log_can_tell() -> None:

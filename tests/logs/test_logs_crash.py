@@ -1449,3 +1449,15 @@ def test_a_data_loader_worker_a_signal_ended_ends_its_rank() -> None:
     ).events
     # the worker's pid is not the rank's: only the label names who ended
     assert (event.kind, event.rank, event.pid, event.code) == (kinds.EXIT, 2, None, -9)
+
+
+def test_a_retry_after_the_job_ran_collectives_is_as_weak_as_one_before() -> None:
+    retry = "[rank1]:node01:1234:1290 [0] NCCL INFO Call to connect returned Connection refused, retrying"
+    stats = "[Rank 1 / 4] Training Net unused_parameter_size=0"
+    # GIVEN rank 1's NCCL retry alone, and after its DDP statistics said collectives had run
+    strengths = [
+        [c.strength for c in candidates(_evidence(lines)) if c.rule == "log_bootstrap"]
+        for lines in ([retry], [stats, retry])
+    ]
+    # THEN the retry weighs the same in both: a retry names no cause, whenever it came
+    assert strengths[0] == strengths[1] and len(strengths[0]) == 1
