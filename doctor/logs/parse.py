@@ -258,7 +258,8 @@ class Parser:
         self._json: dict[str, _JsonDoc] = {}
         self._wrapped: tuple[Line, int] | None = None
         """A record whose line was cut (``_open_record``), and how many lines it took."""
-        self._seen: set[tuple[object, ...]] = set()
+        self._seen: dict[tuple[object, ...], int] = {}
+        """Each event's facts and text, and where in ``events`` it was last added."""
         self._per_key: Counter[tuple[object, ...]] = Counter()
         self._traceback_ended = ""
         """``file:line`` of the exception line that ended a traceback (read there, once)."""
@@ -390,7 +391,10 @@ class Parser:
                 fact = replace(fact, kind=kinds.CONNECT_RETRY)
             key = (fact.rank, fact.kind, fact.host, fact.pid, fact.process_group, fact.op)
             same = (*key, fact.seq, fact.text)
-            if same in self._seen:
+            last = self._seen.get(same)
+            if last is not None and (
+                fact.kind not in kinds.BENIGN or last == len(result.events) - 1
+            ):  # said again: only how far the job got is told by its latest time
                 continue
             if self._per_key[key] >= bounds.events_per_key:
                 result.cut["events_per_key"] += 1
@@ -398,7 +402,7 @@ class Parser:
             if len(result.events) >= bounds.events:
                 result.cut["events"] += 1
                 continue
-            self._seen.add(same)
+            self._seen[same] = len(result.events)
             self._per_key[key] += 1
             result.events.append(fact)
 

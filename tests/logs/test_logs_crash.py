@@ -1461,3 +1461,20 @@ def test_a_retry_after_the_job_ran_collectives_is_as_weak_as_one_before() -> Non
     ]
     # THEN the retry weighs the same in both: a retry names no cause, whenever it came
     assert strengths[0] == strengths[1] and len(strengths[0]) == 1
+
+
+def test_a_line_said_again_after_others_is_told_at_its_latest_time() -> None:
+    retry = "node01:1234:1290 [0] NCCL INFO Call to connect returned Connection refused, retrying"
+    connected = (
+        "node01:1:1 [0] NCCL INFO comm 0x5 rank 0 nranks 4 cudaDev 0 busId 1000 - Init COMPLETE"
+    )
+    # GIVEN rank 0's NCCL retry, its communicator up, then the same retry again, word for word
+    lines = ["[rank0]:" + line for line in (retry, retry, connected, retry, retry)]
+    # THEN the retry is kept where it came last (the repeat right after it is not)
+    kept = [e.kind for e in parse_text(lines, "job.log").events]
+    assert kept == [kinds.CONNECT_RETRY, kinds.RANK_INFO, kinds.CONNECT_RETRY]
+    # AND nothing after that last retry says the ranks connected: it is the finding
+    assert _verdict(lines).hang_class is HangClass.BOOTSTRAP
+    # AND a failure's line said twice is still one event
+    crash = "Segmentation fault (core dumped)"
+    assert len(parse_text([crash, connected, crash], "job.log").events) == 2
