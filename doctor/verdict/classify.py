@@ -16,7 +16,8 @@ combines them:
 2. **Refinement.** An ``unknown`` candidate (Flight Recorder sees who stopped,
    not why) is refined by the strongest specific candidate whose culprits
    overlap it: the specific class wins, both evidence lists are kept, and the
-   refined one's missing evidence is dropped (it was found).
+   refined one's missing evidence is dropped (it was found). A candidate weaker
+   than ``REFINES`` decides only where nothing else does, and refines nothing.
 3. **Agreement.** Candidates of the same class whose culprits overlap merge:
    culprits are the union, evidence concatenated, and confidence rises one
    step when two different rules agree.
@@ -71,6 +72,10 @@ _UP = {
 }
 
 
+REFINES = 25
+"""The weakest candidate that refines an ``unknown`` one. Weaker ones are readings that
+decide only where nothing else is found (a set-up message printed before collectives
+that ran, a lone retry, a healthy report): beside a stall they are history, not its cause."""
 SNAPSHOT_RULES = ("fr.stopped", "fr.no-dump", "fr.network", "fr.alone-stuck")
 
 
@@ -148,7 +153,14 @@ def combine(cands: list[Candidate]) -> Candidate | None:
     specific = [c for c in cands if c.hang_class is not HangClass.UNKNOWN]
     best = cands[0]
     if best.hang_class is HangClass.UNKNOWN:
-        refiner = next((c for c in specific if c.culprit_ranks and _overlap(c, best)), None)
+        refiner = next(
+            (
+                c
+                for c in specific
+                if c.culprit_ranks and c.strength >= REFINES and _overlap(c, best)
+            ),
+            None,
+        )
         if refiner is not None:
             best = _merge(refiner, best, refine=True)
     for other in cands:

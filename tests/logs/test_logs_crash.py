@@ -1478,3 +1478,15 @@ def test_a_line_said_again_after_others_is_told_at_its_latest_time() -> None:
     # AND a failure's line said twice is still one event
     crash = "Segmentation fault (core dumped)"
     assert len(parse_text([crash, connected, crash], "job.log").events) == 2
+
+
+def test_a_set_up_warning_before_collectives_that_ran_does_not_explain_a_timeout() -> None:
+    # GIVEN NCCL's topology warning (healthy jobs on VMs print it at start), under a rank's
+    # label or none, beside that rank's timeout 289 collectives in
+    warned = "node01:1234:1234 [1] NCCL WARN Could not find real path of /sys/class/pci_bus/0000:00"
+    for label in ("", "[rank1]:"):
+        # THEN the timeout is unexplained, not the set-up's failure
+        assert _verdict([label + warned, _WAIT_289]).hang_class is HangClass.UNKNOWN
+    # AND alone, it is still the set-up's, low
+    alone = _verdict([warned])
+    assert (alone.hang_class, alone.confidence) == (HangClass.BOOTSTRAP, Confidence.LOW)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from doctor.model import Confidence, HangClass
 from doctor.verdict.candidate import Candidate
-from doctor.verdict.classify import combine, gather
+from doctor.verdict.classify import REFINES, combine, gather
 
 FR_STOPPED = Candidate(
     HangClass.UNKNOWN,
@@ -34,6 +36,17 @@ def test_unknown_stays_unknown_when_live_evidence_names_other_ranks() -> None:
     live = Candidate(HangClass.CPU_STUCK, (1,), Confidence.HIGH, "rank 1", 50, rule="cpu_stuck")
     best = combine([FR_STOPPED, live])
     assert best.hang_class is HangClass.UNKNOWN and best.culprit_ranks == (3,)
+
+
+def test_a_reading_that_decides_only_alone_refines_no_unknown() -> None:
+    # GIVEN a set-up message printed before collectives that ran (weak: history), naming rank 3
+    history = Candidate(
+        HangClass.BOOTSTRAP, (3,), Confidence.LOW, "set-up", REFINES - 5, rule="log_catalogue"
+    )
+    # THEN rank 3's stop stays unknown; the same class at REFINES refines it
+    assert combine([FR_STOPPED, history]).hang_class is HangClass.UNKNOWN
+    refiner = replace(history, strength=REFINES)
+    assert combine([FR_STOPPED, refiner]).hang_class is HangClass.BOOTSTRAP
 
 
 def test_two_rules_agreeing_raise_confidence() -> None:
