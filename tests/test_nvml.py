@@ -100,8 +100,10 @@ def test_kernel_log_parsing_and_bus_ids() -> None:
         "[ 1.0] NVRM: Xid (PCI:0000:9a:00): 79, pid='<unknown>', GPU has fallen off the bus.\n"
         "[ 2.0] NVRM: Xid (PCI:0000:9a:00): 48, pid=12\n"
         "[ 3.0] nothing here\n"
+        "[ 4.0] NVRM: Xid (PCI:...): 145, pid=12\n"  # the address cut: no GPU to put it on
+        "[ 5.0] NVRM: Xid (0000:1b:00.0): 94, pid=7\n"  # no PCI: before the address
     )
-    assert parse_kernel_xids(text) == {(0, 0x9A, 0): [79, 48]}
+    assert parse_kernel_xids(text) == {(0, 0x9A, 0): [79, 48], (0, 0x1B, 0): [94]}
     assert bus_key("00000000:9A:00.0") == bus_key("0000:9a:00") == (0, 0x9A, 0)
     assert bus_key("garbage") is None
 

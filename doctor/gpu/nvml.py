@@ -26,6 +26,7 @@ from typing import Any
 
 from doctor.evidence import GpuSample
 from doctor.gpu.nvml_codes import NVLINK_REMOTE, RECOVERY_ACTIONS, THROTTLE_REASONS
+from doctor.logs.kernel import XID
 
 FAKE_ENV = "NCCL_DOCTOR_FAKE_NVML"
 
@@ -153,7 +154,6 @@ def to_gpu_sample(gpu: GpuState, rank: int | None) -> GpuSample:
     )
 
 
-_XID_LINE = re.compile(r"NVRM: Xid \(PCI:([0-9a-fA-F:.]+)\): (\d+)")
 _BUS = re.compile(r"([0-9a-fA-F]+):([0-9a-fA-F]{2}):([0-9a-fA-F]{2})")
 
 
@@ -166,8 +166,8 @@ def bus_key(bus_id: str) -> tuple[int, int, int] | None:
 def parse_kernel_xids(text: str) -> dict[tuple[int, int, int], list[int]]:
     """XID codes per PCI bus address from kernel log text (``dmesg``)."""
     found: dict[tuple[int, int, int], list[int]] = {}
-    for match in _XID_LINE.finditer(text):
-        key = bus_key(match.group(1))
+    for match in XID.finditer(text):
+        key = bus_key(match.group(1) or "")
         if key is not None:
             found.setdefault(key, []).append(int(match.group(2)))
     return found

@@ -61,10 +61,12 @@ RECORD_XIDS = frozenset({63, 92})
 next reset), a high rate of corrected single-bit errors (92). The GPU keeps running; NVIDIA's
 catalogue asks for no immediate action."""
 
-_XID = re.compile(
+XID = re.compile(
     r"NVRM: Xid \((?:PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})?[^)]{0,40}\): (\d{1,18})"
     r"(?:, pid=(?:'?)(\d{1,18})?[^,]*)?"
 )
+"""The driver's Xid line: the GPU's bus id where the user did not cut it, the Xid, the pid
+(``nvml`` reads the kernel log's Xids with it too)."""
 _OFF_BUS = re.compile(
     r"NVRM: GPU (?:at PCI:)?([0-9a-fA-F]{4}:[0-9a-fA-F]{2}:[0-9a-fA-F]{2})[^:]*:? "
     r".*?(?:fallen off the bus|GPU is lost)"
@@ -125,7 +127,7 @@ def events(line: Line) -> list[LogEvent]:
     host = _host(text, line.host)
     if "Timeout waiting for RPC from GSP" in text:
         return [line.event(kinds.GPU_FAULT, code=119, host=host)]
-    if m := _XID.search(text):
+    if m := XID.search(text):
         xid = int(m.group(2))
         return [
             line.event(
