@@ -55,8 +55,10 @@ earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66, 
 110/153, 115/164, 120/174, 121/174 (a failed full-suite run's number) and 122/174. No rule
 and no word of the model came from a test case. The issue's target is 85 %, missed; this
 floor is the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 401 / 462
-"""Measured on the dev split: 401 of 462, in sample for the rules and the word model (stop 45:
+HELDOUT_DEV_FLOOR = 403 / 466
+"""Measured on the dev split: 403 of 466, in sample for the rules and the word model (stop 50:
+four dev cases added, judged on arrival by 2ae8c8a: one right, by the model, none by the
+rules alone; the model retrained on them; 402 of 462 before). Stop 45's 401 of 462 (stop 45:
 five dev cases added, each right on arrival by rules alone, one by the code of stop 44's end
 (f409593), four by ca82851; the model retrained, no dev verdict moved). Stop 44's 396 of 457
 (one dev case added, judged on arrival by the stop's code of then (4badedb): rules alone
