@@ -120,13 +120,14 @@ def _unnumbered(lines: Sequence[str]) -> Sequence[str]:
     """``lines`` without the line numbers a viewer, an editor or ``cat -n`` put before each
     when every line has one and they count up by one: a number before ``Segmentation
     fault`` hid it from every pattern anchored at a line's start."""
-    found = [_GUTTER.match(line) for line in lines if line.strip()]
+    found = [_GUTTER.match(line) for line in lines]
     numbers = [int(m.group(1)) for m in found if m]
-    if len(numbers) < max(GUTTERED, len(found)) or numbers != list(
+    told = sum(1 for line in lines if line.strip())  # a blank line may have lost its number
+    if len(numbers) < max(GUTTERED, told) or numbers != list(
         range(numbers[0], numbers[0] + len(numbers))
     ):
         return lines
-    return [m.string[m.end() :] for m in found if m]
+    return [line[m.end() :] if m else line for line, m in zip(lines, found, strict=True)]
 
 
 def _apart(line: str) -> list[str]:

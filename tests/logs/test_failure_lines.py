@@ -58,8 +58,9 @@ def test_numbers_that_do_not_count_up_by_one_are_the_log_s_own() -> None:
     # GIVEN srun's rank labels, two numbered lines, numbers that skip THEN they stay
     for lines in (["0: a", "1: b", "2: c"], ["1\tx", "2\ty"], ["1 | a", "3 | b", "4 | c"]):
         assert unwrapped(lines) == lines
-    # AND a gutter's numbered blank line stays blank, the file's blank last line goes
-    assert unwrapped(["  7 | a", "  8 |", "  9 | b", ""]) == ["a", "", "b"]
+    # AND a gutter's numbered blank line stays blank, and so does the file's last line:
+    # every line keeps its place (a verdict's evidence names its line)
+    assert unwrapped(["  7 | a", "  8 |", "  9 | b", ""]) == ["a", "", "b", ""]
 
 
 def test_the_catalogue_holds_every_class_a_log_can_tell() -> None:
