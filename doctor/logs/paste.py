@@ -120,12 +120,14 @@ def _unnumbered(lines: Sequence[str]) -> Sequence[str]:
     """``lines`` without the line numbers a viewer, an editor or ``cat -n`` put before each
     when every line has one and they count up by one: a number before ``Segmentation
     fault`` hid it from every pattern anchored at a line's start."""
-    found = [_GUTTER.match(line) for line in lines]
+    found = []
+    for line in lines:
+        m = _GUTTER.match(line)
+        if m is None and line.strip():  # a line without a number (a blank one may lack it)
+            return lines
+        found.append(m)
     numbers = [int(m.group(1)) for m in found if m]
-    told = sum(1 for line in lines if line.strip())  # a blank line may have lost its number
-    if len(numbers) < max(GUTTERED, told) or numbers != list(
-        range(numbers[0], numbers[0] + len(numbers))
-    ):
+    if len(numbers) < GUTTERED or numbers != list(range(numbers[0], numbers[0] + len(numbers))):
         return lines
     return [line[m.end() :] if m else line for line, m in zip(lines, found, strict=True)]
 
