@@ -1,5 +1,6 @@
-"""Write ``doctor/data/messages.json``: the error messages NCCL and torchelastic print,
-read from their sources, each with the hang class its place in the source points to.
+"""Write ``doctor/data/messages.json``: the error messages NCCL, RCCL, AWS's NCCL network
+plugin and torchelastic print, read from their sources, each with the hang class its place
+in the source points to.
 
 Facts only: each entry is a message's format string (as a list of literal fragments; a
 ``%`` conversion or an f-string field is a gap between them), the file and line it is
@@ -11,34 +12,43 @@ raised at, and the class that file's job gives it. No source code is copied.
   found in several releases is recorded once, at its newest place. ``INFO`` calls are left
   out: NCCL prints them and goes on (``Failed to initialize NET plugin IB`` on a host
   without InfiniBand is how every healthy socket job starts).
+* RCCL (AMD's fork: the same tree, the same ``WARN``) and aws-ofi-nccl (the network plugin
+  of AWS's EFA clusters: ``NCCL_OFI_WARN``, printed in NCCL's log as ``NCCL WARN NET/OFI``),
+  each at its newest commit, with the messages NCCL does not print.
 * PyTorch: the messages torchelastic's agent, its process launcher and its rendezvous
   raise or log as errors (``raise X(...)``, ``logger.error/exception(...)``), from the
   installed torch's own Python files (parsed with ``ast``).
 
 Only messages that say something failed are kept (a warning that names a fallback or a
 default is not a failure). The class of a message is the class of the file it is raised in
-(``NCCL_CLASSES``, ``TORCH_CLASSES``, first matching prefix wins; a file no prefix names is
-left out), except that a message saying the other end closed the connection or exited
-points to a lost rank, and NCCL's own collective-mismatch checks to a mismatch.
+(``NCCL_CLASSES``, ``OFI_CLASSES``, ``TORCH_CLASSES``, first matching prefix wins; a file no
+prefix names is left out), except that a message saying the other end closed the connection
+or exited points to a lost rank, NCCL's own collective-mismatch checks to a mismatch, and a
+data type or reduction NCCL cannot do to a backend's refusal (``unsupported_op``).
 
-    .venv/bin/python tools/gen_message_catalogue.py MIRROR [COMMIT...]
+    .venv/bin/python tools/gen_message_catalogue.py NCCL_MIRROR [COMMIT...] \
+        [--rccl RCCL_MIRROR] [--ofi OFI_MIRROR]
 
-MIRROR is a git mirror of NVIDIA/nccl; without COMMITs: HEAD, then ``OLDER_RELEASES``.
+Each MIRROR is a git mirror of its project; without COMMITs: NCCL's HEAD, then
+``OLDER_RELEASES``.
 """
 
 from __future__ import annotations
 
+import argparse
 import ast
 import json
 import re
 import subprocess
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 NCCL_CLASSES: tuple[tuple[str, str], ...] = (
     ("src/ras/", ""),  # RAS has its own reader
     ("src/os/windows", ""),
     ("src/include/checks.h", ""),  # CUDA/syscall wrappers: read by doctor.logs.cuda and others
+    ("src/transport/net_ib/init.cc", "bootstrap"),  # opening the NICs while NCCL starts
     ("src/transport/net_ib", "network"),
     ("src/transport/net_socket", "network"),
     ("src/transport/net.cc", "network"),
@@ -79,6 +89,19 @@ NCCL_CLASSES: tuple[tuple[str, str], ...] = (
 transports and the proxy carry data between connected ranks (network); everything that
 builds a communicator, its shared memory, IPC handles, topology and plugins (bootstrap)."""
 
+OFI_CLASSES: tuple[tuple[str, str], ...] = (
+    ("src/nccl_ofi_rdma", "network"),
+    ("src/nccl_ofi_sendrecv", "network"),
+    ("src/rdma/", "network"),
+    ("src/cm/", "network"),
+)
+"""aws-ofi-nccl: its two protocols and their connection manager carry the data (network). The
+rest finds the fabric, its provider, NICs, topology and CUDA as NCCL starts, and fails on
+every host without EFA, where NCCL goes on with its own transports (``NET/OFI OFI fi_getinfo()
+call failed: No data available`` starts many a healthy job): left out, with the protocols'
+own messages of that search (``OFI_PROBING``)."""
+OFI_PROBING = re.compile(r"fi_getinfo|provider|initiali[sz]|protocol|platform", re.I)
+
 TORCH_CLASSES: tuple[tuple[str, str], ...] = (
     ("distributed/elastic/rendezvous/", "bootstrap"),
     ("distributed/elastic/utils/store", "bootstrap"),
@@ -111,29 +134,55 @@ _PEER_LEFT = re.compile(
 )
 _FAILURE = re.compile(
     r"fail|error|fatal|timeout|timed out|abort|unable|cannot|could not|invalid|mismatch|not found|"
-    r"no such|denied|refused|unreachable|exceed|too many|too small|out of|closed by|reset by",
+    r"no such|denied|refused|unreachable|exceed|too many|too small|out of|closed by|reset by|"
+    r"not supported|unsupported|incompatible|\bno (?:\w+ ){0,3}(?:found|available)|no valid|"
+    r"not available|no algorithm|without a matching|already checked in|using the same|"
+    r"unexpected",
     re.I,
 )
+"""Words of a failure. Besides the plain ones: what a build, a device or the communicator's
+ranks cannot do together (``not supported``, ``incompatible``, ``No IP interface found``,
+``No algorithm/protocol available``, ``send to self without a matching recv``, a rank that
+``has already checked in`` at the root, ``Multiple Ranks are using the same GPU``)."""
 _BENIGN = re.compile(
     r"default|fall(?:ing)? ?back|trying (?:a |the )?(?:different|next|another|again)|ignor|"
-    r"disabl|retrying|will use|instead|continu",
+    r"disabl|retrying|will use|instead|(?<!not )(?<!cannot )continu|setting \w+ to|"
+    r"limiting to|not using it|non-fatal",
     re.I,
 )
-"""A warning that says what NCCL does instead (a fallback, a default) reports no failure."""
+"""A warning that says what NCCL does instead (a fallback, a default, a value it clamps)
+reports no failure; ``Cannot continue`` is the opposite of going on."""
 _OPTIONAL_LIBRARY = re.compile(r"Failed to open|dlv?sym failed")
 _OPTIONAL_LOADERS = ("src/misc/ibvwrap", "src/misc/gdrwrap", "src/misc/mlx5dvwrap")
 """NCCL loads libibverbs, gdrcopy and mlx5dv when a host has them and goes on without them
 (older releases said so in a ``WARN``: ``Failed to open libibverbs.so[.1]`` starts many a
 healthy socket-only job): not a failure."""
-_MISMATCH = re.compile(r"collective mismatch|mismatched collective", re.I)
+_MISMATCH = re.compile(
+    r"collective mismatch|mismatched collective|without a matching|mismatch with rank", re.I
+)
 """NCCL's own check that ranks called the same collective with the same size (the
-``NCCL_CHECK_MISMATCH`` of 2.7-2.11, the IB size check)."""
+``NCCL_CHECK_MISMATCH`` of 2.7-2.11, the IB size check, the symmetric-memory check of each
+rank's registered buffers), and a send to itself that no receive of the same rank matches."""
+_UNSUPPORTED = re.compile(
+    r"invalid type|invalid reduction operation|No algorithm/protocol available|"
+    r"not supported in this communicator|unsupported collective",
+    re.I,
+)
+"""The call's data type, reduction or operation that this NCCL or communicator cannot do
+(bfloat16 before 2.10, FP8 before 2.24 print ``invalid type``): a backend's refusal, not a
+set-up failure."""
 _CONVERSION = re.compile(r"%[-+ #0]*(?:\d+|\*)?(?:\.(?:\d+|\*))?(?:hh|h|ll|l|z|j|t|L)?[a-zA-Z%]")
 _LITERAL = r'"((?:[^"\\\n]|\\.)*)"'
-_CALL = re.compile(
-    r"\b(WARN|INFO)\(\s*(?:(NCCL_[A-Z_|\s]+),\s*)?"  # INFO's subsystem mask
-    r"((?:" + _LITERAL + r"\s*(?:PRI\w+\s*)?)+)",
-)
+
+
+def _calls(macro_prefix: str) -> re.Pattern[str]:
+    """``WARN("...")``/``INFO(mask, "...")`` calls, their names after ``macro_prefix``."""
+    return re.compile(
+        rf"(?<!\w){macro_prefix}(WARN|INFO)\(\s*(?:(NCCL_[A-Z_|\s]+),\s*)?"  # INFO's mask
+        r"((?:" + _LITERAL + r"\s*(?:PRI\w+\s*)?)+)",
+    )
+
+
 _STRINGS = re.compile(_LITERAL + r"|\bPRI\w+")
 MIN_LITERAL = 12
 """Fewer literal characters than this and a message (``%s``, ``%s:%d %s``) says nothing."""
@@ -165,26 +214,50 @@ def _entry(frags: list[str], cls: str, source: str, where: str) -> dict[str, obj
         cls = "rank_loss"
     elif _MISMATCH.search(text):
         cls = "collective_mismatch"
+    elif _UNSUPPORTED.search(text):
+        cls = "unsupported_op"
     return {"fragments": frags, "class": cls, "source": source, "at": where}
 
 
-def nccl_messages(mirror: str, commit: str) -> list[dict[str, object]]:
+@dataclass(frozen=True)
+class CSource:
+    """A C/C++ project whose log macro NCCL's log prints: NCCL itself, RCCL (AMD's fork, the
+    same tree and macros) and AWS's network plugin (``NCCL_OFI_WARN``, printed as
+    ``NCCL WARN NET/OFI ...``)."""
+
+    name: str
+    repository: str
+    classes: tuple[tuple[str, str], ...]
+    macro_prefix: str = ""
+    probing: re.Pattern[str] | None = None
+    """Messages of a start that fails harmlessly where the hardware is absent: left out."""
+
+
+NCCL = CSource("nccl", "github.com/NVIDIA/nccl", NCCL_CLASSES)
+RCCL = CSource("rccl", "github.com/ROCm/rccl", NCCL_CLASSES)
+OFI = CSource("aws-ofi-nccl", "github.com/aws/aws-ofi-nccl", OFI_CLASSES, "NCCL_OFI_", OFI_PROBING)
+
+
+def c_messages(source: CSource, mirror: str, commit: str) -> list[dict[str, object]]:
     out = []
+    calls = _calls(source.macro_prefix)
     for path in _git(mirror, "ls-tree", "-r", "--name-only", commit, "src").split():
-        cls = _class_of(path, NCCL_CLASSES)
+        cls = _class_of(path, source.classes)
         if not cls or not path.endswith((".cc", ".h", ".cu", ".cpp")):
             continue
         text = _git(mirror, "show", f"{commit}:{path}")
-        for m in _CALL.finditer(text):
+        for m in calls.finditer(text):
             level, body = m.group(1), m.group(3)
-            if level == "INFO":  # NCCL's own judgement: informational, it goes on
+            if level == "INFO":  # the project's own judgement: informational, it goes on
                 continue
             fmt = "".join(
                 "%d" if s.group(0).startswith("PRI") else _unescape(s.group(1))
                 for s in _STRINGS.finditer(body)
             )
             line = text.count("\n", 0, m.start()) + 1
-            if entry := _entry(fragments(fmt), cls, "nccl", f"{path}:{line}"):
+            if source.probing and source.probing.search(fmt):
+                continue
+            if entry := _entry(fragments(fmt), cls, source.name, f"{path}:{line}"):
                 out.append(entry)
     return out
 
@@ -244,32 +317,44 @@ def nccl_version(mirror: str, commit: str) -> str:
     )
 
 
-def main() -> int:
-    mirror = sys.argv[1]
-    wanted = sys.argv[2:] or ["HEAD", *OLDER_RELEASES]
-    commits = [_git(mirror, "rev-parse", c).strip() for c in wanted]
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("nccl", help="a git mirror of NVIDIA/nccl")
+    parser.add_argument("commits", nargs="*", help="its commits (default: HEAD and releases)")
+    parser.add_argument("--rccl", help="a git mirror of ROCm/rccl (its HEAD is read)")
+    parser.add_argument("--ofi", help="a git mirror of aws/aws-ofi-nccl (its HEAD is read)")
+    args = parser.parse_args(argv)
+    commits = [
+        _git(args.nccl, "rev-parse", c).strip() for c in args.commits or ["HEAD", *OLDER_RELEASES]
+    ]
     import torch  # the installed torch's own files are the PyTorch source read
 
-    messages = [m for c in commits for m in nccl_messages(mirror, c)]
+    messages = [m for c in commits for m in c_messages(NCCL, args.nccl, c)]
+    doc: dict[str, object] = {
+        "about": "Error messages NCCL, its forks and plugins, and torchelastic print, from their "
+        "sources; written by tools/gen_message_catalogue.py, not by hand and not from any log "
+        "case.",
+        "nccl": {
+            "repository": NCCL.repository,
+            "commit": commits[0],
+            "version": nccl_version(args.nccl, commits[0]),
+            "older": [nccl_version(args.nccl, c) for c in commits[1:]],
+        },
+    }
+    for source, mirror in ((RCCL, args.rccl), (OFI, args.ofi)):
+        if mirror:
+            head = _git(mirror, "rev-parse", "HEAD").strip()
+            messages += c_messages(source, mirror, head)
+            doc[source.name] = {"repository": source.repository, "commit": head}
     messages += torch_messages(Path(torch.__file__).parent / "distributed")
     unique: dict[tuple[str, ...], dict[str, object]] = {}
-    for m in messages:  # newest release first: a message keeps its newest place
+    for m in messages:  # NCCL's newest release first: a message keeps its newest place
         unique.setdefault(tuple(m["fragments"]), m)  # type: ignore[arg-type]
-    doc = {
-        "about": "Error messages NCCL and torchelastic print, from their sources; written by "
-        "tools/gen_message_catalogue.py, not by hand and not from any log case.",
-        "nccl": {
-            "repository": "github.com/NVIDIA/nccl",
-            "commit": commits[0],
-            "version": nccl_version(mirror, commits[0]),
-            "older": [nccl_version(mirror, c) for c in commits[1:]],
-        },
-        "torch": {"version": torch.__version__, "read": "torch/distributed (installed wheel)"},
-        "messages": list(unique.values()),
-    }
+    doc["torch"] = {"version": torch.__version__, "read": "torch/distributed (installed wheel)"}
+    doc["messages"] = list(unique.values())
     target = Path(__file__).parents[1] / "doctor" / "data" / "messages.json"
     target.write_text(json.dumps(doc, indent=0, sort_keys=True) + "\n")
-    print(f"{len(unique)} messages from NCCL {', '.join(doc['nccl']['older'])} -> {target}")
+    print(f"{len(unique)} messages -> {target}")
     return 0
 
 

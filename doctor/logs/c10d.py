@@ -304,6 +304,8 @@ _STORE_CONNECT = re.compile(
 _CONNECT_RETRY = re.compile(
     r"client socket has failed to connect to (?!any network address)|"
     r"Retry to connect to \S{1,300} while the server is not yet listening|"
+    r"The server socket on \S{1,300} (?:is not yet listening .{0,200}|has timed out), will retry|"
+    r"No socket on \(.{1,300}\) is listening yet, will retry|"
     r"network addresses of \(.{1,255}\) cannot be retrieved \(gai error: -?\d{1,4} - "
     r"(?:Address family for hostname not supported|No address associated with hostname)"
 )
@@ -313,10 +315,12 @@ assign requested address)``; it retries until its deadline, then raises ``has ti
 after``, in older releases ``has failed to connect to any network address of``), and a host
 with no address of one family (``The IPv6 network addresses of (node01, 29500) cannot be
 retrieved (gai error: -9 - Address family for hostname not supported)``: the other family is
-tried), and PaddlePaddle's store client at each attempt (``Retry to connect to host:port while
-the server is not yet listening``). Many healthy jobs print one at start. A name that does not
-resolve at all (``Name or service not known``) is no retry, nor is the same words raised
-(``DistNetworkError: The client socket has failed to connect to ...``): the client gave up."""
+tried), its debug lines on each attempt (``The server socket on [host]:port is not yet
+listening (errno: 111 - Connection refused), will retry.``), and PaddlePaddle's store client
+at each attempt (``Retry to connect to host:port while the server is not yet listening``).
+Many healthy jobs print one at start. A name that does not resolve at all (``Name or service
+not known``) is no retry, nor is the same words raised (``DistNetworkError: The client socket
+has failed to connect to ...``): the client gave up."""
 _RAISED = re.compile(r"\w(?:Error|Exception): ")
 
 

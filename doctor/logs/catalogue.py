@@ -26,6 +26,9 @@ from doctor.evidence import LogEvent
 from doctor.logs import kinds
 from doctor.logs.lines import Line
 
+_INFO = " NCCL INFO "
+"""A catalogued message is a ``WARN``; NCCL prints some of the same words at ``INFO`` where it
+copes (``[Service thread] Accept failed`` is both)."""
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 WRAPPED_MIN = 20
 """A line cut inside a message still matches when this many literal characters matched."""
@@ -90,7 +93,12 @@ def build(doc: dict[str, object]) -> Catalogue:
     raw = doc["messages"]
     assert isinstance(raw, list)
     messages = tuple(
-        Message(tuple(m["fragments"]), m["class"], f"{m['source']} {m['at']}") for m in raw
+        Message(
+            tuple(" ".join(f.split()) for f in m["fragments"]),  # as a line is matched
+            m["class"],
+            f"{m['source']} {m['at']}",
+        )
+        for m in raw
     )
     words = [set(_WORD.findall(" ".join(m.fragments))) for m in messages]
     counts = Counter(w for ws in words for w in ws)
@@ -114,6 +122,8 @@ def catalogue() -> Catalogue:
 
 def events(line: Line) -> list[LogEvent]:
     """A catalogued message in ``line``, as evidence of the class its source place gives."""
+    if _INFO in line.text:  # the same words at INFO: the source goes on
+        return []
     message = catalogue().match(line.text)
     if message is None:
         return []

@@ -117,11 +117,18 @@ FABRIC_FAILED = (
 )
 """The fabric manager that did not start (systemd's status line, its own version check)."""
 _FABRIC = re.compile(FABRIC_FAILED)
-TORCH_OOM = r"cuda\.OutOfMemoryError|CUDA out of memory|CUDA error: out of memory"
-"""torch's allocator out of GPU memory, raised in the rank's own code (NCCL's own ``Cuda
-failure 'out of memory'`` while it sets up is not)."""
+GPU_OOM = (
+    r"cuda\.OutOfMemoryError|CUDA out of memory|CUDA error: out of memory|"
+    r"RESOURCE_EXHAUSTED: Out of memory while trying to allocate|cuMemAllocAsync failed to allocate"
+)
+"""An allocator out of GPU memory, raised in the rank's own code: torch's, XLA's (JAX,
+TensorFlow: its error status, and its asynchronous allocator's refusal). NCCL's own ``Cuda
+failure 'out of memory'`` while it sets up is not; nor is XLA's BFC allocator's warning that it
+``ran out of memory trying to allocate``, which says the caller copes."""
+_COPES = "this is not a failure"
+"""XLA's BFC allocator, out of memory for an allocation its caller can do without, says so."""
 _OOM = re.compile(
-    TORCH_OOM + r"|torch\.OutOfMemoryError|out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
+    GPU_OOM + r"|torch\.OutOfMemoryError|out of memory|CUDA_ERROR_OUT_OF_MEMORY|"
     r"cudaErrorMemoryAllocation|Cuda failure 2\b"
 )
 
@@ -190,10 +197,19 @@ def events(line: Line) -> list[LogEvent]:
         return [line.event(kinds.BOOTSTRAP)]
     if not any(
         word in text
-        for word in ("CUDA", "Cuda", "cuda", "memory", "HIP", "hipError", "NVIDIA driver")
+        for word in (
+            "CUDA",
+            "Cuda",
+            "cuda",
+            "memory",
+            "HIP",
+            "hipError",
+            "NVIDIA driver",
+            "cuMemAlloc",
+        )
     ):
         return _bare(line)
-    if _OOM.search(text):
+    if _OOM.search(text) and _COPES not in text:
         return [line.event(kinds.OOM)]
     found = _CUDA.search(text)
     if found and _CAPTURE.search(text):

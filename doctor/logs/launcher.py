@@ -29,28 +29,32 @@ _SRUN = re.compile(
     r"srun: error: ([\w.-]+): tasks? ([\d,\-]+): (Killed|Exited with exit code (\d{1,18})|"
     r"Segmentation fault|Aborted|Bus error|Terminated|[A-Z][\w ]{2,40})"
 )
-_NODE_FAILURE = re.compile(r"srun: error: Node failure on ([\w.-]+)")
+_NODE_FAILURE = re.compile(
+    r"srun: error: Node failure on ([\w.-]+)|srun: error: Aborting, io error and missing step"
+)
 _FIRST_EXITED = re.compile(r"srun: First task exited \d{1,9}s ago")
 """srun's word (``--wait``) that one of the step's tasks ended while the others still run."""
 _CANCELLED = Guarded(
     re.compile(
         r"(?:(?:JOB|STEP) \S+ )?(?:ON ([\w.-]+) )?CANCELLED AT \S+ DUE TO "
-        r"(TIME LIMIT|PREEMPTION|JOB REQUEUE|NODE FAILURE)"
+        r"(TIME LIMIT|PREEMPTION|JOB REQUEUE|NODE FAILURE|TASK FAILURE)"
     ),
     ("CANCELLED",),
 )
 """slurmstepd's (and srun's) line when the scheduler ends a job step: its time limit ran
 out, a higher-priority job preempted it, or it was requeued (SIGTERM, then SIGKILL); or a
-node of the job failed, which is a rank lost there."""
+node or a task of the job failed, which is a rank lost there."""
 _AFTER_CANCEL = {
     "time limit": "ask for more time, or checkpoint and requeue",
     "preemption": "requeue",
     "job requeue": "it was requeued",
 }
 _STEP_OOM = re.compile(
-    r"Detected \d+ oom[-_]kill event|\bOOMKilled\b|killed due to the node running low on memory"
+    r"Detected \d+ oom[-_]kill event|\bOOMKilled\b|killed due to the node running low on memory|"
+    r"exceeded memory limit \(\d{1,20} > \d{1,20}\), being killed|Exceeded job memory limit"
 )
-"""The cgroup's OOM killer, as SLURM's step reports it and as Kubernetes gives a container's
+"""The cgroup's OOM killer, as SLURM's step reports it (or its own accounting, killing a step
+over its memory limit) and as Kubernetes gives a container's
 reason for ending (``Reason: OOMKilled``, a pod's status); Ray's memory monitor, which kills a
 task or actor before the kernel's would (``Task was killed due to the node running low on
 memory``)."""
@@ -61,7 +65,13 @@ _MPI_ABORT = re.compile(r"MPI_ABORT was invoked on rank (\d{1,9}) in communicato
 """Open MPI's report of a rank that called ``MPI_Abort``: the program stopped on its own
 error."""
 _RUNTIME_LOST = re.compile(
-    r"ORTE has lost communication with a remote daemon|"
+    r"(?:ORTE|PRTE) has lost communication with a remote daemon|"
+    r"(?:prterun|mpirun) failed to receive scheduled heartbeat communications|"
+    r"(?:prterun|mpirun|prte) detected that one or more processes exited with non-zero status|"
+    r"MPI_ERR_PROC_FAILED|Fatal error in PMPI_\w{1,40}: Process failed|"
+    r"Horovod has been shut down\. This was caused by an exception on one of the ranks|"
+    r"Horovod detected that one or more processes exited with non-zero status|"
+    r"ProcessFailureError: Devices failed|"
     r"An MPI communication peer process has unexpectedly disconnected|"
     r"JAX distributed service detected fatal errors|"
     r"The actor died (?:unexpectedly|because its node has died)|"
@@ -70,9 +80,23 @@ _RUNTIME_LOST = re.compile(
     r"Worker proc \S{1,80} died unexpectedly"
 )
 """A runtime's own word that one of the job's processes (or its node) is gone: Open MPI's
-daemon or peer lost, JAX's coordination service seeing another task die, a Ray actor (a
+(ORTE's, PRTE's) daemon or peer lost or silent, a process that exited non-zero, ULFM's and
+MPICH's failed process, Horovod shut down by another rank's exception or exit, JAX's
+coordination service seeing another task die (or its devices failed), a Ray actor (a
 trainer's worker) or worker process that died, a Ray node its head stopped hearing from, a
 vLLM worker process that died. Which one, and why, the runtime does not say here."""
+_LOST_WORDS = (
+    "ORTE",
+    "PRTE",
+    "MPI",
+    "prterun",
+    "mpirun",
+    "JAX",
+    "died",
+    "dead",
+    "Horovod",
+    "Failure",
+)
 LAUNCH_SETUP = re.compile(
     r"pyxis: (?:couldn't start container|container start failed)|"
     r"spank: required plugin \S{1,200}: \w{1,40}\(\) failed|Failed to invoke spank plugin stack|"
@@ -80,13 +104,50 @@ LAUNCH_SETUP = re.compile(
     r"(?:mpirun|prterun) was unable to (?:launch|find) the specified (?:application|executable)|"
     r"ORTE was unable to reliably start one or more daemons|"
     r"PMIX? ERROR: .{0,200}?(?:UNREACHABLE|NOT-FOUND|OUT-OF-RESOURCE)|"
-    r"PMI2?_Init failed|It looks like (?:MPI_INIT|orte_init|opal_init) failed"
+    r"PMI2?_Init failed|It looks like (?:MPI_INIT|orte_init|opal_init) failed|"
+    r"(?:ORTE|PRTE) was unable to reliably start one or more daemons|"
+    r"An? (?:ORTE|PRTE) daemon has unexpectedly failed after launch|"
+    r"(?:prterun|mpirun) was unable to start the specified application|"
+    r"MPI_INIT has failed because at least one MPI process is unreachable|"
+    r"Open MPI failed to TCP connect to a peer MPI process|"
+    r"The OFI MTL was not able to find endpoint information|"
+    r"Open MPI has detected that this process has attempted to initialize|"
+    r"Fatal error in PMPI_Init(?:_thread)?\b|"
+    r"HYDU_sock_(?:connect|get_iface_ip) .{0,80}?: unable to (?:get host address|find interface)|"
+    r"Launch proxy failed|"
+    r"srun: error: (?:Task launch for \S{1,80} failed on node|timeout waiting for task launch|"
+    r"task \d{1,9} launch failed|Unable to create step for job)|"
+    r"slurmstepd: error: execve\(\)|"
+    r"ssh: connect to host \S{1,200} port \d{1,5}: (?:No route to host|Connection refused|"
+    r"Connection timed out)|"
+    r"Hostfile contains a bad entry|Unable to proceed, no GPU resources available"
 )
 """The launcher could not start the job's processes (SLURM's container plugin pyxis or
 another spank plugin, Open MPI's slots and daemons, PMI and PMIx: an MPI built without
 SLURM's PMI started by srun; Open MPI's own start, ``It looks like MPI_INIT failed``): the
-set-up, before any rank ran.
+set-up, before any rank ran. PRTE (Open MPI 5) and MPICH's Hydra say the same: daemons that
+did not start, processes that cannot reach each other as MPI starts, an interface or host
+that is not there; SLURM's srun a task it could not launch; pdsh's ssh a host it cannot
+reach, DeepSpeed's launcher a hostfile it cannot use.
 An ``Exited with exit code 1`` that follows is that failure, not a rank's."""
+_SETUP_WORDS = (
+    "pyxis",
+    "spank",
+    "slots",
+    "unable",
+    "PMI",
+    "init failed",
+    "INIT",
+    "daemon",
+    "MPI",
+    "HYDU",
+    "Launch proxy",
+    "error: ",
+    "ssh: connect",
+    "Hostfile",
+    "GPU resources",
+)
+"""One of these words is in every line ``LAUNCH_SETUP`` matches."""
 _MPIRUN = re.compile(
     r"process rank (\d{1,18}) with PID (\d{1,18}) on node ([\w.-]+) exited on signal (\d{1,18})"
 )
@@ -94,10 +155,18 @@ _SPAWN = re.compile(r"process (\d{1,18}) terminated with (?:signal (SIG\w+)|exit
 _HOROVODRUN = re.compile(r"\bProcess (\d{1,9}) exit with status code (-?\d{1,18})")
 """horovodrun's launcher (its gloo run, ``horovod/runner/gloo_run.py``): the process index
 is the rank; its command runs through a shell, so a signal is ``128 + N`` (137: SIGKILL)."""
-_OMPI_FIRST = re.compile(r"Process name: \[\[\d{1,18},\d{1,18}\],(\d{1,9})\]")
+_OMPI_FIRST = re.compile(
+    r"Process name: \[(?:\[\d{1,18},\d{1,18}\]|[\w.-]{1,80}@\d{1,18}),(\d{1,9})\]"
+)
 """Open MPI's report of the first process that exited with a non-zero status
-(``help-orterun.txt``): ``Process name: [[jobid,step],rank]``; its exit code follows on a
-line of its own."""
+(``help-orterun.txt``): ``Process name: [[jobid,step],rank]``, PRTE's
+``[prterun-node-pid@step,rank]``; its exit code follows on a line of its own."""
+_EXITED_DUE_TO = re.compile(
+    r"(?:prterun|mpirun|mpiexec|prte) has exited due to process rank (\d{1,9}) with PID "
+    r"(\d{1,18}) on node ([\w.-]{1,200})"
+)
+"""Open MPI's launcher ending the job for a rank that called ``abort`` or exited without
+finalizing (``help-prun.txt``, ``help-orterun.txt``)."""
 _DEEPSPEED = re.compile(r"exits with return code = (-?\d{1,18})")
 _DIED_WITH = re.compile(r"died with <Signals\.(SIG[A-Z]{2,8}): \d{1,3}>")
 """Python's ``CalledProcessError`` for a child a signal killed, as the old
@@ -130,6 +199,17 @@ _ELASTIC_ROW = re.compile(
     r"(?: \(pid: (\d{1,18})\))?"
 )
 """One failure of torchelastic's table with its layout collapsed (as a pasted table renders)."""
+_PDSH_EXIT = re.compile(r"pdsh@[\w.-]{1,200}: ([\w.-]{1,200}): ssh exited with exit code (\d{1,3})")
+"""pdsh (DeepSpeed's multi-node launcher) on a host whose command ended badly: 255 is ssh's
+own failure to reach it (its ``ssh: connect to host`` line says why, a set-up failure), any
+other code the remote launcher's, whose ranks ended."""
+RANKS_DISAGREE = re.compile(
+    r"Detected a disagreement on list (?:contents|length) between rank\d{1,9} and rank\d{1,9}|"
+    r"Different ranks tried to set up mismatching numbers of process sets|"
+    r"sync_global_devices name mismatch|failure in recv completion Message truncated"
+)
+"""A framework's own check that its ranks disagree: DeepSpeed's ZeRO partition lists,
+Horovod's process sets, JAX's named barrier, UCC's receive longer than the posted buffer."""
 HOROVOD_STALL = re.compile(r"submitted to be reduced, gathered or broadcasted by subset of ranks")
 HOROVOD_MISMATCH = re.compile(
     r"Mismatched [\w /-]{1,80}: One rank (?:sent|had|did|specified)[^,.]{0,120}"
@@ -179,13 +259,13 @@ def events(line: Line) -> list[LogEvent]:
             for r in _task_ranks(m.group(2))
         ]
     if m := _NODE_FAILURE.search(text):
-        return [line.event(kinds.EXIT, host=m.group(1), rank=None)]
+        return [line.event(kinds.EXIT, host=m.group(1) or line.host, rank=None)]
     if "First task" in text and _FIRST_EXITED.search(text):
         return [line.event(kinds.EXIT, rank=None)]
     if m := _CANCELLED.search(text):
         why = m.group(2).lower()
-        if why == "node failure":
-            return [line.event(kinds.EXIT, host=m.group(1), rank=None)]
+        if why in ("node failure", "task failure"):
+            return [line.event(kinds.EXIT, host=m.group(1) or line.host, rank=None)]
         return [
             line.event(
                 kinds.CANCELLED,
@@ -198,21 +278,13 @@ def events(line: Line) -> list[LogEvent]:
     if "MPI_ABORT" in text and (m := _MPI_ABORT.search(text)):
         said = f"{OWN_ABORT}: {text.strip()[:300]}"
         return [line.event(kinds.EXIT, rank=int(m.group(1)), code=None, text=said)]
-    if ("ORTE" in text or "MPI" in text or "JAX" in text or "died" in text or "dead" in text) and (
-        _RUNTIME_LOST.search(text)
-    ):
+    if any(word in text for word in _LOST_WORDS) and _RUNTIME_LOST.search(text):
         return [line.event(kinds.EXIT, rank=None, code=None)]
-    if ("oom" in text or "OOM" in text or "low on memory" in text) and _STEP_OOM.search(text):
+    if any(w in text for w in ("oom", "OOM", "low on memory", "emory limit")) and (
+        _STEP_OOM.search(text)
+    ):
         return [line.event(kinds.OOM, code=kinds.KILLED)]
-    if (
-        "pyxis" in text
-        or "spank" in text
-        or "slots" in text
-        or "unable" in text
-        or "PMI" in text
-        or "init failed" in text
-        or "INIT failed" in text
-    ) and LAUNCH_SETUP.search(text):  # one of these words is in every line it matches
+    if any(word in text for word in _SETUP_WORDS) and LAUNCH_SETUP.search(text):
         return [line.event(kinds.BOOTSTRAP)]
     if m := _MPIRUN.search(text):
         return [
@@ -231,6 +303,8 @@ def events(line: Line) -> list[LogEvent]:
         code = int(m.group(2))
         code = 128 - code if 128 < code < 160 else code
         return [line.event(kinds.EXIT, rank=int(m.group(1)), code=code)]
+    if "exited due to" in text and (m := _EXITED_DUE_TO.search(text)):
+        return [line.event(kinds.EXIT, rank=int(m.group(1)), pid=int(m.group(2)), host=m.group(3))]
     if m := _OMPI_FIRST.search(text):
         return [line.event(kinds.EXIT, rank=int(m.group(1)), code=None)]
     if "died with" in text and (m := _DIED_WITH.search(text)):
@@ -251,7 +325,9 @@ def events(line: Line) -> list[LogEvent]:
     if m := _ELASTIC_ROW.search(text):
         pid = int(m.group(3)) if m.group(3) else None
         return [line.event(kinds.EXIT, rank=int(m.group(1)), pid=pid, code=int(m.group(2)))]
-    if HOROVOD_STALL.search(text) or HOROVOD_MISMATCH.search(text):
+    if "pdsh@" in text and (m := _PDSH_EXIT.search(text)) and m.group(2) != "255":
+        return [line.event(kinds.EXIT, rank=None, host=m.group(1), code=int(m.group(2)))]
+    if HOROVOD_STALL.search(text) or HOROVOD_MISMATCH.search(text) or RANKS_DISAGREE.search(text):
         return [line.event(kinds.MISMATCH_DETECTED, rank=None)]
     return []
 

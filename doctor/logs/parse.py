@@ -26,6 +26,7 @@ from doctor.logs import (
     catalogue,
     crash,
     cuda,
+    gpu_health,
     kernel,
     kinds,
     launcher,
@@ -118,6 +119,7 @@ LINE_PARSERS: tuple[Callable[[Line], list[LogEvent]], ...] = (
     nccl.events,
     cuda.events,
     kernel.events,
+    gpu_health.events,
     launcher.events,
     crash.events,
     smi.events,
@@ -137,7 +139,8 @@ _CAPITALISED = (
     "IO_PAGE_FAULT|Missing ranks|No backend type|Parameter indices|Aborting Ring|"
     "joining a group|shape mismatches|GLIBC|NVML|Default process|Invalid scalar type|MPI_ERR|#|{|"
     "No pre-built|Time t|ORTE |An MPI|The actor died|Task was killed|Shape mismatch|JIT|"
-    "Link is Down|Link down|Lost carrier|Cable unplugged|Retry to connect"
+    "Link is Down|Link down|Lost carrier|Cable unplugged|Retry to connect|SXid|NvLink|PRTE|"
+    "Open MPI|MTL|HYDU|Hostfile|UCX|UCC|TL_|CL_"
 ).split("|")
 _WORTH_A_LOOK = re.compile("|".join(map(re.escape, _CAPITALISED)))
 """Words (mostly capitalised, which keeps the scan fast) one of which a line that matters
@@ -151,7 +154,7 @@ _LOWER = (
     "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address|"
     "fabricmanager|pair closure|was encountered|PTX|assert triggered|misaligned address|baton|"
     "_jit_compile|enough slots|spank|pyxis|worker_count|*** SIG|<= op.nbytes|marked dead|"
-    "died unexpectedly"
+    "died unexpectedly|prterun|pdsh@|ssh: |mismatch|Endpoint timeout|not enough space"
 ).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
 _WORTH_A_LOOK_TOO = re.compile("|".join(map(re.escape, _LOWER)))
 """One search for them all: cheaper than a substring test each on a line that holds none

@@ -54,11 +54,31 @@ _CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     (
         "NVML",
-        re.compile(r"Failed to initialize NVML: Driver/library version mismatch"),
+        re.compile(
+            r"Failed to initialize NVML: Driver/library version mismatch|"
+            r"NVRM: API mismatch: the client"
+        ),
         "the loaded kernel driver and the NVIDIA user-space libraries differ (a driver "
         "upgraded without a reboot, an unattended upgrade, a container carrying another "
         "driver's libraries): reboot the node or reload the driver, and pin the driver's "
         "packages",
+    ),
+    (
+        "not enough space",
+        re.compile(r"not enough space for /dev/shm"),
+        f"Open MPI's shared-memory segment does not fit in /dev/shm; {shm.MORE_SHM}",
+    ),
+    (
+        "UCX",
+        re.compile(
+            r"no active messages transport to|No transports selected to|"
+            r"reached maximum number of connection retries|"
+            r"connection establishment for socket fd \d{1,9} was unsuccessful|"
+            r"asymmetric endpoint configuration is not supported"
+        ),
+        "UCX found no transport that reaches a peer, or could not connect one: check UCX_TLS "
+        "and UCX_NET_DEVICES on every host, that the hosts reach each other on the interface "
+        "it uses, and that every rank runs the same UCX with the same error handling",
     ),
     (
         "same CUDA device",

@@ -43,9 +43,20 @@ _COMPLETION = Guarded(
         r"(?i)(?:transport|RNR) retry count(?:er)? exceeded|"
         r"remote (?:access|operation|invalid request) error|local protection error|"
         r"completion(?:\[\d{1,4}\])? (?:with )?error|transport error: Endpoint timeout|"
-        r"(?P<efa>Unresponsive receiver|Unreachable remote)"
+        r"receive-no-ready retry count exceeded|local QP operation error|remote side aborted|"
+        r"IB Async event on \S{1,40}: (?:port error|local (?:work queue )?catastrophic error)|"
+        r"error 'Endpoint timeout'|completion Endpoint timeout|unhandled timeout error|"
+        r"ibv_poll_cq failed, status: \d{1,3}|"
+        r"(?P<efa>Unresponsive receiver|Unreachable remote|Unresponsive remote)"
     ),
-    ("retry", "error", "unre"),  # lowercased: the pattern is case-blind
+    (
+        "retry",
+        "error",
+        "unre",
+        "abort",
+        "timeout",
+        "ibv_poll_cq",
+    ),  # lowercased: the pattern is case-blind
     fold=True,
 )
 """libibverbs' ``ibv_wc_status_str`` for the statuses that end a connection, the

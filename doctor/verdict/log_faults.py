@@ -299,19 +299,19 @@ def _oom_killed(view: LogView) -> Candidate | None:
     return _loss((), Confidence.MEDIUM, summary, 55, killed[:2], "log_oom_killed")
 
 
-_TORCH_OOM = re.compile(cuda.TORCH_OOM)
+_GPU_OOM = re.compile(cuda.GPU_OOM)
 
 
 def _gpu_memory_ran_out(view: LogView) -> Candidate | None:
-    """A rank's CUDA allocation failed and nothing else is said: torch raised in that rank,
-    which ends it unless the script catches the error, and its peers wait for it."""
-    short = [e for e in view.of_kind(kinds.OOM) if _TORCH_OOM.search(e.text)]
+    """A rank's GPU allocation failed and nothing else is said: its framework raised in that
+    rank, which ends it unless the script catches the error, and its peers wait for it."""
+    short = [e for e in view.of_kind(kinds.OOM) if _GPU_OOM.search(e.text)]
     if not short:
         return None
     ranks = ranks_of(short)
     summary = (
         f"{rank_prose(ranks, none='a rank')}{where(short)} ran out of GPU memory "
-        f"({quote(short[0], 100)}): torch raised in it, which ends the rank unless the "
+        f"({quote(short[0], 100)}): its framework raised in it, which ends the rank unless the "
         "script catches it, and the others wait for it; free memory (smaller batch, "
         "activation checkpointing, sharded optimizer state), then restart"
     )
@@ -719,7 +719,7 @@ def catalogued(view: LogView) -> list[Candidate]:
     late = cls == HangClass.BOOTSTRAP.value and view.ran_collectives()
     ranks = ranks_of(chosen)
     summary = (
-        f"{'NCCL' if chosen[0].hint_at.startswith('nccl') else 'torchelastic'} printed "
+        f"{_PRINTER[chosen[0].hint_at.split(' ', 1)[0]]} printed "
         f"{quote(chosen[0])}{where(chosen)}"
         + (f" on {rank_prose(ranks)}" if ranks else "")
         + f", a message its source raises at {chosen[0].hint_at.split(' ', 1)[-1]}: "
@@ -738,6 +738,15 @@ def catalogued(view: LogView) -> list[Candidate]:
     ]
 
 
+_PRINTER = {
+    "nccl": "NCCL",
+    "rccl": "RCCL",
+    "aws-ofi-nccl": "NCCL's OFI network plugin",
+    "torch": "torchelastic",
+}
+"""Who prints a catalogued message, by its source's name (``data/messages.json``)."""
+
+
 def _catalogue_advice(cls: str, text: str) -> str:
     """The class's advice, or a set-up failure's own where its line names the cause."""
     named = setup.advice(text) if cls == HangClass.BOOTSTRAP.value else None
@@ -754,4 +763,7 @@ _CATALOGUE_ADVICE = {
     HangClass.COLLECTIVE_MISMATCH.value: "NCCL's own check found ranks calling different "
     "collectives or sizes; find the call site the ranks disagree on (NCCL_DEBUG_SUBSYS=COLL "
     "shows each rank's calls)",
+    HangClass.UNSUPPORTED_OP.value: "NCCL refused the call's data type or operation (a type "
+    "newer than this NCCL, bfloat16 or FP8 on an old release); use a type and op this NCCL "
+    "supports, or a newer NCCL",
 }

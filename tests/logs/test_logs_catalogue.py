@@ -109,6 +109,37 @@ def test_the_catalogue_records_what_it_was_read_from() -> None:
         "network",
         "rank_loss",
         "collective_mismatch",
+        "unsupported_op",
     }
     assert "2.4.8" in doc["nccl"]["older"]  # releases back to 2019: users paste old logs
-    assert all(m["source"] in ("nccl", "torch") and ":" in m["at"] for m in doc["messages"])
+    sources = ("nccl", "rccl", "aws-ofi-nccl", "torch")
+    assert all(m["source"] in sources and ":" in m["at"] for m in doc["messages"])
+    assert all(len(doc[name]["commit"]) == 40 for name in ("rccl", "aws-ofi-nccl"))
+
+
+# aws-ofi-nccl, src/nccl_ofi_rdma.cpp: NCCL_OFI_WARN("Unexpected status (%d) for message %hu", ...)
+OFI_WRITE = "p4d-st-1:4321:4390 [3] NCCL WARN NET/OFI Unexpected status (3) for message 117"
+# NCCL 2.30.7, src/transport/net_ib/p2p_resiliency.cc: two spaces inside no message, one in a paste
+IB_FATAL = "node7:2231:2290 [3] NCCL WARN NET/IB: The error is fatal (No functional devices left).  Cannot continue."
+# NCCL 2.30.7, src/misc/argcheck.cc: WARN("%s : invalid type %d", ...): bfloat16 on NCCL < 2.10
+BAD_TYPE = "node7:2231:2231 [0] NCCL WARN AllReduce : invalid type 9"
+
+
+def test_the_network_plugin_s_transport_and_nccl_s_refusals_are_read_by_who_prints_them() -> None:
+    # GIVEN AWS's network plugin failing a transfer, NCCL's fatal IB error (its words spaced
+    # as a paste spaces them) and NCCL refusing a data type WHEN each is judged alone
+    verdicts = [_verdict([line]) for line in (OFI_WRITE, IB_FATAL, BAD_TYPE)]
+    # THEN each is the class of the place that prints it, the plugin named as the printer
+    assert [v.hang_class for v in verdicts] == [
+        HangClass.NETWORK,
+        HangClass.NETWORK,
+        HangClass.UNSUPPORTED_OP,
+    ]
+    assert verdicts[0].summary.startswith("NCCL's OFI network plugin printed")
+
+
+def test_a_catalogued_message_at_info_is_nccl_coping() -> None:
+    # GIVEN NCCL's proxy saying at INFO what it also says as a WARN elsewhere
+    line = "node7:2231:2290 [0] NCCL INFO [Service thread] Accept failed Resource temporarily unavailable"
+    # THEN the catalogue does not read it: NCCL printed it and went on
+    assert parse_text([line], "job.log").events == []
