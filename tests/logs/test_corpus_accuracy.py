@@ -58,8 +58,12 @@ earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66, 
 110/153, 115/164, 120/174, 121/174 (a failed full-suite run's number) and 122/174. No rule
 and no word of the model came from a test case. The issue's target is 85 %, missed; this
 floor is the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 403 / 466
-"""Measured on the dev split: 403 of 466, in sample for the rules and the word model (stop 50:
+HELDOUT_DEV_FLOOR = 414 / 480
+"""Measured on the dev split: 414 of 480, in sample for the rules and the word model (stop 51:
+fourteen dev cases added, judged on arrival by the stop's first code (6d68ae8): ten right, all
+by the rules alone; the runtimes' failure words read since (a703a1b, one reading, XLA's device
+out-of-memory, from a new case) and the model retrained on them; 404 of 466 before). Stop 50's
+403 of 466 (stop 50:
 four dev cases added, judged on arrival by 2ae8c8a: one right, by the model, none by the
 rules alone; the model retrained on them; 402 of 462 before). Stop 45's 401 of 462 (stop 45:
 five dev cases added, each right on arrival by rules alone, one by the code of stop 44's end
