@@ -113,11 +113,13 @@ def _host(text: str, fallback: str) -> str:
 
 _LINK_DOWN = re.compile(
     r"\b([\w.-]{1,20}): (?:NIC )?Link (?:is )?[Dd]own\b|"
-    r"Port module event: module \d{1,3}, Cable unplugged|\b([\w.-]{1,20}): Lost carrier\b"
+    r"Port module event: module \d{1,3}, Cable unplugged|\b([\w.-]{1,20}): Lost carrier\b|"
+    r"NIC device ([\w.-]{1,20}): Port state changed from ACTIVE to DOWN"
 )
 """A network interface's driver saying its link went down: ``ixgbe 0000:01:00.0 eth0: NIC Link
 is Down`` (Intel's and Broadcom's drivers), ``mlx5_core 0000:3b:00.0 ens1f0: Link down``,
-mlx5's module event for a cable pulled out, systemd-networkd's ``eth0: Lost carrier``."""
+mlx5's module event for a cable pulled out, systemd-networkd's ``eth0: Lost carrier``, NVIDIA's
+resiliency extension's health check of an InfiniBand port that went down."""
 
 
 def events(line: Line) -> list[LogEvent]:
@@ -170,11 +172,11 @@ def events(line: Line) -> list[LogEvent]:
 def _link_down(line: Line) -> list[LogEvent]:
     """A NIC that lost its link: whatever ran over it stops (``network``)."""
     text = line.text
-    if "own" not in text and "unplugged" not in text and "carrier" not in text:
+    if not any(word in text for word in ("own", "unplugged", "carrier", "DOWN")):
         return []
     if (m := _LINK_DOWN.search(text)) is None:
         return []
-    nic = m.group(1) or m.group(2) or ""
+    nic = m.group(1) or m.group(2) or m.group(3) or ""
     said = f"the network interface {nic} lost its link" if nic else "a NIC's cable was unplugged"
     return [
         line.event(

@@ -110,7 +110,6 @@ LAUNCH_SETUP = re.compile(
     r"(?:prterun|mpirun) was unable to start the specified application|"
     r"MPI_INIT has failed because at least one MPI process is unreachable|"
     r"Open MPI failed to TCP connect to a peer MPI process|"
-    r"The OFI MTL was not able to find endpoint information|"
     r"Open MPI has detected that this process has attempted to initialize|"
     r"Fatal error in PMPI_Init(?:_thread)?\b|"
     r"HYDU_sock_(?:connect|get_iface_ip) .{0,80}?: unable to (?:get host address|find interface)|"

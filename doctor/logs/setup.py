@@ -31,6 +31,17 @@ SAME_GPU = (  # NCCL's "Duplicate GPU detected" too (doctor.verdict.log_faults)
     "(torch.cuda.set_device(LOCAL_RANK) or init_process_group(device_id=...)) and "
     "check CUDA_VISIBLE_DEVICES"
 )
+DRIVER_MISMATCH = (
+    "the loaded kernel driver and the NVIDIA user-space libraries differ (a driver "
+    "upgraded without a reboot, an unattended upgrade, a container carrying another "
+    "driver's libraries): reboot the node or reload the driver, and pin the driver's "
+    "packages"
+)
+JAX_START = (
+    "JAX's distributed runtime was started wrongly: call jax.distributed.initialize() once, "
+    "first, with the coordinator's address (or under a launcher it reads it from: SLURM, "
+    "Open MPI)"
+)
 _CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     (
         "expected, but not",
@@ -54,14 +65,42 @@ _CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ),
     (
         "NVML",
+        re.compile(r"Failed to initialize NVML: Driver/library version mismatch"),
+        DRIVER_MISMATCH,
+    ),
+    ("API mismatch", re.compile(r"NVRM: API mismatch: the client"), DRIVER_MISMATCH),
+    (
+        "initiali",
         re.compile(
-            r"Failed to initialize NVML: Driver/library version mismatch|"
-            r"NVRM: API mismatch: the client"
+            r"jax\.distributed\.initialize\(\) must be called before any JAX calls|"
+            r"RuntimeError: distributed\.initialize should only be called once"
         ),
-        "the loaded kernel driver and the NVIDIA user-space libraries differ (a driver "
-        "upgraded without a reboot, an unattended upgrade, a container carrying another "
-        "driver's libraries): reboot the node or reload the driver, and pin the driver's "
-        "packages",
+        JAX_START,
+    ),
+    (
+        "coordinator",
+        re.compile(
+            r"coordinator_address should be defined|Could not parse coordinator IP address from"
+        ),
+        JAX_START,
+    ),
+    (
+        "OFI MTL",
+        re.compile(r"The OFI MTL was not able to find endpoint information"),
+        "Open MPI's libfabric transport found no endpoint of a peer: the peer failed to start "
+        "its network, or the hosts use different providers (FI_PROVIDER, the NICs)",
+    ),
+    (
+        "connect to self",
+        re.compile(r"gloo/transport/tcp/device\.cc:\d{1,6}\].{0,80}Cannot connect to self"),
+        "gloo's TCP transport was given this host's own address for a peer: ranks share a "
+        "host name or address, or it resolves to the wrong interface (GLOO_SOCKET_IFNAME)",
+    ),
+    (
+        "oob",
+        re.compile(r"TL_NCCL ERROR failed to start oob allgather"),
+        "UCC's NCCL layer could not exchange its set-up among the ranks: the out-of-band "
+        "channel (the process group it was given) failed first",
     ),
     (
         "not enough space",
