@@ -1,9 +1,10 @@
 """What each runtime a training job prints through says when a rank dies, a GPU or a link
 fails, the set-up fails, ranks disagree or a backend refuses: read as that failure, alone
 and as pasted. ``failure_lines.txt`` holds one record per line (``class<TAB>text``, ``\\n``
-between the lines of a record), written from what torch, NCCL, glibc, Open MPI, MPICH, UCX,
-SLURM, the kernel, the NVIDIA driver, Ray, vLLM, DeepSpeed and Horovod print; no corpus case
-was read for it. A message whose class depends on what else the logs say (a store's
+between the lines of a record), written from what torch, NCCL, RCCL, aws-ofi-nccl, glibc, Open
+MPI and PRRTE, MPICH, UCX and UCC, libfabric, NVSHMEM, SLURM, pdsh, the kernel, the NVIDIA
+driver, DCGM, ROCr, Ray, vLLM, DeepSpeed, Horovod, XLA and JAX print; no corpus case was read
+for it. A message whose class depends on what else the logs say (a store's
 ``Socket Timeout``, a lone traceback) is not in it."""
 
 from __future__ import annotations

@@ -2,7 +2,8 @@
 set-up chatter, shutdown noise) must not move the rules' verdict: a rule that reads one as a
 failure misjudges every log that holds it. ``harmless_lines.txt`` holds one per line, written
 from what torch, NCCL and its network plugins, vLLM, SGLang, Megatron, DeepSpeed, transformers,
-Lightning, JAX, Open MPI, SLURM and the kernel print; no corpus case was read for it."""
+Lightning, accelerate, Ray, Triton, TransformerEngine, JAX, Open MPI, PRRTE, UCX, libfabric, DCGM,
+SLURM and the kernel print; no corpus case was read for it."""
 
 from __future__ import annotations
 
