@@ -26,9 +26,6 @@ from doctor.evidence import LogEvent
 from doctor.logs import kinds
 from doctor.logs.lines import Line
 
-_INFO = " NCCL INFO "
-"""A catalogued message is a ``WARN``; NCCL prints some of the same words at ``INFO`` where it
-copes (``[Service thread] Accept failed`` is both)."""
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]{3,}")
 WRAPPED_MIN = 20
 """A line cut inside a message still matches when this many literal characters matched."""
@@ -122,8 +119,8 @@ def catalogue() -> Catalogue:
 
 def events(line: Line) -> list[LogEvent]:
     """A catalogued message in ``line``, as evidence of the class its source place gives."""
-    if _INFO in line.text:  # the same words at INFO: the source goes on
-        return []
+    if line.nccl == "INFO":  # a catalogued message is a WARN; NCCL prints some of its
+        return []  # words at INFO where it copes (``[Service thread] Accept failed`` is both)
     message = catalogue().match(line.text)
     if message is None:
         return []
