@@ -140,7 +140,7 @@ _CAPITALISED = (
     "joining a group|shape mismatches|GLIBC|NVML|Default process|Invalid scalar type|MPI_ERR|#|{|"
     "No pre-built|Time t|ORTE |An MPI|The actor died|Task was killed|Shape mismatch|JIT|"
     "Link is Down|Link down|Lost carrier|Cable unplugged|Retry to connect|SXid|NvLink|PRTE|"
-    "Open MPI|MTL|HYDU|Hostfile|UCX|UCC|TL_|CL_|Port state"
+    "Open MPI|MTL|HYDU|Hostfile|UCX|UCC|TL_UCP|TL_NCCL|CL_HIER|Port state"
 ).split("|")
 _WORTH_A_LOOK = re.compile("|".join(map(re.escape, _CAPITALISED)))
 """Words (mostly capitalised, which keeps the scan fast) one of which a line that matters
