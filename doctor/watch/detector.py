@@ -139,6 +139,13 @@ class Detector:
         """A rank that left the job (excluded, exited) is judged no more."""
         self._tracks.pop(rank, None)
 
+    def acted(self) -> None:
+        """The job was acted on (a rank excluded, a restart): what its ranks did in the
+        iteration that ends is judged no more. Each is judged again from its first move (in
+        the next iteration), however long its restart takes on a loaded host."""
+        for track in self._tracks.values():
+            track.started = False
+
     def snooze(self) -> None:
         """A stall was looked at and the job was fine: wait longer before the next look."""
         self.backoff = min(self.backoff * 2, MAX_BACKOFF)

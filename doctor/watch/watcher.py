@@ -183,6 +183,9 @@ class Watcher:
             self.live = [m for m in self.live if m.rank not in self.excluded]
             for rank in decision.ranks:
                 self.detector.forget(rank)
+            self.detector.acted()
+        elif decision.action in (Action.RESTART, Action.RESTART_ONCE):
+            self.detector.acted()
         elif decision.action is Action.STOP:
             print_playbook(verdict.playbook)
             if self.signal_ranks:

@@ -152,3 +152,18 @@ def test_uneven_steps_within_the_factor_are_never_flagged(gaps: list[float], slo
     assert stalled is not None
     if learned is not None:
         assert stalled <= max(0.75, 2.5 * learned) + 2 * TICK
+
+
+def test_after_an_action_a_rank_is_judged_again_only_from_its_next_move() -> None:
+    # GIVEN two ranks stepping every 0.4 s that stop together (one hung, one waiting on it)
+    detector = Detector(stall_factor=2.5, min_stall=0.5)
+    last = max(feed(detector, [0.4] * 6, rank=rank) for rank in (0, 1))
+    assert first_stall(detector, last) is not None
+    # WHEN the watcher acts (the hung rank excluded, the job restarted in place)
+    detector.forget(1)
+    detector.acted()
+    # THEN the waiting rank is not flagged while its restart takes long on a loaded host
+    assert first_stall(detector, last, limit=20.0) is None
+    # AND once it moves again (its next iteration) it is judged as before
+    moved = feed(detector, [0.4] * 6, rank=0, start=last + 20.0)
+    assert first_stall(detector, moved) is not None
