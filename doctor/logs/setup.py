@@ -103,11 +103,6 @@ _CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "channel (the process group it was given) failed first",
     ),
     (
-        "not enough space",
-        re.compile(r"not enough space for /dev/shm"),
-        f"Open MPI's shared-memory segment does not fit in /dev/shm; {shm.MORE_SHM}",
-    ),
-    (
         "UCX",
         re.compile(
             r"no active messages transport to|No transports selected to|"

@@ -16,7 +16,8 @@
     Bus error: nonexistent physical address with signal 7
 
 * A runtime saying ``/dev/shm`` has not enough memory for what it maps (UCX's posix
-  transport), the same full tmpfs in its own words.
+  transport) or not enough space (Open MPI's shared-memory segment), the same full tmpfs in
+  its own words.
 
     UCX  ERROR Not enough memory to write total of 4208440835 bytes. Please check that
         /dev/shm or the directory you specified has more available memory.
@@ -52,7 +53,7 @@ _NO_SPACE = Guarded(
 )
 _NO_BACKING = re.compile(r"Bus error: nonexistent physical address|\bBUS_ADRERR\b")
 _BUS_CODE = re.compile(r"Bus error: \w|\bBUS_[A-Z]{3,6}\b")
-_SHM_SHORT = re.compile(r"[Nn]ot enough memory|[Oo]ut of memory")
+_SHM_SHORT = re.compile(r"[Nn]ot enough (?:memory|space)|[Oo]ut of memory")
 _PEER_MEMORY_REFUSED = re.compile(
     r"(?:process_vm_(?:readv|writev)|pidfd_getfd)\b.{0,300}?"
     r"(?:Operation not permitted|\bEPERM\b|errno 1\b)"

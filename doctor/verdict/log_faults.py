@@ -718,11 +718,11 @@ def catalogued(view: LogView) -> list[Candidate]:
     chosen = [e for e in found if e.hint_class == cls]
     late = cls == HangClass.BOOTSTRAP.value and view.ran_collectives()
     ranks = ranks_of(chosen)
+    source, _, at = chosen[0].hint_at.partition(" ")
     summary = (
-        f"{_PRINTER[chosen[0].hint_at.split(' ', 1)[0]]} printed "
-        f"{quote(chosen[0])}{where(chosen)}"
+        f"{_PRINTER[source]} printed {quote(chosen[0])}{where(chosen)}"
         + (f" on {rank_prose(ranks)}" if ranks else "")
-        + f", a message its source raises at {chosen[0].hint_at.split(' ', 1)[-1]}: "
+        + f", a message its source raises at {at}: "
         + _catalogue_advice(cls, chosen[0].text)
     )
     return [
