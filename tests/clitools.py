@@ -2,14 +2,26 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
 import subprocess
 import sys
 import time
 from collections.abc import Iterable, Mapping
 from pathlib import Path
+from types import ModuleType
 
 REPO = Path(__file__).resolve().parent.parent
+
+
+def load_tool(name: str) -> ModuleType:
+    """A script of ``tools/`` (not a package) imported as a module, to test its functions."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "tools" / f"{name}.py")
+    assert spec and spec.loader
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    return module
 
 
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:

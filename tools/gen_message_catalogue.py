@@ -18,6 +18,14 @@ raised at, and the class that file's job gives it. No source code is copied.
 * PyTorch: the messages torchelastic's agent, its process launcher and its rendezvous
   raise or log as errors (``raise X(...)``, ``logger.error/exception(...)``), from the
   installed torch's own Python files (parsed with ``ast``).
+* The Python frameworks a job runs through (torch.distributed beyond torchelastic,
+  Lightning, accelerate, DeepSpeed, Horovod, Megatron, NeMo, Transformer Engine, NVIDIA's
+  resiliency extension, JAX, torchtitan, torchft, verl, LlamaFactory): only the places
+  ``framework_places.tsv`` lists, each judged by a person reading that place in the source
+  (a framework's files mix set-up, checks and refusals, so no file prefix gives a class).
+  The message is the ``raise``, ``assert`` or logging call read there, from the installed
+  torch or a git mirror of the project at its HEAD; the example line beside each place must
+  match what is read, or the place is reported and left out (the source moved).
 
 Only messages that say something failed are kept (a warning that names a fallback or a
 default is not a failure). The class of a message is the class of the file it is raised in
@@ -27,10 +35,10 @@ or exited points to a lost rank, NCCL's own collective-mismatch checks to a mism
 data type or reduction NCCL cannot do to a backend's refusal (``unsupported_op``).
 
     .venv/bin/python tools/gen_message_catalogue.py NCCL_MIRROR [COMMIT...] \
-        [--rccl RCCL_MIRROR] [--ofi OFI_MIRROR]
+        [--rccl RCCL_MIRROR] [--ofi OFI_MIRROR] [--frameworks MIRRORS]
 
 Each MIRROR is a git mirror of its project; without COMMITs: NCCL's HEAD, then
-``OLDER_RELEASES``.
+``OLDER_RELEASES``. MIRRORS holds one git mirror per framework, ``OWNER+NAME/repo``.
 """
 
 from __future__ import annotations
@@ -278,6 +286,11 @@ def _fstring_fragments(node: ast.expr) -> list[str] | None:
 
 
 _LOG_CALLS = frozenset({"error", "exception", "critical"})
+FRAMEWORK_PLACES = Path(__file__).with_name("framework_places.tsv")
+_PRINTING = _LOG_CALLS | {"warning", "warn", "info", "fatal", "print"}
+"""A listed place may print its message any way: the person who listed it judged it."""
+_DRIFT = 3
+"""How many lines a listed place's call may have moved since it was listed."""
 
 
 def torch_messages(root: Path) -> list[dict[str, object]]:
@@ -302,6 +315,60 @@ def torch_messages(root: Path) -> list[dict[str, object]]:
     return out
 
 
+def _message_near(tree: ast.AST, line: int) -> tuple[int, list[str]] | None:
+    """The fragments of the ``raise``, ``assert`` or printing call nearest ``line``."""
+    best: tuple[int, int, list[str]] | None = None
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Assert):
+            message = node.msg
+        else:
+            call = node.exc if isinstance(node, ast.Raise) else node
+            if not isinstance(call, ast.Call) or not call.args:
+                continue
+            name = getattr(call.func, "attr", getattr(call.func, "id", ""))
+            if not (isinstance(node, ast.Raise) or name in _PRINTING):
+                continue
+            message = call.args[0]
+        first, last = node.lineno, node.end_lineno or node.lineno
+        off = 0 if first <= line <= last else min(abs(first - line), abs(last - line))
+        frags = _fstring_fragments(message) if message is not None else None
+        if off <= _DRIFT and frags and (best is None or off < best[0]):
+            best = (off, first, frags)
+    return (best[1], best[2]) if best else None
+
+
+def framework_messages(
+    mirrors: Path, places: Path = FRAMEWORK_PLACES
+) -> tuple[list[dict[str, object]], dict[str, str]]:
+    """The messages at ``places``, and the commit each framework's mirror was read at."""
+    import torch
+
+    from doctor.logs.catalogue import build
+
+    torch_root = Path(torch.__file__).parents[1]
+    out: list[dict[str, object]] = []
+    commits: dict[str, str] = {}
+    for row in places.read_text().splitlines():
+        if row.startswith("#") or not row.strip():
+            continue
+        cls, repository, place, example = row.split("\t")
+        path, line = place.rsplit(":", 1)
+        if repository == "torch":
+            text = (torch_root / path).read_text()
+        else:
+            mirror = str(mirrors / repository.replace("/", "+") / "repo")
+            commits.setdefault(repository, _git(mirror, "rev-parse", "HEAD").strip())
+            text = _git(mirror, "show", f"{commits[repository]}:{path}")
+        found = _message_near(ast.parse(text), int(line))
+        entry = {"fragments": found[1] if found else [], "class": cls, "source": repository}
+        entry["at"] = f"{path}:{found[0]}" if found else place
+        if not found or build({"messages": [entry]}).match(example.replace("\\n", " ")) is None:
+            print(f"left out: {repository} {place} no longer prints {example[:60]!r}")
+            continue
+        out.append(entry)
+    return out, commits
+
+
 def _git(mirror: str, *args: str) -> str:
     return subprocess.run(
         ["git", "-C", mirror, *args], check=True, capture_output=True, text=True
@@ -323,6 +390,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("commits", nargs="*", help="its commits (default: HEAD and releases)")
     parser.add_argument("--rccl", help="a git mirror of ROCm/rccl (its HEAD is read)")
     parser.add_argument("--ofi", help="a git mirror of aws/aws-ofi-nccl (its HEAD is read)")
+    parser.add_argument("--frameworks", type=Path, help="a folder of OWNER+NAME/repo mirrors")
     args = parser.parse_args(argv)
     commits = [
         _git(args.nccl, "rev-parse", c).strip() for c in args.commits or ["HEAD", *OLDER_RELEASES]
@@ -331,7 +399,8 @@ def main(argv: list[str] | None = None) -> int:
 
     messages = [m for c in commits for m in c_messages(NCCL, args.nccl, c)]
     doc: dict[str, object] = {
-        "about": "Error messages NCCL, its forks and plugins, and torchelastic print, from their "
+        "about": "Error messages NCCL, its forks and plugins, torchelastic and the places "
+        "tools/framework_places.tsv lists in the Python frameworks print, from their "
         "sources; written by tools/gen_message_catalogue.py, not by hand and not from any log "
         "case.",
         "nccl": {
@@ -347,6 +416,10 @@ def main(argv: list[str] | None = None) -> int:
             messages += c_messages(source, mirror, head)
             doc[source.name] = {"repository": source.repository, "commit": head}
     messages += torch_messages(Path(torch.__file__).parent / "distributed")
+    if args.frameworks:
+        listed, commits = framework_messages(args.frameworks)
+        messages += listed
+        doc["frameworks"] = {"read": FRAMEWORK_PLACES.name, "commits": commits}
     unique: dict[tuple[str, ...], dict[str, object]] = {}
     for m in messages:  # NCCL's newest release first: a message keeps its newest place
         unique.setdefault(tuple(m["fragments"]), m)  # type: ignore[arg-type]

@@ -720,7 +720,7 @@ def catalogued(view: LogView) -> list[Candidate]:
     ranks = ranks_of(chosen)
     source, _, at = chosen[0].hint_at.partition(" ")
     summary = (
-        f"{_PRINTER[source]} printed {quote(chosen[0])}{where(chosen)}"
+        f"{_PRINTER.get(source, source)} printed {quote(chosen[0])}{where(chosen)}"
         + (f" on {rank_prose(ranks)}" if ranks else "")
         + f", a message its source raises at {at}: "
         + _catalogue_advice(cls, chosen[0].text)
@@ -742,9 +742,10 @@ _PRINTER = {
     "nccl": "NCCL",
     "rccl": "RCCL",
     "aws-ofi-nccl": "NCCL's OFI network plugin",
-    "torch": "torchelastic",
+    "torch": "PyTorch",
 }
-"""Who prints a catalogued message, by its source's name (``data/messages.json``)."""
+"""Who prints a catalogued message, by its source's name (``data/messages.json``); a
+framework's is its repository's (``NVIDIA/Megatron-LM``)."""
 
 
 def _catalogue_advice(cls: str, text: str) -> str:
@@ -754,15 +755,21 @@ def _catalogue_advice(cls: str, text: str) -> str:
 
 
 _CATALOGUE_ADVICE = {
-    HangClass.BOOTSTRAP.value: "communicator set-up failed there; check the interfaces, "
-    "MASTER_ADDR/port, /dev/shm and the GPUs each rank was given",
+    HangClass.BOOTSTRAP.value: "the job's set-up failed there (its process group or NCCL "
+    "communicator, their rendezvous and store, the launcher's settings, the GPUs each rank "
+    "was given); what the message names is what to fix, else check the interfaces, "
+    "MASTER_ADDR/port and /dev/shm",
     HangClass.NETWORK.value: "a transport between connected ranks failed there; check the "
     "links, NICs and the fabric between the ranks",
     HangClass.RANK_LOSS.value: "a process of the job failed or left there; find why it "
     "ended (its own traceback, the OOM killer) before restarting",
-    HangClass.COLLECTIVE_MISMATCH.value: "NCCL's own check found ranks calling different "
-    "collectives or sizes; find the call site the ranks disagree on (NCCL_DEBUG_SUBSYS=COLL "
-    "shows each rank's calls)",
+    HangClass.COLLECTIVE_MISMATCH.value: "a check of the ranks against each other found them "
+    "calling different collectives, sizes or steps; find the call site or data the ranks "
+    "disagree on (NCCL_DEBUG_SUBSYS=COLL shows each rank's calls)",
+    HangClass.CPU_STUCK.value: "a process of the job stopped progressing outside the "
+    "collectives (a data loader, a file system); its stack (py-spy dump) says where",
+    HangClass.GPU_HANG.value: "a health check found a GPU or its links failing; drain the "
+    "node and have the GPU checked (nvidia-smi -q, dcgmi diag) before it runs again",
     HangClass.UNSUPPORTED_OP.value: "NCCL refused the call's data type or operation (a type "
     "newer than this NCCL, bfloat16 or FP8 on an old release); use a type and op this NCCL "
     "supports, or a newer NCCL",

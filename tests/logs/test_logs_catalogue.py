@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from importlib import resources
 
+import pytest
+
 from doctor.evidence import Evidence
 from doctor.logs.catalogue import catalogue
 from doctor.logs.parse import parse_text
@@ -110,11 +112,17 @@ def test_the_catalogue_records_what_it_was_read_from() -> None:
         "rank_loss",
         "collective_mismatch",
         "unsupported_op",
+        "cpu_stuck",  # only from the frameworks' listed places (a data loader's timeout)
+        "gpu_hang",  # ... and their health checks
     }
     assert "2.4.8" in doc["nccl"]["older"]  # releases back to 2019: users paste old logs
-    sources = ("nccl", "rccl", "aws-ofi-nccl", "torch")
+    frameworks = doc["frameworks"]["commits"]
+    assert {"Lightning-AI/pytorch-lightning", "deepspeedai/DeepSpeed"} <= frameworks.keys()
+    assert all(len(commit) == 40 for commit in frameworks.values())
+    sources = {"nccl", "rccl", "aws-ofi-nccl", "torch", *frameworks}
     assert all(m["source"] in sources and ":" in m["at"] for m in doc["messages"])
     assert all(len(doc[name]["commit"]) == 40 for name in ("rccl", "aws-ofi-nccl"))
+    assert {m["source"] for m in doc["messages"]} == sources
 
 
 # aws-ofi-nccl, src/nccl_ofi_rdma.cpp: NCCL_OFI_WARN("Unexpected status (%d) for message %hu", ...)
@@ -123,19 +131,44 @@ OFI_WRITE = "p4d-st-1:4321:4390 [3] NCCL WARN NET/OFI Unexpected status (3) for 
 IB_FATAL = "node7:2231:2290 [3] NCCL WARN NET/IB: The error is fatal (No functional devices left).  Cannot continue."
 # NCCL 2.30.7, src/misc/argcheck.cc: WARN("%s : invalid type %d", ...): bfloat16 on NCCL < 2.10
 BAD_TYPE = "node7:2231:2231 [0] NCCL WARN AllReduce : invalid type 9"
+# Lightning, src/lightning/fabric/plugins/environments/slurm.py: its check of SLURM's counts
+LIGHTNING = "ValueError: You set `devices=8` in Lightning, but the number of tasks per node configured in SLURM `--ntasks-per-node=4` does not match. HINT: Set `devices=4`."
+# torch, torch/distributed/algorithms/join.py: a rank whose inputs ran out under Join
+EXHAUSTED = "RuntimeError: Rank 3 exhausted all inputs."
+# nvidia-resiliency-ext, shared_utils/health_check.py: NVML lost the GPU
+GPU_LOST = "NVML Error checking GPU 3: GPU is lost"
 
 
-def test_the_network_plugin_s_transport_and_nccl_s_refusals_are_read_by_who_prints_them() -> None:
-    # GIVEN AWS's network plugin failing a transfer, NCCL's fatal IB error (its words spaced
-    # as a paste spaces them) and NCCL refusing a data type WHEN each is judged alone
-    verdicts = [_verdict([line]) for line in (OFI_WRITE, IB_FATAL, BAD_TYPE)]
-    # THEN each is the class of the place that prints it, the plugin named as the printer
-    assert [v.hang_class for v in verdicts] == [
-        HangClass.NETWORK,
-        HangClass.NETWORK,
-        HangClass.UNSUPPORTED_OP,
-    ]
-    assert verdicts[0].summary.startswith("NCCL's OFI network plugin printed")
+@pytest.mark.parametrize(
+    ("line", "hang_class", "said"),
+    [
+        (OFI_WRITE, HangClass.NETWORK, "NCCL's OFI network plugin printed"),
+        (IB_FATAL, HangClass.NETWORK, "NCCL printed"),  # its words spaced as a paste spaces them
+        (BAD_TYPE, HangClass.UNSUPPORTED_OP, "NCCL printed"),
+        (LIGHTNING, HangClass.BOOTSTRAP, "Lightning-AI/pytorch-lightning printed"),
+        (EXHAUSTED, HangClass.COLLECTIVE_MISMATCH, "PyTorch printed"),
+        (GPU_LOST, HangClass.GPU_HANG, "NVIDIA/nvidia-resiliency-ext printed"),
+    ],
+)
+def test_a_catalogued_message_is_its_place_s_class_said_by_who_prints_it(
+    line: str, hang_class: HangClass, said: str
+) -> None:
+    # GIVEN a message of NCCL, its network plugin or a Python framework alone in a log, no
+    # rule of its own reading it (a transfer, a refused type, a launcher's counts, a rank out
+    # of data, a health check) WHEN it is judged
+    verdict = _verdict([line])
+    # THEN it is the class of the place that prints it, the printer named
+    assert verdict.hang_class is hang_class
+    assert verdict.summary.startswith(said), verdict.summary
+
+
+def test_a_framework_s_set_up_and_health_messages_say_what_to_do() -> None:
+    # GIVEN Lightning's check of SLURM's counts and a health check that lost a GPU
+    slurm, lost = _verdict([LIGHTNING]), _verdict([GPU_LOST])
+    # THEN the set-up failure points at what the message names and where it is raised, the
+    # GPU's at draining the node
+    assert "slurm.py" in slurm.summary and "the message names" in slurm.summary
+    assert "drain the node" in lost.summary
 
 
 def test_a_catalogued_message_at_info_is_nccl_coping() -> None:

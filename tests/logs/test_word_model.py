@@ -3,13 +3,11 @@ corpus, a low-confidence guess only where logs alone said nothing a rule reads."
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 from types import ModuleType
 
-from clitools import run_cli
+from clitools import load_tool, run_cli
 from corpus import HELDOUT, cases
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -26,14 +24,7 @@ SHIPPED = ROOT / "doctor" / "data" / "word_model.json"
 
 
 def _tool() -> ModuleType:
-    spec = importlib.util.spec_from_file_location(
-        "train_word_model", ROOT / "tools" / "train_word_model.py"
-    )
-    assert spec and spec.loader
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_tool("train_word_model")
 
 
 def test_the_shipped_model_is_what_the_tool_makes_and_it_never_read_a_test_case() -> None:
