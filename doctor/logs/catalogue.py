@@ -80,9 +80,20 @@ def _matched(fragments: tuple[str, ...], text: str) -> int:
 
 
 def _cut_inside(fragment: str, text: str) -> bool:
-    """Whether ``text`` ends partway through ``fragment`` (the rest went to the next line)."""
+    """Whether ``text`` ends partway through ``fragment`` (the rest went to the next line):
+    with at least ``_CUT_MIN`` of its characters and not all of them. Only the places in the
+    text's last ``len(fragment)`` characters where the fragment's first characters occur are
+    tried, so a line costs what its tail costs, not its length times the fragment's."""
+    if len(fragment) <= _CUT_MIN:
+        return False
     tail = text.rstrip()
-    return any(tail.endswith(fragment[:k]) for k in range(len(fragment) - 1, _CUT_MIN - 1, -1))
+    head = fragment[:_CUT_MIN]
+    at = tail.find(head, max(0, len(tail) - len(fragment) + 1))
+    while at >= 0:
+        if fragment.startswith(tail[at:]):
+            return True
+        at = tail.find(head, at + 1)
+    return False
 
 
 def build(doc: dict[str, object]) -> Catalogue:

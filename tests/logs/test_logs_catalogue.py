@@ -9,9 +9,11 @@ import json
 from importlib import resources
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from doctor.evidence import Evidence
-from doctor.logs.catalogue import catalogue
+from doctor.logs.catalogue import _CUT_MIN, _cut_inside, catalogue
 from doctor.logs.parse import parse_text
 from doctor.model import Confidence, HangClass
 from doctor.verdict.classify import classify
@@ -176,3 +178,18 @@ def test_a_catalogued_message_at_info_is_nccl_coping() -> None:
     line = "node7:2231:2290 [0] NCCL INFO [Service thread] Accept failed Resource temporarily unavailable"
     # THEN the catalogue does not read it: NCCL printed it and went on
     assert parse_text([line], "job.log").events == []
+
+
+@settings(max_examples=400, deadline=None)
+@given(
+    fragment=st.text(alphabet="ab :", max_size=12),
+    text=st.text(alphabet="ab :", max_size=30),
+)
+def test_a_line_cut_inside_a_fragment_is_found_as_trying_every_cut_would(
+    fragment: str, text: str
+) -> None:
+    # GIVEN any fragment and line over a small alphabet (repeats make overlapping starts)
+    # THEN the search of the line's tail says what trying every cut of the fragment says
+    tail = text.rstrip()
+    every_cut = any(tail.endswith(fragment[:k]) for k in range(len(fragment) - 1, _CUT_MIN - 1, -1))
+    assert _cut_inside(fragment, text) is every_cut
