@@ -154,7 +154,9 @@ _LOWER = (
     "it/s]|s/it]|stragglers|fail|error|fatal|NET/|retry count|No space left|find address|"
     "fabricmanager|pair closure|was encountered|PTX|assert triggered|misaligned address|baton|"
     "_jit_compile|enough slots|spank|pyxis|worker_count|*** SIG|<= op.nbytes|marked dead|"
-    "died unexpectedly|prterun|pdsh@|ssh: |mismatch|Endpoint timeout|not enough space"
+    "died unexpectedly|prterun|pdsh@|ssh: |mismatch|Endpoint timeout|not enough space|"
+    "stopped: `max_|Training complete|Training finished|Training done|Training successfully|"
+    "successfully finished|after training is done"
 ).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
 _WORTH_A_LOOK_TOO = re.compile("|".join(map(re.escape, _LOWER)))
 """One search for them all: cheaper than a substring test each on a line that holds none

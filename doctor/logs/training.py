@@ -15,6 +15,11 @@ every few steps, then ``No stragglers detected.`` or ``Detected stragglers: [3, 
 timed every rank's sections at that step, so the first says the ranks train in step and
 the second names the ranks slower than its threshold.
 
+A framework that says training finished (Lightning's ```Trainer.fit` stopped: `max_epochs=3`
+reached.``, transformers' ``Training completed. Do not forget to share your model``,
+torchelastic's ``worker group successfully finished``, Megatron's ``[after training is
+done]``, a script's ``Training completed``) says the job ran to its end.
+
 A script that says one rank does a job's shared work alone (Megatron's ``building the
 indices on rank 0``) says the others wait for it at the next collective or barrier.
 """
@@ -41,6 +46,16 @@ RANK0_WORK = re.compile(
     r"on (?:rank 0|the (?:main|master) process)\b"
 )
 """A script's own word that rank 0 does shared work alone while the others wait."""
+FINISHED = re.compile(
+    r"`Trainer\.fit` stopped: `max_(?:epochs|steps)=\d{1,18}` reached|"
+    r"Training completed\. Do not forget to share your model|"
+    r"worker group successfully finished|\[after training is done\]|"
+    r"\bTraining (?:successfully )?(?:complete|completed|finished|done)\b[.!]?\s*$"
+)
+"""What frameworks print once training ended as asked: Lightning's fit loop
+(``loops/fit_loop.py``), transformers' Trainer, torchelastic's agent (``agent/server/api.py``),
+Megatron's ``training.py``; and a line that ends saying so, as torchtitan's ``train.py`` and
+many a script's own ``Training complete!`` do."""
 MAX_STRAGGLERS = 256
 """Ranks one report may name: a report naming more says the job is slow, not who is."""
 
@@ -52,7 +67,7 @@ def events(line: Line) -> list[LogEvent]:
         RANK0_WORK.search(text)
     ):
         return [line.event(kinds.WAITS_FOR_MAIN, rank=0)]
-    if _NO_STRAGGLERS.search(text):
+    if _NO_STRAGGLERS.search(text) or FINISHED.search(text):
         return [line.event(kinds.PROGRESS, rank=None)]
     if m := _STRAGGLERS.search(text):
         numbers = m.group(1).replace(",", " ").split()

@@ -98,3 +98,34 @@ def test_a_report_naming_absurd_ranks_is_bounded() -> None:
     huge = "Detected Stragglers: [" + ", ".join(map(str, range(600))) + "]"
     events = [e for e in parse_lines([huge]) if e.kind == kinds.STRAGGLER]
     assert 0 < len(events) <= 256
+
+
+FINISHED = [
+    "`Trainer.fit` stopped: `max_epochs=3` reached.",  # Lightning, loops/fit_loop.py
+    "`Trainer.fit` stopped: `max_steps=1000` reached.",
+    "Training completed. Do not forget to share your model on huggingface.co/models =)",
+    "INFO:torch.distributed.elastic.agent.server.api:[default] worker group successfully "
+    "finished. Waiting 300 seconds for other agents to finish.",
+    "[after training is done] datetime: 2025-06-09 03:11:52",  # Megatron
+    "[rank0]:[titan] 2025-06-02 15:30:01,995 - root - INFO - Training completed",
+    "Training successfully completed!",  # a script's own
+]
+
+
+def test_a_framework_saying_training_finished_is_a_job_that_ran_to_its_end() -> None:
+    # GIVEN a job's start, then a framework's or script's word that training finished
+    start = ["Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4", "Starting training ..."]
+    for finished in FINISHED:
+        assert [e.kind for e in parse_lines([finished], "job.log")] == [kinds.PROGRESS]
+        # THEN nothing failed and the job reports progress: healthy
+        assert judge([*start, finished]).hang_class is HangClass.HEALTHY, finished
+
+
+def test_training_that_finished_before_a_timeout_does_not_hide_the_timeout() -> None:
+    # GIVEN a run that finished and a later collective that timed out (a second run, an
+    # evaluation after fit) THEN the timeout is judged, not the finish
+    verdict = judge([FINISHED[0], WATCHDOG.format(r=0, seq=42, op="ALLREDUCE")])
+    assert verdict.hang_class is not HangClass.HEALTHY
+    # AND a line that only mentions training or its completion mid-sentence is no finish
+    for other in ("Training complete in 3 epochs? check", "Starting training ...", "Training"):
+        assert parse_lines([other], "job.log") == []
