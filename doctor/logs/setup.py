@@ -91,6 +91,19 @@ _CAUSES: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "its network, or the hosts use different providers (FI_PROVIDER, the NICs)",
     ),
     (
+        "PMIx server",
+        re.compile(r"No PMIx server was reachable, but a PMI1/2 was detected"),
+        "Open MPI found no PMIx server to start from (srun run with --mpi=pmi2 or none), so "
+        "each rank starts alone as a job of one: launch with srun --mpi=pmix, or with mpirun",
+    ),
+    (
+        "during startup",
+        re.compile(r"The current node timed out during startup|raylet failed to start"),
+        "a Ray node did not start or could not register with the head (its raylet failed, or "
+        "it chose an address the head cannot reach): check the address the node reports "
+        "(--node-ip-address) and the ports between the nodes",
+    ),
+    (
         "connect to self",
         re.compile(r"gloo/transport/tcp/device\.cc:\d{1,6}\].{0,80}Cannot connect to self"),
         "gloo's TCP transport was given this host's own address for a peer: ranks share a "
