@@ -49,13 +49,16 @@ RANK0_WORK = re.compile(
 FINISHED = re.compile(
     r"`Trainer\.fit` stopped: `max_(?:epochs|steps)=\d{1,18}` reached|"
     r"Training completed\. Do not forget to share your model|"
-    r"worker group successfully finished|\[after training is done\]|"
+    r"worker group successfully finished|"
+    r"Local worker group finished \((?:WorkerState\.)?SUCCEEDED\)|"
+    r"\[after training is done\]|"
     r"\bTraining (?:successfully )?(?:complete|completed|finished|done)\b[.!]?\s*$"
 )
 """What frameworks print once training ended as asked: Lightning's fit loop
-(``loops/fit_loop.py``), transformers' Trainer, torchelastic's agent (``agent/server/api.py``),
-Megatron's ``training.py``; and a line that ends saying so, as torchtitan's ``train.py`` and
-many a script's own ``Training complete!`` do."""
+(``loops/fit_loop.py``), transformers' Trainer, torchelastic's agent (``agent/server/api.py``,
+its older releases' ``Local worker group finished (SUCCEEDED)``), Megatron's ``training.py``;
+and a line that ends saying so, as torchtitan's ``train.py`` and many a script's own
+``Training complete!`` do."""
 MAX_STRAGGLERS = 256
 """Ranks one report may name: a report naming more says the job is slow, not who is."""
 

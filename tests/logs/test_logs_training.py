@@ -107,6 +107,8 @@ FINISHED = [
     "INFO:torch.distributed.elastic.agent.server.api:[default] worker group successfully "
     "finished. Waiting 300 seconds for other agents to finish.",
     "[after training is done] datetime: 2025-06-09 03:11:52",  # Megatron
+    "INFO:torch.distributed.elastic.agent.server.api:Local worker group finished (SUCCEEDED). "
+    "Waiting 300 seconds for other agents to finish",  # torchelastic before 2.x
     "[rank0]:[titan] 2025-06-02 15:30:01,995 - root - INFO - Training completed",
     "Training successfully completed!",  # a script's own
 ]
@@ -127,5 +129,9 @@ def test_training_that_finished_before_a_timeout_does_not_hide_the_timeout() -> 
     verdict = judge([FINISHED[0], WATCHDOG.format(r=0, seq=42, op="ALLREDUCE")])
     assert verdict.hang_class is not HangClass.HEALTHY
     # AND a line that only mentions training or its completion mid-sentence is no finish
-    for other in ("Training complete in 3 epochs? check", "Starting training ...", "Training"):
+    for other in (
+        "Training complete in 3 epochs? check",
+        "Starting training ...",
+        "Training",
+    ):
         assert parse_lines([other], "job.log") == []
