@@ -204,6 +204,10 @@ _PDSH_EXIT = re.compile(r"pdsh@[\w.-]{1,200}: ([\w.-]{1,200}): ssh exited with e
 """pdsh (DeepSpeed's multi-node launcher) on a host whose command ended badly: 255 is ssh's
 own failure to reach it (its ``ssh: connect to host`` line says why, a set-up failure), any
 other code the remote launcher's, whose ranks ended."""
+_COMPOSE_EXIT = re.compile(r"^\s*([\w.-]{1,200}) exited with code (\d{1,3})\s*$")
+"""Docker Compose's line for a service's container that ended: a code above 128 is the
+signal that ended it (137: SIGKILL, the OOM killer's or ``docker kill``'s), 0 success (read
+as the job's end by ``doctor.logs.training``)."""
 RANKS_DISAGREE = re.compile(
     r"Detected a disagreement on list (?:contents|length) between rank\d{1,9} and rank\d{1,9}|"
     r"Different ranks tried to set up mismatching numbers of process sets|"
@@ -328,6 +332,10 @@ def events(line: Line) -> list[LogEvent]:
         return [line.event(kinds.EXIT, rank=int(m.group(1)), pid=pid, code=int(m.group(2)))]
     if "pdsh@" in text and (m := _PDSH_EXIT.search(text)) and m.group(2) != "255":
         return [line.event(kinds.EXIT, rank=None, host=m.group(1), code=int(m.group(2)))]
+    if "exited with code" in text and (m := _COMPOSE_EXIT.match(text)) and m.group(2) != "0":
+        code = int(m.group(2))
+        code = 128 - code if 128 < code < 160 else code
+        return [line.event(kinds.EXIT, rank=None, host=m.group(1), code=code)]
     if HOROVOD_STALL.search(text) or HOROVOD_MISMATCH.search(text) or RANKS_DISAGREE.search(text):
         return [line.event(kinds.MISMATCH_DETECTED, rank=None)]
     return []

@@ -109,6 +109,7 @@ FINISHED = [
     "[after training is done] datetime: 2025-06-09 03:11:52",  # Megatron
     "INFO:torch.distributed.elastic.agent.server.api:Local worker group finished (SUCCEEDED). "
     "Waiting 300 seconds for other agents to finish",  # torchelastic before 2.x
+    "lib_trainer_1 exited with code 0",  # Docker Compose
     "[rank0]:[titan] 2025-06-02 15:30:01,995 - root - INFO - Training completed",
     "Training successfully completed!",  # a script's own
 ]
@@ -128,6 +129,9 @@ def test_training_that_finished_before_a_timeout_does_not_hide_the_timeout() -> 
     # evaluation after fit) THEN the timeout is judged, not the finish
     verdict = judge([FINISHED[0], WATCHDOG.format(r=0, seq=42, op="ALLREDUCE")])
     assert verdict.hang_class is not HangClass.HEALTHY
+    # AND one container that succeeded beside one the OOM killer ended (137) is a lost rank
+    compose = judge(["trainer_1 exited with code 137", "trainer_2 exited with code 0"])
+    assert compose.hang_class is HangClass.RANK_LOSS and "SIGKILL" in compose.summary
     # AND a line that only mentions training or its completion mid-sentence is no finish
     for other in (
         "Training complete in 3 epochs? check",
