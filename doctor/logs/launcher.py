@@ -204,8 +204,9 @@ _PDSH_EXIT = re.compile(r"pdsh@[\w.-]{1,200}: ([\w.-]{1,200}): ssh exited with e
 """pdsh (DeepSpeed's multi-node launcher) on a host whose command ended badly: 255 is ssh's
 own failure to reach it (its ``ssh: connect to host`` line says why, a set-up failure), any
 other code the remote launcher's, whose ranks ended."""
-_COMPOSE_EXIT = re.compile(r"^\s*([\w.-]{1,200}) exited with code (\d{1,3})\s*$")
-"""Docker Compose's line for a service's container that ended: a code above 128 is the
+_COMPOSE_EXIT = re.compile(r"^\s*([\w.-]{1,200}[-_]\d{1,4}) exited with code (\d{1,3})\s*$")
+"""Docker Compose's line for a service's container (``project-service-N``, ``_N`` before
+Compose 2) that ended: a code above 128 is the
 signal that ended it (137: SIGKILL, the OOM killer's or ``docker kill``'s), 0 success (read
 as the job's end by ``doctor.logs.training``)."""
 RANKS_DISAGREE = re.compile(

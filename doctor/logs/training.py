@@ -51,7 +51,7 @@ FINISHED = re.compile(
     r"Training completed\. Do not forget to share your model|"
     r"worker group successfully finished|"
     r"Local worker group finished \((?:WorkerState\.)?SUCCEEDED\)|"
-    r"\[after training is done\]|^\s*[\w.-]{1,200} exited with code 0\s*$|"
+    r"\[after training is done\]|^\s*[\w.-]{1,200}[-_]\d{1,4} exited with code 0\s*$|"
     r"\bTraining (?:successfully )?(?:complete|completed|finished|done)\b[.!]?\s*$"
 )
 """What frameworks print once training ended as asked: Lightning's fit loop

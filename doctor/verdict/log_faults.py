@@ -770,7 +770,8 @@ _CATALOGUE_ADVICE = {
     "collectives (a data loader, a file system); its stack (py-spy dump) says where",
     HangClass.GPU_HANG.value: "a health check found a GPU or its links failing; drain the "
     "node and have the GPU checked (nvidia-smi -q, dcgmi diag) before it runs again",
-    HangClass.UNSUPPORTED_OP.value: "NCCL refused the call's data type or operation (a type "
-    "newer than this NCCL, bfloat16 or FP8 on an old release); use a type and op this NCCL "
-    "supports, or a newer NCCL",
+    HangClass.UNSUPPORTED_OP.value: "the backend or framework refused the call: an "
+    "operation, data type or reduction it does not implement (a type newer than this NCCL, "
+    "bfloat16 or FP8 on an old release, a collective gloo lacks); use one it supports, "
+    "another backend, or a newer release",
 }

@@ -132,6 +132,8 @@ def test_training_that_finished_before_a_timeout_does_not_hide_the_timeout() -> 
     # AND one container that succeeded beside one the OOM killer ended (137) is a lost rank
     compose = judge(["trainer_1 exited with code 137", "trainer_2 exited with code 0"])
     assert compose.hang_class is HangClass.RANK_LOSS and "SIGKILL" in compose.summary
+    # AND a line like Compose's without its container's replica number is no container's end
+    assert parse_lines(["Process exited with code 0"], "job.log") == []
     # AND a line that only mentions training or its completion mid-sentence is no finish
     for other in (
         "Training complete in 3 epochs? check",
