@@ -209,20 +209,6 @@ _COMPOSE_EXIT = re.compile(r"^\s*([\w.-]{1,200}[-_]\d{1,4}) exited with code (\d
 Compose 2) that ended: a code above 128 is the
 signal that ended it (137: SIGKILL, the OOM killer's or ``docker kill``'s), 0 success (read
 as the job's end by ``doctor.logs.training``)."""
-RANKS_DISAGREE = re.compile(
-    r"Detected a disagreement on list (?:contents|length) between rank\d{1,9} and rank\d{1,9}|"
-    r"Different ranks tried to set up mismatching numbers of process sets|"
-    r"sync_global_devices name mismatch|failure in recv completion Message truncated"
-)
-"""A framework's own check that its ranks disagree: DeepSpeed's ZeRO partition lists,
-Horovod's process sets, JAX's named barrier, UCC's receive longer than the posted buffer."""
-HOROVOD_STALL = re.compile(r"submitted to be reduced, gathered or broadcasted by subset of ranks")
-HOROVOD_MISMATCH = re.compile(
-    r"Mismatched [\w /-]{1,80}: One rank (?:sent|had|did|specified)[^,.]{0,120}"
-)
-"""Horovod's coordinator comparing the ranks' requests for one tensor (``controller.cc``):
-``Mismatched ALLREDUCE tensor shapes: One rank sent a tensor of shape [4], but another rank
-sent ...``, and the same for data types, operations, root ranks, reduction ops and devices."""
 SIGNAL_WORDS = {
     "Killed": -9,
     "Segmentation fault": -11,
@@ -337,8 +323,6 @@ def events(line: Line) -> list[LogEvent]:
         code = int(m.group(2))
         code = 128 - code if 128 < code < 160 else code
         return [line.event(kinds.EXIT, rank=None, host=m.group(1), code=code)]
-    if HOROVOD_STALL.search(text) or HOROVOD_MISMATCH.search(text) or RANKS_DISAGREE.search(text):
-        return [line.event(kinds.MISMATCH_DETECTED, rank=None)]
     return []
 
 

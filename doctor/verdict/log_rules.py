@@ -136,7 +136,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from doctor.evidence import Evidence, LogEvent
-from doctor.logs import c10d, kinds, launcher, training
+from doctor.logs import c10d, disagree, kinds, launcher, training
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict import log_faults, log_waits, log_words
@@ -309,9 +309,9 @@ def _check_said(detected: list[LogEvent]) -> str:
                 f"a worker's input ran out while the others were in a collective ({m.group(0)}): "
                 "the workers were given different numbers of batches; give each the same"
             )
-        if m := launcher.HOROVOD_MISMATCH.search(e.text):
+        if m := disagree.HOROVOD_MISMATCH.search(e.text):
             return f"Horovod's coordinator found the ranks disagree on one tensor ({m.group(0)}...)"
-        if launcher.HOROVOD_STALL.search(e.text):
+        if disagree.HOROVOD_STALL.search(e.text):
             return (
                 "Horovod's stall inspector saw tensors submitted by some ranks only (the "
                 "'Missing ranks:' list after its warning names the ranks it waits for)"
