@@ -293,6 +293,18 @@ _DRIFT = 3
 """How many lines a listed place's call may have moved since it was listed."""
 
 
+def _message_of(node: ast.AST, calls: frozenset[str]) -> ast.expr | None:
+    """The message ``node`` gives: ``raise X(msg)``, ``assert cond, msg``, or a call of one
+    of ``calls`` (``logger.error(msg)``, ``print(msg)``); None for any other node."""
+    if isinstance(node, ast.Assert):
+        return node.msg
+    call = node.exc if isinstance(node, ast.Raise) else node
+    if not isinstance(call, ast.Call) or not call.args:
+        return None
+    name = getattr(call.func, "attr", getattr(call.func, "id", ""))
+    return call.args[0] if isinstance(node, ast.Raise) or name in calls else None
+
+
 def torch_messages(root: Path) -> list[dict[str, object]]:
     out = []
     for path in sorted(root.rglob("*.py")):
@@ -302,15 +314,10 @@ def torch_messages(root: Path) -> list[dict[str, object]]:
             continue
         tree = ast.parse(path.read_text())
         for node in ast.walk(tree):
-            call = node.exc if isinstance(node, ast.Raise) else node
-            if not isinstance(call, ast.Call) or not call.args:
+            if isinstance(node, ast.Assert) or (message := _message_of(node, _LOG_CALLS)) is None:
                 continue
-            func = call.func
-            logged = isinstance(func, ast.Attribute) and func.attr in _LOG_CALLS
-            if not (isinstance(node, ast.Raise) or logged):
-                continue
-            frags = _fstring_fragments(call.args[0])
-            if frags and (entry := _entry(frags, cls, "torch", f"torch/{rel}:{call.lineno}")):
+            frags = _fstring_fragments(message)
+            if frags and (entry := _entry(frags, cls, "torch", f"torch/{rel}:{node.lineno}")):
                 out.append(entry)
     return out
 
@@ -319,19 +326,11 @@ def _message_near(tree: ast.AST, line: int) -> tuple[int, list[str]] | None:
     """The fragments of the ``raise``, ``assert`` or printing call nearest ``line``."""
     best: tuple[int, int, list[str]] | None = None
     for node in ast.walk(tree):
-        if isinstance(node, ast.Assert):
-            message = node.msg
-        else:
-            call = node.exc if isinstance(node, ast.Raise) else node
-            if not isinstance(call, ast.Call) or not call.args:
-                continue
-            name = getattr(call.func, "attr", getattr(call.func, "id", ""))
-            if not (isinstance(node, ast.Raise) or name in _PRINTING):
-                continue
-            message = call.args[0]
+        if (message := _message_of(node, _PRINTING)) is None:
+            continue
         first, last = node.lineno, node.end_lineno or node.lineno
         off = 0 if first <= line <= last else min(abs(first - line), abs(last - line))
-        frags = _fstring_fragments(message) if message is not None else None
+        frags = _fstring_fragments(message)
         if off <= _DRIFT and frags and (best is None or off < best[0]):
             best = (off, first, frags)
     return (best[1], best[2]) if best else None
