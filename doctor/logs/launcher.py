@@ -206,9 +206,9 @@ own failure to reach it (its ``ssh: connect to host`` line says why, a set-up fa
 other code the remote launcher's, whose ranks ended."""
 _COMPOSE_EXIT = re.compile(r"^\s*([\w.-]{1,200}[-_]\d{1,4}) exited with code (\d{1,3})\s*$")
 """Docker Compose's line for a service's container (``project-service-N``, ``_N`` before
-Compose 2) that ended: a code above 128 is the
-signal that ended it (137: SIGKILL, the OOM killer's or ``docker kill``'s), 0 success (read
-as the job's end by ``doctor.logs.training``)."""
+Compose 2) that ended: a code above 128 is the signal that ended it (137: SIGKILL, the OOM
+killer's or ``docker kill``'s), 0 success, the job's end (progress, as ``doctor.logs.training``
+reads a framework's word that training finished)."""
 SIGNAL_WORDS = {
     "Killed": -9,
     "Segmentation fault": -11,
@@ -240,6 +240,11 @@ def signal_code(name: str) -> int | None:
         return -int(signal.Signals[name])
     except KeyError:
         return None
+
+
+def _shell_status(code: int) -> int:
+    """A command's status as a shell reports it: ``128 + N`` is signal N (``-N`` here)."""
+    return 128 - code if 128 < code < 160 else code
 
 
 def events(line: Line) -> list[LogEvent]:
@@ -292,9 +297,7 @@ def events(line: Line) -> list[LogEvent]:
         code = signal_code(m.group(2)) if m.group(2) else int(m.group(3))
         return [line.event(kinds.EXIT, rank=int(m.group(1)), code=code)]
     if m := _HOROVODRUN.search(text):
-        code = int(m.group(2))
-        code = 128 - code if 128 < code < 160 else code
-        return [line.event(kinds.EXIT, rank=int(m.group(1)), code=code)]
+        return [line.event(kinds.EXIT, rank=int(m.group(1)), code=_shell_status(int(m.group(2))))]
     if "exited due to" in text and (m := _EXITED_DUE_TO.search(text)):
         return [line.event(kinds.EXIT, rank=int(m.group(1)), pid=int(m.group(2)), host=m.group(3))]
     if m := _OMPI_FIRST.search(text):
@@ -319,9 +322,10 @@ def events(line: Line) -> list[LogEvent]:
         return [line.event(kinds.EXIT, rank=int(m.group(1)), pid=pid, code=int(m.group(2)))]
     if "pdsh@" in text and (m := _PDSH_EXIT.search(text)) and m.group(2) != "255":
         return [line.event(kinds.EXIT, rank=None, host=m.group(1), code=int(m.group(2)))]
-    if "exited with code" in text and (m := _COMPOSE_EXIT.match(text)) and m.group(2) != "0":
-        code = int(m.group(2))
-        code = 128 - code if 128 < code < 160 else code
+    if "exited with code" in text and (m := _COMPOSE_EXIT.match(text)):
+        if m.group(2) == "0":  # the container's command succeeded: the job ran to its end
+            return [line.event(kinds.PROGRESS, rank=None)]
+        code = _shell_status(int(m.group(2)))
         return [line.event(kinds.EXIT, rank=None, host=m.group(1), code=code)]
     return []
 

@@ -51,15 +51,15 @@ FINISHED = re.compile(
     r"Training completed\. Do not forget to share your model|"
     r"worker group successfully finished|"
     r"Local worker group finished \((?:WorkerState\.)?SUCCEEDED\)|"
-    r"\[after training is done\]|^\s*[\w.-]{1,200}[-_]\d{1,4} exited with code 0\s*$|"
+    r"\[after training is done\]|"
     r"\bTraining (?:successfully )?(?:complete|completed|finished|done)\b[.!]?\s*$"
 )
 """What frameworks print once training ended as asked: Lightning's fit loop
 (``loops/fit_loop.py``), transformers' Trainer, torchelastic's agent (``agent/server/api.py``,
-its older releases' ``Local worker group finished (SUCCEEDED)``), Megatron's ``training.py``,
-Docker Compose for a container whose command succeeded (``trainer_1 exited with code 0``; its
-other codes are exits, ``doctor.logs.launcher``); and a line that ends saying so, as
-torchtitan's ``train.py`` and many a script's own ``Training complete!`` do."""
+its older releases' ``Local worker group finished (SUCCEEDED)``), Megatron's ``training.py``;
+and a line that ends saying so, as torchtitan's ``train.py`` and many a script's own
+``Training complete!`` do. (Docker Compose's ``trainer_1 exited with code 0`` is read with its
+other exit codes, ``doctor.logs.launcher``.)"""
 MAX_STRAGGLERS = 256
 """Ranks one report may name: a report naming more says the job is slow, not who is."""
 
