@@ -96,7 +96,7 @@ def test_fault_is_found(
     found = (verdict["hang_class"], verdict["culprit_ranks"])
     if fault == "none" and found[0] == "straggler":
         # five samples of a job in lock step: 1 look in 40 found a rank late in 3 of them,
-        # which only a medium-confidence straggler may claim (a real one is late in 4 or 5)
+        # which only a medium-confidence straggler may claim (high needs late in all 5)
         assert verdict["confidence"] == "medium", doc
     else:
         assert found == (hang_class, culprits), doc

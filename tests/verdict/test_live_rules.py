@@ -129,15 +129,17 @@ def _straggler_job(samples: int, late_in: int, peers: tuple[int, ...] = (0, 1, 3
     return replace(base, progress=tuple(progress), processes=processes, ranks_expected=len(alive))
 
 
-def test_a_progressing_job_with_one_rank_mostly_late_is_a_straggler() -> None:
-    evidence = _straggler_job(samples=5, late_in=4)
-    assert straggler_counts(LiveView.of(evidence))[2] == 4
+@pytest.mark.parametrize(("late_in", "sure"), [(5, Confidence.HIGH), (4, Confidence.MEDIUM)])
+def test_a_progressing_job_with_one_rank_mostly_late_is_a_straggler(
+    late_in: int, sure: Confidence
+) -> None:
+    # GIVEN rank 2 in its loader while its three peers wait, in late_in of 5 samples
+    evidence = _straggler_job(samples=5, late_in=late_in)
+    assert straggler_counts(LiveView.of(evidence))[2] == late_in
+    # THEN it is the straggler; only late in every sample is it one for sure (a healthy job
+    # on a loaded host had a rank late in 4 of 5)
     c = best(evidence)
-    assert (c.hang_class, c.culprit_ranks, c.confidence) == (
-        HangClass.STRAGGLER,
-        (2,),
-        Confidence.HIGH,
-    )
+    assert (c.hang_class, c.culprit_ranks, c.confidence) == (HangClass.STRAGGLER, (2,), sure)
     assert classify(evidence).hang_class is HangClass.STRAGGLER
 
 
