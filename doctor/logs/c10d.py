@@ -159,6 +159,15 @@ JOINING = re.compile(r"Rendezvous'ing worker group|Attempting to join next rende
 job's other agents; Lightning's own line is ``MEMBER``."""
 JOINED = re.compile(r"All distributed processes registered|Rendezvous complete for workers")
 _DDP_STATS = re.compile(r"\[Rank (\d{1,18}) / (\d{1,18})\] Training \S+ unused_parameter_size")
+_DDP_BUILT = re.compile(r"\b(?:logger|reducer)\.cpp:\d{1,6}[\])]|DDP Initialized with")
+"""DDP's C++ logger and reducer, which exist once DDP was built: its constructor checked and
+broadcast the model over the process group first, so the ranks had connected."""
+_DDP_TIMED = re.compile(
+    r"Time stats are currently only collected for CPU and CUDA devices|"
+    r"Cuda time stats are not collected for multi-device modules"
+)
+"""DDP's logger, once, from a training step's forward (``Logger::set_runtime_stats_and_log``,
+``logger.cpp``) on a device it cannot time: the job trains."""
 _JIT_PRINTS = (
     r"compiling and loading fused kernels|Emitting ninja build file|Building extension module|"
     r"Lock file exists in build directory|Waited on lock file|"
@@ -475,6 +484,11 @@ class C10dParser:
             self._event(kinds.COMPILED if _JIT_LOADED.search(text) else kinds.COMPILING)
         if m := _DDP_STATS.search(text):
             self._event(kinds.PROGRESS, rank=int(m.group(1)), nranks=int(m.group(2)))
+        elif ".cpp" in text or "DDP" in text:
+            if _DDP_TIMED.search(text):
+                self._event(kinds.PROGRESS)
+            elif _DDP_BUILT.search(text):
+                self._event(kinds.JOINED)
         if "monitoredBarrier" in text and (m := _MONITORED.search(text)):
             for rank in _ranks(m.group(1) or m.group(2)):
                 self._event(kinds.DESYNC, rank=rank)

@@ -111,6 +111,7 @@ LAUNCH_SETUP = re.compile(
     r"Open MPI failed to TCP connect to a peer MPI process|"
     r"Open MPI has detected that this process has attempted to initialize|"
     r"Fatal error in PMPI_Init(?:_thread)?\b|"
+    r"An error occurred in MPI_Init(?:_thread)?\b|Local abort before MPI_INIT completed|"
     r"HYDU_sock_(?:connect|get_iface_ip) .{0,80}?: unable to (?:get host address|find interface)|"
     r"Launch proxy failed|"
     r"srun: error: (?:Task launch for \S{1,80} failed on node|timeout waiting for task launch|"
@@ -122,7 +123,8 @@ LAUNCH_SETUP = re.compile(
 )
 """The launcher could not start the job's processes (SLURM's container plugin pyxis or
 another spank plugin, Open MPI's slots and daemons, PMI and PMIx: an MPI built without
-SLURM's PMI started by srun; Open MPI's own start, ``It looks like MPI_INIT failed``): the
+SLURM's PMI started by srun; Open MPI's own start, ``It looks like MPI_INIT failed``, and
+its errors-are-fatal banner for ``MPI_Init`` itself or an abort before it completed): the
 set-up, before any rank ran. PRTE (Open MPI 5) and MPICH's Hydra say the same: daemons that
 did not start, processes that cannot reach each other as MPI starts, an interface or host
 that is not there; SLURM's srun a task it could not launch; pdsh's ssh a host it cannot
@@ -139,6 +141,7 @@ _SETUP_WORDS = (
     "daemon",
     "Open MPI",
     "PMPI_Init",
+    "MPI_Init",
     "HYDU",
     "Launch proxy",
     "aunch",

@@ -1288,6 +1288,35 @@ def test_a_retry_yields_to_anything_that_says_the_ranks_connected_or_something_f
     assert _verdict([retry, stopped]).hang_class is HangClass.RANK_LOSS
 
 
+def test_ddp_s_own_lines_say_the_ranks_connected_and_train() -> None:
+    retry = (
+        "[W socket.cpp:663] [c10d] The client socket has failed to connect to "
+        "[localhost]:12355 (errno: 99 - Cannot assign requested address)."
+    )
+    built = "I0607 16:10:35.739390 515217 logger.cpp:173] [Rank 0]: DDP Initialized with:"
+    reducer = (
+        "[rank0]:[I1129 03:30:09.884120417 reducer.cpp:1089] Reducer: comm-optimized memory "
+        "allocator not found, using regular one"
+    )
+    timed = (
+        "[rank3]:[W logger.cpp:337] Warning: Time stats are currently only collected for CPU "
+        "and CUDA devices. Please refer to CpuTimer or CudaTimer for how to register timer for "
+        "other device type. (function operator())"
+    )
+    # GIVEN DDP's C++ logger or reducer, which exist once DDP broadcast the model, or the
+    # logger's warning from a training step's forward
+    kinds_of = [
+        [e.kind for e in parse_text([line], "j.log").events] for line in (built, reducer, timed)
+    ]
+    # THEN the first two say the ranks joined, the third that the job trains
+    assert kinds_of == [[kinds.JOINED], [kinds.JOINED], [kinds.PROGRESS]]
+    # AND after the store client's retries they say the ranks connected: no set-up failure
+    for after in (built, reducer):
+        assert _verdict([retry, after]).hang_class is not HangClass.BOOTSTRAP
+    # AND with nothing failed, the training step says the job is healthy
+    assert _verdict([retry, timed]).hang_class is HangClass.HEALTHY
+
+
 def test_only_what_comes_after_a_retry_says_it_connected() -> None:
     retry = "node01:1234:1290 [0] NCCL INFO Call to connect returned Connection refused, retrying"
     registered = "All distributed processes registered. Starting with 4 processes"
