@@ -70,3 +70,11 @@ def test_stopped_means_sigstop_or_a_debugger_not_our_own_sampler(tmp_path: Path)
     assert stopped(7, status("t (tracing stop)", 8))
     assert not stopped(7, status("t (tracing stop)", 9))
     assert not stopped(7, status("S (sleeping)", 0))
+    # AND a tracer that detached (TracerPid 0 for an instant as a sample ends) or exited after
+    # the status was read holds it no more, while one whose name cannot be read (another
+    # user's debugger) still does
+    assert not stopped(7, status("t (tracing stop)", 0))
+    assert not stopped(7, status("t (tracing stop)", 6))
+    hidden = status("t (tracing stop)", 5)
+    (hidden / "5").mkdir()
+    assert stopped(7, hidden)

@@ -208,7 +208,10 @@ TRACERS_OF_OURS = frozenset({"py-spy"})
 
 def stopped(pid: int, proc: Path = Path("/proc")) -> bool:
     """Whether ``pid`` is stopped by a signal (T) or by a debugger (t); a process that
-    py-spy is sampling at this instant is traced for a moment, and does not count."""
+    py-spy is sampling at this instant is traced for a moment, and does not count, nor does
+    one whose tracer is gone: a sample ending shows ``t`` with ``TracerPid: 0`` for an instant
+    (1 read in 2,000 during py-spy's samples of a sleeping process), or its tracer exits
+    between the two reads; either once made a healthy rank of a test job "stopped"."""
     try:
         status = (proc / str(pid) / "status").read_text()
     except OSError:
@@ -223,5 +226,5 @@ def stopped(pid: int, proc: Path = Path("/proc")) -> bool:
     try:
         comm = (proc / tracer / "comm").read_text().strip()
     except OSError:
-        return True
+        return tracer != "0" and (proc / tracer).exists()  # gone: it holds nothing
     return comm not in TRACERS_OF_OURS
