@@ -32,22 +32,26 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 179 / 258
-"""Measured on the test split: 179 of 258 (69.4 %), the forty-fourth look (stop 52, commit
-33a91a7, frozen), held out: rules alone 131; the word model 86 guesses, 44 right; its fallback
-7, 4 right. The 218 cases of the last look 163 (163 before; the stop's readings and two
-retrainings moved 1 verdict's class, compared, not scored); the 40 added this stop, judged
-first by this look, 16: 1 of their 14 healthy jobs' logs (no rule reads a working job's output
-unless it says training finished, and the word model guesses only hangs), 15 of the other 26.
-Stop 51: 163 of 218 (74.8 %), the forty-third look (commit a0883fa, frozen), held out: rules
-alone 124; the word model 60 guesses, 35 right; its fallback 6, 4 right. The 202 cases of the
-last look 153 (155 before: the stop's readings and retraining moved 4 verdicts' classes,
-compared, not scored); the 16 added this stop, judged first by this look, 10. Stop 50: 155 of
-202 (76.7 %), the forty-second look (commit 92b3455, frozen), held out: rules alone 118; the
-word model 55 guesses, 33 right; its fallback 5, 4 right. The 185 cases of the last look 141
-(139 before); the 17 added this stop, judged first by this look, 14. Stop 48: 139 of 185 (75.1
-%), the fortieth look (commit 2972214, frozen), held out: rules alone 106; the word model 53
-guesses, 30 right; its fallback 4, 3 right; one verdict changed class since the thirty-ninth
+HELDOUT_TEST_FLOOR = 189 / 278
+"""Measured on the test split: 189 of 278 (68.0 %), the forty-fifth look (stop 53, commit 858b990,
+frozen), held out: rules alone 139; the word model 95 guesses, 46 right; its fallback 7, 4
+right. The 258 cases of the last look 178 (179 before; the word model's retraining moved 4
+verdicts' classes, compared, not scored); the 20 added this stop, judged first by this look, 11
+(healthy jobs' logs: 2 of all 19 right). Stop 52: 179 of 258 (69.4 %), the forty-fourth look
+(stop 52, commit 33a91a7, frozen), held out: rules alone 131; the word model 86 guesses, 44
+right; its fallback 7, 4 right. The 218 cases of the last look 163 (163 before; the stop's
+readings and two retrainings moved 1 verdict's class, compared, not scored); the 40 added this
+stop, judged first by this look, 16: 1 of their 14 healthy jobs' logs (no rule reads a working
+job's output unless it says training finished, and the word model guesses only hangs), 15 of
+the other 26. Stop 51: 163 of 218 (74.8 %), the forty-third look (commit a0883fa, frozen), held
+out: rules alone 124; the word model 60 guesses, 35 right; its fallback 6, 4 right. The 202
+cases of the last look 153 (155 before: the stop's readings and retraining moved 4 verdicts'
+classes, compared, not scored); the 16 added this stop, judged first by this look, 10. Stop 50:
+155 of 202 (76.7 %), the forty-second look (commit 92b3455, frozen), held out: rules alone 118;
+the word model 55 guesses, 33 right; its fallback 5, 4 right. The 185 cases of the last look
+141 (139 before); the 17 added this stop, judged first by this look, 14. Stop 48: 139 of 185
+(75.1 %), the fortieth look (commit 2972214, frozen), held out: rules alone 106; the word model
+53 guesses, 30 right; its fallback 4, 3 right; one verdict changed class since the thirty-ninth
 look (a warning no longer read as a backend's refusal). Stop 45: 138 of 185 (74.6 %), the
 thirty-eighth look (87041b8), held out: rules alone 105; the word model 54 guesses, 30 right;
 its fallback 4, 3 right. The 178 cases of the last look 135 (3 verdicts changed class; the word
