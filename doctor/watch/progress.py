@@ -51,6 +51,22 @@ def ping_reading(rank: int, record: ProgressRecord) -> Reading:
     )
 
 
+def moved(
+    before: Mapping[int, ProgressRecord], after: Mapping[int, ProgressRecord], ranks: Iterable[int]
+) -> bool:
+    """Whether one of ``ranks`` moved between two readings: it pinged, or its wrapper went on
+    to another phase or iteration. A job that ends shows the second: the last step, the
+    results written, the process group destroyed outlast the stall threshold on a loaded
+    host, then the ranks leave their function (``EXITING``) while the stall is diagnosed, and
+    a rank already gone looked lost (a test job was once stopped as ``rank_loss`` so)."""
+    return any(
+        (a := after.get(r)) is not None
+        and (b := before.get(r)) is not None
+        and (a.pings > b.pings or a.phase != b.phase or a.iteration != b.iteration)
+        for r in ranks
+    )
+
+
 def pinging(records: Mapping[int, ProgressRecord]) -> set[int]:
     """Ranks whose progress the pings tell: they pinged in this iteration, or are between
     phases of the wrapper (restarting, exiting) where nothing else should be sampled."""

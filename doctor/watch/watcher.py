@@ -34,7 +34,7 @@ from doctor.watch.detector import Detector, Stall
 from doctor.watch.diagnose import Collect, diagnose, job_collect, report_beside
 from doctor.watch.events import build_event, record_event, summary
 from doctor.watch.policy import Decision, JobShape, Past, decide
-from doctor.watch.progress import Sampler, ping_reading, pinging, read_boards
+from doctor.watch.progress import Sampler, moved, ping_reading, pinging, read_boards
 from doctor.watch.roster import Member, RegistryRoster, Roster, end_ranks
 from doctor.watch.stopper import stop_path
 
@@ -149,9 +149,7 @@ class Watcher:
         diagnosis = diagnose(self.collect, self.directory, len(self.history) + 1)
         verdict = diagnosis.snapshot.verdict
         after = read_boards(self.directory, list(boards))
-        if any(
-            r in after and r in boards and after[r].pings > boards[r].pings for r in stall.ranks
-        ):
+        if moved(boards, after, stall.ranks):
             decision = Decision(
                 Action.NONE, "the job moved again while it was diagnosed", Action.NONE
             )

@@ -6,7 +6,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from doctor.restart.watchdog import Phase, ProgressRecord
 from doctor.watch.detector import Detector, Reading
+from doctor.watch.progress import moved
 
 TICK = 0.05
 
@@ -167,3 +169,21 @@ def test_after_an_action_a_rank_is_judged_again_only_from_its_next_move() -> Non
     # AND once it moves again (its next iteration) it is judged as before
     moved = feed(detector, [0.4] * 6, rank=0, start=last + 20.0)
     assert first_stall(detector, moved) is not None
+
+
+def _board(pings: int, phase: str = "RUNNING", iteration: int = 0) -> ProgressRecord:
+    return ProgressRecord(1.0, 1.0, 0.4, iteration, Phase[phase], pings, 0)
+
+
+def test_a_stalled_rank_that_pinged_or_left_its_function_while_diagnosed_moved() -> None:
+    # GIVEN ranks 2 and 3 stalled at their last ping, read before and after the diagnosis
+    before = {2: _board(8), 3: _board(8)}
+    # THEN the same readings are no move, nor is a rank the stall does not name
+    assert not moved(before, dict(before), [2, 3])
+    assert not moved(before, {**before, 0: _board(9)}, [2, 3])
+    # AND a ping, the wrapper's exit from the function (the job's end) or a new iteration
+    # (a restart) is one
+    for after in (_board(9), _board(8, "EXITING"), _board(0, "RUNNING", iteration=1)):
+        assert moved(before, {**before, 3: after}, [2, 3])
+    # AND a rank with no board either time tells nothing
+    assert not moved({}, {2: _board(9)}, [2])
