@@ -159,9 +159,13 @@ JOINING = re.compile(r"Rendezvous'ing worker group|Attempting to join next rende
 job's other agents; Lightning's own line is ``MEMBER``."""
 JOINED = re.compile(r"All distributed processes registered|Rendezvous complete for workers")
 _DDP_STATS = re.compile(r"\[Rank (\d{1,18}) / (\d{1,18})\] Training \S+ unused_parameter_size")
-_DDP_BUILT = re.compile(r"\b(?:logger|reducer)\.cpp:\d{1,6}[\])]|DDP Initialized with")
+_DDP_BUILT = re.compile(
+    r"DDP Initialized with|c10d/(?:logger|reducer)\.cpp:\d|"
+    r"\b(?:logger|reducer)\.cpp:\d{1,6}\].{0,120}?(?:DDP|Reducer|[Bb]ucket|find_unused_parameters)"
+)
 """DDP's C++ logger and reducer, which exist once DDP was built: its constructor checked and
-broadcast the model over the process group first, so the ranks had connected."""
+broadcast the model over the process group first, so the ranks had connected. Their file
+alone is not enough (other projects have a ``logger.cpp``): torch's path, or DDP's words."""
 _DDP_TIMED = re.compile(
     r"Time stats are currently only collected for CPU and CUDA devices|"
     r"Cuda time stats are not collected for multi-device modules"

@@ -1310,6 +1310,19 @@ def test_ddp_s_own_lines_say_the_ranks_connected_and_train() -> None:
     ]
     # THEN the first two say the ranks joined, the third that the job trains
     assert kinds_of == [[kinds.JOINED], [kinds.JOINED], [kinds.PROGRESS]]
+    # AND another project's logger.cpp, or a line that only names the file, says nothing
+    for other in (
+        "I0101 00:00:00.000000 4242 logger.cpp:55] Starting server on port 8000",
+        "see reducer.cpp:12) for details",
+    ):
+        assert kinds.JOINED not in [e.kind for e in parse_text([other], "j.log").events]
+    # AND DDP's own error, from torch's reducer, still says it had been built
+    raised = (
+        "RuntimeError: Expected to have finished reduction in the prior iteration before "
+        "starting a new one. (prepare_for_backward at "
+        "../torch/csrc/distributed/c10d/reducer.cpp:1234)"
+    )
+    assert kinds.JOINED in [e.kind for e in parse_text([raised], "j.log").events]
     # AND after the store client's retries they say the ranks connected: no set-up failure
     for after in (built, reducer):
         assert _verdict([retry, after]).hang_class is not HangClass.BOOTSTRAP
