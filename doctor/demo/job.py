@@ -23,6 +23,8 @@ dataloader         the rank blocks on a queue in ``load_batch`` (GIL released)
 gil                the rank spins in a pure-Python loop (GIL held)
 compile            the rank runs cold ``torch.compile`` over and over
 kill               the rank SIGKILLs itself
+early-exit         the rank leaves the loop and its program ends, exit code 0, as one
+                   whose share of the data ran out
 =================  ==============================================================
 
 ``dataloader``, ``gil`` and ``compile`` hold the rank for ``--hang-limit``
@@ -64,6 +66,7 @@ FAULTS = (
     "gil",
     "compile",
     "kill",
+    "early-exit",
 )
 GRAD_SIZE = 1024
 FR_BUFFER_ENTRIES = "2000"
@@ -125,6 +128,10 @@ def parse(argv: list[str] | None = None) -> Options:
     )
 
 
+class LeftLoop(Exception):
+    """The rank's loop ends early (its data ran out): its program ends with exit code 0."""
+
+
 class Job:
     """One rank's state: its groups, its 'model', and the fault it may inject."""
 
@@ -154,6 +161,8 @@ class Job:
             self.ready(step)
         if self.faulty(step, "kill"):
             os.kill(os.getpid(), signal.SIGKILL)
+        if self.faulty(step, "early-exit"):
+            raise LeftLoop(step)
         batch = load_batch(self, step)
         try:
             if self.faulty(step, "except-clause") and step == self.opts.fault_step:
@@ -310,6 +319,11 @@ def main(argv: list[str] | None = None) -> int:
         job = Job(opts, rank, world)
         for step in range(opts.steps):
             job.step(step)
+    except LeftLoop:
+        dump_flight_recorder(opts, rank)
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)  # the peers wait in the collective it never issues; no teardown with them
     except Exception as exc:  # a collective timeout or a peer's death: record, then exit 1
         print(f"rank {rank}: {type(exc).__name__}: {str(exc).splitlines()[0]}", file=sys.stderr)
         code = 1

@@ -12,7 +12,8 @@ kernel names) before names: a function name only says where a rank is.
 =================  ========  ====================================================
 rule               strength  fires when
 =================  ========  ====================================================
-rank_loss          90        an expected rank is dead, a zombie or missing
+rank_loss          90        an expected rank is dead, a zombie or missing (one
+                             that exited 0 left early: a mismatch; all 0: healthy)
 gpu_hang           85/40     NVML reports an XID or uncorrected ECC on a rank's GPU
                              (40, low: only XIDs of a program's fault or records)
 cpu_stuck          82        no proof of progress; a live rank cannot move by
@@ -122,6 +123,8 @@ def rank_loss(view: LiveView) -> list[Candidate]:
         for r in view.dead
     ]
     alive = [r for r, s in view.states.items() if s is not RankState.DEAD]
+    if all(procs[r].exit_code == 0 for r in view.dead):
+        return _finished(view, tuple(lines), alive)
     signalled = tuple(r for r in view.dead if (procs[r].exit_code or 0) < 0)
     killed = tuple(r for r in signalled if procs[r].exit_code not in COLLATERAL_CODES) or signalled
     followed = [r for r in view.dead if r not in killed]
@@ -225,6 +228,51 @@ def rank_loss(view: LiveView) -> list[Candidate]:
             collective=ref,
             evidence=tuple(lines),
             rule="rank_loss",
+        )
+    ]
+
+
+def _finished(view: LiveView, lines: tuple[EvidenceLine, ...], alive: list[int]) -> list[Candidate]:
+    """Gone ranks that all ended their program (exit code 0): no death. With every rank so,
+    the job finished; with peers waiting in a collective, those ranks left the loop before
+    them (their data ran out, or another path of the code), which is a mismatch of the
+    number of collectives; else the job is ending, and the live ranks are judged alone."""
+    done = view.dead
+    if not alive:
+        summary = "every rank ended its program with exit code 0: the job finished"
+        return [
+            Candidate(
+                HangClass.HEALTHY,
+                (),
+                Confidence.MEDIUM,
+                summary,
+                90,
+                evidence=lines,
+                rule="finished",
+            )
+        ]
+    waiting = view.ranks_in(RankState.IN_COLLECTIVE)
+    ref = view.waiting_ref(waiting)
+    if not waiting or ref is None:
+        return []
+    one = len(done) == 1
+    summary = (
+        f"{rank_prose(done)} ended {'its' if one else 'their'} program (exit code 0) while "
+        f"{rank_does(waiting, 'wait')} in {ref.op}: {'it' if one else 'they'} left the loop "
+        f"before them ({'its' if one else 'their'} data ran out, or another path of the code), "
+        f"so the others wait for collectives {'it' if one else 'they'} never issued; give every "
+        "rank the same number of steps (DistributedSampler, drop_last, the Join context)"
+    )
+    return [
+        Candidate(
+            HangClass.COLLECTIVE_MISMATCH,
+            done,
+            Confidence.MEDIUM,
+            summary,
+            90,
+            collective=ref,
+            evidence=lines,
+            rule="finished_early",
         )
     ]
 

@@ -31,6 +31,7 @@ CASES = [
     ("gil", "per-rank", "cpu_stuck", [2], "holding the GIL"),
     ("compile", "torchrun", "compile_warmup", [2], "compiling"),
     ("kill", "per-rank", "rank_loss", [2], "killed by SIGKILL"),
+    ("early-exit", "per-rank", "collective_mismatch", [2], "exit code 0"),
     ("straggler", "torchrun", "straggler", [2], "it is the straggler"),
     ("none", "per-rank", "healthy", [], "progress"),
     ("subgroup-mismatch", "agent", "collective_mismatch", [2], "all_gather"),

@@ -89,3 +89,24 @@ def test_the_rank_killed_by_a_signal_is_blamed_not_the_peers_that_exited_after_i
     verdict = classify(evidence)
     assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.RANK_LOSS, (2,))
     assert "killed by SIGKILL" in verdict.summary
+
+
+def test_a_rank_that_ended_its_program_cleanly_left_early_and_did_not_die() -> None:
+    # GIVEN ranks 0, 1 and 3 waiting in DDP's reducer, and rank 2's process ended with exit
+    # code 0 (its loop over, its data run out before the others')
+    base = hung_evidence(peers())
+    evidence = with_process(base, 2, alive=False, status="zombie", exit_code=0)
+    evidence = replace(evidence, stacks=tuple(s for s in evidence.stacks if s.rank != 2))
+    # THEN it is no lost rank: it left the loop before the others, a mismatch of steps
+    verdict = classify(evidence)
+    assert (verdict.hang_class, verdict.culprit_ranks) == (HangClass.COLLECTIVE_MISMATCH, (2,))
+    assert "exit code 0" in verdict.summary and "left the loop" in verdict.summary
+    # AND the same rank killed is still the lost rank
+    killed = with_process(evidence, 2, exit_code=-9)
+    assert classify(killed).hang_class is HangClass.RANK_LOSS
+    # AND a job whose every rank ended with exit code 0 finished: nothing hangs
+    ended = base
+    for rank in (0, 1, 2, 3):
+        ended = with_process(ended, rank, alive=False, status="zombie", exit_code=0)
+    ended = replace(ended, stacks=())
+    assert classify(ended).hang_class is HangClass.HEALTHY
