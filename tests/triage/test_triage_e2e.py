@@ -31,9 +31,9 @@ CASES = [
     ("gil", "per-rank", "cpu_stuck", [2], "holding the GIL"),
     ("compile", "torchrun", "compile_warmup", [2], "compiling"),
     ("kill", "per-rank", "rank_loss", [2], "killed by SIGKILL"),
-    ("early-exit", "per-rank", "collective_mismatch", [2], "exit code 0"),
     ("straggler", "torchrun", "straggler", [2], "it is the straggler"),
     ("none", "per-rank", "healthy", [], "progress"),
+    ("early-exit", "per-rank", "collective_mismatch", [2], "exit code 0"),
     ("subgroup-mismatch", "agent", "collective_mismatch", [2], "all_gather"),
 ]
 
@@ -46,7 +46,11 @@ others waiting in under half the samples and said healthy (one CI run failed so)
 
 
 ALONE = ("straggler", "none")
-"""Cases whose verdict rests on timing (which rank is late): no job is launched beside them."""
+"""Cases whose verdict rests on timing (which rank is late): no job is launched beside them.
+``early-exit`` follows one of them: its exited rank is a zombie of this process, as the
+killed rank of ``kill`` is, and beside another one-process-per-rank job neither zombie can be
+told to be its job's (a zombie's environment is gone), so that job's lost rank loses its exit
+code (``kill`` launched ``early-exit`` beside it: 'killed by SIGKILL' missing, 3 runs of 3)."""
 
 
 def triage(job: LocalJob, *args: str) -> subprocess.CompletedProcess[str]:
