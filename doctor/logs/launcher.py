@@ -140,8 +140,7 @@ _SETUP_WORDS = (
     "INIT",
     "daemon",
     "Open MPI",
-    "PMPI_Init",
-    "MPI_Init",
+    "MPI_Init",  # and MPICH's PMPI_Init
     "HYDU",
     "Launch proxy",
     "aunch",

@@ -210,11 +210,7 @@ def rank_loss(view: LiveView) -> list[Candidate]:
     summary = (
         f"{rank_prose(view.dead)} {'is' if len(view.dead) == 1 else 'are'} gone"
         + (f" ({why})" if why else "")
-        + (
-            f" while {rank_prose(waiting)} {'waits' if len(waiting) == 1 else 'wait'} in {ref.op}"
-            if waiting and ref
-            else ""
-        )
+        + (f" while {rank_does(waiting, 'wait')} in {ref.op}" if waiting and ref else "")
         + f"; {rank_prose(alive)} cannot finish without it: find why it died, then restart "
         "the job (or recover it in process)"
     )
@@ -255,13 +251,13 @@ def _finished(view: LiveView, lines: tuple[EvidenceLine, ...], alive: list[int])
     ref = view.waiting_ref(waiting)
     if not waiting or ref is None:
         return []
-    one = len(done) == 1
+    it, its = ("it", "its") if len(done) == 1 else ("they", "their")
     summary = (
-        f"{rank_prose(done)} ended {'its' if one else 'their'} program (exit code 0) while "
-        f"{rank_does(waiting, 'wait')} in {ref.op}: {'it' if one else 'they'} left the loop "
-        f"before them ({'its' if one else 'their'} data ran out, or another path of the code), "
-        f"so the others wait for collectives {'it' if one else 'they'} never issued; give every "
-        "rank the same number of steps (DistributedSampler, drop_last, the Join context)"
+        f"{rank_prose(done)} ended {its} program (exit code 0) while "
+        f"{rank_does(waiting, 'wait')} in {ref.op}: {it} left the loop before them ({its} data "
+        f"ran out, or another path of the code), so the others wait for collectives {it} never "
+        "issued; give every rank the same number of steps (DistributedSampler, drop_last, the "
+        "Join context)"
     )
     return [
         Candidate(
@@ -307,7 +303,7 @@ def mismatch(view: LiveView) -> list[Candidate]:
     if by_group := _group_odd_ones(view):
         culprits, name, members, op = by_group
         summary = (
-            f"{rank_prose(culprits)} {_wait(culprits)} elsewhere while the other members of "
+            f"{rank_does(culprits, 'wait')} elsewhere while the other members of "
             f"process group {name} ({rank_prose(members)}) wait in its {op}"
         )
         text = summary + _victim_text(victims, ops)
@@ -327,7 +323,7 @@ def mismatch(view: LiveView) -> list[Candidate]:
         culprits, tie = left, False
     elif odd.majority:
         summary = (
-            f"{rank_prose(odd.ranks)} {_wait(odd.ranks)} in {op} from a different call site "
+            f"{rank_does(odd.ranks, 'wait')} in {op} from a different call site "
             f"than {rank_prose(odd.majority.ranks)}"
         )
         culprits, tie = odd.ranks, False

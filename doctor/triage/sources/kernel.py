@@ -223,8 +223,10 @@ def stopped(pid: int, proc: Path = Path("/proc")) -> bool:
     if state != "t":
         return False
     tracer = fields.get("TracerPid", "0").strip()
+    if tracer == "0":  # the tracer let go as the status was read
+        return False
     try:
         comm = (proc / tracer / "comm").read_text().strip()
     except OSError:
-        return tracer != "0" and (proc / tracer).exists()  # gone: it holds nothing
+        return (proc / tracer).exists()  # an exited tracer holds nothing
     return comm not in TRACERS_OF_OURS
