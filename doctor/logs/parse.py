@@ -285,19 +285,23 @@ class Parser:
                     self.feed(part, piece=True)
                 return
         gated = bool(self._blocks or self._json or self._wrapped) or worth_a_look(raw)
-        if not gated and not (self.every_line_words and telling(raw)):
+        told = self.every_line_words and telling(raw)
+        # a step's report is read, but its words (step, loss, lr: any job's) are kept only
+        # where another reason keeps them
+        step = not gated and training.reports_a_step(raw)
+        if not (gated or told or step):
             return
         if "\x1b" in raw:
             raw = ESCAPE.sub("", raw)
         line = split(raw.rstrip("\r\n"), f"{self.origin}:{result.lines}", self.file_rank)
-        if markup(line.text):
+        if markup(line.text) or not (gated or told):
             pass  # an issue template's heading, fence or tag: no word of what failed
         # the text and its logger's name: a label's or a host's name is no word
         elif not add_words(
             result.words, f"{line.logger} {line.text}" if line.logger else line.text
         ):
             result.cut["words"] += 1
-        if not gated:
+        if not (gated or step):
             return
         if block := self._blocks.get(line.stream):
             if block.feed(line):

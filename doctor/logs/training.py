@@ -1,5 +1,5 @@
-"""What the training script says of its own progress: its progress bars and its straggler
-detector's reports.
+"""What the training script says of its own progress: its progress bars, its steps' reports
+and its straggler detector's reports.
 
 A tqdm bar (``75% 24/32 [01:09<00:22, 2.83s/it]``) counts work the process that draws it
 finished. Read against the watchdog: a bar that counts on after a rank timed out was drawn
@@ -20,6 +20,10 @@ reached.``, transformers' ``Training completed. Do not forget to share your mode
 torchelastic's ``worker group successfully finished``, Megatron's ``[after training is
 done]``, a script's ``Training completed``) says the job ran to its end.
 
+A step's own report, its counter against the run's length beside its loss (``step 20/1000
+loss=2.31``), says the job trains: its collectives ran. A bar that reached its total does
+not: a checkpoint's loading bar fills before any collective.
+
 A script that says one rank does a job's shared work alone (Megatron's ``building the
 indices on rank 0``) says the others wait for it at the next collective or barrier.
 """
@@ -34,6 +38,13 @@ from doctor.logs.lines import Line
 
 _BAR = re.compile(r"(\d{1,18})/(\d{1,18}) \[(?:(\d{1,9}):)?(\d{1,2}):(\d{2})<")
 """tqdm's ``n/total [elapsed<remaining`` (the rest of the bar is the user's to change)."""
+_STEP_DONE = re.compile(
+    r"\b(?:[Ss]tep|STEP|[Ii]ter(?:ation)?|ITER)\b\s{0,3}[:=\[]?"
+    r"\s{0,20}\d{1,12}\s{0,20}/\s{0,20}\d{1,12}\b.{0,400}?(?:loss|LOSS|Loss)\b"
+)
+"""A training step's own report: its counter against the run's length and the loss it
+reached (Megatron's ``iteration 10/ 500000 | ... | lm loss: 1.0E+01``, XTuner's ``Step 1/100
+... total_loss: 1.722``, most scripts' ``step 20/1000 loss=2.31``): a step ran to its end."""
 _RAN_FOR = re.compile(r"ran for (\d{1,18}) milliseconds|timed out after (\d{1,18}) ?ms")
 _WAITS = frozenset({kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT})
 BUSY_SHARE = 0.9
@@ -52,16 +63,24 @@ FINISHED = re.compile(
     r"worker group successfully finished|"
     r"Local worker group finished \((?:WorkerState\.)?SUCCEEDED\)|"
     r"\[after training is done\]|"
-    r"\bTraining (?:successfully )?(?:complete|completed|finished|done)\b[.!]?\s*$"
+    r"\bTraining (?:successfully )?(?:complete|completed|finished|done)\b[.!]?\s*$|"
+    r"^#\s{0,4}Avg bus bandwidth\s{0,20}:\s{0,20}\d"
 )
 """What frameworks print once training ended as asked: Lightning's fit loop
 (``loops/fit_loop.py``), transformers' Trainer, torchelastic's agent (``agent/server/api.py``,
 its older releases' ``Local worker group finished (SUCCEEDED)``), Megatron's ``training.py``;
 and a line that ends saying so, as torchtitan's ``train.py`` and many a script's own
-``Training complete!`` do. (Docker Compose's ``trainer_1 exited with code 0`` is read with its
-other exit codes, ``doctor.logs.launcher``.)"""
+``Training complete!`` do; and nccl-tests' ``# Avg bus bandwidth : 113.289``, printed once
+every size of its sweep ran (``src/common.cu``). (Docker Compose's ``trainer_1 exited with
+code 0`` is read with its other exit codes, ``doctor.logs.launcher``.)"""
 MAX_STRAGGLERS = 256
 """Ranks one report may name: a report naming more says the job is slow, not who is."""
+
+
+def reports_a_step(raw: str) -> bool:
+    """Whether a line is a training step's report (``_STEP_DONE``); the substring test first
+    keeps the search off the lines of a big log that hold no loss."""
+    return ("oss" in raw or "OSS" in raw) and _STEP_DONE.search(raw) is not None
 
 
 def events(line: Line) -> list[LogEvent]:
@@ -71,7 +90,7 @@ def events(line: Line) -> list[LogEvent]:
         RANK0_WORK.search(text)
     ):
         return [line.event(kinds.WAITS_FOR_MAIN, rank=0)]
-    if _NO_STRAGGLERS.search(text) or FINISHED.search(text):
+    if _NO_STRAGGLERS.search(text) or FINISHED.search(text) or reports_a_step(text):
         return [line.event(kinds.PROGRESS, rank=None)]
     if m := _STRAGGLERS.search(text):
         numbers = m.group(1).replace(",", " ").split()

@@ -16,7 +16,7 @@ from rules_alone import rules as _rules
 
 from doctor.logs import kinds
 from doctor.logs.parse import parse_text
-from doctor.logs.training import FINISHED
+from doctor.logs.training import FINISHED, reports_a_step
 from doctor.model import Confidence, HangClass
 
 HARMLESS = [
@@ -83,9 +83,14 @@ def _benign(line: str) -> bool:
     return all(e.kind in kinds.BENIGN for e in events) and "Exception ignored in" not in line
 
 
-FIRST_LINES = [line for line in HARMLESS if _benign(line) and not FINISHED.search(line)]
+FIRST_LINES = [
+    line
+    for line in HARMLESS
+    if _benign(line) and not FINISHED.search(line) and not reports_a_step(line)
+]
 """The harmless lines to put first (read once, not once a case): not those saying training
-finished, which a job prints last (after them a failure is one of a job that had run)."""
+finished or a step ran, which a job prints once it trains (after them a failure is one of
+a job that had run collectives)."""
 
 
 @pytest.mark.parametrize("case", cases(), ids=lambda c: c.name)

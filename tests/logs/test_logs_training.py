@@ -141,3 +141,43 @@ def test_training_that_finished_before_a_timeout_does_not_hide_the_timeout() -> 
         "Training",
     ):
         assert parse_lines([other], "job.log") == []
+
+
+STEP_REPORTS = [
+    " iteration       10/  500000 | consumed samples:          640 | elapsed time per "
+    "iteration (ms): 1234.5 | learning rate: 1.000E-04 | global batch size:    64 | lm loss: "
+    "9.876E+00 | loss scale: 1.0 | grad norm: 12.345 |",  # Megatron's training.py
+    "[XTuner][RANK 2][2025-08-29 09:17:51][INFO] Step 1/100 data_time: 0.0578 lr: 0.000020 "
+    "time: 4.9770 text_tokens: 4008.0 total_loss: 1.722 reduced_llm_loss: 1.684",
+    "step 20/1000 loss=2.31",  # a script's own
+    "ITER 7/50 | LOSS 0.412",
+]
+
+
+def test_a_step_s_report_with_its_loss_is_a_job_that_trains() -> None:
+    # GIVEN a step's report: its counter against the run's length, and the loss it reached
+    for report in STEP_REPORTS:
+        # THEN it is progress, and with nothing failed the job is healthy
+        assert [e.kind for e in parse_lines([report], "job.log")] == [kinds.PROGRESS], report
+        assert judge(["Starting training ...", report]).hang_class is HangClass.HEALTHY
+        # AND beside a collective that timed out, the timeout is judged
+        late = judge([report, WATCHDOG.format(r=0, seq=42, op="ALLREDUCE")])
+        assert late.hang_class is not HangClass.HEALTHY, report
+    # AND a counter without the run's length, or without a loss, is no report of a step
+    for other in (
+        "epoch 1 step 10 loss 0.31",
+        "Step 3/10: loading shards",
+        "Stepping 1/2 with loss",
+        "the loss of 1/3 of the ranks",
+    ):
+        assert parse_lines([other], "job.log") == [], other
+
+
+def test_nccl_tests_summary_is_a_sweep_that_ran_to_its_end() -> None:
+    # GIVEN nccl-tests' last lines, printed once every size of its sweep ran
+    summary = ["# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 113.289", "#"]
+    row = "   1048576        262144     float     sum      -1    135.3    7.75   15.02      0"
+    # THEN the job ran to its end: healthy
+    assert judge([row, *summary]).hang_class is HangClass.HEALTHY
+    # AND without the summary (a sweep that stopped at a size) nothing says so
+    assert judge([row]).hang_class is not HangClass.HEALTHY
