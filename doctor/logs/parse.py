@@ -271,6 +271,10 @@ class Parser:
         self._per_key: Counter[tuple[object, ...]] = Counter()
         self._traceback_ended = ""
         """``file:line`` of the exception line that ended a traceback (read there, once)."""
+        self._step: tuple[str, int] | None = None
+        """The latest step report not yet told, and its line's number: a run of reports is
+        told once, at its latest line, when another event comes or the text ends (a log of
+        a million steps costs one event, and no split or parser per step)."""
 
     def feed(self, raw: str, piece: bool = False) -> None:
         """Read the next line (``piece``: the next part of this line a ``\\r`` ended)."""
@@ -288,20 +292,23 @@ class Parser:
         told = self.every_line_words and telling(raw)
         # a step's report is read, but its words (step, loss, lr: any job's) are kept only
         # where another reason keeps them
-        step = not gated and training.reports_a_step(raw)
-        if not (gated or told or step):
+        if not gated and training.reports_a_step(raw):
+            self._step = (raw, result.lines)
+            if not told:
+                return
+        elif not (gated or told):
             return
         if "\x1b" in raw:
             raw = ESCAPE.sub("", raw)
         line = split(raw.rstrip("\r\n"), f"{self.origin}:{result.lines}", self.file_rank)
-        if markup(line.text) or not (gated or told):
+        if markup(line.text):
             pass  # an issue template's heading, fence or tag: no word of what failed
         # the text and its logger's name: a label's or a host's name is no word
         elif not add_words(
             result.words, f"{line.logger} {line.text}" if line.logger else line.text
         ):
             result.cut["words"] += 1
-        if not (gated or step):
+        if not gated:
             return
         if block := self._blocks.get(line.stream):
             if block.feed(line):
@@ -334,6 +341,14 @@ class Parser:
             self._wrapped = (line, taken)
             return None
         return line
+
+    def _tell_step(self) -> None:
+        """The run of step reports read since the last event, as progress at its latest line."""
+        if self._step is None:
+            return
+        (raw, number), self._step = self._step, None
+        line = split(ESCAPE.sub("", raw).rstrip("\r\n"), f"{self.origin}:{number}", self.file_rank)
+        self._add([line.event(kinds.PROGRESS, rank=None)])
 
     def _read(self, line: Line) -> None:
         """A line no open block or document takes: a block's first line, or a line."""
@@ -391,6 +406,9 @@ class Parser:
             self._read(line)
 
     def _add(self, facts: Iterable[Fact]) -> None:
+        facts = list(facts)
+        if facts and self._step is not None:
+            self._tell_step()  # in the order the lines came
         result, bounds = self.result, self.bounds
         for fact in facts:
             if isinstance(fact, StackDump):
@@ -428,6 +446,7 @@ class Parser:
         for doc in self._json.values():
             self._add(ras.from_json(doc.load(), doc.first))
         self._json.clear()
+        self._tell_step()
         return self.result
 
 

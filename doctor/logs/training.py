@@ -20,8 +20,8 @@ reached.``, transformers' ``Training completed. Do not forget to share your mode
 torchelastic's ``worker group successfully finished``, Megatron's ``[after training is
 done]``, a script's ``Training completed``) says the job ran to its end.
 
-A step's own report, its counter against the run's length beside its loss (``step 20/1000
-loss=2.31``), says the job trains: its collectives ran. A bar that reached its total does
+A step's own report, its counter beside the loss it reached (``step 20/1000 loss=2.31``),
+says the job trains: its collectives ran. A bar that reached its total does
 not: a checkpoint's loading bar fills before any collective.
 
 A script that says one rank does a job's shared work alone (Megatron's ``building the
@@ -39,12 +39,13 @@ from doctor.logs.lines import Line
 _BAR = re.compile(r"(\d{1,18})/(\d{1,18}) \[(?:(\d{1,9}):)?(\d{1,2}):(\d{2})<")
 """tqdm's ``n/total [elapsed<remaining`` (the rest of the bar is the user's to change)."""
 _STEP_DONE = re.compile(
-    r"\b(?:[Ss]tep|STEP|[Ii]ter(?:ation)?|ITER)\b\s{0,3}[:=\[]?"
-    r"\s{0,20}\d{1,12}\s{0,20}/\s{0,20}\d{1,12}\b.{0,400}?(?:loss|LOSS|Loss)\b"
+    r"\b(?:[Ss]tep|STEP|[Ii]ter(?:ation)?|ITER)\b\s{0,3}[:=\[]?\s{0,20}\d{1,12}\b"
+    r"(?:\s{0,20}/\s{0,20}\d{1,12}\b)?.{0,400}?(?:loss|LOSS|Loss)\b\s{0,3}[:=]?\s{0,3}-?\.?\d"
 )
-"""A training step's own report: its counter against the run's length and the loss it
-reached (Megatron's ``iteration 10/ 500000 | ... | lm loss: 1.0E+01``, XTuner's ``Step 1/100
-... total_loss: 1.722``, most scripts' ``step 20/1000 loss=2.31``): a step ran to its end."""
+"""A training step's own report: its counter (against the run's length or not) and the loss
+it reached (Megatron's ``iteration 10/ 500000 | ... | lm loss: 1.0E+01``, XTuner's ``Step 1/100
+... total_loss: 1.722``, NeMo Automodel's ``step 6 | epoch 0 | loss 1.3184``, most scripts'
+``step 20/1000 loss=2.31``): a step ran to its end."""
 _RAN_FOR = re.compile(r"ran for (\d{1,18}) milliseconds|timed out after (\d{1,18}) ?ms")
 _WAITS = frozenset({kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT})
 BUSY_SHARE = 0.9

@@ -30,7 +30,7 @@ def test_analyze_reads_a_ras_report_alone() -> None:
 
 def test_unrecognised_text_is_a_verdict_not_an_error(tmp_path: Path) -> None:
     log = tmp_path / "train.log"
-    log.write_text("epoch 1 step 10 loss 0.31\nepoch 1 step 20 loss 0.29\n")
+    log.write_text("loading shards from /data/shards\nwarming the cache for 20 s\n")
     res = run_cli("analyze", str(log), "--json")
     doc = json.loads(res.stdout)
     assert doc["verdict"]["hang_class"] == "unknown"

@@ -151,6 +151,8 @@ STEP_REPORTS = [
     "time: 4.9770 text_tokens: 4008.0 total_loss: 1.722 reduced_llm_loss: 1.684",
     "step 20/1000 loss=2.31",  # a script's own
     "ITER 7/50 | LOSS 0.412",
+    "step  6 | epoch 0 | loss 1.3184 | grad_norm 2.0623 | lr 9.52e-06",  # NeMo Automodel
+    "epoch 1 step 10 loss 0.31",
 ]
 
 
@@ -163,10 +165,10 @@ def test_a_step_s_report_with_its_loss_is_a_job_that_trains() -> None:
         # AND beside a collective that timed out, the timeout is judged
         late = judge([report, WATCHDOG.format(r=0, seq=42, op="ALLREDUCE")])
         assert late.hang_class is not HangClass.HEALTHY, report
-    # AND a counter without the run's length, or without a loss, is no report of a step
+    # AND a counter without a loss, or a loss without its value, is no report of a step
     for other in (
-        "epoch 1 step 10 loss 0.31",
         "Step 3/10: loading shards",
+        "step 4: the loss diverged",
         "Stepping 1/2 with loss",
         "the loss of 1/3 of the ranks",
     ):
@@ -181,3 +183,16 @@ def test_nccl_tests_summary_is_a_sweep_that_ran_to_its_end() -> None:
     assert judge([row, *summary]).hang_class is HangClass.HEALTHY
     # AND without the summary (a sweep that stopped at a size) nothing says so
     assert judge([row]).hang_class is not HangClass.HEALTHY
+
+
+def test_a_run_of_step_reports_is_one_event_at_its_latest_line() -> None:
+    # GIVEN a thousand step reports, a watchdog timeout, then one more report
+    lines = [f"step {i} loss 0.5" for i in range(1000)]
+    lines += [WATCHDOG.format(r=0, seq=42, op="ALLREDUCE"), "step 1000 loss 0.4"]
+    events = parse_lines(lines, "job.log")
+    # THEN each run of reports is one progress event, at its latest line, in order
+    assert [(e.kind, e.text) for e in events if e.kind != kinds.WATCHDOG_TIMEOUT] == [
+        (kinds.PROGRESS, "step 999 loss 0.5"),
+        (kinds.PROGRESS, "step 1000 loss 0.4"),
+    ]
+    assert [e.kind for e in events].index(kinds.WATCHDOG_TIMEOUT) == 1

@@ -126,7 +126,7 @@ def test_only_logs_that_no_rule_read_are_guessed_and_at_low_confidence() -> None
 
 def test_analyze_says_its_guess_is_one(tmp_path: Path) -> None:
     log = tmp_path / "job.log"
-    log.write_text("epoch 3 step 120 loss 0.31\nFatal: the worker process was lost, signal\n")
+    log.write_text("epoch 3: loading shard 120\nFatal: the worker process was lost, signal\n")
     doc = json.loads(run_cli("analyze", str(log), "--json").stdout)
     assert (doc["verdict"]["hang_class"], doc["verdict"]["confidence"]) == ("rank_loss", "low")
     assert "a guess from words" in doc["verdict"]["summary"]
