@@ -97,6 +97,10 @@ OUTLIER = "outlier"
 PROGRESS = "progress"
 """The job reports it is training: DDP's runtime statistics, NCCL DIAG checks that pass,
 a straggler detector that found none."""
+STOPPED_EARLY = "stopped_early"
+"""A rank's own early-stopping check ended its training (Keras' ``Epoch 00003: early
+stopping``, LightGBM's ``Early stopping, best iteration is:``): where its peers went on, it
+left the loop they wait in."""
 WORKING = "working"
 """The job's own output counted on after a watchdog timeout (a progress bar went from
 ``completed`` to ``seq``): the process that drew it was at work in its own code."""
@@ -153,6 +157,7 @@ ALL = (
     COMPILED,
     OUTLIER,
     PROGRESS,
+    STOPPED_EARLY,
     WORKING,
     STRAGGLER,
     CATALOGUED,
@@ -170,8 +175,17 @@ RAS_KINDS = frozenset({RAS_DEAD, RAS_MISSING, RAS_COUNT, RAS_ERROR})
 SET_UP_PROGRESS = frozenset({RANK_INFO, JOINING, JOINED, COMPILED})
 """Who a process is and how far its set-up got (NCCL's init line, a rendezvous joined, a
 build done): a log holds these whatever failed later, and they never say that something did."""
-BENIGN = SET_UP_PROGRESS | {EXITING, PROGRESS, WORKING, RAS_COUNT, NCCL_CALL, CONNECT_RETRY}
-"""What a log holds whatever failed: set-up's progress, a program ending, the job's progress,
-RAS's counts, NCCL's call trace, a connection retried."""
+BENIGN = SET_UP_PROGRESS | {
+    EXITING,
+    PROGRESS,
+    STOPPED_EARLY,
+    WORKING,
+    RAS_COUNT,
+    NCCL_CALL,
+    CONNECT_RETRY,
+}
+"""What a log holds whatever failed: set-up's progress, a program ending, the job's progress
+(an early stop too: alone it is a job that ended), RAS's counts, NCCL's call trace, a
+connection retried."""
 FAULTS = frozenset(ALL) - BENIGN
 """What says something failed, or waits (every other kind)."""

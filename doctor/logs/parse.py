@@ -159,7 +159,7 @@ _LOWER = (
     "died unexpectedly|prterun|pdsh@|ssh: |mismatch|Endpoint timeout|not enough space|"
     "stopped: `max_|Training complete|Training finished|Training done|Training successfully|"
     "successfully finished|after training is done|PMIx server|during startup|raylet failed|"
-    "worker group finished|exited with code|reducer.cpp|logger.cpp"
+    "worker group finished|exited with code|reducer.cpp|logger.cpp|arly stopping"
 ).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
 _WORTH_A_LOOK_TOO = re.compile("|".join(map(re.escape, _LOWER)))
 """One search for them all: cheaper than a substring test each on a line that holds none

@@ -24,6 +24,9 @@ A step's own report, its counter beside the loss it reached (``step 20/1000 loss
 says the job trains: its collectives ran. A bar that reached its total does
 not: a checkpoint's loading bar fills before any collective.
 
+A rank's early-stopping check that fired (``Epoch 00003: early stopping``) ended its
+training; where its peers went on, they wait for it in the next collective.
+
 A script that says one rank does a job's shared work alone (Megatron's ``building the
 indices on rank 0``) says the others wait for it at the next collective or barrier.
 """
@@ -74,6 +77,12 @@ and a line that ends saying so, as torchtitan's ``train.py`` and many a script's
 ``Training complete!`` do; and nccl-tests' ``# Avg bus bandwidth : 113.289``, printed once
 every size of its sweep ran (``src/common.cu``). (Docker Compose's ``trainer_1 exited with
 code 0`` is read with its other exit codes, ``doctor.logs.launcher``.)"""
+EARLY_STOP = re.compile(
+    r"\b[Ee]arly[ _]stopping(?: triggered| at (?:epoch|step|iteration) \d{1,12})?\s{0,4}(?:[.,!]|$)"
+)
+"""A rank's own early-stopping check firing: Keras' callback (``Epoch 00003: early stopping``),
+LightGBM's (``Early stopping, best iteration is:``), a script's ``early stopping triggered.``;
+not a setting (``early_stopping: true``, ``using early stopping with patience 3``)."""
 MAX_STRAGGLERS = 256
 """Ranks one report may name: a report naming more says the job is slow, not who is."""
 
@@ -93,6 +102,8 @@ def events(line: Line) -> list[LogEvent]:
         return [line.event(kinds.WAITS_FOR_MAIN, rank=0)]
     if _NO_STRAGGLERS.search(text) or FINISHED.search(text) or reports_a_step(text):
         return [line.event(kinds.PROGRESS, rank=None)]
+    if "arly" in text and EARLY_STOP.search(text):
+        return [line.event(kinds.STOPPED_EARLY)]
     if m := _STRAGGLERS.search(text):
         numbers = m.group(1).replace(",", " ").split()
         ranks = sorted({int(r) for r in numbers if len(r) <= 6})  # a longer number is no rank

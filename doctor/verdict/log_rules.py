@@ -27,6 +27,9 @@ log_gpu_fault           84/40     a hardware Xid, uncorrectable ECC, a GPU off t
                                   ``ERR!`` in nvidia-smi, on a rank's GPU (or a host's); 40,
                                   low, when its only Xids record and do not fail (63: a row
                                   remapped, 92: corrected errors' rate)
+log_stopped_early       83        a rank's early-stopping check fired, then another rank
+                                  failed or timed out: it left the loop its peers wait in
+                                  (collective_mismatch, low; above the peers' failure)
 log_rank_loss           82/55/45  a rank's process died of its own cause (killed, OOM, a
                                   crash, its own exception, an abort with nothing before it
                                   to follow; 82), RAS says a process is dead
@@ -795,6 +798,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     rendezvous_unfinished,
     straggler,
     log_waits.ras_frozen,
+    log_waits.stopped_early,
     log_waits.laggards,
     log_waits.left_loop,
     log_waits.first_sync,

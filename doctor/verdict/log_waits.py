@@ -37,6 +37,7 @@ from doctor.verdict.candidate import Candidate
 from doctor.verdict.log_view import (
     SOURCE,
     LogView,
+    later,
     line_of,
     lines_of,
     quote,
@@ -357,6 +358,46 @@ def _quiet(view: LogView) -> bool:
         e.kind in _QUIET or (e.kind == kinds.EXIT and e.code == -signal.SIGABRT)
         for e in view.events
     )
+
+
+def stopped_early(view: LogView) -> list[Candidate]:
+    """A rank's early-stopping check fired, then another rank failed or timed out: the
+    stopped rank left the training loop while its peers went on to the next collective,
+    which it never joins, so they wait in it until their timeout, or until their transport
+    gives up on the rank that left (a connection reset, MPI's progress engine crashing).
+    Above a lost rank's reading: that failure is the peers', and the stop came first. A
+    check must decide alike on every rank (Lightning reduces its decision across ranks;
+    Keras', LightGBM's and most scripts' do not)."""
+    stops = view.of_kind(kinds.STOPPED_EARLY)
+    if not stops:
+        return []
+    stopped = ranks_of(stops)
+    failed = [
+        e
+        for e in view.events
+        if e.kind in kinds.FAULTS and e.rank not in stopped and later(e, stops[0])
+    ]
+    if not failed:
+        return []
+    summary = (
+        f"{rank_prose(stopped, none='a rank')} stopped training early ({quote(stops[0])}), "
+        f"then a peer failed ({quote(failed[0])}): the rank whose early-stopping check fired "
+        "left the loop while the others went on to the next collective, which it never "
+        "joins; make the check decide alike on every rank (reduce its decision across the "
+        "ranks) so that they stop together"
+    )
+    return [
+        Candidate(
+            HangClass.COLLECTIVE_MISMATCH,
+            stopped,
+            Confidence.LOW,
+            summary,
+            83,
+            evidence=lines_of([stops[0], *failed[:3]]),
+            missing_evidence=(STACKS_HINT,),
+            rule="log_stopped_early",
+        )
+    ]
 
 
 def first_sync(view: LogView) -> list[Candidate]:

@@ -72,8 +72,13 @@ then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66, 54/79, 60/86, 67/94, 75/10
 79/115, 83/124, 83/124, 105/137, 107/137 (not held out), 110/153, 115/164, 120/174, 121/174 (a
 failed full-suite run's number) and 122/174. No rule and no word of the model came from a test
 case. The issue's target is 85 %, missed; this floor is the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 437 / 516
-"""Measured on the dev split: 437 of 516, in sample for the rules and the word model (stop 53:
+HELDOUT_DEV_FLOOR = 449 / 523
+"""Measured on the dev split: 449 of 523, in sample for the rules and the word model (stop 54:
+a step's report and nccl-tests' summary read as progress, from two earlier dev cases, 439 of
+516; seven dev cases added, judged on arrival by c6e7fc6: 2 right, by the word model; a
+report without the run's length read since (from one of them), an early stop read since
+(from one of them and an earlier one), the model retrained: 444 of the 516, and 5 of the 7).
+Stop 53: 437 of 516 (
 thirteen dev cases added, judged on arrival by cb35f1f: 6 right, all by the rules alone; DDP's
 own C++ lines and Open MPI's MPI_Init banner read since (from two of them); the model retrained
 on them: 428 of the 503 earlier ones right, 3 fewer, the model's guesses moving, and 9 of the

@@ -196,3 +196,30 @@ def test_a_run_of_step_reports_is_one_event_at_its_latest_line() -> None:
         (kinds.PROGRESS, "step 1000 loss 0.4"),
     ]
     assert [e.kind for e in events].index(kinds.WATCHDOG_TIMEOUT) == 1
+
+
+EARLY_STOPS = [
+    "[1,0]<stderr>:Epoch 00003: early stopping triggered.",  # Keras through horovodrun
+    "Epoch 00007: early stopping",  # Keras' EarlyStopping
+    "[ worker 10.0.0.5 ] : Early stopping, best iteration is:",  # LightGBM on Dask
+    "Early stopping at epoch 12!",  # a script's own
+]
+
+
+def test_a_rank_that_stopped_early_left_the_loop_its_peers_wait_in() -> None:
+    for stop in EARLY_STOPS:
+        # GIVEN a rank's early-stopping check that fired
+        assert [e.kind for e in parse_lines([stop], "job.log")] == [kinds.STOPPED_EARLY], stop
+    # WHEN rank 0 stopped and ranks 1-3 then timed out in the next collective
+    waits = [WATCHDOG.format(r=r, seq=42, op="ALLREDUCE") for r in (1, 2, 3)]
+    verdict = judge(["[rank0]:Epoch 00007: early stopping", *waits])
+    # THEN rank 0 left the loop they wait in
+    assert verdict.hang_class is HangClass.COLLECTIVE_MISMATCH
+    assert verdict.culprit_ranks == (0,) and "early" in verdict.summary
+    # AND a stop alone is no failure, nor a crash of the rank that stopped itself
+    assert judge(["Epoch 00007: early stopping"]).hang_class is HangClass.UNKNOWN
+    own = judge(["[rank0]:Epoch 00007: early stopping", "[rank0]:Segmentation fault (core dumped)"])
+    assert own.hang_class is HangClass.RANK_LOSS
+    # AND a setting that names early stopping is no stop
+    for setting in ("early_stopping: true", "Using early stopping with patience 3"):
+        assert parse_lines([setting], "job.log") == [], setting
