@@ -289,14 +289,11 @@ class Parser:
                     self.feed(part, piece=True)
                 return
         gated = bool(self._blocks or self._json or self._wrapped) or worth_a_look(raw)
-        told = self.every_line_words and telling(raw)
-        # a step's report is read, but its words (step, loss, lr: any job's) are kept only
-        # where another reason keeps them
-        if not gated and training.reports_a_step(raw):
+        if training.reports_a_step(raw):
+            # progress, told once per run of reports (``_tell_step``); its words (step, loss,
+            # lr: any job's) are kept only where the line is kept for another reason
             self._step = (raw, result.lines)
-            if not told:
-                return
-        elif not (gated or told):
+        if not gated and not (self.every_line_words and telling(raw)):
             return
         if "\x1b" in raw:
             raw = ESCAPE.sub("", raw)

@@ -88,8 +88,9 @@ MAX_STRAGGLERS = 256
 
 
 def reports_a_step(raw: str) -> bool:
-    """Whether a line is a training step's report (``_STEP_DONE``); the substring test first
-    keeps the search off the lines of a big log that hold no loss."""
+    """Whether a line is a training step's report (``_STEP_DONE``), told as progress by the
+    parser once per run of them; the substring test first keeps the search off the lines of
+    a big log that hold no loss."""
     return ("oss" in raw or "OSS" in raw) and _STEP_DONE.search(raw) is not None
 
 
@@ -100,7 +101,7 @@ def events(line: Line) -> list[LogEvent]:
         RANK0_WORK.search(text)
     ):
         return [line.event(kinds.WAITS_FOR_MAIN, rank=0)]
-    if _NO_STRAGGLERS.search(text) or FINISHED.search(text) or reports_a_step(text):
+    if _NO_STRAGGLERS.search(text) or FINISHED.search(text):
         return [line.event(kinds.PROGRESS, rank=None)]
     if "arly" in text and EARLY_STOP.search(text):
         return [line.event(kinds.STOPPED_EARLY)]
