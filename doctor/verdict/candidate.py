@@ -14,6 +14,12 @@ from dataclasses import dataclass
 
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 
+EVEN_BATCHES = (
+    "give every rank the same number of batches (DistributedSampler, drop_last, the Join context)"
+)
+"""What to do where a rank left the loop before the others, its data run out: the advice of
+the live reading of it (``live``) and the log reading (``log_waits``)."""
+
 
 @dataclass(frozen=True)
 class Candidate:

@@ -69,7 +69,7 @@ from doctor.logs.launcher import signal_name
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_does, rank_prose
 from doctor.verdict import stacktree
-from doctor.verdict.candidate import Candidate
+from doctor.verdict.candidate import EVEN_BATCHES, Candidate
 from doctor.verdict.culprits import blocked, stuck
 from doctor.verdict.progress import progressing
 from doctor.verdict.signals import gpu_line, gpus_of, is_busy, signal_candidates
@@ -256,8 +256,7 @@ def _finished(view: LiveView, lines: tuple[EvidenceLine, ...], alive: list[int])
         f"{rank_prose(done)} ended {its} program (exit code 0) while "
         f"{rank_does(waiting, 'wait')} in {ref.op}: {it} left the loop before them ({its} data "
         f"ran out, or another path of the code), so the others wait for collectives {it} never "
-        "issued; give every rank the same number of steps (DistributedSampler, drop_last, the "
-        "Join context)"
+        f"issued; {EVEN_BATCHES}"
     )
     return [
         Candidate(

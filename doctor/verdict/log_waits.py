@@ -33,7 +33,7 @@ from doctor.evidence import LogEvent
 from doctor.logs import c10d, kinds
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
-from doctor.verdict.candidate import Candidate
+from doctor.verdict.candidate import EVEN_BATCHES, Candidate
 from doctor.verdict.log_view import (
     SOURCE,
     LogView,
@@ -326,8 +326,7 @@ def left_loop(view: LogView) -> list[Candidate]:
             Confidence.LOW,
             f"every other rank timed out in collective {seq} and {rank_prose(ranks)} logged "
             "nothing: it never issued that collective, most often because it left the loop "
-            "early (its share of the data ran out) or took another path; give every rank "
-            "the same number of batches (DistributedSampler, drop_last, the Join context)",
+            f"early (its share of the data ran out) or took another path; {EVEN_BATCHES}",
             30,
             collective=CollectiveRef(group, seq, _op_at(view, seq) or "unknown"),
             evidence=tuple(EvidenceLine(SOURCE, r, t) for r, t in sorted(silent.items())[:8]),
