@@ -403,9 +403,10 @@ class Parser:
             self._read(line)
 
     def _add(self, facts: Iterable[Fact]) -> None:
-        facts = list(facts)
-        if facts and self._step is not None:
-            self._tell_step()  # in the order the lines came
+        if self._step is not None:
+            facts = list(facts)  # only then: every line's facts pass here
+            if facts:
+                self._tell_step()  # in the order the lines came
         result, bounds = self.result, self.bounds
         for fact in facts:
             if isinstance(fact, StackDump):
