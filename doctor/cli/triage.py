@@ -116,12 +116,16 @@ def triage(
             file=sys.stderr,
         )
         snapshot = _look_again(snapshot, ref, reach, slower, timeout, spinner=not as_json)
-    longer = replace(options, interval=interval * LONGER_LOOK)
+    longer = replace(
+        options,
+        interval=interval * LONGER_LOOK,
+        samples=round(options.samples * LONGER_LOOK),
+    )
     fits = reach is None or longer.interval + 1.0 < timeout  # the hosts' answer deadline
     if not chosen and fits and needs_longer_look(snapshot.verdict):
         print(
             f"nothing proved a hang or progress in {interval:g} s: "
-            f"looking again over {longer.interval:g} s",
+            f"looking again over {longer.interval:g} s ({longer.samples} stack samples)",
             file=sys.stderr,
         )
         snapshot = _look_again(snapshot, ref, reach, longer, timeout, spinner=not as_json)

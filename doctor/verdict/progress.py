@@ -24,7 +24,10 @@ LONGER_LOOK = 3.0
 """How many times longer a second look is when the first proved neither a hang nor
 progress: a loaded host's step can outlast a 1 s window (a peer then waits the whole
 window with no call made), and a look three times as long caught the straggler of the
-real-stack slow job in 7 of 7 looks where 1 s looks said ``unknown`` in 4 of 5."""
+real-stack slow job in 7 of 7 looks where 1 s looks said ``unknown`` in 4 of 5. The second
+look takes as many times more stack samples, at the first one's pace: a rank in a Python loop
+of a few functions (a healthy job's long preprocessing) showed one call path in all 5 of a
+look's samples on a quiet host."""
 
 
 def needs_longer_look(verdict: Verdict) -> bool:

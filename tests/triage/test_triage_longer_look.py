@@ -7,6 +7,8 @@ import json
 import os
 import subprocess
 import sys
+import tarfile
+from pathlib import Path
 
 from doctor.model import Confidence, HangClass, Verdict
 from doctor.verdict.progress import NO_PROOF, needs_longer_look
@@ -32,15 +34,21 @@ def _triage(pid: int, *args: str) -> tuple[dict, str]:
     return json.loads(done.stdout), done.stderr
 
 
-def test_an_idle_rank_is_looked_at_again_over_three_seconds_unless_told(sleepers) -> None:
+def test_an_idle_rank_is_looked_at_again_over_three_seconds_unless_told(
+    sleepers, tmp_path: Path
+) -> None:
     # GIVEN a lone rank that sleeps: nothing waits in a collective, nothing moves
     rank = sleepers({"RANK": "0", "WORLD_SIZE": "1"}, "idle")
     # WHEN triage looks with its default window
-    doc, said = _triage(rank.pid)
+    doc, said = _triage(rank.pid, "--bundle", str(tmp_path / "bundle.tgz"))
     # THEN it says it looks again over 3 s, and the second look is the one judged
-    assert "looking again over 3 s" in said
+    assert "looking again over 3 s (15 stack samples)" in said
     assert doc["collected"]["seconds"] >= 3.0
     assert doc["verdict"]["hang_class"] == "unknown"
+    # AND that look took three times the first one's 5 stack samples
+    with tarfile.open(tmp_path / "bundle.tgz") as bundle:
+        evidence = json.load(bundle.extractfile("evidence.json"))  # type: ignore[arg-type]
+    assert len(evidence["progress"]) == 15
     # AND a window the user chose is kept as it is
     doc, said = _triage(rank.pid, "--interval", "0.5")
     assert "looking again" not in said and doc["collected"]["seconds"] < 3.0
