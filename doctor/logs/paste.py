@@ -44,7 +44,7 @@ RUN_TOGETHER = 200
 _RECORD = re.compile(
     r"(?:^|(?<=\s))(?:"
     r"\[(?:rank|default)\d{1,6}\]:?"  # torchrun's and PyTorch's rank labels
-    r"|\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d"  # a timestamp
+    r"|(?<!AT )(?<!at )\[?\d{4}-\d\d-\d\d[T ]\d\d:\d\d:\d\d"  # a timestamp, not a time told
     r"|\[?[EWIF]\d{4} \d\d:\d\d:\d\d"  # glog's level, date and time
     r"|\[[EWIF] [\w.]{1,80}\.(?:cpp|cc|cu|h|py):\d{1,9}\]"  # glog without a date
     r"|[\w.-]{1,64}:\d{1,9}:\d{1,9} \[\d{1,6}\] NCCL [A-Z]{4,5} "  # NCCL's host:pid:tid

@@ -262,6 +262,20 @@ def test_a_record_behind_its_prefix_or_naming_a_place_stays_one_line() -> None:
     assert unwrapped([place]) == [place]
 
 
+def test_a_time_a_record_tells_is_no_record_s_start() -> None:
+    # GIVEN SLURM's cancel, whose message tells the time it happened, and the lines after it,
+    # every line break lost
+    lines = [
+        "slurmstepd: error: *** STEP 55595933.0 ON node-3017 CANCELLED AT 2025-01-10T15:27:25 "
+        "DUE TO TIME LIMIT ***",
+        "2025-01-10T15:27:26 srun: Job step aborted: Waiting up to 32 seconds for job step",
+        "[rank0]: Received SIGTERM: 15",
+    ]
+    # WHEN undone THEN the cancel is one line again, and read as what it is
+    assert unwrapped([_run_together("\n".join(lines))]) == lines
+    assert [e.kind for e in parse_lines(lines[:1], "job.log")] == ["cancelled"]
+
+
 def test_a_run_together_paste_longer_than_a_line_is_read_to_its_end(tmp_path: Path) -> None:
     # GIVEN a paste that lost its line breaks, longer than a line is ever read, rank 5's
     # watchdog line at its end
