@@ -289,7 +289,7 @@ class Parser:
                     self.feed(part, piece=True)
                 return
         gated = bool(self._blocks or self._json or self._wrapped) or worth_a_look(raw)
-        if training.reports_a_step(raw):
+        if training.reports_progress(raw):
             # progress, told once per run of reports (``_tell_step``); its words (step, loss,
             # lr: any job's) are kept only where the line is kept for another reason
             self._step = (raw, result.lines)

@@ -21,8 +21,11 @@ torchelastic's ``worker group successfully finished``, Megatron's ``[after train
 done]``, a script's ``Training completed``) says the job ran to its end.
 
 A step's own report, its counter beside the loss it reached (``step 20/1000 loss=2.31``),
-says the job trains: its collectives ran. A bar that reached its total does
-not: a checkpoint's loading bar fills before any collective.
+says the job trains: its collectives ran. So do the reports frameworks print at a step's,
+an evaluation's or the run's end (transformers' Trainer's dicts, Keras' bar, DeepSpeed's
+engine, PyTorch's examples, a bar whose postfix holds the loss). A bar that reached its
+total does not: a checkpoint's loading bar fills before any collective. Nor does a row of
+nccl-tests' table: a sweep that hangs prints the rows of every size before it.
 
 A rank's early-stopping check that fired (``Epoch 00003: early stopping``) ended its
 training; where its peers went on, they wait for it in the next collective.
@@ -42,13 +45,36 @@ from doctor.logs.lines import Line
 _BAR = re.compile(r"(\d{1,18})/(\d{1,18}) \[(?:(\d{1,9}):)?(\d{1,2}):(\d{2})<")
 """tqdm's ``n/total [elapsed<remaining`` (the rest of the bar is the user's to change)."""
 _STEP_DONE = re.compile(
-    r"\b(?:[Ss]tep|STEP|[Ii]ter(?:ation)?|ITER)\b\s{0,3}[:=\[]?\s{0,20}\d{1,12}\b"
+    r"\b(?:[Ss]teps?|STEPS?|[Ii]ter(?:ation)?|ITER)\b\s{0,3}[:=\[]?\s{0,20}\d{1,12}\b"
     r"(?:\s{0,20}/\s{0,20}\d{1,12}\b)?.{0,400}?(?:loss|LOSS|Loss)\b\s{0,3}[:=]?\s{0,3}-?\.?\d"
+    # transformers' Trainer logs a dict per logging step, evaluation and run's end
+    r"|\{'(?:(?:train_|eval_)?loss|(?:train|eval)_runtime)': '?-?\d[^{}]{0,600}'epoch': '?\d"
+    # PyTorch's examples: ``Train Epoch: 1 [640/60000 (1%)]  Loss: 1.36``, then the test set
+    r"|\b[Ee]poch:?\s{0,3}\d{1,9}\s{0,3}\[\s{0,12}\d{1,12}/\d{1,12}\b.{0,60}?\b[Ll]oss: -?\d"
+    r"|\bAverage loss: -?\d.{0,60}?\bAccuracy: \d{1,12}/\d{1,12}\b"
+    # Keras' bar at a step's end (``469/469 [====] - 5s 10ms/step - loss: 0.30``)
+    r"|\b\d{1,12}/\d{1,12} .{0,120}?/step - .{0,200}?\bloss: -?\.?\d"
+    # a tqdm bar (Lightning's too) whose postfix holds the loss a step reached
+    r"|\b\d{1,12}/\d{1,12} \[\d[^\]]{0,80}(?:it/s|s/it)[^\]]{0,300}?loss=-?\.?\d"
 )
 """A training step's own report: its counter (against the run's length or not) and the loss
 it reached (Megatron's ``iteration 10/ 500000 | ... | lm loss: 1.0E+01``, XTuner's ``Step 1/100
-... total_loss: 1.722``, NeMo Automodel's ``step 6 | epoch 0 | loss 1.3184``, most scripts'
-``step 20/1000 loss=2.31``): a step ran to its end."""
+... total_loss: 1.722``, NeMo Automodel's ``step 6 | epoch 0 | loss 1.3184``, DeepSpeed's
+``steps: 10 loss: 2.3456``, most scripts' ``step 20/1000 loss=2.31``; transformers'
+``{'loss': 0.69, ..., 'epoch': 0.5}``; ``Epoch 0: 100%|█| 64/64 [00:02<00:00, 28.5it/s,
+train_loss=0.51]``): a step ran to its end."""
+_DEEPSPEED_STEP = re.compile(r"\bstep=\d{1,12}, skipped=\d{1,12}, lr=\[")
+"""DeepSpeed's engine every ``steps_per_print`` optimizer steps (``engine.py``), with no loss."""
+_SERVED = re.compile(
+    r"\"POST /(?:v1/(?:chat/)?completions|v1/embeddings|generate) HTTP/\d(?:\.\d)?\" 200\b"
+    r"|Avg generation throughput: (?!0(?:\.0{1,9})? )\d{1,9}(?:\.\d{1,9})? tokens/s"
+    r"|The server is fired up and ready to roll!"
+    r"|\bJob '[\w.-]{1,120}' succeeded\b"
+)
+"""An inference server's answered request: an access log's generation request that returned
+200 (vLLM, SGLang), vLLM's metrics with tokens generated, SGLang's line once its warm-up
+request came back (``http_server.py``); and Ray's job that ran to its end (``ray job
+submit``). Not a health check's 200: a server answers it before its model ever ran."""
 _RAN_FOR = re.compile(r"ran for (\d{1,18}) milliseconds|timed out after (\d{1,18}) ?ms")
 _WAITS = frozenset({kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT})
 BUSY_SHARE = 0.9
@@ -87,11 +113,20 @@ MAX_STRAGGLERS = 256
 """Ranks one report may name: a report naming more says the job is slow, not who is."""
 
 
-def reports_a_step(raw: str) -> bool:
-    """Whether a line is a training step's report (``_STEP_DONE``), told as progress by the
-    parser once per run of them; the substring test first keeps the search off the lines of
-    a big log that hold no loss."""
-    return ("oss" in raw or "OSS" in raw) and _STEP_DONE.search(raw) is not None
+def reports_progress(raw: str) -> bool:
+    """Whether a line is a training step's report (``_STEP_DONE``, ``_DEEPSPEED_STEP``) or a
+    server's answered request (``_SERVED``), told as progress by the parser once per run of
+    them; the substring tests first keep the searches off the lines of a big log that say
+    neither. Not a row of nccl-tests' table: a sweep that hangs at a size prints the rows of
+    every size before it."""
+    return (
+        (("oss" in raw or "OSS" in raw) and _STEP_DONE.search(raw) is not None)
+        or ("skipped=" in raw and _DEEPSPEED_STEP.search(raw) is not None)
+        or (
+            ("HTTP/" in raw or "hroughput" in raw or "roll!" in raw or "succeeded" in raw)
+            and _SERVED.search(raw) is not None
+        )
+    )
 
 
 def events(line: Line) -> list[LogEvent]:

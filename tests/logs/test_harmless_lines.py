@@ -16,7 +16,7 @@ from rules_alone import rules as _rules
 
 from doctor.logs import kinds
 from doctor.logs.parse import parse_text
-from doctor.logs.training import FINISHED, reports_a_step
+from doctor.logs.training import FINISHED, reports_progress
 from doctor.model import Confidence, HangClass
 
 HARMLESS = [
@@ -86,7 +86,7 @@ def _benign(line: str) -> bool:
 FIRST_LINES = [
     line
     for line in HARMLESS
-    if _benign(line) and not FINISHED.search(line) and not reports_a_step(line)
+    if _benign(line) and not FINISHED.search(line) and not reports_progress(line)
 ]
 """The harmless lines to put first (read once, not once a case): not those saying training
 finished or a step ran, which a job prints once it trains (after them a failure is one of

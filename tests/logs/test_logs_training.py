@@ -143,7 +143,7 @@ def test_training_that_finished_before_a_timeout_does_not_hide_the_timeout() -> 
         assert parse_lines([other], "job.log") == []
 
 
-STEP_REPORTS = [
+PROGRESS_REPORTS = [
     " iteration       10/  500000 | consumed samples:          640 | elapsed time per "
     "iteration (ms): 1234.5 | learning rate: 1.000E-04 | global batch size:    64 | lm loss: "
     "9.876E+00 | loss scale: 1.0 | grad norm: 12.345 |",  # Megatron's training.py
@@ -153,12 +153,33 @@ STEP_REPORTS = [
     "ITER 7/50 | LOSS 0.412",
     "step  6 | epoch 0 | loss 1.3184 | grad_norm 2.0623 | lr 9.52e-06",  # NeMo Automodel
     "epoch 1 step 10 loss 0.31",
+    "steps: 10 loss: 2.3456 iter time (s): 0.512 samples/sec: 12.345",  # DeepSpeed's engine
+    "[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, "
+    "lr=[5e-05], mom=[(0.9, 0.999)]",  # DeepSpeed's engine, every steps_per_print steps
+    # transformers' Trainer: a logging step, an evaluation, the run's end
+    "{'loss': 0.6931, 'grad_norm': 1.2345, 'learning_rate': 4.5e-05, 'epoch': 0.5}",
+    "{'eval_loss': 0.4821, 'eval_accuracy': 0.8123, 'eval_runtime': 2.13, 'epoch': 1.0}",
+    "{'train_runtime': 62.12, 'train_samples_per_second': 10.3, 'train_steps_per_second': "
+    "1.29, 'train_loss': 0.6512, 'epoch': 1.0}",
+    "[1,0]<stdout>:Train Epoch: 1 [640/60000 (1%)]\tLoss: 1.359780",  # PyTorch's examples
+    "Test set: Average loss: 0.0327, Accuracy: 9893/10000 (99%)",
+    "469/469 [==============================] - 5s 10ms/step - loss: 0.2978 - accuracy: 0.91",
+    "469/469 ━━━━━━━━━━━━━━━━━━━━ 5s 10ms/step - accuracy: 0.8712 - loss: 0.4521",  # Keras 3
+    "Epoch 0: 100%|██████████| 64/64 [00:02<00:00, 28.53it/s, v_num=0, train_loss=0.512]",
+    " 12%|█▏        | 120/1000 [01:02<07:38,  1.92it/s, loss=2.31]",  # a script's tqdm postfix
+    # a server's answered request, and a job that ran to its end
+    'INFO:     127.0.0.1:51234 - "POST /v1/completions HTTP/1.1" 200 OK',  # vLLM's access log
+    '[2025-07-29 07:12:06] INFO:     127.0.0.1:49294 - "POST /generate HTTP/1.1" 200 OK',
+    "INFO 01-01 10:00:10 metrics.py:351] Avg prompt throughput: 12.3 tokens/s, Avg generation "
+    "throughput: 45.6 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs",
+    "[2025-01-01 10:00:01] The server is fired up and ready to roll!",  # SGLang, warmed up
+    "Job 'raysubmit_abc123' succeeded",  # ray job submit
 ]
 
 
-def test_a_step_s_report_with_its_loss_is_a_job_that_trains() -> None:
-    # GIVEN a step's report: its counter against the run's length, and the loss it reached
-    for report in STEP_REPORTS:
+def test_a_step_s_report_or_a_served_request_is_a_job_at_work() -> None:
+    # GIVEN a step's report (its counter and the loss it reached), or a request served
+    for report in PROGRESS_REPORTS:
         # THEN it is progress, and with nothing failed the job is healthy
         assert [e.kind for e in parse_lines([report], "job.log")] == [kinds.PROGRESS], report
         assert judge(["Starting training ...", report]).hang_class is HangClass.HEALTHY
@@ -171,6 +192,17 @@ def test_a_step_s_report_with_its_loss_is_a_job_that_trains() -> None:
         "step 4: the loss diverged",
         "Stepping 1/2 with loss",
         "the loss of 1/3 of the ranks",
+        "steps: 1000, loss: cross_entropy",
+        "{'loss': 'cross_entropy', 'optimizer': 'adamw', 'epoch': 3}",  # a configuration
+        "Loading checkpoint shards: 100%|██████████| 4/4 [00:05<00:00,  1.31s/it]",
+        "Epoch 3 [12/100] loss: nan, skipping the step",
+        "469/469 - 5s - the loss of rank 2",
+        'INFO:     127.0.0.1:39726 - "GET /health HTTP/1.1" 200 OK',  # before any model ran
+        'INFO:     127.0.0.1:39726 - "POST /v1/completions HTTP/1.1" 500 Internal Server Error',
+        "Avg prompt throughput: 0.0 tokens/s, Avg generation throughput: 0.0 tokens/s, "
+        "Running: 5 reqs",  # requests that generate nothing
+        "INFO:     Application startup complete.",
+        "Job 'raysubmit_abc123' failed",
     ):
         assert parse_lines([other], "job.log") == [], other
 
@@ -181,8 +213,10 @@ def test_nccl_tests_summary_is_a_sweep_that_ran_to_its_end() -> None:
     row = "   1048576        262144     float     sum      -1    135.3    7.75   15.02      0"
     # THEN the job ran to its end: healthy
     assert judge([row, *summary]).hang_class is HangClass.HEALTHY
-    # AND without the summary (a sweep that stopped at a size) nothing says so
+    # AND without the summary (a sweep that stopped at a size: it prints the rows of every
+    # size before the one it hangs in) nothing says so
     assert judge([row]).hang_class is not HangClass.HEALTHY
+    assert parse_lines([row], "job.log") == []
 
 
 def test_a_run_of_step_reports_is_one_event_at_its_latest_line() -> None:
