@@ -115,6 +115,10 @@ log_broadcast_source    27        every timeout is in a broadcast and nothing el
 log_deep_timeout        26        one rank's timeout (the logs' only position) at sequence
                                   1,000 or later, not a broadcast, and nothing else failed: a
                                   rank whose path left the others' (collective_mismatch, low)
+log_gather_unjoined     26        one rank's timeouts (or unnamed ones), all in all-gathers,
+                                  and nothing else failed: ranks that did not agree on it
+                                  (sizes that differ, a rank that skipped it)
+                                  (collective_mismatch, low)
 log_stalled             25        every rank that logged timed out in the same collective,
                                   all issued it: different sizes, a GPU or the network (unknown)
 log_teardown            45        a rank's watchdog blocked in a CUDA/NCCL call (the heartbeat
@@ -804,6 +808,7 @@ RULES: tuple[Callable[[LogView], list[Candidate]], ...] = (
     log_waits.first_sync,
     log_waits.broadcast_source,
     log_waits.deep_in_training,
+    log_waits.gather_unjoined,
     log_waits.stalled,
     log_waits.watchdog_stuck,
     log_waits.healthy,

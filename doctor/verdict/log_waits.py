@@ -515,6 +515,53 @@ def deep_in_training(view: LogView) -> list[Candidate]:
     ]
 
 
+GATHERS = frozenset({"ALLGATHER", "_ALLGATHER_BASE", "ALLGATHER_COALESCED"})
+"""ProcessGroupNCCL's names for an all-gather (``all_gather``, ``all_gather_into_tensor``,
+``all_gather_coalesced``)."""
+
+
+def gather_unjoined(view: LogView) -> list[Candidate]:
+    """One rank's timeouts (or timeouts no rank prefix names), every one in an all-gather,
+    the logs' only positions, and nothing else failed. An all-gather hangs most often where
+    its ranks did not agree on it: a variable-length output gathered as if its size were
+    the same on every rank, or a rank that never issued it (a step, an evaluation or a
+    metric only some ranks ran); torch's own first guess at a timeout is sizes that differ.
+    A broken link prints its own line, which a stronger rule reads; a peer-to-peer path
+    blocked (ACS, an IOMMU) may print none, and is said as the other cause."""
+    timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
+    gathers = [e for e in timeouts if (e.op or "").upper() in GATHERS]
+    if (
+        not gathers
+        or len(ranks_of(timeouts)) > 1
+        or any(e.op and (e.op or "").upper() not in GATHERS for e in timeouts)
+        or not _quiet(view)
+    ):
+        return []
+    first = next((e for e in gathers if e.seq is not None), gathers[0])
+    at = f" {first.seq}" if first.seq is not None else ""
+    return [
+        Candidate(
+            HangClass.COLLECTIVE_MISMATCH,
+            (),
+            Confidence.LOW,
+            f"{rank_prose(ranks_of(timeouts), none='a rank')} timed out in all-gather{at} "
+            f"({first.op}) and nothing else failed: an all-gather hangs most often where its "
+            "ranks did not agree on it, a variable-length output gathered as if every rank's "
+            "were the same size, or a rank that never issued it (a step, an evaluation or a "
+            "metric only some ranks ran); a peer-to-peer path that carries nothing (ACS or "
+            "an IOMMU in the way, NCCL_P2P_LEVEL) hangs one too, most often among the first "
+            "collectives; the other ranks' logs or stacks say which",
+            26,
+            collective=CollectiveRef(first.process_group or "0", first.seq or 0, first.op or "")
+            if first.seq is not None
+            else None,
+            evidence=lines_of(gathers[:4]),
+            missing_evidence=(STACKS_HINT, "the other ranks' logs", "each rank's tensor size"),
+            rule="log_gather_unjoined",
+        )
+    ]
+
+
 def stalled(view: LogView) -> list[Candidate]:
     """Every rank that logged waits in one collective it issued: it never finished."""
     timeouts = [e for e in view.of_kind(kinds.WATCHDOG_TIMEOUT) if e.rank is not None and e.seq]

@@ -79,7 +79,7 @@ def test_a_process_of_another_user_claiming_the_job_does_not_join_it(sleepers) -
     env = {"SLURM_JOB_ID": job, "RANK": "0", "WORLD_SIZE": "1"}
     sleepers(env, "rank0")
     intruder = sleepers(env, "intruder", _AS_NOBODY)
-    assert intruder.poll() is None
+    _owned_by(intruder.pid, 65534)
     # WHEN root triages the job THEN it refuses to guess whose job it is
     with pytest.raises(InputError, match="several users claim job"):
         discover_job(job, {})

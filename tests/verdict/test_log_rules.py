@@ -955,6 +955,29 @@ def test_one_rank_s_timeout_deep_into_training_is_a_rank_that_left_the_others_pa
     assert "deep into training" not in both.summary
 
 
+@pytest.mark.parametrize("op", ["ALLGATHER", "_ALLGATHER_BASE"])
+def test_one_rank_s_timeout_in_an_all_gather_is_ranks_that_did_not_agree_on_it(op: str) -> None:
+    # GIVEN one rank's watchdog timeout in an all-gather, alone, early or deep in training
+    for seq in (11, 683):
+        verdict = judge([WATCHDOG.format(r=1, seq=seq, op=op)])
+        # THEN ranks that did not agree on it (sizes, a rank that skipped it): mismatch, low
+        assert (verdict.hang_class, verdict.confidence) == (
+            HangClass.COLLECTIVE_MISMATCH,
+            Confidence.LOW,
+        )
+        assert verdict.summary.startswith(f"rank 1 timed out in all-gather {seq} ({op})")
+        assert verdict.collective is not None and verdict.collective.seq == seq
+    # AND a line whose sequence number the user cut out is read alike
+    cut = WATCHDOG.format(r=1, seq=11, op=op).replace("SeqNum=11", "SeqNum=...")
+    assert judge([cut]).hang_class is HangClass.COLLECTIVE_MISMATCH
+    # AND an all-reduce's timeout early in the job, or a failing link beside it, is not this
+    assert judge([WATCHDOG.format(r=1, seq=11, op="ALLREDUCE")]).hang_class is HangClass.UNKNOWN
+    assert judge([WATCHDOG.format(r=1, seq=11, op=op), TRANSPORT]).hang_class is (HangClass.NETWORK)
+    # AND two ranks' positions are for the rules about positions
+    two = [WATCHDOG.format(r=r, seq=11, op=op) for r in (1, 2)]
+    assert "all-gather" not in judge(two).summary
+
+
 LIGHTNING_JOIN = "Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {m}/8"
 
 
