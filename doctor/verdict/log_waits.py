@@ -474,6 +474,15 @@ DEEP_SEQ = 1_000
 the same communicator: its set-up and links had proven themselves."""
 
 
+def _lone_timeouts(view: LogView) -> list[LogEvent]:
+    """The watchdog timeouts of one rank (or of ranks no prefix names) where nothing else
+    failed: the logs' only position, read for what its collective says; else none."""
+    timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
+    if len(ranks_of(timeouts)) > 1 or not _quiet(view):
+        return []
+    return timeouts
+
+
 def deep_in_training(view: LogView) -> list[Candidate]:
     """One rank's timeout (or a timeout no rank prefix names) deep into training, the only
     position in the logs, and nothing else failed: after a thousand collectives finished on
@@ -481,14 +490,12 @@ def deep_in_training(view: LogView) -> list[Candidate]:
     path having left the others' (its data ran out, it skipped a step, a condition only it
     met): torch's own first guess at a timeout. A broken link or GPU would print its own
     line, which a stronger rule reads; a broadcast is ``broadcast_source``'s."""
-    timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
+    timeouts = _lone_timeouts(view)
     placed = [e for e in timeouts if e.seq is not None]
     if (
         not placed
-        or len(ranks_of(timeouts)) > 1
         or any((e.seq or 0) < DEEP_SEQ for e in placed)
         or any((e.op or "").upper() == "BROADCAST" for e in placed)
-        or not _quiet(view)
     ):
         return []
     first = placed[0]
@@ -528,14 +535,9 @@ def gather_unjoined(view: LogView) -> list[Candidate]:
     metric only some ranks ran); torch's own first guess at a timeout is sizes that differ.
     A broken link prints its own line, which a stronger rule reads; a peer-to-peer path
     blocked (ACS, an IOMMU) may print none, and is said as the other cause."""
-    timeouts = view.of_kind(kinds.WATCHDOG_TIMEOUT)
+    timeouts = _lone_timeouts(view)
     gathers = [e for e in timeouts if (e.op or "").upper() in GATHERS]
-    if (
-        not gathers
-        or len(ranks_of(timeouts)) > 1
-        or any(e.op and (e.op or "").upper() not in GATHERS for e in timeouts)
-        or not _quiet(view)
-    ):
+    if not gathers or any(e.op and e.op.upper() not in GATHERS for e in timeouts):
         return []
     first = next((e for e in gathers if e.seq is not None), gathers[0])
     at = f" {first.seq}" if first.seq is not None else ""
