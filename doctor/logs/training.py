@@ -69,12 +69,18 @@ _SERVED = re.compile(
     r"\"POST /(?:v1/(?:chat/)?completions|v1/embeddings|generate) HTTP/\d(?:\.\d)?\" 200\b"
     r"|Avg generation throughput: (?!0(?:\.0{1,9})? )\d{1,9}(?:\.\d{1,9})? tokens/s"
     r"|The server is fired up and ready to roll!"
-    r"|\bJob '[\w.-]{1,120}' succeeded\b"
 )
 """An inference server's answered request: an access log's generation request that returned
 200 (vLLM, SGLang), vLLM's metrics with tokens generated, SGLang's line once its warm-up
-request came back (``http_server.py``); and Ray's job that ran to its end (``ray job
-submit``). Not a health check's 200: a server answers it before its model ever ran."""
+request came back (``http_server.py``). Not a health check's 200: a server answers it
+before its model ever ran."""
+_LAUNCHER_DONE = re.compile(
+    r"\bJob '[\w.-]{1,120}' succeeded\b"
+    r"|\bJob finished \(status: (?:ManagedJobStatus\.)?SUCCEEDED\)"
+    r"|\bReporting training SUCCESS\b"
+)
+"""A launcher's word that the job ran to its end: Ray's ``ray job submit``, SkyPilot's
+``sky jobs launch`` and ``sky launch``, SageMaker's training toolkit."""
 _RAN_FOR = re.compile(r"ran for (\d{1,18}) milliseconds|timed out after (\d{1,18}) ?ms")
 _WAITS = frozenset({kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT})
 BUSY_SHARE = 0.9
@@ -114,18 +120,20 @@ MAX_STRAGGLERS = 256
 
 
 def reports_progress(raw: str) -> bool:
-    """Whether a line is a training step's report (``_STEP_DONE``, ``_DEEPSPEED_STEP``) or a
-    server's answered request (``_SERVED``), told as progress by the parser once per run of
-    them; the substring tests first keep the searches off the lines of a big log that say
-    neither. Not a row of nccl-tests' table: a sweep that hangs at a size prints the rows of
+    """Whether a line is a training step's report (``_STEP_DONE``, ``_DEEPSPEED_STEP``), a
+    server's answered request (``_SERVED``) or a launcher's word that the job ran to its end
+    (``_LAUNCHER_DONE``), told as progress by the parser once per run of them; the
+    substring tests first keep the searches off the lines of a big log that say none of
+    these. Not a row of nccl-tests' table: a sweep that hangs at a size prints the rows of
     every size before it."""
     return (
         (("oss" in raw or "OSS" in raw) and _STEP_DONE.search(raw) is not None)
         or ("skipped=" in raw and _DEEPSPEED_STEP.search(raw) is not None)
         or (
-            ("HTTP/" in raw or "hroughput" in raw or "roll!" in raw or "succeeded" in raw)
+            ("HTTP/" in raw or "hroughput" in raw or "roll!" in raw)
             and _SERVED.search(raw) is not None
         )
+        or (("ucceeded" in raw or "UCCE" in raw) and _LAUNCHER_DONE.search(raw) is not None)
     )
 
 

@@ -174,6 +174,9 @@ PROGRESS_REPORTS = [
     "throughput: 45.6 tokens/s, Running: 1 reqs, Swapped: 0 reqs, Pending: 0 reqs",
     "[2025-01-01 10:00:01] The server is fired up and ready to roll!",  # SGLang, warmed up
     "Job 'raysubmit_abc123' succeeded",  # ray job submit
+    "INFO: Job finished (status: SUCCEEDED).",  # SkyPilot
+    "✓ Job finished (status: ManagedJobStatus.SUCCEEDED).",
+    "2022-09-21 13:39:27,754 sagemaker-training-toolkit INFO     Reporting training SUCCESS",
 ]
 
 
@@ -203,6 +206,8 @@ def test_a_step_s_report_or_a_served_request_is_a_job_at_work() -> None:
         "Running: 5 reqs",  # requests that generate nothing
         "INFO:     Application startup complete.",
         "Job 'raysubmit_abc123' failed",
+        "INFO: Job finished (status: FAILED).",
+        "sagemaker-training-toolkit ERROR    Reporting training FAILURE",
     ):
         assert parse_lines([other], "job.log") == [], other
 
