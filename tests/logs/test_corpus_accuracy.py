@@ -32,8 +32,13 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 195 / 290
-"""Measured on the test split: 195 of 290 (67.2 %), the forty-sixth look (stop 54, commit 66a7279,
+HELDOUT_TEST_FLOOR = 198 / 292
+"""Measured on the test split: 198 of 292 (67.8 %), the forty-seventh look (stop 55, commit
+84ed638, frozen), held out: rules alone 149; the word model 95 guesses, 45 right; its fallback
+8, 4 right. The 290 cases of the last look 197 (195 before; the stop's readings and the
+model's retraining moved 5 verdicts' classes, compared, not scored); the 2 added this stop,
+judged first by this look, 1 (healthy jobs' logs: 10 of all 31 right, and no hang called
+healthy). Stop 54: 195 of 290 (67.2 %), the forty-sixth look (stop 54, commit 66a7279,
 frozen), held out: rules alone 145; the word model 98 guesses, 46 right; its fallback 8, 4
 right. The 278 cases of the last look 191 (189 before; the stop's readings and the model's
 retraining moved 7 verdicts' classes, compared, not scored); the 12 added this stop, judged
@@ -77,8 +82,14 @@ then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66, 54/79, 60/86, 67/94, 75/10
 79/115, 83/124, 83/124, 105/137, 107/137 (not held out), 110/153, 115/164, 120/174, 121/174 (a
 failed full-suite run's number) and 122/174. No rule and no word of the model came from a test
 case. The issue's target is 85 %, missed; this floor is the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 449 / 523
-"""Measured on the dev split: 449 of 523, in sample for the rules and the word model (stop 54:
+HELDOUT_DEV_FLOOR = 453 / 525
+"""Measured on the dev split: 453 of 525, in sample for the rules and the word model (stop 55:
+the reports frameworks print at a step's or the run's end, a server's answered request and
+a launcher's word that the job ended read as progress (one dev case, from its SageMaker
+line); a lone all-gather timeout read as ranks that did not agree on it (from three dev
+cases; one lost); 449 of the 523 before them: 452; two dev cases added, judged on arrival
+by 46bd1b6: 1 right, by the rules alone; the model retrained on them). Stop 54: 449 of 523
+(stop 54:
 a step's report and nccl-tests' summary read as progress, from two earlier dev cases, 439 of
 516; seven dev cases added, judged on arrival by c6e7fc6: 2 right, by the word model; a
 report without the run's length read since (from one of them), an early stop read since
