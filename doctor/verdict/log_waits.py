@@ -540,13 +540,14 @@ def gather_unjoined(view: LogView) -> list[Candidate]:
     if not gathers or any(e.op and e.op.upper() not in GATHERS for e in timeouts):
         return []
     first = next((e for e in gathers if e.seq is not None), gathers[0])
-    at = f" {first.seq}" if first.seq is not None else ""
+    group, seq = first.process_group or "0", first.seq
     return [
         Candidate(
             HangClass.COLLECTIVE_MISMATCH,
             (),
             Confidence.LOW,
-            f"{rank_prose(ranks_of(timeouts), none='a rank')} timed out in all-gather{at} "
+            f"{rank_prose(ranks_of(timeouts), none='a rank')} timed out in all-gather"
+            f"{'' if seq is None else f' {seq}'} "
             f"({first.op}) and nothing else failed: an all-gather hangs most often where its "
             "ranks did not agree on it, a variable-length output gathered as if every rank's "
             "were the same size, or a rank that never issued it (a step, an evaluation or a "
@@ -554,9 +555,7 @@ def gather_unjoined(view: LogView) -> list[Candidate]:
             "an IOMMU in the way, NCCL_P2P_LEVEL) hangs one too, most often among the first "
             "collectives; the other ranks' logs or stacks say which",
             26,
-            collective=CollectiveRef(first.process_group or "0", first.seq or 0, first.op or "")
-            if first.seq is not None
-            else None,
+            collective=None if seq is None else CollectiveRef(group, seq, first.op or ""),
             evidence=lines_of(gathers[:4]),
             missing_evidence=(STACKS_HINT, "the other ranks' logs", "each rank's tensor size"),
             rule="log_gather_unjoined",
