@@ -217,12 +217,17 @@ class LocalJob:
             if all(p.name.startswith(f"{self.job}_") for p in run.parent.iterdir()):
                 shutil.rmtree(run.parent, ignore_errors=True)
 
-    def triage(self, *args: str, timeout: float = 120) -> subprocess.CompletedProcess[str]:
-        """``nccl-doctor triage --job JOB ARGS`` in a fresh interpreter, as a user runs it."""
+    def triage(
+        self, *args: str, timeout: float = 120, by_pids: bool = False
+    ) -> subprocess.CompletedProcess[str]:
+        """``nccl-doctor triage --job JOB ARGS`` in a fresh interpreter, as a user runs it;
+        ``by_pids``: ``--pids`` of the processes it started (a rank each, but under
+        ``torchrun``), as a user who kept ``srun``'s does once every rank ended."""
         env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(self.home)}
         env.update({k: os.environ[k] for k in ("TMPDIR",) if k in os.environ})
+        named = ["--pids", ",".join(str(p.pid) for p in self.procs)] if by_pids else []
         return subprocess.run(
-            [sys.executable, "-m", "doctor", "triage", "--job", self.job, *args],
+            [sys.executable, "-m", "doctor", "triage", *(named or ["--job", self.job]), *args],
             capture_output=True,
             text=True,
             env=env,
