@@ -6,6 +6,7 @@ from __future__ import annotations
 from verdict.test_log_rules import PROGRESS, WATCHDOG, judge
 
 from doctor.logs import kinds, parse_lines
+from doctor.logs.training import REPORT_CHARS
 from doctor.model import HangClass
 
 BAR = "  Class  Images  Labels  mAP@.5:  {pct}% {n}/32 [01:{s:02d}<00:25,  2.80s/it]"
@@ -210,6 +211,17 @@ def test_a_step_s_report_or_a_served_request_is_a_job_at_work() -> None:
         "sagemaker-training-toolkit ERROR    Reporting training FAILURE",
     ):
         assert parse_lines([other], "job.log") == [], other
+
+
+def test_a_report_is_looked_for_in_a_line_s_first_part_only() -> None:
+    # GIVEN a step's report behind other text, within the part of a line searched or past it
+    report = "step 20/1000 loss=2.31"
+    near = "x" * (REPORT_CHARS - len(report) - 1) + " " + report
+    far = "x" * REPORT_CHARS + " " + report
+    # THEN the first is progress, and the second is not searched (a hostile line built to
+    # make the patterns backtrack costs only that part)
+    assert [e.kind for e in parse_lines([near], "job.log")] == [kinds.PROGRESS]
+    assert parse_lines([far], "job.log") == []
 
 
 def test_nccl_tests_summary_is_a_sweep_that_ran_to_its_end() -> None:
