@@ -7,9 +7,9 @@ import json
 import os
 import subprocess
 import sys
-import tarfile
 from pathlib import Path
 
+from doctor.analyze.format import read_bundle_json
 from doctor.model import Confidence, HangClass, Verdict
 from doctor.verdict.progress import NO_PROOF, needs_longer_look
 
@@ -46,9 +46,8 @@ def test_an_idle_rank_is_looked_at_again_over_three_seconds_unless_told(
     assert doc["collected"]["seconds"] >= 3.0
     assert doc["verdict"]["hang_class"] == "unknown"
     # AND that look took three times the first one's 5 stack samples
-    with tarfile.open(tmp_path / "bundle.tgz") as bundle:
-        evidence = json.load(bundle.extractfile("evidence.json"))  # type: ignore[arg-type]
-    assert len(evidence["progress"]) == 15
+    evidence, _verdict = read_bundle_json(tmp_path / "bundle.tgz")
+    assert evidence is not None and len(evidence["progress"]) == 15
     # AND a window the user chose is kept as it is
     doc, said = _triage(rank.pid, "--interval", "0.5")
     assert "looking again" not in said and doc["collected"]["seconds"] < 3.0
