@@ -225,9 +225,11 @@ class LocalJob:
         ``torchrun``), as a user who kept ``srun``'s does once every rank ended."""
         env = {"PATH": os.environ["PATH"], "NCCL_DOCTOR_HOME": str(self.home)}
         env.update({k: os.environ[k] for k in ("TMPDIR",) if k in os.environ})
-        named = ["--pids", ",".join(str(p.pid) for p in self.procs)] if by_pids else []
+        job = (
+            ["--pids", ",".join(str(p.pid) for p in self.procs)] if by_pids else ["--job", self.job]
+        )
         return subprocess.run(
-            [sys.executable, "-m", "doctor", "triage", *(named or ["--job", self.job]), *args],
+            [sys.executable, "-m", "doctor", "triage", *job, *args],
             capture_output=True,
             text=True,
             env=env,
