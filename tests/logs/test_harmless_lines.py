@@ -93,8 +93,23 @@ finished or a step ran, which a job prints once it trains (after them a failure 
 a job that had run collectives)."""
 
 
-@pytest.mark.parametrize("case", cases(), ids=lambda c: c.name)
-def test_a_harmless_line_put_first_keeps_each_in_sample_case_s_finding(case: Case) -> None:
+SHARES = 4
+"""Each case gets every fourth harmless line, case after case a different quarter, so every
+line comes first in 10 of the 41 cases: every line before every case was 48,000 readings of
+whole logs, 41 s of the suite."""
+
+
+IN_SAMPLE = cases()
+
+
+@pytest.mark.parametrize(
+    ("share", "case"),
+    [(i % SHARES, c) for i, c in enumerate(IN_SAMPLE)],
+    ids=[c.name for c in IN_SAMPLE],
+)
+def test_a_harmless_line_put_first_keeps_each_in_sample_case_s_finding(
+    share: int, case: Case
+) -> None:
     # GIVEN an in-sample case the rules read as a finding
     files = [(f.name, f.read_text(errors="replace").splitlines()) for f in case.files]
     found = rules_on(files).hang_class
@@ -104,7 +119,7 @@ def test_a_harmless_line_put_first_keeps_each_in_sample_case_s_finding(case: Cas
     # WHEN a line healthy jobs print comes first (set-up chatter always does)
     moved = [
         line
-        for line in FIRST_LINES
+        for line in FIRST_LINES[share::SHARES]
         if rules_on([(name, [line, *lines]), *rest]).hang_class is not found
     ]
     # THEN the finding stands
