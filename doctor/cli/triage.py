@@ -294,10 +294,12 @@ def _print(
         return
     console = Console()
     console.print(render(snapshot.evidence, snapshot.analysis))
+    # soft_wrap: a path is printed whole (the terminal wraps it), never cut at the console's
+    # width into lines a user copies apart
     for event in events:
-        console.print(f"watch: {summary(event)}", markup=False, highlight=False)
+        console.print(f"watch: {summary(event)}", markup=False, highlight=False, soft_wrap=True)
     if bundle is not None:
         line = f"bundle written: {bundle} (re-judge it: nccl-doctor analyze {bundle})"
-        console.print(safe_text(line), highlight=False)
+        console.print(safe_text(line), highlight=False, soft_wrap=True)
     if report is not None and str(report) != "-":
-        console.print(safe_text(f"report written: {report}"), highlight=False)
+        console.print(safe_text(f"report written: {report}"), highlight=False, soft_wrap=True)

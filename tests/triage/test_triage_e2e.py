@@ -118,11 +118,15 @@ def test_fault_is_found(
 def test_bundle_reproduces_the_verdict_with_analyze(kept_jobs, tmp_path_factory) -> None:
     # GIVEN the agent-launched sub-group mismatch (live Flight Recorder through the agent)
     job = job_for(kept_jobs, tmp_path_factory, "subgroup-mismatch", "agent")
-    out = tmp_path_factory.mktemp("out") / "triage.tar.gz"
+    # (in a folder whose path is wider than the console: a person copies it whole)
+    folder = tmp_path_factory.mktemp("out") / ("incident-" + "x" * 90)
+    folder.mkdir()
+    out = folder / "triage.tar.gz"
     triage(job, "--once", "--json")  # a rank's first Flight Recorder dump is slow: warm it
     # WHEN triage writes a bundle and prints the verdict for a person
     done = triage(job, "--once", "--bundle", str(out))
     assert done.returncode == 1, done.stderr
+    # THEN the bundle's path is printed on one line, never cut at the console's width
     assert "collective_mismatch" in done.stdout and f"bundle written: {out}" in done.stdout
     # THEN analyze, from the bundle alone, reaches the same verdict
     env = {"PATH": os.environ["PATH"]}
