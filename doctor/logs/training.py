@@ -23,8 +23,9 @@ done]``, a script's ``Training completed``) says the job ran to its end.
 A step's own report, its counter beside the loss it reached (``step 20/1000 loss=2.31``),
 says the job trains: its collectives ran. So do the reports frameworks print at a step's,
 an evaluation's or the run's end (transformers' Trainer's dicts, Keras' bar, DeepSpeed's
-engine, PyTorch's examples, a bar whose postfix holds the loss). A bar that reached its
-total does not: a checkpoint's loading bar fills before any collective. Nor does a row of
+engine, PyTorch's examples, a bar whose postfix holds the loss, a training epoch's bar that
+counted a step). Another bar that reached its total does not: a checkpoint's loading bar
+fills before any collective. Nor does a row of
 nccl-tests' table: a sweep that hangs prints the rows of every size before it.
 
 A rank's early-stopping check that fired (``Epoch 00003: early stopping``) ended its
@@ -63,6 +64,15 @@ it reached (Megatron's ``iteration 10/ 500000 | ... | lm loss: 1.0E+01``, XTuner
 ``steps: 10 loss: 2.3456``, most scripts' ``step 20/1000 loss=2.31``; transformers'
 ``{'loss': 0.69, ..., 'epoch': 0.5}``; ``Epoch 0: 100%|█| 64/64 [00:02<00:00, 28.5it/s,
 train_loss=0.51]``): a step ran to its end."""
+_EPOCH_BAR = re.compile(
+    r"\b[Ee]poch[ _]?\d{1,9}(?:/\d{1,9})?\s{0,3}:?\s{0,3}\d{1,3}%\|[^|]{0,120}\|"
+    r"\s{0,3}[1-9]\d{0,11}/\d{1,12} \["
+)
+"""A tqdm bar labelled as a training epoch that counted a step (Lightning's ``Epoch 0:  7%|▋
+| 73017/1017679 [00:38<08:12, v_num=0]``, a script's ``tqdm(desc=f"Epoch {e}/{n}")``),
+whatever its postfix holds: its steps ran. Not its ``0/1000`` before the first step, nor
+a bar of another loop (``Loading checkpoint shards: 100%``), which may fill before any
+collective."""
 _DEEPSPEED_STEP = re.compile(r"\bstep=\d{1,12}, skipped=\d{1,12}, lr=\[")
 """DeepSpeed's engine every ``steps_per_print`` optimizer steps (``engine.py``), with no loss."""
 _SERVED = re.compile(
@@ -127,7 +137,8 @@ at the 16 KB a line is read to."""
 
 
 def reports_progress(raw: str) -> bool:
-    """Whether a line is a training step's report (``_STEP_DONE``, ``_DEEPSPEED_STEP``), a
+    """Whether a line is a training step's report (``_STEP_DONE``, ``_DEEPSPEED_STEP``,
+    ``_EPOCH_BAR``), a
     server's answered request (``_SERVED``) or a launcher's word that the job ran to its end
     (``_LAUNCHER_DONE``), told as progress by the parser once per run of them; the
     substring tests first keep the searches off the lines of a big log that say none of
@@ -137,6 +148,7 @@ def reports_progress(raw: str) -> bool:
     return (
         (("oss" in raw or "OSS" in raw) and _STEP_DONE.search(raw) is not None)
         or ("skipped=" in raw and _DEEPSPEED_STEP.search(raw) is not None)
+        or ("%|" in raw and "poch" in raw and _EPOCH_BAR.search(raw) is not None)
         or (
             ("HTTP/" in raw or "hroughput" in raw or "roll!" in raw)
             and _SERVED.search(raw) is not None

@@ -168,6 +168,10 @@ PROGRESS_REPORTS = [
     "469/469 ━━━━━━━━━━━━━━━━━━━━ 5s 10ms/step - accuracy: 0.8712 - loss: 0.4521",  # Keras 3
     "Epoch 0: 100%|██████████| 64/64 [00:02<00:00, 28.53it/s, v_num=0, train_loss=0.512]",
     " 12%|█▏        | 120/1000 [01:02<07:38,  1.92it/s, loss=2.31]",  # a script's tqdm postfix
+    # a training epoch's bar that counted a step, whatever its postfix
+    "Epoch 0:   7%|▋         | 73017/1017679 [00:38<08:12, 1918.0it/s, v_num=2]",  # Lightning
+    "Epoch 3/10:  45%|████▌     | 45/100 [00:10<00:12,  4.50it/s]",  # tqdm(desc="Epoch 3/10")
+    "Training epoch_1: 12%|#2 | 120/1000 [01:02<07:38,  1.92it/s]",
     # a server's answered request, and a job that ran to its end
     'INFO:     127.0.0.1:51234 - "POST /v1/completions HTTP/1.1" 200 OK',  # vLLM's access log
     '[2025-07-29 07:12:06] INFO:     127.0.0.1:49294 - "POST /generate HTTP/1.1" 200 OK',
@@ -199,6 +203,9 @@ def test_a_step_s_report_or_a_served_request_is_a_job_at_work() -> None:
         "steps: 1000, loss: cross_entropy",
         "{'loss': 'cross_entropy', 'optimizer': 'adamw', 'epoch': 3}",  # a configuration
         "Loading checkpoint shards: 100%|██████████| 4/4 [00:05<00:00,  1.31s/it]",
+        "Epoch 0:   0%|          | 0/1000 [00:00<?, ?it/s]",  # before its first step
+        "Validation DataLoader 0: 100%|██████████| 10/10 [00:01<00:00,  9.87it/s]",
+        "Epoch 2: loading shards 100%|██████████| 4/4 [00:05<00:00]",  # no bar of steps
         "Epoch 3 [12/100] loss: nan, skipping the step",
         "469/469 - 5s - the loss of rank 2",
         'INFO:     127.0.0.1:39726 - "GET /health HTTP/1.1" 200 OK',  # before any model ran
