@@ -57,6 +57,8 @@ _STEP_DONE = re.compile(
     r"|\b\d{1,12}/\d{1,12} .{0,120}?/step - .{0,200}?\bloss: -?\.?\d"
     # a tqdm bar (Lightning's too) whose postfix holds the loss a step reached
     r"|\b\d{1,12}/\d{1,12} \[\d[^\]]{0,80}(?:it/s|s/it)[^\]]{0,300}?loss=-?\.?\d"
+    # or whose description does (torchtune's ``1|26|Loss: 1.24:  26%|██▌ | 26/101 [06:45<``)
+    r"|\b[Ll]oss: -?\.?\d[^|]{0,200}\d%\|[^|]{0,120}\|\s{0,3}[1-9]\d{0,11}/\d{1,12} \["
 )
 """A training step's own report: its counter (against the run's length or not) and the loss
 it reached (Megatron's ``iteration 10/ 500000 | ... | lm loss: 1.0E+01``, XTuner's ``Step 1/100
@@ -73,8 +75,14 @@ _EPOCH_BAR = re.compile(
 whatever its postfix holds: its steps ran. Not its ``0/1000`` before the first step, nor
 a bar of another loop (``Loading checkpoint shards: 100%``), which may fill before any
 collective."""
-_DEEPSPEED_STEP = re.compile(r"\bstep=\d{1,12}, skipped=\d{1,12}, lr=\[")
-"""DeepSpeed's engine every ``steps_per_print`` optimizer steps (``engine.py``), with no loss."""
+_DEEPSPEED_STEP = re.compile(
+    r"\bstep=\d{1,12}, skipped=\d{1,12}, lr=\["
+    r"|\btime \(ms\) \| (?:forward|backward|step)(?:_microstep)?: \d"
+)
+"""DeepSpeed's engine every ``steps_per_print`` optimizer steps (``engine.py``), with no loss,
+and its step's timers with ``wall_clock_breakdown`` (``rank=0 time (ms) | forward_microstep:
+4958.39 | backward_microstep: ...``; not Megatron's set-up timers, ``time (ms) | model and
+optimizer: ...``)."""
 _SERVED = re.compile(
     r"\"POST /(?:v1/(?:chat/)?completions|v1/embeddings|generate) HTTP/\d(?:\.\d)?\" 200\b"
     r"|Avg generation throughput: (?!0(?:\.0{1,9})? )\d{1,9}(?:\.\d{1,9})? tokens/s"
@@ -147,7 +155,7 @@ def reports_progress(raw: str) -> bool:
     raw = raw[:REPORT_CHARS]
     return (
         (("oss" in raw or "OSS" in raw) and _STEP_DONE.search(raw) is not None)
-        or ("skipped=" in raw and _DEEPSPEED_STEP.search(raw) is not None)
+        or (("skipped=" in raw or "time (ms)" in raw) and _DEEPSPEED_STEP.search(raw) is not None)
         or ("%|" in raw and "poch" in raw and _EPOCH_BAR.search(raw) is not None)
         or (
             ("HTTP/" in raw or "hroughput" in raw or "roll!" in raw)

@@ -157,6 +157,9 @@ PROGRESS_REPORTS = [
     "steps: 10 loss: 2.3456 iter time (s): 0.512 samples/sec: 12.345",  # DeepSpeed's engine
     "[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] step=10, skipped=0, "
     "lr=[5e-05], mom=[(0.9, 0.999)]",  # DeepSpeed's engine, every steps_per_print steps
+    "[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] rank=0 time (ms) | "
+    "forward_microstep: 4958.39 | backward_microstep: 4665.83",  # its timers, every step
+    "[trainer0|0]:1|26|Loss: 1.2436443567276:  26%|██▌       | 26/101 [06:45<17:27, 13.96s/it]",
     # transformers' Trainer: a logging step, an evaluation, the run's end
     "{'loss': 0.6931, 'grad_norm': 1.2345, 'learning_rate': 4.5e-05, 'epoch': 0.5}",
     "{'eval_loss': 0.4821, 'eval_accuracy': 0.8123, 'eval_runtime': 2.13, 'epoch': 1.0}",
@@ -204,6 +207,8 @@ def test_a_step_s_report_or_a_served_request_is_a_job_at_work() -> None:
         "{'loss': 'cross_entropy', 'optimizer': 'adamw', 'epoch': 3}",  # a configuration
         "Loading checkpoint shards: 100%|██████████| 4/4 [00:05<00:00,  1.31s/it]",
         "Epoch 0:   0%|          | 0/1000 [00:00<?, ?it/s]",  # before its first step
+        "time (ms) | model and optimizer: 5870.73 | train/valid/test data iterators: 558.40",
+        "1|0|Loss: 2.31:   0%|          | 0/101 [00:00<?, ?it/s]",
         "Validation DataLoader 0: 100%|██████████| 10/10 [00:01<00:00,  9.87it/s]",
         "Epoch 2: loading shards 100%|██████████| 4/4 [00:05<00:00]",  # no bar of steps
         "Epoch 3 [12/100] loss: nan, skipping the step",
