@@ -118,15 +118,19 @@ FINISHED = re.compile(
     r"Local worker group finished \((?:WorkerState\.)?SUCCEEDED\)|"
     r"\[after training is done\]|"
     r"\bTraining (?:successfully )?(?:complete|completed|finished|done)\b[.!]?\s*$|"
+    r"\bTraining time:? (?:\d{1,5} days?, )?(?:\d{1,6}:\d{2}:\d{2}|"
+    r"\d{1,9}(?:\.\d{1,6})? ?(?:s|secs?|seconds))\s*$|"
     r"^#\s{0,4}Avg bus bandwidth\s{0,20}:\s{0,20}\d"
 )
 """What frameworks print once training ended as asked: Lightning's fit loop
 (``loops/fit_loop.py``), transformers' Trainer, torchelastic's agent (``agent/server/api.py``,
 its older releases' ``Local worker group finished (SUCCEEDED)``), Megatron's ``training.py``;
 and a line that ends saying so, as torchtitan's ``train.py`` and many a script's own
-``Training complete!`` do; and nccl-tests' ``# Avg bus bandwidth : 113.289``, printed once
-every size of its sweep ran (``src/common.cu``). (Docker Compose's ``trainer_1 exited with
-code 0`` is read with its other exit codes, ``doctor.logs.launcher``.)"""
+``Training complete!`` do; the run's length printed after its training loop (torchvision's
+reference scripts and those built on them, DeiT and MAE: ``Training time 0:12:34``; a
+script's ``Training time: 10.09 seconds``); and nccl-tests' ``# Avg bus bandwidth :
+113.289``, printed once every size of its sweep ran (``src/common.cu``). (Docker Compose's
+``trainer_1 exited with code 0`` is read with its other exit codes, ``doctor.logs.launcher``.)"""
 EARLY_STOP = re.compile(
     r"\b[Ee]arly[ _]stopping(?: triggered| at (?:epoch|step|iteration) \d{1,12})?\s{0,4}(?:[.,!]|$)"
 )

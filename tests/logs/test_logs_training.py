@@ -113,6 +113,9 @@ FINISHED = [
     "lib_trainer_1 exited with code 0",  # Docker Compose
     "[rank0]:[titan] 2025-06-02 15:30:01,995 - root - INFO - Training completed",
     "Training successfully completed!",  # a script's own
+    "Training time 0:12:34",  # torchvision's reference scripts, DeiT, MAE, after the loop
+    "Training time 1 day, 2:03:04",
+    "[1,31]<stdout>:Process 31 - Training time: 10.09 seconds",
 ]
 
 
@@ -208,6 +211,8 @@ def test_a_step_s_report_or_a_served_request_is_a_job_at_work() -> None:
         "Loading checkpoint shards: 100%|██████████| 4/4 [00:05<00:00,  1.31s/it]",
         "Epoch 0:   0%|          | 0/1000 [00:00<?, ?it/s]",  # before its first step
         "time (ms) | model and optimizer: 5870.73 | train/valid/test data iterators: 558.40",
+        "Training time per step: 0.51 s",
+        "estimated training time: 3:00:00",
         "1|0|Loss: 2.31:   0%|          | 0/101 [00:00<?, ?it/s]",
         "Validation DataLoader 0: 100%|██████████| 10/10 [00:01<00:00,  9.87it/s]",
         "Epoch 2: loading shards 100%|██████████| 4/4 [00:05<00:00]",  # no bar of steps
