@@ -120,7 +120,7 @@ FINISHED = re.compile(
     r"\bTraining (?:successfully )?(?:complete|completed|finished|done)\b[.!]?\s*$|"
     r"\bTraining time:? (?:\d{1,5} days?, )?(?:\d{1,6}:\d{2}:\d{2}|"
     r"\d{1,9}(?:\.\d{1,6})? ?(?:s|secs?|seconds))\s*$|"
-    r"^#\s{0,4}Avg bus bandwidth\s{0,20}:\s{0,20}\d"
+    r"(?:^|\s)#\s{0,4}Avg bus bandwidth\s{0,20}:\s{0,20}\d"
 )
 """What frameworks print once training ended as asked: Lightning's fit loop
 (``loops/fit_loop.py``), transformers' Trainer, torchelastic's agent (``agent/server/api.py``,

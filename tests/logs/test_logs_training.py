@@ -247,6 +247,8 @@ def test_nccl_tests_summary_is_a_sweep_that_ran_to_its_end() -> None:
     row = "   1048576        262144     float     sum      -1    135.3    7.75   15.02      0"
     # THEN the job ran to its end: healthy
     assert judge([row, *summary]).hang_class is HangClass.HEALTHY
+    # AND so it does inside a paragraph a page ran together (not only at a line's start)
+    assert judge([" ".join([row, *summary])]).hang_class is HangClass.HEALTHY
     # AND without the summary (a sweep that stopped at a size: it prints the rows of every
     # size before the one it hangs in) nothing says so
     assert judge([row]).hang_class is not HangClass.HEALTHY
