@@ -32,8 +32,14 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 198 / 292
-"""Measured on the test split: 198 of 292 (67.8 %), the forty-seventh look (stop 55, commit
+HELDOUT_TEST_FLOOR = 211 / 329
+"""Measured on the test split: 211 of 329 (64.1 %), the forty-eighth look (stop 56, commit
+e1ec9c1, frozen), held out: rules alone 162; the word model 112 guesses, 45 right; its fallback
+10, 4 right. The 292 cases of the last look 198 (198 before; the stop's readings and the
+model's retraining moved no verdict's class, compared, not scored); the 37 added this stop,
+judged first by this look, 13: 12 of their 33 healthy jobs' logs, 1 of the other 4 (healthy
+jobs' logs: 22 of all 64 right, and no hang called healthy; without them 189 of 265, 71.3 %).
+Stop 55: 198 of 292 (67.8 %), the forty-seventh look (stop 55, commit
 84ed638, frozen), held out: rules alone 149; the word model 95 guesses, 45 right; its fallback
 8, 4 right. The 290 cases of the last look 197 (195 before; the stop's readings and the
 model's retraining moved 5 verdicts' classes, compared, not scored); the 2 added this stop,
@@ -82,9 +88,13 @@ then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66, 54/79, 60/86, 67/94, 75/10
 79/115, 83/124, 83/124, 105/137, 107/137 (not held out), 110/153, 115/164, 120/174, 121/174 (a
 failed full-suite run's number) and 122/174. No rule and no word of the model came from a test
 case. The issue's target is 85 %, missed; this floor is the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 453 / 525
-"""Measured on the dev split: 453 of 525, in sample for the rules and the word model (stop 55:
-the reports frameworks print at a step's or the run's end, a server's answered request and
+HELDOUT_DEV_FLOOR = 462 / 541
+"""Measured on the dev split: 462 of 541, in sample for the rules and the word model (stop 56:
+a training epoch's bar that counted a step read as progress, from one dev case: 454 of 525;
+sixteen dev cases added, 14 of them working jobs' logs, judged on arrival by 7d0df0e: 4 right;
+DeepSpeed's step timers, a bar whose description holds the loss and the run's length after
+the training loop read since (from three of them), the model retrained: 462). Stop 55: 453
+of 525 (the reports frameworks print at a step's or the run's end, a server's answered request and
 a launcher's word that the job ended read as progress (one dev case, from its SageMaker
 line); a lone all-gather timeout read as ranks that did not agree on it (from three dev
 cases; one lost); 449 of the 523 before them: 452; two dev cases added, judged on arrival
