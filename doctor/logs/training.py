@@ -45,6 +45,9 @@ from doctor.logs.lines import Line
 
 _BAR = re.compile(r"(\d{1,18})/(\d{1,18}) \[(?:(\d{1,9}):)?(\d{1,2}):(\d{2})<")
 """tqdm's ``n/total [elapsed<remaining`` (the rest of the bar is the user's to change)."""
+_COUNTED_BAR = r"%\|[^|]{0,120}\|\s{0,3}[1-9]\d{0,11}/\d{1,12} \["
+"""The end of a tqdm bar's percentage, its bar and a count of at least one step: ``%|▋ |
+73017/1017679 [``, not ``%|  | 0/1000 [`` before the first step."""
 _STEP_DONE = re.compile(
     r"\b(?:[Ss]teps?|STEPS?|[Ii]ter(?:ation)?|ITER)\b\s{0,3}[:=\[]?\s{0,20}\d{1,12}\b"
     r"(?:\s{0,20}/\s{0,20}\d{1,12}\b)?.{0,400}?(?:loss|LOSS|Loss)\b\s{0,3}[:=]?\s{0,3}-?\.?\d"
@@ -58,7 +61,7 @@ _STEP_DONE = re.compile(
     # a tqdm bar (Lightning's too) whose postfix holds the loss a step reached
     r"|\b\d{1,12}/\d{1,12} \[\d[^\]]{0,80}(?:it/s|s/it)[^\]]{0,300}?loss=-?\.?\d"
     # or whose description does (torchtune's ``1|26|Loss: 1.24:  26%|██▌ | 26/101 [06:45<``)
-    r"|\b[Ll]oss: -?\.?\d[^|]{0,200}\d%\|[^|]{0,120}\|\s{0,3}[1-9]\d{0,11}/\d{1,12} \["
+    r"|\b[Ll]oss: -?\.?\d[^|]{0,200}\d" + _COUNTED_BAR
 )
 """A training step's own report: its counter (against the run's length or not) and the loss
 it reached (Megatron's ``iteration 10/ 500000 | ... | lm loss: 1.0E+01``, XTuner's ``Step 1/100
@@ -67,8 +70,7 @@ it reached (Megatron's ``iteration 10/ 500000 | ... | lm loss: 1.0E+01``, XTuner
 ``{'loss': 0.69, ..., 'epoch': 0.5}``; ``Epoch 0: 100%|█| 64/64 [00:02<00:00, 28.5it/s,
 train_loss=0.51]``): a step ran to its end."""
 _EPOCH_BAR = re.compile(
-    r"\b[Ee]poch[ _]?\d{1,9}(?:/\d{1,9})?\s{0,3}:?\s{0,3}\d{1,3}%\|[^|]{0,120}\|"
-    r"\s{0,3}[1-9]\d{0,11}/\d{1,12} \["
+    r"\b[Ee]poch[ _]?\d{1,9}(?:/\d{1,9})?\s{0,3}:?\s{0,3}\d{1,3}" + _COUNTED_BAR
 )
 """A tqdm bar labelled as a training epoch that counted a step (Lightning's ``Epoch 0:  7%|▋
 | 73017/1017679 [00:38<08:12, v_num=0]``, a script's ``tqdm(desc=f"Epoch {e}/{n}")``),
