@@ -60,8 +60,6 @@ _STEP_DONE = re.compile(
     r"|\b\d{1,12}/\d{1,12} .{0,120}?/step - .{0,200}?\bloss: -?\.?\d"
     # a tqdm bar (Lightning's too) whose postfix holds the loss a step reached
     r"|\b\d{1,12}/\d{1,12} \[\d[^\]]{0,80}(?:it/s|s/it)[^\]]{0,300}?loss=-?\.?\d"
-    # or whose description does (torchtune's ``1|26|Loss: 1.24:  26%|██▌ | 26/101 [06:45<``)
-    r"|\b[Ll]oss: -?\.?\d[^|]{0,200}\d" + _COUNTED_BAR
 )
 """A training step's own report: its counter (against the run's length or not) and the loss
 it reached (Megatron's ``iteration 10/ 500000 | ... | lm loss: 1.0E+01``, XTuner's ``Step 1/100
@@ -69,14 +67,16 @@ it reached (Megatron's ``iteration 10/ 500000 | ... | lm loss: 1.0E+01``, XTuner
 ``steps: 10 loss: 2.3456``, most scripts' ``step 20/1000 loss=2.31``; transformers'
 ``{'loss': 0.69, ..., 'epoch': 0.5}``; ``Epoch 0: 100%|█| 64/64 [00:02<00:00, 28.5it/s,
 train_loss=0.51]``): a step ran to its end."""
-_EPOCH_BAR = re.compile(
-    r"\b[Ee]poch[ _]?\d{1,9}(?:/\d{1,9})?\s{0,3}:?\s{0,3}\d{1,3}" + _COUNTED_BAR
+_TRAINING_BAR = re.compile(
+    r"(?:\b[Ee]poch[ _]?\d{1,9}(?:/\d{1,9})?\s{0,3}:?\s{0,3}\d{0,2}"
+    r"|\b[Ll]oss: -?\.?\d[^|]{0,200})\d" + _COUNTED_BAR
 )
-"""A tqdm bar labelled as a training epoch that counted a step (Lightning's ``Epoch 0:  7%|▋
-| 73017/1017679 [00:38<08:12, v_num=0]``, a script's ``tqdm(desc=f"Epoch {e}/{n}")``),
-whatever its postfix holds: its steps ran. Not its ``0/1000`` before the first step, nor
-a bar of another loop (``Loading checkpoint shards: 100%``), which may fill before any
-collective."""
+"""A tqdm bar that counted a step and whose description says it is training's: labelled as
+an epoch (Lightning's ``Epoch 0:  7%|▋ | 73017/1017679 [00:38<08:12, v_num=0]``, a script's
+``tqdm(desc=f"Epoch {e}/{n}")``) or holding the loss (torchtune's ``1|26|Loss: 1.24:  26%|██▌
+| 26/101 [06:45<``), whatever its postfix holds: its steps ran. Not its ``0/1000`` before
+the first step, nor a bar of another loop (``Loading checkpoint shards: 100%``), which may
+fill before any collective. Searched only in a line that holds ``%|`` (few of a big log's)."""
 _DEEPSPEED_STEP = re.compile(
     r"\bstep=\d{1,12}, skipped=\d{1,12}, lr=\["
     r"|\btime \(ms\) \| (?:forward|backward|step)(?:_microstep)?: \d"
@@ -152,7 +152,7 @@ at the 16 KB a line is read to."""
 
 def reports_progress(raw: str) -> bool:
     """Whether a line is a training step's report (``_STEP_DONE``, ``_DEEPSPEED_STEP``,
-    ``_EPOCH_BAR``), a
+    ``_TRAINING_BAR``), a
     server's answered request (``_SERVED``) or a launcher's word that the job ran to its end
     (``_LAUNCHER_DONE``), told as progress by the parser once per run of them; the
     substring tests first keep the searches off the lines of a big log that say none of
@@ -162,7 +162,7 @@ def reports_progress(raw: str) -> bool:
     return (
         (("oss" in raw or "OSS" in raw) and _STEP_DONE.search(raw) is not None)
         or (("skipped=" in raw or "time (ms)" in raw) and _DEEPSPEED_STEP.search(raw) is not None)
-        or ("%|" in raw and "poch" in raw and _EPOCH_BAR.search(raw) is not None)
+        or ("%|" in raw and _TRAINING_BAR.search(raw) is not None)
         or (
             ("HTTP/" in raw or "hroughput" in raw or "roll!" in raw)
             and _SERVED.search(raw) is not None
