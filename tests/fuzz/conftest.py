@@ -2,7 +2,8 @@
 
 ``make test`` runs the ``default`` profile (a few dozen inputs per reader, seconds);
 ``make fuzz`` runs ``fuzz`` (a thousand per test) and prints the figures docs/security.md
-quotes: inputs tried, failures, time.
+quotes: inputs tried, failures, time. A run in one process prints them; ``make test`` runs
+these tests in two (pytest-xdist), whose counts stay in each worker, and prints none.
 """
 
 from __future__ import annotations
