@@ -4,8 +4,9 @@
 rank, run as ``python -m doctor.demo.job ARGS`` with that environment would run it, in its own
 process, forked as ``torch.multiprocessing``'s fork start method forks. The parent waits for
 every rank and exits 0. Why: 24 ranks each importing torch, and ``torch._dynamo`` (which
-a rank's process group imports), made the jobs' start 45 s of this module's 49 on 2 cores;
-forked, the jobs take 6 s. Flight Recorder's records do not depend on how a rank started.
+a rank's Flight Recorder dump with stack traces imports, through ``torch._inductor``), made
+the jobs 45 s of this module's 49 on 2 cores; forked, they take 6 s. Flight Recorder's
+records do not depend on how a rank started.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import sys
 import traceback
 from pathlib import Path
 
-import torch._dynamo  # noqa: F401  a rank's process group imports it (1 s of CPU each)
+import torch._dynamo  # noqa: F401  its dump with stack traces imports it (1 s of CPU each)
 import torch.distributed  # noqa: F401  the import every rank shares
 
 from doctor.demo.job import main
