@@ -85,6 +85,12 @@ _DEEPSPEED_STEP = re.compile(
 and its step's timers with ``wall_clock_breakdown`` (``rank=0 time (ms) | forward_microstep:
 4958.39 | backward_microstep: ...``; not Megatron's set-up timers, ``time (ms) | model and
 optimizer: ...``)."""
+_CHECKPOINTED = re.compile(
+    r"\bEpoch \d{1,9}, global step [1-9]\d{0,12}: '[^']{1,120}' (?:reached |was not in top )"
+)
+"""Lightning's ``ModelCheckpoint`` (``verbose=True``) after a validation: ``Epoch 0, global
+step 100: 'val_loss' reached 0.12345 (best 0.12345), saving model to ...`` or ``... was not
+in top 3``: that many steps ran."""
 _SERVED = re.compile(
     r"\"POST /(?:v1/(?:chat/)?completions|v1/embeddings|generate) HTTP/\d(?:\.\d)?\" 200\b"
     r"|Avg generation throughput: (?!0(?:\.0{1,9})? )\d{1,9}(?:\.\d{1,9})? tokens/s"
@@ -120,19 +126,22 @@ FINISHED = re.compile(
     r"Local worker group finished \((?:WorkerState\.)?SUCCEEDED\)|"
     r"\[after training is done\]|"
     r"\bTraining (?:successfully )?(?:complete|completed|finished|done)\b[.!]?\s*$|"
+    r"\*{5} train metrics \*{5}|"
     r"\bTraining time:? (?:\d{1,5} days?, )?(?:\d{1,6}:\d{2}:\d{2}|"
     r"\d{1,9}(?:\.\d{1,6})? ?(?:s|secs?|seconds))\s*$|"
     r"(?:^|\s)#\s{0,4}Avg bus bandwidth\s{0,20}:\s{0,20}\d"
 )
 """What frameworks print once training ended as asked: Lightning's fit loop
 (``loops/fit_loop.py``), transformers' Trainer, torchelastic's agent (``agent/server/api.py``,
-its older releases' ``Local worker group finished (SUCCEEDED)``), Megatron's ``training.py``;
-and a line that ends saying so, as torchtitan's ``train.py`` and many a script's own
-``Training complete!`` do; the run's length printed after its training loop (torchvision's
-reference scripts and those built on them, DeiT and MAE: ``Training time 0:12:34``; a
-script's ``Training time: 10.09 seconds``); and nccl-tests' ``# Avg bus bandwidth :
-113.289``, printed once every size of its sweep ran (``src/common.cu``). (Docker Compose's
-``trainer_1 exited with code 0`` is read with its other exit codes, ``doctor.logs.launcher``.)"""
+its older releases' ``Local worker group finished (SUCCEEDED)``), Megatron's ``training.py``,
+transformers' examples' ``***** train metrics *****`` (``log_metrics`` after
+``trainer.train()``); and a line that ends saying so, as torchtitan's ``train.py`` and many
+a script's own ``Training complete!`` do; the run's length printed after its training loop
+(torchvision's reference scripts and those built on them, DeiT and MAE: ``Training time
+0:12:34``; a script's ``Training time: 10.09 seconds``); and nccl-tests' ``# Avg bus
+bandwidth : 113.289``, printed once every size of its sweep ran (``src/common.cu``).
+(Docker Compose's ``trainer_1 exited with code 0`` is read with its other exit codes,
+``doctor.logs.launcher``.)"""
 EARLY_STOP = re.compile(
     r"\b[Ee]arly[ _]stopping(?: triggered| at (?:epoch|step|iteration) \d{1,12})?\s{0,4}(?:[.,!]|$)"
 )
@@ -163,6 +172,7 @@ def reports_progress(raw: str) -> bool:
         (("oss" in raw or "OSS" in raw) and _STEP_DONE.search(raw) is not None)
         or (("skipped=" in raw or "time (ms)" in raw) and _DEEPSPEED_STEP.search(raw) is not None)
         or ("%|" in raw and _TRAINING_BAR.search(raw) is not None)
+        or ("global step" in raw and _CHECKPOINTED.search(raw) is not None)
         or (
             ("HTTP/" in raw or "hroughput" in raw or "roll!" in raw)
             and _SERVED.search(raw) is not None

@@ -114,6 +114,7 @@ FINISHED = [
     "[rank0]:[titan] 2025-06-02 15:30:01,995 - root - INFO - Training completed",
     "Training successfully completed!",  # a script's own
     "Training time 0:12:34",  # torchvision's reference scripts, DeiT, MAE, after the loop
+    "***** train metrics *****",  # transformers' examples, after trainer.train()
     "Training time 1 day, 2:03:04",
     "[1,31]<stdout>:Process 31 - Training time: 10.09 seconds",
 ]
@@ -163,6 +164,10 @@ PROGRESS_REPORTS = [
     "[2024-01-01 10:00:00,000] [INFO] [logging.py:96:log_dist] [Rank 0] rank=0 time (ms) | "
     "forward_microstep: 4958.39 | backward_microstep: 4665.83",  # its timers, every step
     "[trainer0|0]:1|26|Loss: 1.2436443567276:  26%|██▌       | 26/101 [06:45<17:27, 13.96s/it]",
+    # Lightning's ModelCheckpoint(verbose=True) after a validation
+    "Epoch 0, global step 100: 'val_loss' reached 0.12345 (best 0.12345), saving model to "
+    "'/ckpt/epoch=0-step=100.ckpt' as top 3",
+    "Epoch 1, global step 200: 'val_acc' was not in top 3",
     # transformers' Trainer: a logging step, an evaluation, the run's end
     "{'loss': 0.6931, 'grad_norm': 1.2345, 'learning_rate': 4.5e-05, 'epoch': 0.5}",
     "{'eval_loss': 0.4821, 'eval_accuracy': 0.8123, 'eval_runtime': 2.13, 'epoch': 1.0}",
@@ -212,6 +217,8 @@ def test_a_step_s_report_or_a_served_request_is_a_job_at_work() -> None:
         "Epoch 0:   0%|          | 0/1000 [00:00<?, ?it/s]",  # before its first step
         "time (ms) | model and optimizer: 5870.73 | train/valid/test data iterators: 558.40",
         "Training time per step: 0.51 s",
+        "Epoch 0, global step 0: 'val_loss' reached 0.99 (best 0.99)",  # no step yet
+        "***** Running training *****",
         "estimated training time: 3:00:00",
         "1|0|Loss: 2.31:   0%|          | 0/101 [00:00<?, ?it/s]",
         "Validation DataLoader 0: 100%|██████████| 10/10 [00:01<00:00,  9.87it/s]",
