@@ -161,12 +161,11 @@ at the 16 KB a line is read to."""
 
 def reports_progress(raw: str) -> bool:
     """Whether a line is a training step's report (``_STEP_DONE``, ``_DEEPSPEED_STEP``,
-    ``_TRAINING_BAR``), a
-    server's answered request (``_SERVED``) or a launcher's word that the job ran to its end
-    (``_LAUNCHER_DONE``), told as progress by the parser once per run of them; the
-    substring tests first keep the searches off the lines of a big log that say none of
-    these. Not a row of nccl-tests' table: a sweep that hangs at a size prints the rows of
-    every size before it."""
+    ``_TRAINING_BAR``, ``_CHECKPOINTED``), a server's answered request (``_SERVED``) or a
+    launcher's word that the job ran to its end (``_LAUNCHER_DONE``), told as progress by the
+    parser once per run of them; the substring tests first keep the searches off the lines of
+    a big log that say none of these. Not a row of nccl-tests' table: a sweep that hangs at a
+    size prints the rows of every size before it."""
     raw = raw[:REPORT_CHARS]
     return (
         (("oss" in raw or "OSS" in raw) and _STEP_DONE.search(raw) is not None)
