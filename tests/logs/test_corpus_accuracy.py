@@ -88,8 +88,12 @@ then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66, 54/79, 60/86, 67/94, 75/10
 79/115, 83/124, 83/124, 105/137, 107/137 (not held out), 110/153, 115/164, 120/174, 121/174 (a
 failed full-suite run's number) and 122/174. No rule and no word of the model came from a test
 case. The issue's target is 85 %, missed; this floor is the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 462 / 541
-"""Measured on the dev split: 462 of 541, in sample for the rules and the word model (stop 56:
+HELDOUT_DEV_FLOOR = 464 / 544
+"""Measured on the dev split: 464 of 544, in sample for the rules and the word model (stop 57:
+three dev cases added, judged on arrival by 5040619: 1 right; NCCL's topology code failing to
+read a device's attribute read as set-up since (from one of them), the model retrained: the
+541 before them unchanged, 2 of the 3; the third, a working job's NCCL INFO lines, the word
+model calls network. Stop 56:
 a training epoch's bar that counted a step read as progress, from one dev case: 454 of 525;
 sixteen dev cases added, 14 of them working jobs' logs, judged on arrival by 7d0df0e: 4 right;
 DeepSpeed's step timers, a bar whose description holds the loss and the run's length after
