@@ -106,6 +106,16 @@ or an address on the wrong interface; it fails only once the retries run out
 _SETUP_WARN = re.compile(
     r"(?:^|\s)(?:init|bootstrap|transport/nvls|channel|transport)\.cc:\d+ NCCL WARN"
 )
+TOPOLOGY_WARN = (
+    r"(?:^|\s)graph/\w{1,20}\.(?:cc|h):\d{1,6} NCCL WARN Attribute \w{1,40} of node \w{1,40}"
+    r" not found"
+)
+"""NCCL's topology code (``graph/xml.h``) failing to read a device's attribute, as it returns
+``ncclInternalError`` while a communicator is created: the host's devices as NCCL read them
+(``/sys``, a topology file) lack what it needs; ``node nic`` names a device, not a peer. Not
+every warning of ``graph/`` fails: ``Topology detection: network path ... is not a PCI
+device (vmbus). Attaching to first CPU`` is an Azure VM's working run."""
+_TOPOLOGY_WARN = re.compile(TOPOLOGY_WARN)
 UNHANDLED_CUDA = r"unhan\w{0,3}led cuda error|ncclUnhandledCudaError"
 """NCCL's ``ncclUnhandledCudaError``: a CUDA call inside NCCL failed (case aside)."""
 _SYSTEM_ERROR = re.compile(
@@ -236,6 +246,8 @@ def events(line: Line) -> list[LogEvent]:
             ]
         if "Connection refused" not in text and "failed" not in text:
             return []  # INFO lines are configuration and progress, not failures
+    if "graph/" in text and _TOPOLOGY_WARN.search(text):
+        return [event(kinds.BOOTSTRAP)]
     if _SETUP_WARN.search(text):
         return [event(kinds.BOOTSTRAP, peer=_peer(text))]
     if _TRUNCATED.search(text):

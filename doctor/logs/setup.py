@@ -14,8 +14,8 @@ Each is a ``bootstrap`` event; ``advice`` says what to do about the one a line h
 verdict's summary. It says so too for the set-up failures other parsers read whose line names
 the cause: CUDA's set-up errors (a GPU index the host lacks, the fabric manager, Exclusive
 Process mode, a driver older than the build), the store's port taken, a host name that does
-not resolve, an interface variable that names none, NCCL's ``/dev/shm`` segment, the
-launcher, a process out of file descriptors.
+not resolve, an interface variable that names none, NCCL's ``/dev/shm`` segment, NCCL's
+topology, the launcher, a process out of file descriptors.
 """
 
 from __future__ import annotations
@@ -232,6 +232,15 @@ _NAMED_ELSEWHERE: tuple[tuple[str, re.Pattern[str], str], ...] = (
         "NCCL's /dev/shm segments were removed under it by another process: systemd-logind "
         "removes a user's segments when the user's last session ends (RemoveIPC=yes); set "
         "RemoveIPC=no in logind.conf",
+    ),
+    (
+        "",
+        re.compile(nccl.TOPOLOGY_WARN),
+        "NCCL could not build this host's topology while creating the communicator: a device "
+        "it read lacks what it needs (a NIC without a PCI bus id: a RoCE or virtual function, "
+        "a container without the host's /sys; an NCCL_TOPO_FILE that does not match the "
+        "host): limit NCCL_IB_HCA to the HCAs the job uses, or fix the topology file, and "
+        "rerun with NCCL_DEBUG_SUBSYS=INIT,GRAPH to see the device",
     ),
     (
         "",

@@ -888,6 +888,11 @@ NAMED_CAUSES = [
         "RemoveIPC=no",
         JOB,
     ),
+    (  # NCCL's topology code (graph/xml.h), on a host with a RoCE NIC beside its IB HCAs
+        "elsah100:176:302 [1] graph/xml.h:85 NCCL WARN Attribute busid of node nic not found",
+        "NCCL_IB_HCA",
+        JOB,
+    ),
     ("slurmstepd: error: pyxis: container start failed with error code: 1", "pyxis", JOB),
     ("PMI2_Init failed to initialize.  Return code: 14", "srun --mpi=pmix", JOB),
     # a communicator's CUDA call, and a limit the catalogue's message names
@@ -920,6 +925,25 @@ def test_a_set_up_failure_that_names_its_cause_gets_advice_about_that_cause(
     assert verdict.hang_class is HangClass.BOOTSTRAP
     assert verdict.summary.startswith(said)
     assert advice in verdict.summary and "MASTER_ADDR/port" not in verdict.summary
+
+
+def test_a_topology_warning_before_a_rank_s_exit_is_the_set_up_not_the_rank() -> None:
+    # GIVEN NCCL's topology warning (its graph/ code names a device: "node nic"), then
+    # mpirun's report that a rank exited with NCCL's error code (3: an internal error)
+    topology = "elsah100:176:302 [1] graph/xml.h:85 NCCL WARN Attribute busid of node nic not found"
+    exited = [
+        "mpirun detected that one or more processes exited with non-zero status, thus causing",
+        "the job to be terminated. The first process to do so was:",
+        "",
+        "  Process name: [[56171,1],6]",
+        "  Exit code:    3",
+    ]
+    verdict = judge([topology, *exited])
+    # THEN the set-up failed, and the device it names is no peer to reach
+    assert verdict.hang_class is HangClass.BOOTSTRAP
+    assert "reaching nic" not in verdict.summary
+    # AND without the warning the exit alone is a lost rank
+    assert judge(exited).hang_class is HangClass.RANK_LOSS
 
 
 TRANSPORT = (
