@@ -158,7 +158,7 @@ _LOWER = (
     "_jit_compile|enough slots|spank|pyxis|worker_count|*** SIG|<= op.nbytes|marked dead|"
     "died unexpectedly|prterun|pdsh@|ssh: |mismatch|Endpoint timeout|not enough space|"
     "stopped: `max_|Training complete|Training finished|Training done|Training successfully|"
-    "Training time|train metrics|"
+    "Training time|train metrics|succeeded|SUCCE|"
     "successfully finished|after training is done|PMIx server|during startup|raylet failed|"
     "worker group finished|exited with code|reducer.cpp|logger.cpp|arly stopping"
 ).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above

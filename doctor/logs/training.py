@@ -100,13 +100,6 @@ _SERVED = re.compile(
 200 (vLLM, SGLang), vLLM's metrics with tokens generated, SGLang's line once its warm-up
 request came back (``http_server.py``). Not a health check's 200: a server answers it
 before its model ever ran."""
-_LAUNCHER_DONE = re.compile(
-    r"\bJob '[\w.-]{1,120}' succeeded\b"
-    r"|\bJob finished \(status: (?:ManagedJobStatus\.)?SUCCEEDED\)"
-    r"|\bReporting training SUCCESS\b"
-)
-"""A launcher's word that the job ran to its end: Ray's ``ray job submit``, SkyPilot's
-``sky jobs launch`` and ``sky launch``, SageMaker's training toolkit."""
 _RAN_FOR = re.compile(r"ran for (\d{1,18}) milliseconds|timed out after (\d{1,18}) ?ms")
 _WAITS = frozenset({kinds.WATCHDOG_TIMEOUT, kinds.STORE_TIMEOUT})
 BUSY_SHARE = 0.9
@@ -129,9 +122,12 @@ FINISHED = re.compile(
     r"\*{5} train metrics \*{5}|"
     r"\bTraining time:? (?:\d{1,5} days?, )?(?:\d{1,6}:\d{2}:\d{2}|"
     r"\d{1,9}(?:\.\d{1,6})? ?(?:s|secs?|seconds))\s*$|"
-    r"(?:^|\s)#\s{0,4}Avg bus bandwidth\s{0,20}:\s{0,20}\d"
+    r"(?:^|\s)#\s{0,4}Avg bus bandwidth\s{0,20}:\s{0,20}\d|"
+    r"\bJob '[\w.-]{1,120}' succeeded\b|"
+    r"\bJob finished \(status: (?:ManagedJobStatus\.)?SUCCEEDED\)|"
+    r"\bReporting training SUCCESS\b"
 )
-"""What frameworks print once training ended as asked: Lightning's fit loop
+"""What frameworks and launchers print once training ended as asked: Lightning's fit loop
 (``loops/fit_loop.py``), transformers' Trainer, torchelastic's agent (``agent/server/api.py``,
 its older releases' ``Local worker group finished (SUCCEEDED)``), Megatron's ``training.py``,
 transformers' examples' ``***** train metrics *****`` (``log_metrics`` after
@@ -139,7 +135,10 @@ transformers' examples' ``***** train metrics *****`` (``log_metrics`` after
 a script's own ``Training complete!`` do; the run's length printed after its training loop
 (torchvision's reference scripts and those built on them, DeiT and MAE: ``Training time
 0:12:34``; a script's ``Training time: 10.09 seconds``); and nccl-tests' ``# Avg bus
-bandwidth : 113.289``, printed once every size of its sweep ran (``src/common.cu``).
+bandwidth : 113.289``, printed once every size of its sweep ran (``src/common.cu``); and a
+launcher's word that the job ran to its end: Ray's ``ray job submit`` (``Job '...'
+succeeded``), SkyPilot's ``sky jobs launch`` and ``sky launch`` (``Job finished (status:
+SUCCEEDED)``), SageMaker's training toolkit (``Reporting training SUCCESS``).
 (Docker Compose's ``trainer_1 exited with code 0`` is read with its other exit codes,
 ``doctor.logs.launcher``.)"""
 EARLY_STOP = re.compile(
@@ -161,9 +160,9 @@ at the 16 KB a line is read to."""
 
 def reports_progress(raw: str) -> bool:
     """Whether a line is a training step's report (``_STEP_DONE``, ``_DEEPSPEED_STEP``,
-    ``_TRAINING_BAR``, ``_CHECKPOINTED``), a server's answered request (``_SERVED``) or a
-    launcher's word that the job ran to its end (``_LAUNCHER_DONE``), told as progress by the
-    parser once per run of them; the substring tests first keep the searches off the lines of
+    ``_TRAINING_BAR``, ``_CHECKPOINTED``) or a server's answered request (``_SERVED``), told
+    as progress by the parser once per run of them (a word that the run ended is
+    ``FINISHED``, read once); the substring tests first keep the searches off the lines of
     a big log that say none of these. Not a row of nccl-tests' table: a sweep that hangs at a
     size prints the rows of every size before it."""
     raw = raw[:REPORT_CHARS]
@@ -176,7 +175,6 @@ def reports_progress(raw: str) -> bool:
             ("HTTP/" in raw or "hroughput" in raw or "roll!" in raw)
             and _SERVED.search(raw) is not None
         )
-        or (("ucceeded" in raw or "UCCE" in raw) and _LAUNCHER_DONE.search(raw) is not None)
     )
 
 
