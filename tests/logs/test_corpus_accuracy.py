@@ -192,9 +192,15 @@ def test_heldout_split_accuracy_holds_and_no_hang_is_called_healthy(
 ) -> None:
     # GIVEN one split of the held-out corpus WHEN each case is judged from its files alone
     result = score(HELDOUT, split)
+
     # THEN none crashes, no hang is called healthy (a working job's log may be), and accuracy
-    # holds its floor
-    assert [o.case.name for o in result.outcomes if o.error] == []
+    # holds its floor; a failure names dev cases, and only counts test ones (a name read
+    # in CI's output is a case someone may write a rule from)
+    def named(found: list[str]) -> list[str] | str:
+        return found if split == "dev" else f"{len(found)} test cases (names withheld)"
+
+    crashed = [o.case.name for o in result.outcomes if o.error]
+    assert not crashed, named(crashed)
     healthy = [
         o.case.name
         for o in result.outcomes
@@ -202,8 +208,8 @@ def test_heldout_split_accuracy_holds_and_no_hang_is_called_healthy(
         and o.verdict.hang_class is HangClass.HEALTHY
         and o.case.hang_class is not HangClass.HEALTHY
     ]
-    assert healthy == []
+    assert not healthy, named(healthy)
     misses = [o.case.name for o in result.outcomes if not o.class_right]
-    assert result.accuracy >= floor - 1e-9, misses
+    assert result.accuracy >= floor - 1e-9, named(misses)
     # AND precision per class is computed for every class a verdict named
     assert all(row[2] for row in result.per_class() if row[2])
