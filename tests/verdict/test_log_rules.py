@@ -836,6 +836,9 @@ def test_a_process_the_oom_killer_killed_is_a_lost_rank_even_alone(line: str) ->
 
 
 JOB = "the job's set-up failed"
+TOPOLOGY = "elsah100:176:302 [1] graph/xml.h:85 NCCL WARN Attribute busid of node nic not found"
+"""NCCL's topology code (graph/xml.h) missing a device's attribute, on a host with a RoCE NIC
+beside its IB HCAs."""
 COMMUNICATOR = "communicator creation failed"
 NAMED_CAUSES = [
     # CUDA's set-up errors
@@ -888,11 +891,7 @@ NAMED_CAUSES = [
         "RemoveIPC=no",
         JOB,
     ),
-    (  # NCCL's topology code (graph/xml.h), on a host with a RoCE NIC beside its IB HCAs
-        "elsah100:176:302 [1] graph/xml.h:85 NCCL WARN Attribute busid of node nic not found",
-        "NCCL_IB_HCA",
-        JOB,
-    ),
+    (TOPOLOGY, "NCCL_IB_HCA", JOB),
     ("slurmstepd: error: pyxis: container start failed with error code: 1", "pyxis", JOB),
     ("PMI2_Init failed to initialize.  Return code: 14", "srun --mpi=pmix", JOB),
     # a communicator's CUDA call, and a limit the catalogue's message names
@@ -930,7 +929,6 @@ def test_a_set_up_failure_that_names_its_cause_gets_advice_about_that_cause(
 def test_a_topology_warning_before_a_rank_s_exit_is_the_set_up_not_the_rank() -> None:
     # GIVEN NCCL's topology warning (its graph/ code names a device: "node nic"), then
     # mpirun's report that a rank exited with NCCL's error code (3: an internal error)
-    topology = "elsah100:176:302 [1] graph/xml.h:85 NCCL WARN Attribute busid of node nic not found"
     exited = [
         "mpirun detected that one or more processes exited with non-zero status, thus causing",
         "the job to be terminated. The first process to do so was:",
@@ -938,7 +936,7 @@ def test_a_topology_warning_before_a_rank_s_exit_is_the_set_up_not_the_rank() ->
         "  Process name: [[56171,1],6]",
         "  Exit code:    3",
     ]
-    verdict = judge([topology, *exited])
+    verdict = judge([TOPOLOGY, *exited])
     # THEN the set-up failed, and the device it names is no peer to reach
     assert verdict.hang_class is HangClass.BOOTSTRAP
     assert "reaching nic" not in verdict.summary
