@@ -110,6 +110,9 @@ CATALOGUED = "catalogued"
 """A failure message NCCL or torchelastic prints that no specific parser reads, known from
 their sources (``doctor.logs.catalogue``): ``hint_class`` is the class of the place that
 raises it, ``hint_at`` that place."""
+HARMLESS = "harmless"
+"""A warning working jobs print, known from its source (``doctor.logs.harmless``): ``text``
+is the line."""
 JOINING = "joining"
 """A rank says it is joining the job's rendezvous, just before it blocks there until every
 rank has come (Lightning's ``Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/8``,
@@ -161,6 +164,7 @@ ALL = (
     WORKING,
     STRAGGLER,
     CATALOGUED,
+    HARMLESS,
     JOINING,
     JOINED,
     RAS_DEAD,
@@ -177,6 +181,7 @@ SET_UP_PROGRESS = frozenset({RANK_INFO, JOINING, JOINED, COMPILED})
 build done): a log holds these whatever failed later, and they never say that something did."""
 BENIGN = SET_UP_PROGRESS | {
     EXITING,
+    HARMLESS,
     PROGRESS,
     STOPPED_EARLY,
     WORKING,

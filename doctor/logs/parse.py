@@ -28,6 +28,7 @@ from doctor.logs import (
     cuda,
     disagree,
     gpu_health,
+    harmless,
     kernel,
     kinds,
     launcher,
@@ -158,7 +159,7 @@ _LOWER = (
     "_jit_compile|enough slots|spank|pyxis|worker_count|*** SIG|<= op.nbytes|marked dead|"
     "died unexpectedly|prterun|pdsh@|ssh: |mismatch|Endpoint timeout|not enough space|"
     "stopped: `max_|Training complete|Training finished|Training done|Training successfully|"
-    "Training time|train metrics|succeeded|SUCCE|"
+    "Training time|train metrics|succeeded|SUCCE|bus bandwidth|test concluded|"
     "successfully finished|after training is done|PMIx server|during startup|raylet failed|"
     "worker group finished|exited with code|reducer.cpp|logger.cpp|arly stopping"
 ).split("|") + ["%|"]  # tqdm's bar (its rate may be cut off); "|" is the separator above
@@ -294,13 +295,16 @@ class Parser:
             # progress, told once per run of reports (``_tell_step``); its words (step, loss,
             # lr: any job's) are kept only where the line is kept for another reason
             self._step = (raw, result.lines)
-        if not gated and not (self.every_line_words and telling(raw)):
+        if not gated and not (self.every_line_words and (telling(raw) or harmless.why(raw))):
             return
         if "\x1b" in raw:
             raw = ESCAPE.sub("", raw)
         line = split(raw.rstrip("\r\n"), f"{self.origin}:{result.lines}", self.file_rank)
         if markup(line.text):
             pass  # an issue template's heading, fence or tag: no word of what failed
+        elif not (self._blocks or self._json or self._wrapped) and harmless.why(line.text or raw):
+            self._add([line.event(kinds.HARMLESS)])  # a working job's warning: no word of it
+            return
         # the text and its logger's name: a label's or a host's name is no word
         elif not add_words(
             result.words, f"{line.logger} {line.text}" if line.logger else line.text

@@ -122,7 +122,8 @@ FINISHED = re.compile(
     r"\*{5} train metrics \*{5}|"
     r"\bTraining time:? (?:\d{1,5} days?, )?(?:\d{1,6}:\d{2}:\d{2}|"
     r"\d{1,9}(?:\.\d{1,6})? ?(?:s|secs?|seconds))\s*$|"
-    r"(?:^|\s)#\s{0,4}Avg bus bandwidth\s{0,20}:\s{0,20}\d|"
+    r"(?:^|\s)(?:#\s{0,4})?Avg bus bandwidth\s{0,20}:\s{0,20}\d|"
+    r"(?:^|\s)(?:#\s{0,4})?Collective test concluded: \w|"
     r"\bJob '[\w.-]{1,120}' succeeded\b|"
     r"\bJob finished \(status: (?:ManagedJobStatus\.)?SUCCEEDED\)|"
     r"\bReporting training SUCCESS\b"
@@ -135,7 +136,9 @@ transformers' examples' ``***** train metrics *****`` (``log_metrics`` after
 a script's own ``Training complete!`` do; the run's length printed after its training loop
 (torchvision's reference scripts and those built on them, DeiT and MAE: ``Training time
 0:12:34``; a script's ``Training time: 10.09 seconds``); and nccl-tests' ``# Avg bus
-bandwidth : 113.289``, printed once every size of its sweep ran (``src/common.cu``); and a
+bandwidth : 113.289`` and, in newer releases, ``# Collective test concluded: all_reduce_perf``,
+printed once every size of its sweep ran (``src/common.cu``; a copy by a launcher or a page
+may drop the ``#``); and a
 launcher's word that the job ran to its end: Ray's ``ray job submit`` (``Job '...'
 succeeded``), SkyPilot's ``sky jobs launch`` and ``sky launch`` (``Job finished (status:
 SUCCEEDED)``), SageMaker's training toolkit (``Reporting training SUCCESS``).

@@ -143,7 +143,7 @@ from collections import Counter
 from collections.abc import Callable
 
 from doctor.evidence import Evidence, LogEvent
-from doctor.logs import c10d, disagree, kinds, launcher, training
+from doctor.logs import c10d, disagree, harmless, kinds, launcher, training
 from doctor.model import CollectiveRef, Confidence, EvidenceLine, HangClass
 from doctor.ranks import rank_prose
 from doctor.verdict import log_faults, log_waits, log_words
@@ -828,4 +828,28 @@ def candidates(evidence: Evidence) -> list[Candidate]:
     if any(c.hang_class is not HangClass.UNKNOWN for c in said):
         return said  # where a cut traceback stopped said enough: no guess from words
     failed = view.of_kind(kinds.EXCEPTION, kinds.TRACEBACK_CUT, kinds.EXIT)
+    if working := _harmless_only(view):
+        return [working]
     return log_words.refine(said, evidence.log_words, silent=not failed)
+
+
+def _harmless_only(view: LogView) -> Candidate | None:
+    """Logs in which nothing failed and whose warnings are ones working jobs print: the
+    lines that made someone look are harmless, so the logs are a working job's, said with
+    why each warning is (not a guess from the other lines' words: no rule read a fault in
+    them either)."""
+    warnings = view.of_kind(kinds.HARMLESS)
+    if not warnings or any(e.kind in kinds.FAULTS for e in view.events):
+        return None
+    said = list(dict.fromkeys(harmless.why(e.text) or "" for e in warnings))
+    return Candidate(
+        HangClass.HEALTHY,
+        (),
+        Confidence.LOW,
+        "nothing in the logs failed, and the only warnings are ones working jobs print: "
+        + "; ".join(said[:3]),
+        1,
+        evidence=lines_of(warnings[:3]),
+        missing_evidence=("the job's whole log: a hang's timeout comes later",),
+        rule="log_harmless_only",
+    )

@@ -93,10 +93,12 @@ then 126 (not held out); stop 35: 122; earlier: 19 and 22 of 37, then 27/50, 27/
 105/137, 107/137 (not held out), 110/153, 115/164, 120/174, 121/174 (a failed full-suite run's
 number) and 122/174. No rule and no word of the model came from a test case. The issue's target
 is 85 %, missed; this floor is the measured value, not the target."""
-HELDOUT_DEV_FLOOR = 483 / 575
-"""Measured on the dev split: 483 of 575, in sample for the rules and the word model (stop 58:
+HELDOUT_DEV_FLOOR = 492 / 575
+"""Measured on the dev split: 492 of 575, in sample for the rules and the word model (stop 58:
 thirty dev cases added, 18 of them working jobs' logs, judged on arrival by e050bb7: 14 right;
-the model retrained on them: 483. Stop 57:
+the model retrained on them: 483; warnings working jobs print read as such, and nccl-tests'
+summary without its comment marks and its closing line read as a sweep's end (from nine of
+them and two earlier ones), the model retrained: 492. Stop 57:
 one more dev case, right on arrival by 664363b, the model retrained: 465 of 545. Before it:
 three dev cases added, judged on arrival by 5040619: 1 right; NCCL's topology code failing to
 read a device's attribute read as set-up since (from one of them), the model retrained: the

@@ -256,6 +256,11 @@ def test_nccl_tests_summary_is_a_sweep_that_ran_to_its_end() -> None:
     assert judge([row, *summary]).hang_class is HangClass.HEALTHY
     # AND so it does inside a paragraph a page ran together (not only at a line's start)
     assert judge([" ".join([row, *summary])]).hang_class is HangClass.HEALTHY
+    # AND so do the summary without its comment marks (as a launcher's or a page's copy
+    # shows it) and the line newer nccl-tests end a test with, each alone
+    assert judge([row, "  Avg bus bandwidth    : 137.179"]).hang_class is HangClass.HEALTHY
+    concluded = "# Collective test concluded: all_reduce_perf"
+    assert judge([row, concluded]).hang_class is HangClass.HEALTHY
     # AND without the summary (a sweep that stopped at a size: it prints the rows of every
     # size before the one it hangs in) nothing says so
     assert judge([row]).hang_class is not HangClass.HEALTHY
