@@ -44,7 +44,7 @@ from doctor.logs import (
 from doctor.logs.block import Block, Fact, StackDump
 from doctor.logs.kernel import NvrmGpu
 from doctor.logs.launcher import ElasticFailures, HorovodMissing, HydraTermination
-from doctor.logs.lines import ESCAPE, Line, split
+from doctor.logs.lines import ESCAPE, TEXT_CHARS, Line, split
 from doctor.logs.pyspy_text import PyspyDump
 from doctor.logs.ras import RasText
 from doctor.logs.smi import SmiTable
@@ -302,8 +302,11 @@ class Parser:
         line = split(raw.rstrip("\r\n"), f"{self.origin}:{result.lines}", self.file_rank)
         if markup(line.text):
             pass  # an issue template's heading, fence or tag: no word of what failed
-        elif not (self._blocks or self._json or self._wrapped) and harmless.why(line.text or raw):
-            self._add([line.event(kinds.HARMLESS)])  # a working job's warning: no word of it
+        elif not (self._blocks or self._json or self._wrapped) and harmless.why(
+            whole := line.text or raw
+        ):
+            # a working job's warning: no word of it (a logging prefix alone is told whole)
+            self._add([line.event(kinds.HARMLESS, text=whole.strip()[:TEXT_CHARS])])
             return
         # the text and its logger's name: a label's or a host's name is no word
         elif not add_words(

@@ -841,7 +841,7 @@ def _harmless_only(view: LogView) -> Candidate | None:
     warnings = view.of_kind(kinds.HARMLESS)
     if not warnings or any(e.kind in kinds.FAULTS for e in view.events):
         return None
-    said = list(dict.fromkeys(harmless.why(e.text) or "" for e in warnings))
+    said = list(dict.fromkeys(why for e in warnings if (why := harmless.why(e.text))))
     return Candidate(
         HangClass.HEALTHY,
         (),

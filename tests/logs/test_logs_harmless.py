@@ -73,7 +73,7 @@ def test_logs_of_harmless_warnings_alone_are_a_working_job_s() -> None:
     verdict = judge(lines)
     # THEN the job is a working one, at low confidence, saying why each warning is harmless
     assert (verdict.hang_class, verdict.confidence) == (HangClass.HEALTHY, Confidence.LOW)
-    assert "torchrun's banner" in verdict.summary
+    assert "torchrun's banner" in verdict.summary and ": ;" not in verdict.summary
     assert "guess of the GPU a barrier runs on" in verdict.summary
 
 
