@@ -32,76 +32,84 @@ def test_no_case_crashes_and_accuracy_holds() -> None:
 
 
 # The held-out corpus (issue 23): split by source repository before its rules were written.
-HELDOUT_TEST_FLOOR = 260 / 396
-"""Measured on the test split: 260 of 396 (65.7 %), the fifty-first look (stop 58, commit e2405c9,
-frozen), held out: rules alone 208; the word model 124 guesses, 48 right; its fallback 11, 4 right.
-The 340 cases of the last look 225 (219 before: working jobs' logs 28 of 64, 22 before; hangs 197
-of 276, as before); the 56 added this stop, judged first by this look, 35: 25 of their 42 working
-jobs' logs, 10 of their 14 hangs. One hang is called healthy (which, and by which reading, not
-looked at). Stop 57: 219 of 340 (64.4 %), the fiftieth look (commit 39b07a1, frozen), held out for
-its 3 new cases (2 right); rules alone 168; the word model 116 guesses, 47 right; its fallback 10,
-4 right. Before it, the forty-ninth look (stop 57, commit dbb11cd, frozen): 217 of 337, held out:
-rules alone 166; the word model 115 guesses, 47 right; its fallback 10, 4 right. The 329 cases of
-the last look 212 (211 before; the stop's reading and the model's retraining moved 2 verdicts'
-classes, compared, not scored); the 8 added this stop, judged first by this look, 5. Stop 56: 211
-of 329 (64.1 %), the forty-eighth look (commit e1ec9c1, frozen), held out: rules alone 162; the
-word model 112 guesses, 45 right; its fallback 10, 4 right. The 292 cases of the last look 198 (198
-before; the stop's readings and the model's retraining moved no verdict's class, compared, not
-scored); the 37 added this stop, judged first by this look, 13: 12 of their 33 healthy jobs' logs,
-1 of the other 4 (healthy jobs' logs: 22 of all 64 right, and no hang called healthy; without them
-189 of 265, 71.3 %). Stop 55: 198 of 292 (67.8 %), the forty-seventh look (stop 55, commit 84ed638,
-frozen), held out: rules alone 149; the word model 95 guesses, 45 right; its fallback 8, 4 right.
-The 290 cases of the last look 197 (195 before; the stop's readings and the model's retraining
-moved 5 verdicts' classes, compared, not scored); the 2 added this stop, judged first by this look,
-1 (healthy jobs' logs: 10 of all 31 right, and no hang called healthy). Stop 54: 195 of 290 (67.2
-%), the forty-sixth look (stop 54, commit 66a7279, frozen), held out: rules alone 145; the word
-model 98 guesses, 46 right; its fallback 8, 4 right. The 278 cases of the last look 191 (189
-before; the stop's readings and the model's retraining moved 7 verdicts' classes, compared, not
-scored); the 12 added this stop, judged first by this look, 4 (healthy jobs' logs: 8 of all 30
-right, and no hang called healthy). Stop 53: 189 of 278 (68.0 %), the forty-fifth look (stop 53,
-commit 858b990, frozen), held out: rules alone 139; the word model 95 guesses, 46 right; its
-fallback 7, 4 right. The 258 cases of the last look 178 (179 before; the word model's retraining
-moved 4 verdicts' classes, compared, not scored); the 20 added this stop, judged first by this
-look, 11 (healthy jobs' logs: 2 of all 19 right). Stop 52: 179 of 258 (69.4 %), the forty-fourth
-look (stop 52, commit 33a91a7, frozen), held out: rules alone 131; the word model 86 guesses, 44
-right; its fallback 7, 4 right. The 218 cases of the last look 163 (163 before; the stop's readings
-and two retrainings moved 1 verdict's class, compared, not scored); the 40 added this stop, judged
-first by this look, 16: 1 of their 14 healthy jobs' logs (no rule reads a working job's output
-unless it says training finished, and the word model guesses only hangs), 15 of the other 26. Stop
-51: 163 of 218 (74.8 %), the forty-third look (commit a0883fa, frozen), held out: rules alone 124;
-the word model 60 guesses, 35 right; its fallback 6, 4 right. The 202 cases of the last look 153
-(155 before: the stop's readings and retraining moved 4 verdicts' classes, compared, not scored);
-the 16 added this stop, judged first by this look, 10. Stop 50: 155 of 202 (76.7 %), the
-forty-second look (commit 92b3455, frozen), held out: rules alone 118; the word model 55 guesses,
-33 right; its fallback 5, 4 right. The 185 cases of the last look 141 (139 before); the 17 added
-this stop, judged first by this look, 14. Stop 48: 139 of 185 (75.1 %), the fortieth look (commit
-2972214, frozen), held out: rules alone 106; the word model 53 guesses, 30 right; its fallback 4, 3
+HELDOUT_TEST_FLOOR = 261 / 404
+"""Measured on the test split: 261 of 404 (64.6 %), stop 58: the fifty-first look's 396 (below) and
+8 test cases added after it, judged first by a second look of their own on the same frozen
+reading (commit 9117e33, whose verdicts' classes are e2405c9's): 1 right (none of their 6
+working jobs' logs, 1 of their 2 set-up failures; no hang called healthy). Measured on the test
+split: 260 of 396 (65.7 %), the fifty-first look (stop 58, commit e2405c9, frozen), held out:
+rules alone 208; the word model 124 guesses, 48 right; its fallback 11, 4 right. The 340 cases
+of the last look 225 (219 before: working jobs' logs 28 of 64, 22 before; hangs 197 of 276, as
+before); the 56 added this stop, judged first by this look, 35: 25 of their 42 working jobs'
+logs, 10 of their 14 hangs. One hang is called healthy (which, and by which reading, not looked
+at). Stop 57: 219 of 340 (64.4 %), the fiftieth look (commit 39b07a1, frozen), held out for its
+3 new cases (2 right); rules alone 168; the word model 116 guesses, 47 right; its fallback 10, 4
+right. Before it, the forty-ninth look (stop 57, commit dbb11cd, frozen): 217 of 337, held out:
+rules alone 166; the word model 115 guesses, 47 right; its fallback 10, 4 right. The 329 cases
+of the last look 212 (211 before; the stop's reading and the model's retraining moved 2
+verdicts' classes, compared, not scored); the 8 added this stop, judged first by this look, 5.
+Stop 56: 211 of 329 (64.1 %), the forty-eighth look (commit e1ec9c1, frozen), held out: rules
+alone 162; the word model 112 guesses, 45 right; its fallback 10, 4 right. The 292 cases of the
+last look 198 (198 before; the stop's readings and the model's retraining moved no verdict's
+class, compared, not scored); the 37 added this stop, judged first by this look, 13: 12 of their
+33 healthy jobs' logs, 1 of the other 4 (healthy jobs' logs: 22 of all 64 right, and no hang
+called healthy; without them 189 of 265, 71.3 %). Stop 55: 198 of 292 (67.8 %), the
+forty-seventh look (stop 55, commit 84ed638, frozen), held out: rules alone 149; the word model
+95 guesses, 45 right; its fallback 8, 4 right. The 290 cases of the last look 197 (195 before;
+the stop's readings and the model's retraining moved 5 verdicts' classes, compared, not scored);
+the 2 added this stop, judged first by this look, 1 (healthy jobs' logs: 10 of all 31 right, and
+no hang called healthy). Stop 54: 195 of 290 (67.2 %), the forty-sixth look (stop 54, commit
+66a7279, frozen), held out: rules alone 145; the word model 98 guesses, 46 right; its fallback
+8, 4 right. The 278 cases of the last look 191 (189 before; the stop's readings and the model's
+retraining moved 7 verdicts' classes, compared, not scored); the 12 added this stop, judged
+first by this look, 4 (healthy jobs' logs: 8 of all 30 right, and no hang called healthy). Stop
+53: 189 of 278 (68.0 %), the forty-fifth look (stop 53, commit 858b990, frozen), held out: rules
+alone 139; the word model 95 guesses, 46 right; its fallback 7, 4 right. The 258 cases of the
+last look 178 (179 before; the word model's retraining moved 4 verdicts' classes, compared, not
+scored); the 20 added this stop, judged first by this look, 11 (healthy jobs' logs: 2 of all 19
+right). Stop 52: 179 of 258 (69.4 %), the forty-fourth look (stop 52, commit 33a91a7, frozen),
+held out: rules alone 131; the word model 86 guesses, 44 right; its fallback 7, 4 right. The 218
+cases of the last look 163 (163 before; the stop's readings and two retrainings moved 1
+verdict's class, compared, not scored); the 40 added this stop, judged first by this look, 16: 1
+of their 14 healthy jobs' logs (no rule reads a working job's output unless it says training
+finished, and the word model guesses only hangs), 15 of the other 26. Stop 51: 163 of 218 (74.8
+%), the forty-third look (commit a0883fa, frozen), held out: rules alone 124; the word model 60
+guesses, 35 right; its fallback 6, 4 right. The 202 cases of the last look 153 (155 before: the
+stop's readings and retraining moved 4 verdicts' classes, compared, not scored); the 16 added
+this stop, judged first by this look, 10. Stop 50: 155 of 202 (76.7 %), the forty-second look
+(commit 92b3455, frozen), held out: rules alone 118; the word model 55 guesses, 33 right; its
+fallback 5, 4 right. The 185 cases of the last look 141 (139 before); the 17 added this stop,
+judged first by this look, 14. Stop 48: 139 of 185 (75.1 %), the fortieth look (commit 2972214,
+frozen), held out: rules alone 106; the word model 53 guesses, 30 right; its fallback 4, 3
 right; one verdict changed class since the thirty-ninth look (a warning no longer read as a
-backend's refusal). Stop 45: 138 of 185 (74.6 %), the thirty-eighth look (87041b8), held out: rules
-alone 105; the word model 54 guesses, 30 right; its fallback 4, 3 right. The 178 cases of the last
-look 135 (3 verdicts changed class; the word model retrained on 5 more dev cases and on the logging
-formats' words; a fresh-clone run of 024da5b, the first retraining alone, had already failed this
-test), the 7 added this stop 3. Stop 44: 137 of 178 (77 %), the thirty- seventh look (e74a95d),
-held out: rules alone 102; the word model 50 guesses, 32 right; its fallback 4, 3 right. The 174
-cases of the last look 134 (no verdict changed class), the 4 added this stop 3. Stop 43: 134 of
-174, the thirty- sixth look (cf4c8ad), rules alone 99; the word model 49 guesses, 32 right; its
-fallback 4, 3 right; the same as the thirty-fifth (stop 42, 81f231c). Stop 41: 131, the
-thirty-fourth look (93b2072), rules alone 97; the word model 52 guesses, 34 right. Stop 40: 132,
-the thirty- third look (2caebfa), rules alone 98, the model 53 guesses, 34 right. Stop 39: 132, the
-thirty-second look (8e13558), rules alone 98, the model 52 guesses, 34 right. Stop 38: 132, the
-thirty-first look (27cc7fb), held out but for the thirtieth (130, a failed run of this test); rules
-alone 99, the model 51 guesses, 33 right. Stop 37: 128 held out (3044367), then 129 and 131, not
-held out; stop 36: 125 held out, then 126 (not held out); stop 35: 122; earlier: 19 and 22 of 37,
-then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64, 45/66, 54/79, 60/86, 67/94, 75/105, 78/115, 79/115,
-83/124, 83/124, 105/137, 107/137 (not held out), 110/153, 115/164, 120/174, 121/174 (a failed
-full-suite run's number) and 122/174. No rule and no word of the model came from a test case. The
-issue's target is 85 %, missed; this floor is the measured value, not the target."""
+backend's refusal). Stop 45: 138 of 185 (74.6 %), the thirty-eighth look (87041b8), held out:
+rules alone 105; the word model 54 guesses, 30 right; its fallback 4, 3 right. The 178 cases of
+the last look 135 (3 verdicts changed class; the word model retrained on 5 more dev cases and on
+the logging formats' words; a fresh-clone run of 024da5b, the first retraining alone, had
+already failed this test), the 7 added this stop 3. Stop 44: 137 of 178 (77 %), the thirty-
+seventh look (e74a95d), held out: rules alone 102; the word model 50 guesses, 32 right; its
+fallback 4, 3 right. The 174 cases of the last look 134 (no verdict changed class), the 4 added
+this stop 3. Stop 43: 134 of 174, the thirty- sixth look (cf4c8ad), rules alone 99; the word
+model 49 guesses, 32 right; its fallback 4, 3 right; the same as the thirty-fifth (stop 42,
+81f231c). Stop 41: 131, the thirty-fourth look (93b2072), rules alone 97; the word model 52
+guesses, 34 right. Stop 40: 132, the thirty- third look (2caebfa), rules alone 98, the model 53
+guesses, 34 right. Stop 39: 132, the thirty-second look (8e13558), rules alone 98, the model 52
+guesses, 34 right. Stop 38: 132, the thirty-first look (27cc7fb), held out but for the thirtieth
+(130, a failed run of this test); rules alone 99, the model 51 guesses, 33 right. Stop 37: 128
+held out (3044367), then 129 and 131, not held out; stop 36: 125 held out, then 126 (not held
+out); stop 35: 122; earlier: 19 and 22 of 37, then 27/50, 27/52, 32/60, 32/60, 38/63, 38/64,
+45/66, 54/79, 60/86, 67/94, 75/105, 78/115, 79/115, 83/124, 83/124, 105/137, 107/137 (not held
+out), 110/153, 115/164, 120/174, 121/174 (a failed full-suite run's number) and 122/174. No rule
+and no word of the model came from a test case. The issue's target is 85 %, missed; this floor
+is the measured value, not the target."""
 HELDOUT_TEST_HANGS_CALLED_HEALTHY = 1
 """Hangs of the test split called healthy, measured by the fifty-first look (stop 58; none
 before it): the most a change may leave. None on the dev split: a working job's log may be
 called a hang, a hang must not be called a working job's."""
-HELDOUT_DEV_FLOOR = 492 / 575
-"""Measured on the dev split: 492 of 575, in sample for the rules and the word model (stop 58:
+HELDOUT_DEV_FLOOR = 493 / 582
+"""Measured on the dev split: 493 of 582, in sample for the rules and the word model (stop 58:
+seven more dev cases, working jobs' logs, added after the look and judged on arrival by
+9117e33: 1 right; the model unchanged (it learns no working job's log). Before them: 492 of 575;
 thirty dev cases added, 18 of them working jobs' logs, judged on arrival by e050bb7: 14 right;
 the model retrained on them: 483; warnings working jobs print read as such, and nccl-tests'
 summary without its comment marks and its closing line read as a sweep's end (from nine of
