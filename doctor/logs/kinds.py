@@ -189,8 +189,8 @@ BENIGN = SET_UP_PROGRESS | {
     NCCL_CALL,
     CONNECT_RETRY,
 }
-"""What a log holds whatever failed: set-up's progress, a program ending, the job's progress
-(an early stop too: alone it is a job that ended), RAS's counts, NCCL's call trace, a
-connection retried."""
+"""What a log holds whatever failed: set-up's progress, a program ending, a warning working
+jobs print, the job's progress (an early stop too: alone it is a job that ended), RAS's
+counts, NCCL's call trace, a connection retried."""
 FAULTS = frozenset(ALL) - BENIGN
 """What says something failed, or waits (every other kind)."""
