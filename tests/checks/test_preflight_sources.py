@@ -222,8 +222,17 @@ def test_real_ptrace_probe_attaches_to_a_non_child_process():
         assert probe.attach_error is None  # CAP_SYS_PTRACE overrides Yama scopes 1 and 2
 
 
-def test_ptrace_probe_that_cannot_start_in_time_is_a_skip_not_a_warning():
-    from doctor.checks.host import probe_ptrace
+def test_ptrace_probe_that_cannot_start_in_time_is_a_skip_not_a_warning(monkeypatch):
+    import subprocess
 
-    probe = probe_ptrace(timeout=0.0001)
+    from doctor.checks import host
+
+    # GIVEN a shell that answers only after the probe's time is up (a bare tiny timeout raced
+    # a fast shell, which sometimes answered first), and answers no pid (were the timeout
+    # ignored, nothing would be seized or killed)
+    real = subprocess.Popen
+    monkeypatch.setattr(
+        host.subprocess, "Popen", lambda args, **kw: real(["sh", "-c", "sleep 5; echo x"], **kw)
+    )
+    probe = host.probe_ptrace(timeout=0.05)
     assert probe.attach_error is None and "did not start within" in (probe.probe_error or "")
