@@ -827,9 +827,9 @@ def candidates(evidence: Evidence) -> list[Candidate]:
     said = found or [_unplaced_waits(view) or _silent_logs(len(evidence.log_files), view)]
     if any(c.hang_class is not HangClass.UNKNOWN for c in said):
         return said  # where a cut traceback stopped said enough: no guess from words
-    failed = view.of_kind(kinds.EXCEPTION, kinds.TRACEBACK_CUT, kinds.EXIT)
     if working := _harmless_only(view):
         return [working]
+    failed = view.of_kind(kinds.EXCEPTION, kinds.TRACEBACK_CUT, kinds.EXIT)
     return log_words.refine(said, evidence.log_words, silent=not failed)
 
 
@@ -839,7 +839,7 @@ def _harmless_only(view: LogView) -> Candidate | None:
     why each warning is (not a guess from the other lines' words: no rule read a fault in
     them either)."""
     warnings = view.of_kind(kinds.HARMLESS)
-    if not warnings or any(e.kind in kinds.FAULTS for e in view.events):
+    if not warnings or view.of_kind(*kinds.FAULTS):
         return None
     said = list(dict.fromkeys(why for e in warnings if (why := harmless.why(e.text))))
     return Candidate(
