@@ -8,7 +8,9 @@ naming the evidence that would have told.
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Sequence
 
+from doctor.evidence import ProgressSample
 from doctor.model import Confidence, HangClass, Verdict
 from doctor.ranks import rank_prose
 from doctor.verdict.candidate import Candidate
@@ -98,16 +100,30 @@ SURE_SAMPLES = 5
 """A rank late in every one of at least this many samples is a straggler for sure."""
 
 
-def _surely_late(late: int, samples: int, ranks: int) -> bool:
-    """Late in every sample, with two peers or more waiting for it.
+def _surely_late(view: LiveView, rank: int, late: int, samples: int) -> bool:
+    """Late in every sample, with two peers or more waiting for it, caught at one place.
 
     One peer's wait is weak proof: of two ranks in lock step on a loaded host, one can be
     last in every sample (a healthy restarted 2-rank DDP job, 1 run in 3). Late in 4 of 5
     is no proof either: a healthy 4-rank Lightning job on a loaded 2-core host had one rank
     late in 4 of 5 samples (1 fresh-clone test run in 4), while the real straggler of the
     slow Lightning job (0.5 s of sleep a step) was late in 5 of 5 in 18 of 30 looks and in
-    4 of 5 in 10: those stay stragglers, of medium confidence."""
-    return late == samples >= SURE_SAMPLES and ranks > 2
+    4 of 5 in 10: those stay stragglers, of medium confidence. Late in all 5 is no proof
+    alone: a CI host left one rank of that healthy job behind in every sample (1 run). A rank
+    that a scheduler leaves behind is caught wherever its step was (the 2 of 30 looks that
+    named that job's lagging rank: 4 stacks in 5 samples, each), while the slow job's
+    straggler was in its sleep in 3 or more of 5 samples in all 30 looks."""
+    return (
+        late == samples >= SURE_SAMPLES
+        and len(view.samples) > 2
+        and _caught_at_one_place(view.samples[rank])
+    )
+
+
+def _caught_at_one_place(samples: Sequence[ProgressSample]) -> bool:
+    """Most samples show one stack: the rank is slow at something, not merely behind."""
+    places = Counter(s.stack_signature for s in samples if s.stack_signature)
+    return bool(places) and 2 * places.most_common(1)[0][1] > len(samples)
 
 
 def progressing(view: LiveView) -> list[Candidate]:
@@ -123,7 +139,7 @@ def progressing(view: LiveView) -> list[Candidate]:
             f"the job progresses, but {rank_prose([rank])} is in its own code while the others "
             f"wait in {n} of {total} samples: it is the straggler ({view.stack(rank)})"
         )
-        sure = Confidence.HIGH if _surely_late(n, total, len(view.samples)) else Confidence.MEDIUM
+        sure = Confidence.HIGH if _surely_late(view, rank, n, total) else Confidence.MEDIUM
         lines = [
             pyspy_line(rank, f"sample {s.time_s:.2f}s: {s.state} {s.stack_signature}")
             for s in view.samples[rank]

@@ -112,8 +112,11 @@ def test_progress_comes_from_io_calls_moving_stacks_or_flight_recorder_sequence_
     assert job_progress(replace(no_io, progress=moving)) is True
 
 
-def _straggler_job(samples: int, late_in: int, peers: tuple[int, ...] = (0, 1, 3)) -> Evidence:
-    """Rank 2 is in its loader while the others wait in ``late_in`` of ``samples``; io moves."""
+def _straggler_job(
+    samples: int, late_in: int, peers: tuple[int, ...] = (0, 1, 3), places: int = 1
+) -> Evidence:
+    """Rank 2 is in its loader while the others wait in ``late_in`` of ``samples``, caught at
+    ``places`` stacks in turn; io moves."""
     waiting = [recorded_stack("dataloader", r) for r in peers]
     late = recorded_stack("dataloader", 2)
     progress = []
@@ -121,7 +124,12 @@ def _straggler_job(samples: int, late_in: int, peers: tuple[int, ...] = (0, 1, 3
         for s in waiting:
             progress.append(ProgressSample(s.rank, i * 0.25, state="in_collective"))
         progress.append(
-            ProgressSample(2, i * 0.25, state="data_loading" if i < late_in else "in_collective")
+            ProgressSample(
+                2,
+                i * 0.25,
+                stack_signature=f"read_shard#{i % places} < next_batch",
+                state="data_loading" if i < late_in else "in_collective",
+            )
         )
     base = hung_evidence(waiting + [late], io=35)
     alive = {2, *peers}
@@ -141,6 +149,19 @@ def test_a_progressing_job_with_one_rank_mostly_late_is_a_straggler(
     c = best(evidence)
     assert (c.hang_class, c.culprit_ranks, c.confidence) == (HangClass.STRAGGLER, (2,), sure)
     assert classify(evidence).hang_class is HangClass.STRAGGLER
+
+
+@pytest.mark.parametrize(("places", "sure"), [(2, Confidence.HIGH), (3, Confidence.MEDIUM)])
+def test_a_rank_late_in_every_sample_is_surely_the_straggler_only_when_slow_at_one_place(
+    places: int, sure: Confidence
+) -> None:
+    # GIVEN rank 2 late in all 5 samples while its three peers wait, caught at 2 stacks in
+    # turn (one in 3 samples of 5) or at 3 (none in most samples: a rank a loaded host's
+    # scheduler leaves behind is caught wherever its step was)
+    evidence = _straggler_job(samples=5, late_in=5, places=places)
+    # THEN it is the straggler; for sure only when most samples show where it is slow
+    c = best(evidence)
+    assert (c.hang_class, c.culprit_ranks, c.confidence) == (HangClass.STRAGGLER, (2,), sure)
 
 
 def test_with_one_peer_a_late_rank_is_a_straggler_of_medium_confidence_only() -> None:
