@@ -87,6 +87,29 @@ WARNINGS = (
         "a logging record's prefix alone: its message follows on the next lines",
     ),
     Harmless(
+        "to the list of known hosts",
+        re.compile(r"Warning: Permanently added .{1,300} to the list of known hosts\."),
+        "ssh's note that it saved a host's key on first connecting (sshconnect.c), which "
+        "launchers over ssh (mpirun, pdsh, DeepSpeed's runner) print for every new host",
+    ),
+    Harmless(
+        "tried to bind a process but failed",
+        re.compile(r"Open MPI tried to bind a process but failed\.  ?This is a"),
+        "Open MPI's binding warning, which goes on to say it is a warning only and the job "
+        "continues (its binding help text): a cost, not a fault",
+    ),
+    Harmless(
+        "client reregistration",
+        re.compile(r"UCX +WARN +IB Async event on \w{1,64}: client reregistration on port"),
+        "the subnet manager asking an InfiniBand port to register again, which UCX handles "
+        "and now logs as a diagnostic (UCX pull request 7349)",
+    ),
+    Harmless(
+        "Multiple GPUs are visible to each MPI rank",
+        re.compile(r"Multiple GPUs are visible to each MPI rank, but the number of GPUs per"),
+        "AMReX's note that it guessed the rank-to-GPU mapping: a cost at most",
+    ),
+    Harmless(
         "Grad strides do not match bucket view strides",
         re.compile(r"Grad strides do not match bucket view strides"),
         "DDP's performance note on gradient layouts (reducer.cpp)",

@@ -38,6 +38,12 @@ SAMPLES = (
     "WARNING:__main__:",
     "[W reducer.cpp:325] Warning: Grad strides do not match bucket view strides. This may "
     "indicate grad was not created according to the gradient layout contract.",
+    "Warning: Permanently added 'worker-3.train' (ED25519) to the list of known hosts.",
+    "WARNING: Open MPI tried to bind a process but failed.  This is a",
+    "[1700000000.123456] [gpu07:4242:0]      ib_device.c:482  UCX  WARN  IB Async event on "
+    "mlx5_2: client reregistration on port 1",
+    "Multiple GPUs are visible to each MPI rank, but the number of GPUs per socket or node has "
+    "not been provided.",
 )
 """One line of each warning, as its source prints it."""
 
@@ -47,6 +53,9 @@ LOOKALIKES = (
     "[node7.cluster]:29500 (errno: 113 - No route to host).",  # a real set-up failure
     "WARNING:__main__: rank 3 lost its GPU",  # a record with a message
     "NCCL INFO NET/Plugin: Failed to find ncclNetPlugin_v8 symbol.",  # the net plugin itself
+    "[1700000000.123456] [gpu07:4242:0]      ib_device.c:482  UCX  ERROR IB Async event on "
+    "mlx5_2: port error on port 1",  # a port that went down
+    "Open MPI failed to bind internal memory",  # not the binding warning's own words
 )
 
 
