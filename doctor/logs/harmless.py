@@ -5,7 +5,8 @@ A user who pastes the only lines that looked alarming often pastes one of these:
 guess of a barrier's GPU. Their words (``hang``, ``failed``, ``deadlocks``) are a fault's
 words, so the word model read them as one. Each is recognised here with why it is harmless;
 the reader keeps no word of it, and logs that hold nothing else are a working job's
-(``doctor.verdict.log_rules``).
+(``doctor.verdict.log_rules``), unless one of them names a hang it can come before (the
+barrier's guess: "This can potentially cause a hang"), which is then said with what to check.
 
 Only warnings whose message says by itself that nothing failed: not a retried connection
 (``CONNECT_RETRY``, which a failing set-up prints too) nor ``destroy_process_group() was not
@@ -25,6 +26,9 @@ class Harmless:
     pattern: re.Pattern[str]
     why: str
     """Why a working job prints it, said to the user."""
+    hang_if: str = ""
+    """When the warning itself names a hang it can come before: where that is so, and what
+    to check. Logs holding it prove no working job (``doctor.verdict.log_rules``)."""
 
 
 WARNINGS = (
@@ -47,7 +51,10 @@ WARNINGS = (
             r"process are currently unknown"
         ),
         "ProcessGroupNCCL's guess of the GPU a barrier runs on (ProcessGroupNCCL.cpp): "
-        "harmless where each rank set its own device; two ranks on one GPU hang there",
+        "harmless where each rank set its own device",
+        "two ranks that share one GPU hang in that barrier (check that each rank calls "
+        "torch.cuda.set_device(local_rank), or passes device_id to init_process_group, "
+        "before its first collective)",
     ),
     Harmless(
         "No device id is provided",
@@ -69,6 +76,8 @@ WARNINGS = (
         "worker processes in total",
         re.compile(r"This DataLoader will create \d{1,6} worker processes in total"),
         "the DataLoader's advice on its worker count (torch/utils/data/dataloader.py)",
+        "more workers than the host has CPUs can freeze the loader, as the warning says (a "
+        "rank stuck in its data loader: lower num_workers and look at its stack)",
     ),
     Harmless(
         "use_reentrant",
@@ -117,9 +126,9 @@ WARNINGS = (
 )
 
 
-def why(text: str) -> str | None:
-    """Why the warning ``text`` holds is harmless, or None where it is none of these."""
+def find(text: str) -> Harmless | None:
+    """The warning ``text`` holds, or None where it is none of these."""
     for warning in WARNINGS:
         if warning.key in text and warning.pattern.search(text):
-            return warning.why
+            return warning
     return None

@@ -295,14 +295,14 @@ class Parser:
             # progress, told once per run of reports (``_tell_step``); its words (step, loss,
             # lr: any job's) are kept only where the line is kept for another reason
             self._step = (raw, result.lines)
-        if not gated and not (self.every_line_words and (telling(raw) or harmless.why(raw))):
+        if not gated and not (self.every_line_words and (telling(raw) or harmless.find(raw))):
             return
         if "\x1b" in raw:
             raw = ESCAPE.sub("", raw)
         line = split(raw.rstrip("\r\n"), f"{self.origin}:{result.lines}", self.file_rank)
         if markup(line.text):
             pass  # an issue template's heading, fence or tag: no word of what failed
-        elif not (self._blocks or self._json or self._wrapped) and harmless.why(
+        elif not (self._blocks or self._json or self._wrapped) and harmless.find(
             whole := line.text or raw
         ):
             # a working job's warning: no word of it (a logging prefix alone is told whole)

@@ -828,7 +828,9 @@ def candidates(evidence: Evidence) -> list[Candidate]:
     if any(c.hang_class is not HangClass.UNKNOWN for c in said):
         return said  # where a cut traceback stopped said enough: no guess from words
     if working := _harmless_only(view):
-        return [working]
+        if working.hang_class is HangClass.HEALTHY:
+            return [working]
+        said = [working]  # a warning that names a hang: said, and the words guess
     failed = view.of_kind(kinds.EXCEPTION, kinds.TRACEBACK_CUT, kinds.EXIT)
     return log_words.refine(said, evidence.log_words, silent=not failed)
 
@@ -837,19 +839,27 @@ def _harmless_only(view: LogView) -> Candidate | None:
     """Logs in which nothing failed and whose warnings are ones working jobs print: the
     lines that made someone look are harmless, so the logs are a working job's, said with
     why each warning is (not a guess from the other lines' words: no rule read a fault in
-    them either)."""
+    them either). Where one of those warnings names a hang it can come before, they prove
+    no working job: ``unknown``, saying where it hangs and what to check."""
     warnings = view.of_kind(kinds.HARMLESS)
     if not warnings or view.of_kind(*kinds.FAULTS):
         return None
-    said = list(dict.fromkeys(why for e in warnings if (why := harmless.why(e.text))))
+    found = list(dict.fromkeys(w for e in warnings if (w := harmless.find(e.text))))
+    lead = "nothing in the logs failed, and the only warnings are ones working jobs print"
+    hang_class, rule = HangClass.HEALTHY, "log_harmless_only"
+    summary = f"{lead}: " + "; ".join(w.why for w in found[:3])
+    if warned := [w for w in found if w.hang_if]:
+        hang_class, rule = HangClass.UNKNOWN, "log_harmless_warns"
+        summary = f"{lead}, but not only working jobs: " + "; ".join(
+            f"{w.why}, yet {w.hang_if}" for w in warned[:2]
+        )
     return Candidate(
-        HangClass.HEALTHY,
+        hang_class,
         (),
         Confidence.LOW,
-        "nothing in the logs failed, and the only warnings are ones working jobs print: "
-        + "; ".join(said[:3]),
+        summary,
         1,
         evidence=lines_of(warnings[:3]),
         missing_evidence=("the job's whole log: a hang's timeout comes later",),
-        rule="log_harmless_only",
+        rule=rule,
     )
