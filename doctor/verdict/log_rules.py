@@ -850,7 +850,7 @@ def _harmless_only(view: LogView) -> Candidate | None:
     summary = f"{lead}: " + "; ".join(w.why for w in found[:3])
     if warned := [w for w in found if w.hang_if]:
         hang_class, rule = HangClass.UNKNOWN, "log_harmless_warns"
-        summary = f"{lead}, but not only working jobs: " + "; ".join(
+        summary = f"{lead}, and hung jobs too: " + "; ".join(
             f"{w.why}, yet {w.hang_if}" for w in warned[:2]
         )
     return Candidate(
