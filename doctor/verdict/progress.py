@@ -111,7 +111,7 @@ def _surely_late(view: LiveView, rank: int, late: int, samples: int) -> bool:
     4 of 5 in 10: those stay stragglers, of medium confidence. Late in all 5 is no proof
     alone: a CI host left one rank of that healthy job behind in every sample (1 run). A rank
     that a scheduler leaves behind is caught wherever its step was (the 2 of 30 looks that
-    named that job's lagging rank: 4 stacks in 5 samples, each), while the slow job's
+    named that job's lagging rank: 4 and 5 stacks in its 5 samples), while the slow job's
     straggler was in its sleep in 3 or more of 5 samples in all 30 looks."""
     return (
         late == samples >= SURE_SAMPLES
